@@ -1,0 +1,1 @@
+//! Criterion benchmarks live in `benches/`; shared trace generators live here.

@@ -1,0 +1,1 @@
+"""The serving runtime: KV slot ownership, prefix cache, scheduler loop and `Engine`."""

@@ -1,0 +1,40 @@
+"""Typed errors raised across sglr.
+
+The Rust core reports misuse as typed errors; the binding (`sglr._core`) raises the classes
+below, so callers catch the same exceptions whether a check happened in Rust or in Python.
+User mistakes subclass `ValueError` as well, so generic handlers keep working.
+"""
+
+from __future__ import annotations
+
+
+class SglrError(Exception):
+    """Base class of every error sglr raises on purpose."""
+
+
+class RadixError(SglrError):
+    """Misuse of the radix tree (the KV-cache prefix index)."""
+
+
+class LengthMismatchError(RadixError, ValueError):
+    """Token ids and slot ids given to the radix tree differ in length."""
+
+
+class UnknownNodeError(RadixError, ValueError):
+    """A node handle that this tree never issued."""
+
+
+class StaleNodeError(RadixError, ValueError):
+    """A node handle whose node has been evicted, or whose tree has been reset."""
+
+
+class UnlockError(RadixError, ValueError):
+    """An unlock of a node whose lock count is already zero."""
+
+
+class InvariantError(SglrError, AssertionError):
+    """An internal invariant does not hold (a bug in sglr, never a user mistake)."""
+
+
+class SlotAccountingError(InvariantError):
+    """KV slots were freed twice, freed by a non-owner, or leaked."""

@@ -1,0 +1,14 @@
+//! `sglr._core`: the only crate that knows pyo3. Each submodule wraps one pure-Rust core.
+
+mod buffers;
+mod errors;
+mod radix;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+fn _core(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    module.add_class::<radix::PyRadixTree>()?;
+    module.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

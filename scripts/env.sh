@@ -1,0 +1,20 @@
+# Shared by scripts/setup-and-run and scripts/test: make (or reuse) the project virtualenv and
+# install sglr into it in editable mode (maturin builds sglr._core in release mode).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${SGLR_VENV:-$ROOT/.venv}"
+PYTHON_BIN="${PYTHON:-python3}"
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "[sglr] creating virtualenv at $VENV"
+  "$PYTHON_BIN" -m venv "$VENV"
+fi
+PY="$VENV/bin/python"
+pip_install() {
+  "$PY" -m pip install --quiet --disable-pip-version-check "$@"
+}
+install_sglr() {
+  # $1: extras, e.g. "[test]" or ""
+  echo "[sglr] building sglr._core and installing sglr$1 (first build takes a few minutes)"
+  pip_install --upgrade pip >/dev/null
+  pip_install -e "$ROOT$1"
+}
