@@ -1,0 +1,1 @@
+"""The sglr language: primitives, interpreter, tracer/compiler and backends."""

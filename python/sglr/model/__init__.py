@@ -1,0 +1,1 @@
+"""Model definitions, checkpoint loading and the tiny-model factory (torch imported lazily)."""

@@ -1,0 +1,1 @@
+"""HTTP server: SGLang-native and OpenAI-compatible routes over the engine."""
