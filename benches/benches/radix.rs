@@ -47,9 +47,7 @@ fn bench_trace(c: &mut Criterion, name: &str, trace: &[Vec<u32>], sample_size: u
             BatchSize::LargeInput,
         )
     });
-    group.bench_function("insert", |b| {
-        b.iter_batched(|| (), |()| populated(trace), BatchSize::LargeInput)
-    });
+    group.bench_function("insert", |b| b.iter_batched(|| (), |()| populated(trace), BatchSize::LargeInput));
     group.bench_function("match_prefix", |b| {
         b.iter_batched_ref(
             || populated(trace),

@@ -21,9 +21,7 @@ impl Rng {
     }
 
     pub fn tokens(&mut self, len: usize) -> Vec<u32> {
-        (0..len)
-            .map(|_| (self.next_u64() % 50_000) as u32 + 1)
-            .collect()
+        (0..len).map(|_| (self.next_u64() % 50_000) as u32 + 1).collect()
     }
 }
 

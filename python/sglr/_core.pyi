@@ -32,6 +32,19 @@ class RadixTree:
     def insert_with_node(
         self, tokens: IdArray, slots: IdArray, namespace: str | None = None
     ) -> tuple[int, NodeHandle]: ...
+    def match_prefix_batch(
+        self, tokens_list: Sequence[IdArray], namespace: str | None = None
+    ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int64], list[NodeHandle]]:
+        """`match_prefix` over many sequences in one call, GIL released: `(slots, offsets,
+        nodes)` where sequence `i` matched `slots[offsets[i]:offsets[i + 1]]`."""
+    def insert_batch(
+        self, tokens_list: Sequence[IdArray], slots_list: Sequence[IdArray], namespace: str | None = None
+    ) -> list[int]:
+        """`insert` over many sequences in one call, GIL released; stops at the first error."""
+    def lock_batch(self, nodes: Sequence[NodeHandle]) -> None:
+        """Locks each node; all or nothing."""
+    def unlock_batch(self, nodes: Sequence[NodeHandle]) -> None:
+        """Unlocks each node; all or nothing."""
     def lock(self, node: NodeHandle) -> None: ...
     def unlock(self, node: NodeHandle) -> None: ...
     def lock_ref(self, node: NodeHandle) -> int: ...

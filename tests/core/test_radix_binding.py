@@ -147,3 +147,27 @@ def test_long_inputs_release_the_gil_and_stay_consistent() -> None:
     assert not any(t.is_alive() for t in threads)
     assert not failures
     tree.check_invariants()
+
+
+def test_batch_calls_match_the_single_calls() -> None:
+    tree = RadixTree()
+    sequences = [ids(1, 2, 3), ids(1, 2, 4), ids(5)]
+    slots = [ids(10, 11, 12), ids(20, 21, 22), ids(30)]
+    assert tree.insert_batch(sequences, slots) == [0, 2, 0]
+    slots_flat, offsets, nodes = tree.match_prefix_batch([ids(1, 2, 3, 9), ids(5), ids(7)])
+    assert offsets.tolist() == [0, 3, 4, 4]
+    assert slots_flat.tolist() == [10, 11, 12, 30]
+    assert nodes[:2] == [tree.match_prefix(ids(1, 2, 3))[1], tree.match_prefix(ids(5))[1]]
+    tree.lock_batch(nodes[:2])
+    assert tree.protected_size() == 4
+    with pytest.raises(errors.UnlockError):
+        tree.unlock_batch([nodes[0], nodes[0]])
+    assert tree.protected_size() == 4  # all or nothing
+    tree.unlock_batch(nodes[:2])
+    with pytest.raises(ValueError, match="2 sequences but slots_list has 1"):
+        tree.insert_batch(sequences[:2], slots[:1])
+    with pytest.raises(errors.LengthMismatchError):
+        tree.insert_batch([ids(8, 9)], [ids(1)])
+    with pytest.raises(TypeError):
+        tree.match_prefix_batch(5)
+    tree.check_invariants()

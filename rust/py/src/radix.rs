@@ -4,15 +4,18 @@ use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 
 use numpy::PyArray1;
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use sglr_radix::{Namespace, NodeId, RadixTree};
 
-use crate::buffers::{slots_to_numpy, IdArray};
+use crate::buffers::{extract_all, slots_to_numpy, IdArray};
 use crate::errors::radix_error;
 
 /// Inputs at least this long are processed with the GIL released; shorter ones finish faster
 /// than a release/re-acquire round trip.
 const DETACH_MIN_TOKENS: usize = 4096;
+
+type SlotArray<'py> = Bound<'py, PyArray1<i32>>;
 
 #[pyclass(name = "RadixTree", module = "sglr._core", frozen)]
 pub(crate) struct PyRadixTree {
@@ -24,18 +27,13 @@ pub(crate) struct PyRadixTree {
 
 impl PyRadixTree {
     fn tree(&self) -> MutexGuard<'_, RadixTree> {
-        self.tree
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.tree.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Interns a namespace name as a small integer (distinct names never collide).
     fn namespace(&self, name: Option<&str>) -> Option<Namespace> {
         let name = name?;
-        let mut ids = self
-            .namespace_ids
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut ids = self.namespace_ids.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let next = ids.len() as Namespace;
         Some(*ids.entry(name.to_owned()).or_insert(next))
     }
@@ -45,10 +43,7 @@ impl PyRadixTree {
 impl PyRadixTree {
     #[new]
     fn new() -> Self {
-        Self {
-            tree: Mutex::new(RadixTree::new()),
-            namespace_ids: Mutex::new(HashMap::new()),
-        }
+        Self { tree: Mutex::new(RadixTree::new()), namespace_ids: Mutex::new(HashMap::new()) }
     }
 
     /// Longest cached prefix of `tokens`: `(slot ids as int32 array, node handle)`.
@@ -115,25 +110,94 @@ impl PyRadixTree {
         self.insert_impl(py, tokens, slots, namespace)
     }
 
+    /// `match_prefix` over many sequences in one call (GIL released). Returns
+    /// `(slots, offsets, nodes)`: the matched slots of all sequences concatenated (int32), the
+    /// int64 offsets (sequence `i` owns `slots[offsets[i]:offsets[i+1]]`) and the node handles.
+    #[pyo3(signature = (tokens_list, namespace=None))]
+    fn match_prefix_batch<'py>(
+        &self,
+        py: Python<'py>,
+        tokens_list: &Bound<'py, PyAny>,
+        namespace: Option<&str>,
+    ) -> PyResult<(SlotArray<'py>, Bound<'py, PyArray1<i64>>, Vec<u64>)> {
+        let arrays = extract_all(tokens_list, "tokens")?;
+        let slices: Vec<_> = arrays.iter().map(IdArray::as_slice).collect();
+        let namespace = self.namespace(namespace);
+        let (slots, offsets, nodes) = py.detach(|| {
+            let mut tree = self.tree();
+            let mut slots = Vec::with_capacity(slices.iter().map(|tokens| tokens.len()).sum());
+            let mut offsets = Vec::with_capacity(slices.len() + 1);
+            let mut nodes = Vec::with_capacity(slices.len());
+            offsets.push(0i64);
+            for tokens in &slices {
+                let node = tree.match_prefix_into(namespace, tokens, &mut slots);
+                offsets.push(slots.len() as i64);
+                nodes.push(node.to_u64());
+            }
+            (slots, offsets, nodes)
+        });
+        Ok((slots_to_numpy(py, slots), PyArray1::from_vec(py, offsets), nodes))
+    }
+
+    /// `insert` over many sequences in one call (GIL released); returns each `num_cached`.
+    /// Stops at the first length mismatch (earlier sequences stay inserted).
+    #[pyo3(signature = (tokens_list, slots_list, namespace=None))]
+    fn insert_batch(
+        &self,
+        py: Python<'_>,
+        tokens_list: &Bound<'_, PyAny>,
+        slots_list: &Bound<'_, PyAny>,
+        namespace: Option<&str>,
+    ) -> PyResult<Vec<usize>> {
+        let token_arrays = extract_all(tokens_list, "tokens")?;
+        let slot_arrays = extract_all(slots_list, "slots")?;
+        if token_arrays.len() != slot_arrays.len() {
+            return Err(PyValueError::new_err(format!(
+                "tokens_list has {} sequences but slots_list has {}",
+                token_arrays.len(),
+                slot_arrays.len()
+            )));
+        }
+        let pairs: Vec<_> =
+            token_arrays.iter().zip(&slot_arrays).map(|(t, s)| (t.as_slice(), s.as_slice())).collect();
+        let namespace = self.namespace(namespace);
+        let result = py.detach(|| {
+            let mut tree = self.tree();
+            pairs
+                .iter()
+                .map(|(tokens, slots)| {
+                    tree.insert(namespace, tokens, slots).map(|outcome| outcome.num_cached)
+                })
+                .collect::<Result<Vec<_>, _>>()
+        });
+        result.map_err(|e| radix_error(py, e))
+    }
+
+    /// Locks each listed node (all or nothing).
+    fn lock_batch(&self, py: Python<'_>, nodes: Vec<u64>) -> PyResult<()> {
+        let nodes: Vec<NodeId> = nodes.into_iter().map(NodeId::from_u64).collect();
+        self.tree().lock_all(&nodes).map_err(|e| radix_error(py, e))
+    }
+
+    /// Unlocks each listed node (all or nothing).
+    fn unlock_batch(&self, py: Python<'_>, nodes: Vec<u64>) -> PyResult<()> {
+        let nodes: Vec<NodeId> = nodes.into_iter().map(NodeId::from_u64).collect();
+        self.tree().unlock_all(&nodes).map_err(|e| radix_error(py, e))
+    }
+
     /// Locks `node` and its ancestors against eviction.
     fn lock(&self, py: Python<'_>, node: u64) -> PyResult<()> {
-        self.tree()
-            .lock(NodeId::from_u64(node))
-            .map_err(|e| radix_error(py, e))
+        self.tree().lock(NodeId::from_u64(node)).map_err(|e| radix_error(py, e))
     }
 
     /// Releases one lock taken by `lock`.
     fn unlock(&self, py: Python<'_>, node: u64) -> PyResult<()> {
-        self.tree()
-            .unlock(NodeId::from_u64(node))
-            .map_err(|e| radix_error(py, e))
+        self.tree().unlock(NodeId::from_u64(node)).map_err(|e| radix_error(py, e))
     }
 
     /// Current lock count of `node`.
     fn lock_ref(&self, py: Python<'_>, node: u64) -> PyResult<u32> {
-        self.tree()
-            .lock_ref(NodeId::from_u64(node))
-            .map_err(|e| radix_error(py, e))
+        self.tree().lock_ref(NodeId::from_u64(node)).map_err(|e| radix_error(py, e))
     }
 
     /// Evicts LRU unlocked leaves until at least `num_tokens` are freed (or none is left);
@@ -170,8 +234,7 @@ impl PyRadixTree {
 
     /// Raises `sglr.errors.InvariantError` if any structural or size invariant is broken.
     fn check_invariants(&self, py: Python<'_>) -> PyResult<()> {
-        py.detach(|| self.tree().check_invariants())
-            .map_err(|e| radix_error(py, e))
+        py.detach(|| self.tree().check_invariants()).map_err(|e| radix_error(py, e))
     }
 
     /// Depth-first dump: a list of `(depth, tokens, slots, lock_ref)`.

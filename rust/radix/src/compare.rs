@@ -2,19 +2,31 @@ use crate::ids::TokenId;
 
 /// Length of the common prefix of `a` and `b`.
 ///
-/// Compares fixed-size chunks first (the compiler turns each chunk compare into a few vector
-/// instructions), then finishes element by element inside the first differing chunk.
+/// Walks mostly compare whole edges that match in full, so one slice comparison (a single
+/// `memcmp`) settles the common case. On a mismatch, halving narrows the first differing
+/// position with further `memcmp`s (at most twice the bytes of one pass), then a short scan
+/// finishes it.
 pub(crate) fn common_prefix_len(a: &[TokenId], b: &[TokenId]) -> usize {
-    const CHUNK: usize = 16;
+    const SCAN: usize = 16;
     let limit = a.len().min(b.len());
-    let mut matched = 0;
-    while matched + CHUNK <= limit && a[matched..matched + CHUNK] == b[matched..matched + CHUNK] {
-        matched += CHUNK;
+    if a[..limit] == b[..limit] {
+        return limit;
     }
-    while matched < limit && a[matched] == b[matched] {
-        matched += 1;
+    // Invariant: a[..start] == b[..start] and the first mismatch is in start..start + len.
+    let (mut start, mut len) = (0, limit);
+    while len > SCAN {
+        let half = len / 2;
+        if a[start..start + half] == b[start..start + half] {
+            start += half;
+            len -= half;
+        } else {
+            len = half;
+        }
     }
-    matched
+    while a[start] == b[start] {
+        start += 1;
+    }
+    start
 }
 
 #[cfg(test)]
@@ -23,14 +35,17 @@ mod tests {
 
     #[test]
     fn agrees_with_naive_scan_at_every_split_point() {
-        let base: Vec<u32> = (0..70).collect();
-        for cut in 0..=base.len() {
-            let mut other = base.clone();
-            if cut < other.len() {
-                other[cut] = 999;
+        for total in [0usize, 1, 15, 16, 17, 33, 70, 257] {
+            let base: Vec<u32> = (0..total as u32).collect();
+            for cut in 0..=total {
+                let mut other = base.clone();
+                if cut < other.len() {
+                    other[cut] = 999_999;
+                }
+                assert_eq!(common_prefix_len(&base, &other), cut);
+                assert_eq!(common_prefix_len(&base[..cut], &base), cut);
+                assert_eq!(common_prefix_len(&base, &base[..cut]), cut);
             }
-            assert_eq!(common_prefix_len(&base, &other), cut);
-            assert_eq!(common_prefix_len(&base[..cut], &base), cut);
         }
         assert_eq!(common_prefix_len(&[], &[1, 2]), 0);
     }

@@ -24,9 +24,6 @@ impl NodeId {
 
     /// Inverse of [`NodeId::to_u64`]; the tree validates the result on use.
     pub fn from_u64(raw: u64) -> Self {
-        Self {
-            index: raw as u32,
-            generation: (raw >> 32) as u32,
-        }
+        Self { index: raw as u32, generation: (raw >> 32) as u32 }
     }
 }

@@ -8,6 +8,7 @@
 //! Handles (`NodeId`) carry a generation, so a handle to an evicted node is reported as stale
 //! instead of silently aliasing a reused arena entry.
 
+mod batch;
 mod compare;
 mod error;
 mod ids;

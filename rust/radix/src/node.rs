@@ -23,12 +23,7 @@ pub(crate) struct Node {
 }
 
 impl Node {
-    pub(crate) fn new(
-        parent: Option<u32>,
-        tokens: Vec<TokenId>,
-        slots: Vec<SlotId>,
-        now: u64,
-    ) -> Self {
+    pub(crate) fn new(parent: Option<u32>, tokens: Vec<TokenId>, slots: Vec<SlotId>, now: u64) -> Self {
         Self {
             generation: 0,
             is_alive: true,

@@ -26,11 +26,8 @@ impl RadixTree {
     }
 
     fn dump_below(&self, index: u32, depth: usize, out: &mut Vec<NodeView>) {
-        let mut children: Vec<(u32, u32)> = self.nodes[index as usize]
-            .children
-            .iter()
-            .map(|(&t, &c)| (t, c))
-            .collect();
+        let mut children: Vec<(u32, u32)> =
+            self.nodes[index as usize].children.iter().map(|(&t, &c)| (t, c)).collect();
         children.sort_unstable();
         for (_, child) in children {
             let entry = &self.nodes[child as usize];
@@ -74,19 +71,13 @@ impl RadixTree {
             for (&first, &child) in &entry.children {
                 let c = &self.nodes[child as usize];
                 if !c.is_alive || c.parent != Some(index) {
-                    return fail(format!(
-                        "node {index}: child {child} is dead or has another parent"
-                    ));
+                    return fail(format!("node {index}: child {child} is dead or has another parent"));
                 }
                 if c.tokens.first() != Some(&first) {
-                    return fail(format!(
-                        "node {index}: child {child} keyed by {first} starts otherwise"
-                    ));
+                    return fail(format!("node {index}: child {child} keyed by {first} starts otherwise"));
                 }
                 if !entry.is_root && c.last_access > entry.last_access {
-                    return fail(format!(
-                        "node {index}: child {child} used later than its parent"
-                    ));
+                    return fail(format!("node {index}: child {child} used later than its parent"));
                 }
                 children_locks += u64::from(c.lock_ref);
             }
@@ -139,10 +130,7 @@ impl RadixTree {
             }
         }
         if num_lru != self.lru_entries().len() {
-            return fail(format!(
-                "LRU set has {} entries, {num_lru} expected",
-                self.lru_entries().len()
-            ));
+            return fail(format!("LRU set has {} entries, {num_lru} expected", self.lru_entries().len()));
         }
         if evictable != self.evictable_size() || protected != self.protected_size() {
             return fail(format!(

@@ -65,38 +65,35 @@ impl RadixTree {
 
     /// Live non-root nodes.
     pub fn num_nodes(&self) -> usize {
-        self.nodes
-            .iter()
-            .filter(|n| n.is_alive && !n.is_root)
-            .count()
+        self.nodes.iter().filter(|n| n.is_alive && !n.is_root).count()
     }
 
     /// Finds the longest cached prefix of `tokens` in `namespace`.
     ///
     /// Mutates the tree: a match that ends inside an edge splits that node so the returned
     /// node ends exactly at the match, and every node on the path is marked as just used.
-    pub fn match_prefix(
+    pub fn match_prefix(&mut self, namespace: Option<Namespace>, tokens: &[TokenId]) -> MatchOutcome {
+        // Sized for a full hit up front: growing by doubling costs more than the slack.
+        let mut slots = Vec::with_capacity(tokens.len());
+        let node = self.match_prefix_into(namespace, tokens, &mut slots);
+        MatchOutcome { slots, node }
+    }
+
+    /// Like [`RadixTree::match_prefix`] but appends the matched slots to `out` (so a batch of
+    /// matches can fill one buffer) and returns the node.
+    pub fn match_prefix_into(
         &mut self,
         namespace: Option<Namespace>,
         tokens: &[TokenId],
-    ) -> MatchOutcome {
-        let mut slots = Vec::new();
-        let node = self.walk(namespace, tokens, |matched| {
-            slots.extend_from_slice(matched)
-        });
-        MatchOutcome {
-            slots,
-            node: self.handle(node.0),
-        }
+        out: &mut Vec<SlotId>,
+    ) -> NodeId {
+        let (node, _) = self.walk(namespace, tokens, |matched| out.extend_from_slice(matched));
+        self.handle(node)
     }
 
     /// Like [`RadixTree::match_prefix`] but returns only the matched length and node, without
     /// copying slot ids (what a scheduler needs to rank requests).
-    pub fn match_prefix_len(
-        &mut self,
-        namespace: Option<Namespace>,
-        tokens: &[TokenId],
-    ) -> (usize, NodeId) {
+    pub fn match_prefix_len(&mut self, namespace: Option<Namespace>, tokens: &[TokenId]) -> (usize, NodeId) {
         let mut matched_len = 0;
         let node = self.walk(namespace, tokens, |matched| matched_len += matched.len());
         (matched_len, self.handle(node.0))
@@ -113,14 +110,10 @@ impl RadixTree {
         slots: &[SlotId],
     ) -> Result<InsertOutcome, RadixError> {
         if tokens.len() != slots.len() {
-            return Err(RadixError::LengthMismatch {
-                num_tokens: tokens.len(),
-                num_slots: slots.len(),
-            });
+            return Err(RadixError::LengthMismatch { num_tokens: tokens.len(), num_slots: slots.len() });
         }
         let mut num_cached = 0;
-        let (mut node, rest_start) =
-            self.walk(namespace, tokens, |matched| num_cached += matched.len());
+        let (mut node, rest_start) = self.walk(namespace, tokens, |matched| num_cached += matched.len());
         debug_assert_eq!(num_cached, rest_start);
         if rest_start < tokens.len() {
             let now = self.clock;
@@ -132,17 +125,12 @@ impl RadixTree {
             ));
             // The parent stops being a leaf; the new leaf is unlocked, hence evictable.
             self.lru_remove(node);
-            self.nodes[node as usize]
-                .children
-                .insert(tokens[rest_start], leaf);
+            self.nodes[node as usize].children.insert(tokens[rest_start], leaf);
             self.evictable_size += tokens.len() - rest_start;
             self.lru_sync(leaf);
             node = leaf;
         }
-        Ok(InsertOutcome {
-            num_cached,
-            node: self.handle(node),
-        })
+        Ok(InsertOutcome { num_cached, node: self.handle(node) })
     }
 
     /// Adds one lock reference to `node` and each ancestor, moving newly locked tokens from
@@ -249,11 +237,7 @@ impl RadixTree {
             };
             let edge_len = self.nodes[child as usize].tokens.len();
             let shared = common_prefix_len(&self.nodes[child as usize].tokens, &tokens[pos..]);
-            let child = if shared < edge_len {
-                self.split(child, shared)
-            } else {
-                child
-            };
+            let child = if shared < edge_len { self.split(child, shared) } else { child };
             self.touch(child, now);
             on_match(&self.nodes[child as usize].slots);
             pos += shared;
@@ -275,8 +259,7 @@ impl RadixTree {
         let prefix_tokens = std::mem::replace(&mut entry.tokens, suffix_tokens);
         let prefix_slots = std::mem::replace(&mut entry.slots, suffix_slots);
         let parent = entry.parent.expect("split nodes are not roots");
-        let (lock_ref, last_access, suffix_first) =
-            (entry.lock_ref, entry.last_access, entry.tokens[0]);
+        let (lock_ref, last_access, suffix_first) = (entry.lock_ref, entry.last_access, entry.tokens[0]);
 
         let mut upper = Node::new(Some(parent), prefix_tokens, prefix_slots, last_access);
         upper.lock_ref = lock_ref;
@@ -284,9 +267,7 @@ impl RadixTree {
         let prefix_first = upper.tokens[0];
         let upper = self.alloc(upper);
         self.nodes[child as usize].parent = Some(upper);
-        self.nodes[parent as usize]
-            .children
-            .insert(prefix_first, upper);
+        self.nodes[parent as usize].children.insert(prefix_first, upper);
         // Lock counts are copied, so evictable/protected sizes are unchanged.
         upper
     }
@@ -359,17 +340,11 @@ impl RadixTree {
     }
 
     pub(crate) fn handle(&self, index: u32) -> NodeId {
-        NodeId {
-            index,
-            generation: self.nodes[index as usize].generation,
-        }
+        NodeId { index, generation: self.nodes[index as usize].generation }
     }
 
     pub(crate) fn resolve(&self, node: NodeId) -> Result<u32, RadixError> {
-        let entry = self
-            .nodes
-            .get(node.index as usize)
-            .ok_or(RadixError::UnknownNode(node))?;
+        let entry = self.nodes.get(node.index as usize).ok_or(RadixError::UnknownNode(node))?;
         if node.generation < entry.generation {
             return Err(RadixError::StaleNode(node));
         }

@@ -27,23 +27,16 @@ struct Model {
 
 impl Model {
     fn matched_len(&self, ns: Option<Namespace>, tokens: &[u32]) -> usize {
-        (0..tokens.len())
-            .take_while(|&i| self.entries.contains_key(&(ns, tokens[..=i].to_vec())))
-            .count()
+        (0..tokens.len()).take_while(|&i| self.entries.contains_key(&(ns, tokens[..=i].to_vec()))).count()
     }
 
     fn slots(&self, ns: Option<Namespace>, tokens: &[u32], len: usize) -> Vec<u32> {
-        (0..len)
-            .map(|i| self.entries[&(ns, tokens[..=i].to_vec())].slot)
-            .collect()
+        (0..len).map(|i| self.entries[&(ns, tokens[..=i].to_vec())].slot).collect()
     }
 
     fn touch(&mut self, ns: Option<Namespace>, tokens: &[u32], len: usize) {
         for i in 0..len {
-            self.entries
-                .get_mut(&(ns, tokens[..=i].to_vec()))
-                .unwrap()
-                .last_access = self.clock;
+            self.entries.get_mut(&(ns, tokens[..=i].to_vec())).unwrap().last_access = self.clock;
         }
     }
 
@@ -58,11 +51,7 @@ impl Model {
         self.clock += 1;
         let cached = self.matched_len(ns, tokens);
         for i in cached..tokens.len() {
-            let entry = Entry {
-                slot: slots[i],
-                last_access: 0,
-                lock_ref: 0,
-            };
+            let entry = Entry { slot: slots[i], last_access: 0, lock_ref: 0 };
             self.entries.insert((ns, tokens[..=i].to_vec()), entry);
         }
         self.touch(ns, tokens, tokens.len());
@@ -81,32 +70,17 @@ impl Model {
     }
 
     fn has_extension(&self, key: &Key) -> bool {
-        self.entries
-            .keys()
-            .any(|(ns, t)| *ns == key.0 && t.len() == key.1.len() + 1 && t.starts_with(&key.1))
+        self.entries.keys().any(|(ns, t)| *ns == key.0 && t.len() == key.1.len() + 1 && t.starts_with(&key.1))
     }
 }
 
 #[derive(Debug, Clone)]
 enum Op {
-    Insert {
-        ns: Option<Namespace>,
-        tokens: Vec<u32>,
-    },
-    Match {
-        ns: Option<Namespace>,
-        tokens: Vec<u32>,
-    },
-    MatchAndLock {
-        ns: Option<Namespace>,
-        tokens: Vec<u32>,
-    },
-    Unlock {
-        pick: usize,
-    },
-    Evict {
-        num_tokens: usize,
-    },
+    Insert { ns: Option<Namespace>, tokens: Vec<u32> },
+    Match { ns: Option<Namespace>, tokens: Vec<u32> },
+    MatchAndLock { ns: Option<Namespace>, tokens: Vec<u32> },
+    Unlock { pick: usize },
+    Evict { num_tokens: usize },
     Reset,
 }
 
@@ -141,9 +115,7 @@ impl Harness {
     fn apply(&mut self, op: &Op) {
         match op {
             Op::Insert { ns, tokens } => {
-                let slots: Vec<u32> = (0..tokens.len() as u32)
-                    .map(|i| self.next_slot + i)
-                    .collect();
+                let slots: Vec<u32> = (0..tokens.len() as u32).map(|i| self.next_slot + i).collect();
                 self.next_slot += tokens.len() as u32;
                 let outcome = self.tree.insert(*ns, tokens, &slots).unwrap();
                 assert_eq!(outcome.num_cached, self.model.insert(*ns, tokens, &slots));
@@ -184,11 +156,7 @@ impl Harness {
         let unlocked_before = self.model.num_unlocked();
         let freed = self.tree.evict(num_tokens);
         if unlocked_before >= num_tokens {
-            assert!(
-                freed.len() >= num_tokens,
-                "asked {num_tokens}, freed {}",
-                freed.len()
-            );
+            assert!(freed.len() >= num_tokens, "asked {num_tokens}, freed {}", freed.len());
         } else {
             assert_eq!(freed.len(), unlocked_before, "everything unlocked must go");
         }
@@ -200,11 +168,7 @@ impl Harness {
             .filter(|(_, e)| freed.contains(&e.slot))
             .map(|(k, _)| k.clone())
             .collect();
-        assert_eq!(
-            evicted.len(),
-            freed.len(),
-            "freed slots the model does not hold"
-        );
+        assert_eq!(evicted.len(), freed.len(), "freed slots the model does not hold");
         let mut newest_evicted = 0;
         for key in &evicted {
             let entry = self.model.entries.remove(key).unwrap();
@@ -214,9 +178,7 @@ impl Harness {
         for (ns, t) in self.model.entries.keys() {
             if t.len() > 1 {
                 assert!(
-                    self.model
-                        .entries
-                        .contains_key(&(*ns, t[..t.len() - 1].to_vec())),
+                    self.model.entries.contains_key(&(*ns, t[..t.len() - 1].to_vec())),
                     "orphaned prefix"
                 );
             }
@@ -234,17 +196,9 @@ impl Harness {
     }
 
     fn check_sizes(&self) {
-        let protected = self
-            .model
-            .entries
-            .values()
-            .filter(|e| e.lock_ref > 0)
-            .count();
+        let protected = self.model.entries.values().filter(|e| e.lock_ref > 0).count();
         assert_eq!(self.tree.protected_size(), protected);
-        assert_eq!(
-            self.tree.evictable_size(),
-            self.model.entries.len() - protected
-        );
+        assert_eq!(self.tree.evictable_size(), self.model.entries.len() - protected);
     }
 }
 

@@ -70,11 +70,7 @@ impl Sim {
         for (out, slots) in outputs.iter().zip(output_slots) {
             let tokens: Vec<u32> = prompt.iter().chain(out.iter()).copied().collect();
             let all_slots: Vec<u32> = prompt_slots.iter().chain(&slots).copied().collect();
-            let num_cached = self
-                .tree
-                .insert(None, &tokens, &all_slots)
-                .unwrap()
-                .num_cached;
+            let num_cached = self.tree.insert(None, &tokens, &all_slots).unwrap().num_cached;
             assert!(num_cached >= matched.slots.len());
         }
         self.tree.unlock(matched.node).unwrap();
@@ -84,11 +80,7 @@ impl Sim {
     }
 
     fn shape(&self) -> Vec<(usize, Vec<u32>)> {
-        self.tree
-            .dump(None)
-            .into_iter()
-            .map(|v| (v.depth, v.tokens))
-            .collect()
+        self.tree.dump(None).into_iter().map(|v| (v.depth, v.tokens)).collect()
     }
 }
 
@@ -105,13 +97,7 @@ fn radix_attention_nine_steps() {
     let (u5, a5) = (seg(400, 6), seg(410, 6));
     // Few-shot: shared examples, four questions, one answer; self-consistency samples.
     let examples = seg(500, 8);
-    let (q1, ans1, q2, q3, q4) = (
-        seg(600, 1),
-        seg(610, 1),
-        seg(620, 1),
-        seg(630, 1),
-        seg(640, 1),
-    );
+    let (q1, ans1, q2, q3, q4) = (seg(600, 1), seg(610, 1), seg(620, 1), seg(630, 1), seg(640, 1));
     let samples: Vec<Vec<u32>> = (0..3).map(|i| seg(700 + 10 * i, 3).0).collect();
 
     let mut sim = Sim::new();
@@ -124,21 +110,13 @@ fn radix_attention_nine_steps() {
 
     // (3) Session 1, turn 2 reuses turn 1 and appends a node.
     assert!(sim.run(&cat(&[&sys, &u1, &a1, &u2]), &[&a2.0]).is_empty());
-    assert_eq!(
-        sim.shape(),
-        vec![(1, cat(&[&sys, &u1, &a1])), (2, cat(&[&u2, &a2]))]
-    );
+    assert_eq!(sim.shape(), vec![(1, cat(&[&sys, &u1, &a1])), (2, cat(&[&u2, &a2]))]);
 
     // (4) Session 2 starts: the first edge splits so both sessions share the system prompt.
     assert!(sim.run(&cat(&[&sys, &u3]), &[&a3.0]).is_empty());
     assert_eq!(
         sim.shape(),
-        vec![
-            (1, sys.0.clone()),
-            (2, cat(&[&u1, &a1])),
-            (3, cat(&[&u2, &a2])),
-            (2, cat(&[&u3, &a3]))
-        ]
+        vec![(1, sys.0.clone()), (2, cat(&[&u1, &a1])), (3, cat(&[&u2, &a2])), (2, cat(&[&u3, &a3]))]
     );
 
     // (5) Session 2 continues; the pool is full, so the LRU leaf (session 1's turn 2) goes.
@@ -146,22 +124,12 @@ fn radix_attention_nine_steps() {
     assert_eq!(evicted, tokens_of(&[&u2, &a2]));
     assert_eq!(
         sim.shape(),
-        vec![
-            (1, sys.0.clone()),
-            (2, cat(&[&u1, &a1])),
-            (2, cat(&[&u3, &a3])),
-            (3, cat(&[&u4, &a4]))
-        ]
+        vec![(1, sys.0.clone()), (2, cat(&[&u1, &a1])), (2, cat(&[&u3, &a3])), (3, cat(&[&u4, &a4]))]
     );
 
     // (6) A few-shot query shares nothing: the root gets a second child.
     assert!(sim.run(&cat(&[&examples, &q1]), &[&ans1.0]).is_empty());
-    let chats = vec![
-        (1, sys.0.clone()),
-        (2, cat(&[&u1, &a1])),
-        (2, cat(&[&u3, &a3])),
-        (3, cat(&[&u4, &a4])),
-    ];
+    let chats = vec![(1, sys.0.clone()), (2, cat(&[&u1, &a1])), (2, cat(&[&u3, &a3])), (3, cat(&[&u4, &a4]))];
     let mut expected = chats.clone();
     expected.push((1, cat(&[&examples, &q1, &ans1])));
     assert_eq!(sim.shape(), expected);
@@ -190,11 +158,7 @@ fn radix_attention_nine_steps() {
         (2, q3.0.clone()),
         (2, q4.0.clone()),
     ];
-    let mut expected = vec![
-        (1, sys.0.clone()),
-        (2, cat(&[&u1, &a1])),
-        (3, cat(&[&u5, &a5])),
-    ];
+    let mut expected = vec![(1, sys.0.clone()), (2, cat(&[&u1, &a1])), (3, cat(&[&u5, &a5]))];
     expected.extend(few_shot_after_8);
     assert_eq!(sim.shape(), expected);
 
@@ -203,11 +167,7 @@ fn radix_attention_nine_steps() {
     let sample_refs: Vec<&[u32]> = samples.iter().map(Vec::as_slice).collect();
     let evicted = sim.run(&cat(&[&examples, &q2]), &sample_refs);
     assert_eq!(evicted, tokens_of(&[&q1, &ans1, &q3, &q4]));
-    let mut expected = vec![
-        (1, sys.0.clone()),
-        (2, cat(&[&u1, &a1])),
-        (3, cat(&[&u5, &a5])),
-    ];
+    let mut expected = vec![(1, sys.0.clone()), (2, cat(&[&u1, &a1])), (3, cat(&[&u5, &a5]))];
     expected.extend([(1, examples.0.clone()), (2, q2.0.clone())]);
     expected.extend(samples.iter().map(|s| (3, s.clone())));
     assert_eq!(sim.shape(), expected);

@@ -19,30 +19,12 @@ fn empty_tree_matches_nothing_at_the_root() {
 #[test]
 fn insert_reports_the_already_cached_prefix() {
     let mut tree = RadixTree::new();
-    assert_eq!(
-        tree.insert(None, &[1, 2, 3], &[10, 11, 12])
-            .unwrap()
-            .num_cached,
-        0
-    );
-    assert_eq!(
-        tree.insert(None, &[1, 2, 3, 4], &[20, 21, 22, 23])
-            .unwrap()
-            .num_cached,
-        3
-    );
-    assert_eq!(
-        tree.insert(None, &[1, 2, 9], &[30, 31, 32])
-            .unwrap()
-            .num_cached,
-        2
-    );
+    assert_eq!(tree.insert(None, &[1, 2, 3], &[10, 11, 12]).unwrap().num_cached, 0);
+    assert_eq!(tree.insert(None, &[1, 2, 3, 4], &[20, 21, 22, 23]).unwrap().num_cached, 3);
+    assert_eq!(tree.insert(None, &[1, 2, 9], &[30, 31, 32]).unwrap().num_cached, 2);
     assert_eq!(tree.insert(None, &[1, 2], &[40, 41]).unwrap().num_cached, 2);
     // The tree keeps its own slots for cached spans; only new suffixes are added.
-    assert_eq!(
-        tree.match_prefix(None, &[1, 2, 3, 4]).slots,
-        vec![10, 11, 12, 23]
-    );
+    assert_eq!(tree.match_prefix(None, &[1, 2, 3, 4]).slots, vec![10, 11, 12, 23]);
     assert_eq!(tree.match_prefix(None, &[1, 2, 9]).slots, vec![10, 11, 32]);
     assert_eq!(tree.total_size(), 5);
     tree.check_invariants().unwrap();
@@ -57,10 +39,7 @@ fn match_inside_an_edge_splits_and_keeps_the_deeper_handle_valid() {
     assert_ne!(outcome.node, leaf);
     let views = tree.dump(None);
     assert_eq!(views.len(), 2);
-    assert_eq!(
-        (views[0].depth, views[0].tokens.clone()),
-        (1, vec![0, 1, 2])
-    );
+    assert_eq!((views[0].depth, views[0].tokens.clone()), (1, vec![0, 1, 2]));
     assert_eq!((views[1].depth, views[1].tokens.clone()), (2, seq(3..8)));
     // The original leaf handle still names the node that ends at token 8.
     tree.lock(leaf).unwrap();
@@ -73,8 +52,7 @@ fn match_inside_an_edge_splits_and_keeps_the_deeper_handle_valid() {
 fn lock_moves_sizes_along_the_whole_path() {
     let mut tree = RadixTree::new();
     tree.insert(None, &seq(0..6), &seq(0..6)).unwrap();
-    tree.insert(None, &[0, 1, 2, 7, 8], &[0, 1, 2, 7, 8])
-        .unwrap();
+    tree.insert(None, &[0, 1, 2, 7, 8], &[0, 1, 2, 7, 8]).unwrap();
     let node = tree.match_prefix(None, &[0, 1, 2, 7, 8]).node;
     tree.lock(node).unwrap();
     assert_eq!((tree.evictable_size(), tree.protected_size()), (3, 5));
@@ -110,8 +88,7 @@ fn evict_takes_lru_leaves_first_then_their_parents() {
 fn evict_never_touches_locked_paths_and_may_overshoot_by_one_node() {
     let mut tree = RadixTree::new();
     let locked = tree.insert(None, &seq(0..4), &seq(0..4)).unwrap().node;
-    tree.insert(None, &[0, 1, 9, 9, 9], &[10, 11, 12, 13, 14])
-        .unwrap();
+    tree.insert(None, &[0, 1, 9, 9, 9], &[10, 11, 12, 13, 14]).unwrap();
     tree.lock(locked).unwrap();
     let freed = tree.evict(1);
     assert_eq!(freed, vec![12, 13, 14]); // one whole node, more than asked
@@ -134,23 +111,14 @@ fn handles_of_evicted_nodes_are_stale_and_foreign_ones_unknown() {
     let foreign = NodeId::from_u64(1 << 40 | 7);
     assert_eq!(tree.lock(foreign), Err(RadixError::UnknownNode(foreign)));
     let out_of_range = NodeId::from_u64(999_999);
-    assert_eq!(
-        tree.unlock(out_of_range),
-        Err(RadixError::UnknownNode(out_of_range))
-    );
+    assert_eq!(tree.unlock(out_of_range), Err(RadixError::UnknownNode(out_of_range)));
 }
 
 #[test]
 fn length_mismatch_is_an_error_and_changes_nothing() {
     let mut tree = RadixTree::new();
     let err = tree.insert(None, &[1, 2, 3], &[1, 2]).unwrap_err();
-    assert_eq!(
-        err,
-        RadixError::LengthMismatch {
-            num_tokens: 3,
-            num_slots: 2
-        }
-    );
+    assert_eq!(err, RadixError::LengthMismatch { num_tokens: 3, num_slots: 2 });
     assert_eq!(tree.total_size(), 0);
     tree.check_invariants().unwrap();
 }
@@ -162,12 +130,7 @@ fn namespaces_are_disjoint_subtrees() {
     tree.insert(Some(2), &[1, 2, 3], &[4, 5, 6]).unwrap();
     assert!(tree.match_prefix(None, &[1, 2, 3]).slots.is_empty());
     assert_eq!(tree.match_prefix(Some(2), &[1, 2]).slots, vec![4, 5]);
-    assert_eq!(
-        tree.insert(Some(1), &[1, 2, 3, 4], &[0, 0, 0, 7])
-            .unwrap()
-            .num_cached,
-        3
-    );
+    assert_eq!(tree.insert(Some(1), &[1, 2, 3, 4], &[0, 0, 0, 7]).unwrap().num_cached, 3);
     assert_eq!(tree.total_size(), 7);
     tree.check_invariants().unwrap();
 }
@@ -207,4 +170,24 @@ fn match_prefix_len_agrees_with_match_prefix() {
     assert_eq!(len, 6);
     assert_eq!(outcome.slots.len(), 6);
     assert_eq!(node, outcome.node);
+}
+
+#[test]
+fn lock_all_and_unlock_all_are_all_or_nothing() {
+    let mut tree = RadixTree::new();
+    let a = tree.insert(None, &[1, 2], &[1, 2]).unwrap().node;
+    let b = tree.insert(None, &[3], &[3]).unwrap().node;
+    let stale = tree.insert(None, &[4], &[4]).unwrap().node;
+    tree.match_prefix(None, &[1, 2]);
+    tree.match_prefix(None, &[3]);
+    assert_eq!(tree.evict(1), vec![4]);
+    assert_eq!(tree.lock_all(&[a, b, stale]), Err(RadixError::StaleNode(stale)));
+    assert_eq!(tree.protected_size(), 0);
+    tree.lock_all(&[a, a, b]).unwrap();
+    assert_eq!((tree.lock_ref(a), tree.protected_size()), (Ok(2), 3));
+    assert_eq!(tree.unlock_all(&[a, b, b]), Err(RadixError::UnlockBelowZero(b)));
+    assert_eq!((tree.lock_ref(a), tree.lock_ref(b)), (Ok(2), Ok(1)));
+    tree.unlock_all(&[a, a, b]).unwrap();
+    assert_eq!(tree.protected_size(), 0);
+    tree.check_invariants().unwrap();
 }
