@@ -38,3 +38,15 @@ class InvariantError(SglrError, AssertionError):
 
 class SlotAccountingError(InvariantError):
     """KV slots were freed twice, freed by a non-owner, or leaked."""
+
+
+class InvalidRequestError(SglrError, ValueError):
+    """A request the caller got wrong (bad sampling parameter, prompt too long, ...).
+
+    `param` names the offending field when known; servers answer these with HTTP 400.
+    """
+
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param

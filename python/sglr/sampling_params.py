@@ -1,0 +1,200 @@
+"""`SamplingParams`: how one request samples, validated once at the door.
+
+Field names, defaults and error messages follow SGLang's native API so existing clients and
+programs work unchanged. Unknown keys are rejected (`from_dict`), `null` means the default,
+`temperature` below 1e-6 means greedy, and `top_k=-1` means no top-k cut.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from sglr.errors import InvalidRequestError
+
+TOP_K_ALL = 1 << 30
+MAX_STOP_STRINGS = 32
+GREEDY_TEMPERATURE = 1e-6
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    max_new_tokens: int | None = 128
+    min_new_tokens: int = 0
+    stop: tuple[str, ...] = ()
+    stop_token_ids: frozenset[int] = frozenset()
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = TOP_K_ALL
+    min_p: float = 0.0
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
+    repetition_penalty: float = 1.0
+    n: int = 1
+    json_schema: str | None = None
+    regex: str | None = None
+    ignore_eos: bool = False
+    skip_special_tokens: bool = True
+    spaces_between_special_tokens: bool = True
+    no_stop_trim: bool = False
+    logit_bias: dict[int, float] | None = field(default=None, hash=False)
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__  # frozen: normalise in place before validating
+        if isinstance(self.stop, str):
+            set_(self, "stop", (self.stop,))
+        else:
+            set_(self, "stop", tuple(self.stop or ()))
+        set_(self, "stop_token_ids", frozenset(t for t in (self.stop_token_ids or ()) if t is not None))
+        if self.top_k == -1:
+            set_(self, "top_k", TOP_K_ALL)
+        if self.json_schema == "":
+            set_(self, "json_schema", None)
+        if self.regex == "":
+            set_(self, "regex", None)
+        if isinstance(self.temperature, (int, float)) and 0 <= self.temperature < GREEDY_TEMPERATURE:
+            set_(self, "temperature", 1.0)
+            set_(self, "top_k", 1)
+        self._validate()
+
+    @property
+    def is_greedy(self) -> bool:
+        return self.top_k == 1
+
+    @property
+    def has_constraint(self) -> bool:
+        return self.json_schema is not None or self.regex is not None
+
+    def _validate(self) -> None:
+        def fail(message: str) -> None:
+            raise InvalidRequestError(message, param=None)
+
+        if (
+            not isinstance(self.temperature, (int, float))
+            or not math.isfinite(self.temperature)
+            or self.temperature < 0
+        ):
+            fail(f"temperature must be a non-negative finite number, got {self.temperature}.")
+        if not 0 < self.top_p <= 1:
+            fail(f"top_p must be in (0, 1], got {self.top_p}.")
+        if not 0 <= self.min_p <= 1:
+            fail(f"min_p must be in [0, 1], got {self.min_p}.")
+        if self.top_k < 1:
+            fail(f"top_k must be -1 (disable) or at least 1, got {self.top_k}.")
+        if not -2 <= self.frequency_penalty <= 2:
+            fail(f"frequency_penalty must be in [-2, 2], got {self.frequency_penalty}.")
+        if not -2 <= self.presence_penalty <= 2:
+            fail(f"presence_penalty must be in [-2, 2], got {self.presence_penalty}.")
+        if not 0 < self.repetition_penalty <= 2:
+            fail(f"repetition_penalty must be in (0, 2] (1.0 = no penalty), got {self.repetition_penalty}.")
+        if self.max_new_tokens is not None and self.max_new_tokens < 0:
+            fail(f"max_new_tokens must be at least 0, got {self.max_new_tokens}.")
+        if self.min_new_tokens < 0:
+            fail(f"min_new_tokens must be in [0, max_new_tokens], got {self.min_new_tokens}.")
+        if self.max_new_tokens is not None and self.min_new_tokens > self.max_new_tokens:
+            fail(
+                f"min_new_tokens must be in [0, max_new_tokens({self.max_new_tokens})], got {self.min_new_tokens}."
+            )
+        if self.n < 1:
+            fail(f"n must be at least 1, got {self.n}.")
+        if len(self.stop) > MAX_STOP_STRINGS:
+            fail(f"at most {MAX_STOP_STRINGS} stop strings are allowed, got {len(self.stop)}")
+        if any(not isinstance(s, str) or not s for s in self.stop):
+            fail("stop strings must be non-empty strings.")
+        if any(not isinstance(t, int) or t < 0 for t in self.stop_token_ids):
+            fail("stop_token_ids must be non-negative integers.")
+        if self.json_schema is not None and self.regex is not None:
+            fail("Only one of json_schema, regex, ebnf, or structural_tag can be set.")
+        if self.seed is not None and (
+            not isinstance(self.seed, int) or not _INT64_MIN <= self.seed <= _INT64_MAX
+        ):
+            fail(f"sampling_seed must be in [-2**63, 2**63 - 1], got {self.seed}.")
+
+    def verify_vocab(self, vocab_size: int) -> None:
+        """Checks the token-id fields against the model's vocabulary."""
+        for token_id in self.logit_bias or {}:
+            if not 0 <= token_id < vocab_size:
+                raise InvalidRequestError(
+                    f"logit_bias must has keys in [0, {vocab_size - 1}], got {token_id}."
+                )
+        for token_id in self.stop_token_ids:
+            if token_id >= vocab_size:
+                raise InvalidRequestError(f"stop_token_ids must be in [0, {vocab_size - 1}], got {token_id}.")
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any] | None) -> SamplingParams:
+        """Builds from a wire dict: unknown keys are rejected, `null` values mean the default,
+        `sampling_seed` is accepted as an alias of `seed`, and wrong types are reported by name."""
+        if raw is None:
+            return cls()
+        if not isinstance(raw, dict):
+            raise InvalidRequestError("sampling_params must be a JSON object.", param="sampling_params")
+        names = {f.name: f for f in dataclasses.fields(cls)}
+        kwargs: dict[str, Any] = {}
+        for key, value in raw.items():
+            name = "seed" if key == "sampling_seed" else key
+            if name not in names:
+                expected = ", ".join(sorted(names))
+                raise InvalidRequestError(
+                    f"unknown field `{key}` in sampling_params, expected one of {expected}",
+                    param=f"sampling_params.{key}",
+                )
+            if value is None and name not in _NULLABLE:
+                continue
+            kwargs[name] = _coerce(name, value)
+        return cls(**kwargs)
+
+
+_NULLABLE = {"max_new_tokens", "json_schema", "regex", "logit_bias", "seed"}
+_FLOATS = {"temperature", "top_p", "min_p", "frequency_penalty", "presence_penalty", "repetition_penalty"}
+_INTS = {"max_new_tokens", "min_new_tokens", "top_k", "n", "seed"}
+_BOOLS = {"ignore_eos", "skip_special_tokens", "spaces_between_special_tokens", "no_stop_trim"}
+
+
+def _coerce(name: str, value: Any) -> Any:
+    def wrong(expected: str) -> InvalidRequestError:
+        return InvalidRequestError(
+            f"invalid type for sampling_params.{name}: expected {expected}, got {type(value).__name__}",
+            param=f"sampling_params.{name}",
+        )
+
+    if value is None:
+        return None
+    if name in _FLOATS:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise wrong("a number")
+        return float(value)
+    if name in _INTS:
+        if isinstance(value, bool) or not isinstance(value, int):
+            if isinstance(value, float) and value.is_integer():
+                return int(value)
+            raise wrong("an integer")
+        return value
+    if name in _BOOLS:
+        if not isinstance(value, bool):
+            raise wrong("a boolean")
+        return value
+    if name == "stop":
+        if isinstance(value, str) or (isinstance(value, list) and all(isinstance(s, str) for s in value)):
+            return value
+        raise wrong("a string or a list of strings")
+    if name == "stop_token_ids":
+        if isinstance(value, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in value):
+            return value
+        raise wrong("a list of integers")
+    if name in ("json_schema", "regex"):
+        if not isinstance(value, str):
+            raise wrong("a string")
+        return value
+    if name == "logit_bias":
+        if not isinstance(value, dict):
+            raise wrong("an object mapping token ids to numbers")
+        try:
+            return {int(k): float(v) for k, v in value.items()}
+        except (TypeError, ValueError):
+            raise wrong("an object mapping token ids to numbers") from None
+    return value

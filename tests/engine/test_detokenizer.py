@@ -1,0 +1,113 @@
+"""Incremental detokenization and stop strings, on a byte-level BPE trained in the test."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+from sglr.engine.detokenizer import IncrementalDetokenizer
+from sglr.engine.stop_strings import StopStringMatcher
+
+TEXTS = [
+    "The quick brown fox jumps over the lazy dog.",
+    "naïve café — déjà vu, 東京タワー and 🤖🎉 emoji!",
+    "def f(x):\n    return x ** 2  # squares\n",
+    "Ünïcödé ✓ Ελληνικά русский 한국어",
+]
+
+
+@pytest.fixture(scope="module")
+def tokenizer() -> Tokenizer:
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=400, special_tokens=["<eos>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    tok.train_from_iterator(TEXTS * 20, trainer=trainer)
+    return tok
+
+
+def stream(tokenizer: Tokenizer, prompt: str, output: str, step: int) -> list[str]:
+    prompt_ids = tokenizer.encode(prompt).ids
+    output_ids = tokenizer.encode(output).ids
+    detok = IncrementalDetokenizer(tokenizer, prompt_ids)
+    pieces = [detok.append(output_ids[i : i + step]) for i in range(0, len(output_ids), step)]
+    pieces.append(detok.flush())
+    assert detok.text == "".join(pieces)
+    return pieces
+
+
+@pytest.mark.parametrize("step", [1, 2, 3])
+@pytest.mark.parametrize("text", TEXTS)
+def test_streamed_pieces_concatenate_to_the_full_decode(tokenizer: Tokenizer, text: str, step: int) -> None:
+    pieces = stream(tokenizer, "Prompt: ", text, step)
+    assert "".join(pieces) == tokenizer.decode(tokenizer.encode(text).ids)
+    assert all("\ufffd" not in piece for piece in pieces), "a broken character was emitted"
+
+
+def test_multibyte_characters_split_over_tokens_are_held_back(tokenizer: Tokenizer) -> None:
+    # Byte-level ids of one 4-byte emoji, fed one byte token at a time.
+    emoji_ids = [tokenizer.token_to_id(ch) for ch in pre_tokenize_bytes("🤖")]
+    detok = IncrementalDetokenizer(tokenizer, [])
+    outputs = [detok.append([i]) for i in emoji_ids]
+    assert outputs[:-1] == ["", "", ""]
+    assert outputs[-1] == "🤖"
+
+
+def test_flush_emits_an_unfinished_character_as_replacement(tokenizer: Tokenizer) -> None:
+    first_byte = tokenizer.token_to_id(pre_tokenize_bytes("🤖")[0])
+    detok = IncrementalDetokenizer(tokenizer, [])
+    assert detok.append([first_byte]) == ""
+    assert detok.flush() == "\ufffd"
+
+
+def test_long_streams_stay_correct_after_window_trimming(tokenizer: Tokenizer) -> None:
+    rng = random.Random(0)
+    text = " ".join(rng.choice(TEXTS) for _ in range(30))
+    assert "".join(stream(tokenizer, "", text, 1)) == tokenizer.decode(tokenizer.encode(text).ids)
+
+
+def pre_tokenize_bytes(text: str) -> list[str]:
+    """The byte-level alphabet symbols of `text`'s UTF-8 bytes."""
+    alphabet = byte_alphabet()
+    return [alphabet[b] for b in text.encode()]
+
+
+def byte_alphabet() -> dict[int, str]:
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
+    printable += list(range(ord("®"), ord("ÿ") + 1))
+    mapping, extra = {}, 0
+    for b in range(256):
+        if b in printable:
+            mapping[b] = chr(b)
+        else:
+            mapping[b] = chr(256 + extra)
+            extra += 1
+    return mapping
+
+
+class TestStopStrings:
+    def test_finds_a_stop_spanning_pieces_and_earliest_wins(self) -> None:
+        matcher = StopStringMatcher(["\nUser:", "END"])
+        text = ""
+        found = None
+        for piece in ["Hello", " there\nUs", "er: and END"]:
+            text += piece
+            found = matcher.find(text, len(piece)) or found
+            if found:
+                break
+        assert found is not None and found.stop == "\nUser:" and text[: found.start] == "Hello there"
+
+    def test_safe_len_holds_back_a_possible_stop_prefix(self) -> None:
+        matcher = StopStringMatcher(["Observation:"])
+        assert matcher.safe_len("Thought: go. Obser") == len("Thought: go. ")
+        assert matcher.safe_len("Thought: done") == len("Thought: done")
+        assert StopStringMatcher([]).safe_len("abc") == 3
+
+    def test_only_new_text_is_searched(self) -> None:
+        matcher = StopStringMatcher(["ab"])
+        assert matcher.find("xxab", 1) is not None
+        assert matcher.find("abxxxx", 2) is None
