@@ -50,3 +50,31 @@ class InvalidRequestError(SglrError, ValueError):
         super().__init__(message)
         self.message = message
         self.param = param
+
+
+class LangError(SglrError):
+    """Misuse or failure of the sglr language (programs, tracing, backends)."""
+
+
+class ProgramError(LangError, RuntimeError):
+    """A primitive of an LM program failed; raised where the program's result is read.
+
+    `primitive` names the failing primitive (e.g. ``gen('answer')``); the original exception is
+    chained as ``__cause__``.
+    """
+
+    def __init__(self, message: str, primitive: str | None = None) -> None:
+        super().__init__(message)
+        self.primitive = primitive
+
+
+class TraceError(LangError, TypeError):
+    """A program cannot be traced (it reads generated values or arguments in Python code)."""
+
+
+class BackendError(LangError, RuntimeError):
+    """A backend request failed: an HTTP error status, an error event or a malformed response."""
+
+
+class BackendUnavailableError(LangError, NotImplementedError):
+    """A backend that sglr does not provide yet (or that needs a component not installed)."""

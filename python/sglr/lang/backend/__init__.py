@@ -1,0 +1,1 @@
+"""Backends of the language. `base.BaseBackend` is the protocol; the others import lazily."""
