@@ -131,6 +131,8 @@ class StreamExecutor(RoleMixin):
 
     # --- reading (user thread) ---------------------------------------------------------------------
     def get_var(self, name: str) -> Any:
+        if name not in self._pending_vars and name not in self.variables:
+            self.sync()  # not submitted (yet): let queued work finish so the error lists everything
         with self._cond:
             if name in self._deferred_vars:
                 raise ProgramError(

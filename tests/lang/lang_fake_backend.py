@@ -89,7 +89,9 @@ class RecordingBackend(BaseBackend):
             time.sleep(0.001)
         call.end = time.monotonic()
 
-    def select(self, s: Any, choices: Sequence[str], temperature: float, choices_method: Any) -> ChoicesDecision:
+    def select(
+        self, s: Any, choices: Sequence[str], temperature: float, choices_method: Any
+    ) -> ChoicesDecision:
         self._record("select", s.text_, choices=list(choices))
         self._work(s.text_)
         entries = [
