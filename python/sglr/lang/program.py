@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import inspect
 import os
 import threading
@@ -48,8 +49,15 @@ def split_sampling_kwargs(kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[
     return sampling, arguments
 
 
+# The backend of the program whose body is running: nested program calls default to it.
+_RUNNING_BACKEND: contextvars.ContextVar[Any] = contextvars.ContextVar("sglr_backend", default=None)
+
+
 def resolve_backend(backend: Any) -> Any:
-    """The given backend, else the default one; a `Runtime` stands for its endpoint."""
+    """The given backend, else the calling program's, else the default; a `Runtime` stands for its
+    endpoint."""
+    if backend is None:
+        backend = _RUNNING_BACKEND.get()
     backend = backend if backend is not None else global_config.default_backend
     if backend is None:
         raise ValueError("Please specify a backend: pass backend=... or call sgl.set_default_backend(...)")
@@ -229,6 +237,7 @@ def _run_body(
     capture: bool,
 ) -> None:
     executor = state.stream_executor
+    token = _RUNNING_BACKEND.set(executor.backend)
     try:
         state.ret_value = program.func(state, *args, **kwargs)
     except Exception as exc:
@@ -236,6 +245,7 @@ def _run_body(
             raise
         executor.fail(exc, primitive=f"{program.name}()")
     finally:
+        _RUNNING_BACKEND.reset(token)
         executor.end()
         if sync:
             executor.sync()
