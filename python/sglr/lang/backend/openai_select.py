@@ -144,6 +144,9 @@ def select_by_logit_bias(backend: Any, s: Any, choices: list[str]) -> ChoicesDec
         next_ids = sorted({token_ids[i][len(chosen)] for i in alive if len(token_ids[i]) > len(chosen)})
         if len(alive) <= 1 or not next_ids:
             break
+        if len(next_ids) == 1:  # forced: no call needed
+            chosen.append(next_ids[0])
+            continue
         bias = {str(token_id): BIAS for token_id in next_ids}
         if backend.is_chat_model:
             if chosen:
