@@ -51,6 +51,7 @@ class FakeNativeServer:
             Route("/generate", self.generate, methods=["POST"]),
             Route("/flush_cache", self.flush_cache, methods=["POST", "GET"]),
             Route("/get_server_info", self.server_info, methods=["GET"]),
+            Route("/health_generate", self.health, methods=["GET"]),
         ]
         if not self.legacy_routes:
             routes.append(Route("/server_info", self.server_info, methods=["GET"]))
@@ -80,6 +81,9 @@ class FakeNativeServer:
         return await self._record(request) or JSONResponse(
             {"version": "fake-0", "max_total_num_tokens": 4096}
         )
+
+    async def health(self, request: Request) -> Response:
+        return PlainTextResponse("ok")
 
     async def flush_cache(self, request: Request) -> Response:
         return await self._record(request) or PlainTextResponse("Cache flushed.\n")

@@ -36,9 +36,13 @@ class FakeOpenAIServer:
         self,
         complete: Callable[[str], str] | None = None,
         chat: Callable[[list[dict]], str] | None = None,
+        chat_top_logprobs: Callable[[list[dict]], list[tuple[str, float]]] | None = None,
     ) -> None:
+        """`chat_top_logprobs(messages)` scripts the top first tokens of a chat reply; without
+        it they come from the fake char LM."""
         self.complete = complete or (lambda prompt: " completion")
         self.chat = chat or (lambda messages: "chat reply")
+        self.chat_top_logprobs = chat_top_logprobs
         self.requests: list[dict[str, Any]] = []
 
     def app(self) -> Starlette:
@@ -98,9 +102,14 @@ class FakeOpenAIServer:
         out, finish = _cut(raw, body.get("max_tokens"), body.get("stop"))
         logprobs = None
         if body.get("logprobs"):
-            dist = log_softmax(prev or "\x01", bias)
-            top = sorted(dist.items(), key=lambda item: -item[1])[: body.get("top_logprobs", 0)]
-            first = out[:1] or " "
+            if self.chat_top_logprobs is not None:
+                top = self.chat_top_logprobs(messages)
+                out, dist = top[0][0], dict(top)
+            else:
+                dist = log_softmax(prev or "\x01", bias)
+                top = sorted(dist.items(), key=lambda item: -item[1])[: body.get("top_logprobs", 0)]
+            first = out[:1] if self.chat_top_logprobs is None else out
+            first = first or " "
             logprobs = {
                 "content": [
                     {

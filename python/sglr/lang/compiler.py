@@ -72,11 +72,9 @@ class CompiledProgram:
         self,
         graph: ProgramGraph,
         arg_defaults: dict[str, Any] | None = None,
-        num_api_spec_tokens: int | None = None,
     ) -> None:
         self.graph = graph
         self.arg_defaults = dict(arg_defaults or {})
-        self.num_api_spec_tokens = num_api_spec_tokens
 
     def print_graph(self) -> None:
         self.graph.print()
@@ -128,8 +126,9 @@ class CompiledProgram:
         executors: dict[int, StreamExecutor] = {}
         run = GraphRun(self.graph, executors)
         for stream in self.graph.streams:
-            spec = self.num_api_spec_tokens if stream.stream_id == self.graph.root_stream_id else None
-            executor = StreamExecutor(backend, arguments, params, num_api_spec_tokens=spec)
+            executor = StreamExecutor(
+                backend, arguments, params, num_api_spec_tokens=stream.num_api_spec_tokens
+            )
             executor.graph_run = run
             executors[stream.stream_id] = executor
         for node in self.graph.nodes:

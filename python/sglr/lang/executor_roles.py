@@ -120,6 +120,8 @@ class RoleMixin:
                 self.default_sampling_params,
                 self.chat_template,
                 self.stream,
+                # Unlike SGLang, forks keep speculation, so chat-model branches can prefill text.
+                num_api_spec_tokens=self.num_api_spec_tokens,
                 use_thread=self.use_thread,
             )
             child.restore_state(snapshot)

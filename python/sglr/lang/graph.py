@@ -38,6 +38,7 @@ class StreamInfo:
     function_name: str = ""
     fork_id: int | None = None
     fork_index: int | None = None
+    num_api_spec_tokens: int | None = None
 
 
 @dataclass

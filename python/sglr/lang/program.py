@@ -181,7 +181,7 @@ class Program:
         """A `CompiledProgram` that runs the traced graph (raises TraceError if untraceable)."""
         from sglr.lang.compiler import CompiledProgram
 
-        return CompiledProgram(self.trace(), self.arg_defaults, self.num_api_spec_tokens)
+        return CompiledProgram(self.trace(), self.arg_defaults)
 
     def cache(self, backend: Any = None) -> str:
         """Sends the prompt prefix shared by every run to the backend to be cached; returns it."""

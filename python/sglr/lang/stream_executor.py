@@ -378,8 +378,11 @@ class StreamExecutor(RoleMixin):
         self._set_var(name, value, meta)
 
     def _execute_select(self, expr: ir.Select) -> None:
-        if self._chat_speculation(self.cur_role):
-            raise ValueError("select is not supported inside an assistant turn with num_api_spec_tokens")
+        if self._chat_speculation(self.cur_role) and self._spec_parts:
+            # The chat API would need the turn's text so far, which speculation has not generated.
+            raise ValueError(
+                "with num_api_spec_tokens on a chat model, select must come first in its assistant turn"
+            )
         decision = self.backend.select(self, expr.choices, expr.temperature, expr.choices_method)
         self._fill(decision.decision)
         self._set_var(expr.name, decision.decision, decision.meta_info)

@@ -145,7 +145,10 @@ class TracerState:
         fork_id = self._add(ir.Fork(size))
         children = []
         for index in range(size):
-            stream_id = self.session.new_stream(origin="fork", fork_id=fork_id, fork_index=index)
+            spec = self.session.graph.streams[self.stream_id].num_api_spec_tokens
+            stream_id = self.session.new_stream(
+                origin="fork", fork_id=fork_id, fork_index=index, num_api_spec_tokens=spec
+            )
             child = TracerState(self.session, stream_id)
             child.variables = dict(self.variables)
             child._add(ir.GetForkItem(fork_id, index), (fork_id,))
