@@ -8,6 +8,7 @@ import pytest
 from lang_fake_backend import RecordingBackend
 
 import sglr as sgl
+from sglr import errors as sgl_errors
 
 
 def test_text_variables_and_default_sampling_params():
@@ -258,3 +259,22 @@ def test_bad_primitive_arguments_fail_at_the_users_line():
         appends.run(value=None, backend=backend)
     with pytest.raises(TypeError, match="str\\(\\)"):
         appends.run(value=3, backend=backend)
+
+
+def test_images_enter_text_messages_and_backend_state():
+    backend = RecordingBackend(reply=lambda prompt, sp: "a cat", chat_template="llama-3-instruct")
+
+    @sgl.function
+    def describe(s, picture):
+        s += sgl.user(sgl.image(picture) + "What is this?")
+        s += sgl.assistant(sgl.gen("caption"))
+
+    state = describe.run(picture=b"\x89PNG fake bytes", backend=backend)
+    assert state["caption"] == "a cat"
+    assert "<|image|>What is this?" in state.text()
+    content = state.messages()[0]["content"]
+    assert content[0] == {"type": "text", "text": "<|image|>What is this?"}
+    assert content[1]["image_url"]["url"] == "data:image/jpeg;base64,iVBORyBmYWtlIGJ5dGVz"
+    assert state.stream_executor.images_ == [("bytes", "iVBORyBmYWtlIGJ5dGVz")]
+    with pytest.raises(sgl_errors.ProgramError, match="cannot read an image from a int"):
+        describe.run(picture=7, backend=backend).text()

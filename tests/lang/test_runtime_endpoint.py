@@ -247,3 +247,15 @@ def test_http_errors_surface_where_the_result_is_read(native):
     state = too_long.run(backend=sgl.RuntimeEndpoint(url))
     with pytest.raises(ProgramError, match=r"Gen\('x'\).*HTTP 400.*too long"):
         state["x"]
+
+
+def test_image_is_sent_as_raw_base64(native):
+    server, url = native
+
+    @sgl.function
+    def look(s):
+        s += sgl.user(sgl.image(b"img") + "Describe.")
+        s += sgl.assistant(sgl.gen("d", max_tokens=4))
+
+    look.run(backend=sgl.RuntimeEndpoint(url)).sync()
+    assert server.generate_bodies()[-1]["image_data"] == "aW1n"
