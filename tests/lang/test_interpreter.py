@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -278,3 +280,25 @@ def test_images_enter_text_messages_and_backend_state():
     assert state.stream_executor.images_ == [("bytes", "iVBORyBmYWtlIGJ5dGVz")]
     with pytest.raises(sgl_errors.ProgramError, match="cannot read an image from a int"):
         describe.run(picture=7, backend=backend).text()
+
+
+def test_use_thread_false_runs_inline():
+    @sgl.function
+    def inline(s, q):
+        s += "Q: " + q + sgl.gen("a")
+        forks = s.fork(2)
+        forks += lambda i: str(i) + sgl.gen("b")
+        forks.join()
+
+    backend = RecordingBackend(reply=lambda prompt, sp: prompt[-1])
+    state = inline.run(q="hi", backend=backend, use_thread=False)
+    assert state.text() == "Q: hii" and state["b"] == ["0", "1"]
+    assert {call.thread for call in backend.of_kind("generate")} == {threading.current_thread().name}
+
+
+def test_importing_sglr_loads_no_heavy_modules():
+    code = (
+        "import sys, sglr; sglr.gen; print(sorted({'torch', 'httpx', 'openai', 'numpy'} & set(sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
