@@ -78,3 +78,24 @@ class BackendError(LangError, RuntimeError):
 
 class BackendUnavailableError(LangError, NotImplementedError):
     """A backend that sglr does not provide yet (or that needs a component not installed)."""
+
+
+class ModelNotFoundError(SglrError, FileNotFoundError):
+    """A model path names nothing usable: no such file or directory, or not a model."""
+
+
+class DefaultModelNotInstalledError(ModelNotFoundError):
+    """No model path was given and the package that ships the default model is not installed."""
+
+
+class GGUFError(SglrError, ValueError):
+    """A GGUF checkpoint sglr cannot turn into a Hugging Face-format directory."""
+
+
+class GGUFFormatError(GGUFError):
+    """A file that is not a well-formed GGUF file: bad magic, unknown version, truncated or corrupt."""
+
+
+class GGUFUnsupportedError(GGUFError):
+    """A well-formed GGUF file using something sglr does not support: an architecture, a tensor
+    type, a tensor name or a tokenizer."""

@@ -1,0 +1,155 @@
+"""Hugging Face `config.json` and `generation_config.json` contents from GGUF metadata."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sglr.errors import GGUFFormatError, GGUFUnsupportedError
+from sglr.model.gguf.dequant import dequantize
+from sglr.model.gguf.names import check_layers_complete
+from sglr.model.gguf.reader import GGUFCheckpoint
+from sglr.model.gguf.rope import llama3_rope_scaling, metadata_rope_scaling
+
+# GGUF architecture -> (Hugging Face model_type, class name)
+SUPPORTED_ARCHITECTURES = {
+    "llama": ("llama", "LlamaForCausalLM"),
+    "qwen2": ("qwen2", "Qwen2ForCausalLM"),
+}
+
+# llama.cpp's defaults where a file leaves a key out.
+_DEFAULT_ROPE_THETA = 10_000.0
+
+
+def check_architecture(checkpoint: GGUFCheckpoint) -> str:
+    """The file's architecture; raises `GGUFUnsupportedError` naming any other."""
+    architecture = checkpoint.architecture
+    if architecture not in SUPPORTED_ARCHITECTURES:
+        raise GGUFUnsupportedError(
+            f"{checkpoint.path}: GGUF architecture {architecture!r} is not supported "
+            f"(supported: {', '.join(SUPPORTED_ARCHITECTURES)})"
+        )
+    num_experts = int(checkpoint.arch_get("expert_count", 0) or 0)
+    if num_experts > 0:
+        raise GGUFUnsupportedError(
+            f"{checkpoint.path}: mixture-of-experts {architecture!r} models ({num_experts} experts) are not supported"
+        )
+    return architecture
+
+
+def build_hf_config(checkpoint: GGUFCheckpoint, torch_dtype: str) -> dict[str, Any]:
+    """The `config.json` of the converted checkpoint; validates the architecture, the attention
+    geometry and that every layer's tensors are present."""
+    architecture = check_architecture(checkpoint)
+    model_type, class_name = SUPPORTED_ARCHITECTURES[architecture]
+    path = checkpoint.path
+    tensors = {tensor.name: tensor for tensor in checkpoint.tensors}
+
+    num_layers = int(checkpoint.arch_require("block_count"))
+    hidden_size = int(checkpoint.arch_require("embedding_length"))
+    num_heads = int(checkpoint.arch_require("attention.head_count"))
+    num_kv_heads = int(checkpoint.arch_get("attention.head_count_kv", num_heads))
+    head_dim = int(checkpoint.arch_get("attention.key_length", hidden_size // max(num_heads, 1)))
+    value_dim = int(checkpoint.arch_get("attention.value_length", head_dim))
+    rotary_dim = int(checkpoint.arch_get("rope.dimension_count", head_dim))
+    if num_heads <= 0 or num_kv_heads <= 0 or num_heads % num_kv_heads != 0:
+        raise GGUFFormatError(f"{path}: {num_heads} query heads cannot share {num_kv_heads} key/value heads")
+    if value_dim != head_dim:
+        raise GGUFUnsupportedError(f"{path}: key head dim {head_dim} differs from value head dim {value_dim}")
+    if rotary_dim != head_dim:
+        raise GGUFUnsupportedError(f"{path}: partial RoPE (rotary dim {rotary_dim} of head dim {head_dim})")
+    check_layers_complete(checkpoint.tensor_names(), num_layers, path)
+
+    vocab_size = tensors["token_embd.weight"].shape[0]
+    rope_theta = float(checkpoint.arch_get("rope.freq_base", _DEFAULT_ROPE_THETA))
+    if "rope_freqs.weight" in tensors:
+        rope_scaling = llama3_rope_scaling(dequantize(tensors["rope_freqs.weight"]), rope_theta, rotary_dim)
+    else:
+        # Old files state linear scaling only as `rope.scale_linear`.
+        scale_linear = checkpoint.arch_get("rope.scale_linear")
+        rope_scaling = metadata_rope_scaling(
+            checkpoint.arch_get("rope.scaling.type", "linear" if scale_linear is not None else None),
+            checkpoint.arch_get("rope.scaling.factor", scale_linear),
+            checkpoint.arch_get("rope.scaling.original_context_length"),
+        )
+
+    config: dict[str, Any] = {
+        "architectures": [class_name],
+        "model_type": model_type,
+        "vocab_size": vocab_size,
+        "hidden_size": hidden_size,
+        "intermediate_size": int(checkpoint.arch_require("feed_forward_length")),
+        "num_hidden_layers": num_layers,
+        "num_attention_heads": num_heads,
+        "num_key_value_heads": num_kv_heads,
+        "head_dim": head_dim,
+        "hidden_act": "silu",
+        "max_position_embeddings": int(checkpoint.arch_get("context_length", 4096)),
+        "rms_norm_eps": float(checkpoint.arch_require("attention.layer_norm_rms_epsilon")),
+        "rope_theta": rope_theta,
+        "rope_scaling": rope_scaling or None,
+        "tie_word_embeddings": "output.weight" not in tensors,
+        "attention_dropout": 0.0,
+        "initializer_range": 0.02,
+        "use_cache": True,
+        "torch_dtype": torch_dtype,
+        **_special_token_ids(checkpoint),
+    }
+    if architecture == "llama":
+        config["attention_bias"] = _llama_attention_bias(checkpoint, num_layers)
+        config["mlp_bias"] = False
+    else:
+        _require_qwen2_biases(checkpoint, num_layers)
+        config["use_sliding_window"] = False
+        config["sliding_window"] = None
+        config["max_window_layers"] = num_layers
+    return config
+
+
+def build_generation_config(checkpoint: GGUFCheckpoint) -> dict[str, Any]:
+    """Token ids generation needs; `eos_token_id` lists end-of-turn tokens as well, since chat
+    models end a reply with those rather than with the end-of-text token."""
+    ids = _special_token_ids(checkpoint)
+    stop_ids: list[int] = []
+    for key in ("eos_token_id", "eot_token_id", "eom_token_id"):
+        token_id = checkpoint.get(f"tokenizer.ggml.{key}")
+        if token_id is not None and int(token_id) not in stop_ids:
+            stop_ids.append(int(token_id))
+    generation: dict[str, Any] = {}
+    if "bos_token_id" in ids:
+        generation["bos_token_id"] = ids["bos_token_id"]
+    if stop_ids:
+        generation["eos_token_id"] = stop_ids[0] if len(stop_ids) == 1 else stop_ids
+    if "pad_token_id" in ids:
+        generation["pad_token_id"] = ids["pad_token_id"]
+    return generation
+
+
+def _special_token_ids(checkpoint: GGUFCheckpoint) -> dict[str, int]:
+    ids = {}
+    for name, key in (("bos_token_id", "bos_token_id"), ("eos_token_id", "eos_token_id"), ("pad_token_id", "padding_token_id")):
+        token_id = checkpoint.get(f"tokenizer.ggml.{key}")
+        if token_id is not None:
+            ids[name] = int(token_id)
+    return ids
+
+
+def _llama_attention_bias(checkpoint: GGUFCheckpoint, num_layers: int) -> bool:
+    """Hugging Face Llama biases all four attention projections or none of them."""
+    names = checkpoint.tensor_names()
+    suffixes = ("attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_output.bias")
+    present = [f"blk.{i}.{suffix}" in names for i in range(num_layers) for suffix in suffixes]
+    if any(present) and not all(present):
+        raise GGUFUnsupportedError(
+            f"{checkpoint.path}: a llama model with biases on some attention projections but not all"
+        )
+    return all(present) and bool(present)
+
+
+def _require_qwen2_biases(checkpoint: GGUFCheckpoint, num_layers: int) -> None:
+    names = checkpoint.tensor_names()
+    for i in range(num_layers):
+        for suffix in ("attn_q.bias", "attn_k.bias", "attn_v.bias"):
+            if f"blk.{i}.{suffix}" not in names:
+                raise GGUFFormatError(f"{checkpoint.path}: qwen2 GGUF file has no tensor 'blk.{i}.{suffix}'")
+        if f"blk.{i}.attn_output.bias" in names:
+            raise GGUFUnsupportedError(f"{checkpoint.path}: qwen2 model with an output projection bias")
