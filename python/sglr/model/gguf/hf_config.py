@@ -126,7 +126,11 @@ def build_generation_config(checkpoint: GGUFCheckpoint) -> dict[str, Any]:
 
 def _special_token_ids(checkpoint: GGUFCheckpoint) -> dict[str, int]:
     ids = {}
-    for name, key in (("bos_token_id", "bos_token_id"), ("eos_token_id", "eos_token_id"), ("pad_token_id", "padding_token_id")):
+    for name, key in (
+        ("bos_token_id", "bos_token_id"),
+        ("eos_token_id", "eos_token_id"),
+        ("pad_token_id", "padding_token_id"),
+    ):
         token_id = checkpoint.get(f"tokenizer.ggml.{key}")
         if token_id is not None:
             ids[name] = int(token_id)

@@ -97,7 +97,9 @@ def unpermute_rope_rows(weight: np.ndarray, num_heads: int) -> np.ndarray:
     interleaved-pair layout back to Hugging Face's half-split layout."""
     num_rows = weight.shape[0]
     if num_rows % (2 * num_heads) != 0:
-        raise GGUFFormatError(f"a query/key tensor with {num_rows} rows cannot be split into {num_heads} heads")
+        raise GGUFFormatError(
+            f"a query/key tensor with {num_rows} rows cannot be split into {num_heads} heads"
+        )
     half_head_dim = num_rows // num_heads // 2
     rest = weight.shape[1:]
     # [heads, half_head_dim, 2, ...] -> [heads, 2, half_head_dim, ...]

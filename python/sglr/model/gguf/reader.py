@@ -77,6 +77,10 @@ def read_gguf(path: str | Path) -> GGUFCheckpoint:
     file_len = path.stat().st_size
     with path.open("rb") as file:
         head = file.read(_MIN_HEADER_LEN)
+    if file_len == 0:
+        raise GGUFFormatError(f"{path}: empty file, not a GGUF checkpoint")
+    if len(head) < 4 and GGUF_MAGIC.startswith(head):
+        raise GGUFFormatError(f"{path}: truncated GGUF file ({file_len} bytes)")
     if head[:4] != GGUF_MAGIC:
         raise GGUFFormatError(f"{path}: not a GGUF file (starts with {head[:4]!r}, expected {GGUF_MAGIC!r})")
     if len(head) < _MIN_HEADER_LEN:

@@ -62,7 +62,9 @@ def llama3_rope_scaling(freq_divisors: np.ndarray, rope_theta: float, rotary_dim
     )
 
 
-def metadata_rope_scaling(scaling_type: str | None, factor: float | None, original: int | None) -> dict[str, Any]:
+def metadata_rope_scaling(
+    scaling_type: str | None, factor: float | None, original: int | None
+) -> dict[str, Any]:
     """`rope_scaling` from the `{arch}.rope.scaling.*` keys ({} for none)."""
     if scaling_type in (None, "none") or factor in (None, 1.0):
         return {}
@@ -73,4 +75,6 @@ def metadata_rope_scaling(scaling_type: str | None, factor: float | None, origin
         if original:
             scaling["original_max_position_embeddings"] = int(original)
         return scaling
-    raise GGUFUnsupportedError(f"RoPE scaling type {scaling_type!r} is not supported (supported: linear, yarn)")
+    raise GGUFUnsupportedError(
+        f"RoPE scaling type {scaling_type!r} is not supported (supported: linear, yarn)"
+    )

@@ -134,7 +134,9 @@ def _byte_level_bpe(tokens: list[str], merges: list[str], family: str) -> Any:
     if family == "gpt2":
         tokenizer.pre_tokenizer = byte_level
     elif family == "digits":
-        tokenizer.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
+        tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+            [pre_tokenizers.Digits(individual_digits=True), byte_level]
+        )
     else:
         split = _LLAMA3_SPLIT if family == "llama3" else _QWEN2_SPLIT
         tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
@@ -155,7 +157,7 @@ def _add_special_tokens(
 
     special_set = set(special_ids.values())
     added = []
-    for token_id, (token, token_type) in enumerate(zip(tokens, token_types)):
+    for token_id, (token, token_type) in enumerate(zip(tokens, token_types, strict=True)):
         special = token_type in (_TOKEN_CONTROL, _TOKEN_UNKNOWN) or token_id in special_set
         if special or token_type == _TOKEN_USER_DEFINED:
             added.append((token_id, AddedToken(token, special=special, normalized=False)))
@@ -185,12 +187,19 @@ def _post_processor(bos: str | None, eos: str | None, tokenizer: Any) -> Any:
 
 def _special_token_ids(checkpoint: GGUFCheckpoint, vocab_size: int) -> dict[str, int]:
     ids = {}
-    for name, key in (("bos", "bos_token_id"), ("eos", "eos_token_id"), ("unk", "unknown_token_id"), ("pad", "padding_token_id")):
+    for name, key in (
+        ("bos", "bos_token_id"),
+        ("eos", "eos_token_id"),
+        ("unk", "unknown_token_id"),
+        ("pad", "padding_token_id"),
+    ):
         token_id = checkpoint.get(f"tokenizer.ggml.{key}")
         if token_id is None:
             continue
         if not 0 <= int(token_id) < vocab_size:
-            raise GGUFFormatError(f"{checkpoint.path}: {key} {token_id} lies outside the vocabulary of {vocab_size}")
+            raise GGUFFormatError(
+                f"{checkpoint.path}: {key} {token_id} lies outside the vocabulary of {vocab_size}"
+            )
         ids[name] = int(token_id)
     return ids
 
@@ -199,7 +208,9 @@ def _chat_template(checkpoint: GGUFCheckpoint) -> str | list[dict[str, str]] | N
     """The default template, or Hugging Face's list form when the file also has named ones."""
     default = checkpoint.get("tokenizer.chat_template")
     prefix = "tokenizer.chat_template."
-    named = {key[len(prefix) :]: str(value) for key, value in checkpoint.metadata.items() if key.startswith(prefix)}
+    named = {
+        key[len(prefix) :]: str(value) for key, value in checkpoint.metadata.items() if key.startswith(prefix)
+    }
     if not named:
         return None if default is None else str(default)
     templates = [{"name": "default", "template": str(default)}] if default is not None else []
