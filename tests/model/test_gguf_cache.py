@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from gguf_testing import write_tiny_gguf
 
+import sglr.model.gguf.cache as cache_module
 import sglr.model.gguf.convert as convert_module
 from sglr.errors import DefaultModelNotInstalledError, GGUFFormatError, ModelNotFoundError
 from sglr.model import default_model
@@ -94,11 +95,14 @@ def test_killed_conversion_leftovers_are_removed(cache_home, tiny_gguf):
     dead = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
     )
-    leftover = gguf_dir / f".tmp-{int(dead.stdout)}-abc"
-    leftover.mkdir(parents=True)
-    (leftover / "model.safetensors").write_bytes(b"half")
+    leftover = gguf_dir / f"{cache_module._tmp_prefix(int(dead.stdout))}abc"
+    other_host = gguf_dir / f".tmp-{int(dead.stdout)}@another-host@abc"
+    for directory in (leftover, other_host):
+        directory.mkdir(parents=True)
+        (directory / "model.safetensors").write_bytes(b"half")
     resolve_gguf(tiny_gguf)
     assert not leftover.exists()
+    assert other_host.exists()
 
 
 def test_bad_file_is_not_cached(cache_home, tmp_path):

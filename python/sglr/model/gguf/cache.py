@@ -15,6 +15,7 @@ import hashlib
 import logging
 import os
 import shutil
+import socket
 import tempfile
 import time
 from pathlib import Path
@@ -81,7 +82,7 @@ def resolve_gguf(gguf_path: str | Path, *, dtype: str = "float32", cache_dir: Pa
 
     start = time.perf_counter()
     logger.info("converting %s to %s (first use; later starts reuse it)", gguf_path, target)
-    tmp_dir = Path(tempfile.mkdtemp(prefix=f"{_TMP_PREFIX}{os.getpid()}-", dir=target.parent))
+    tmp_dir = Path(tempfile.mkdtemp(prefix=_tmp_prefix(os.getpid()), dir=target.parent))
     try:
         convert_gguf(gguf_path, tmp_dir, dtype=dtype)
         _publish(tmp_dir, target)
@@ -103,11 +104,17 @@ def _publish(tmp_dir: Path, target: Path) -> None:
     _fsync_dir(target.parent)
 
 
+def _tmp_prefix(pid: int) -> str:
+    # The host name keeps a cache shared between machines from judging another host's pids.
+    return f"{_TMP_PREFIX}{pid}@{socket.gethostname()}@"
+
+
 def _remove_abandoned_tmp_dirs(parent: Path) -> None:
-    """Deletes temporary directories of conversions whose process no longer runs."""
+    """Deletes temporary directories of this host's conversions whose process no longer runs."""
     for entry in parent.glob(f"{_TMP_PREFIX}*"):
-        pid_text = entry.name[len(_TMP_PREFIX) :].split("-", 1)[0]
-        if pid_text.isdigit() and not _process_alive(int(pid_text)):
+        pid_text, _, rest = entry.name[len(_TMP_PREFIX) :].partition("@")
+        host = rest.rpartition("@")[0]
+        if pid_text.isdigit() and host == socket.gethostname() and not _process_alive(int(pid_text)):
             shutil.rmtree(entry, ignore_errors=True)
 
 

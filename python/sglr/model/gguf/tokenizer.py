@@ -58,6 +58,8 @@ def build_tokenizer_files(checkpoint: GGUFCheckpoint) -> tuple[str, dict[str, An
     """(`tokenizer.json` text, `tokenizer_config.json` contents). Raises `GGUFUnsupportedError`
     for a tokenizer model or pre-tokenizer sglr does not rebuild."""
     model_name = checkpoint.get("tokenizer.ggml.model")
+    if model_name is None:
+        raise GGUFFormatError(f"{checkpoint.path}: GGUF metadata has no tokenizer (tokenizer.ggml.model)")
     if model_name != "gpt2":
         raise GGUFUnsupportedError(
             f"{checkpoint.path}: GGUF tokenizer model {model_name!r} is not supported "
