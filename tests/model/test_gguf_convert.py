@@ -268,3 +268,13 @@ def test_unrecognised_rope_frequency_factors_are_refused(tmp_path):
     write_tiny_gguf(tmp_path / "odd.gguf", TinySpec(extra_tensors={"rope_freqs.weight": divisors}))
     with pytest.raises(GGUFUnsupportedError, match="rope_freqs"):
         convert_gguf(tmp_path / "odd.gguf", tmp_path / "hf")
+
+
+def test_merge_of_unknown_token_gives_format_error(tmp_path, monkeypatch):
+    import gguf_testing
+
+    tokens, merges = gguf_testing.train_vocab()
+    monkeypatch.setattr(gguf_testing, "train_vocab", lambda: (tokens, [*merges, "zzz_not_a_token q"]))
+    write_tiny_gguf(tmp_path / "bad_merges.gguf")
+    with pytest.raises(GGUFFormatError, match="merges"):
+        convert_gguf(tmp_path / "bad_merges.gguf", tmp_path / "hf")

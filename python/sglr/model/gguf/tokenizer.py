@@ -122,8 +122,8 @@ def _byte_level_bpe(tokens: list[str], merges: list[str], family: str) -> Any:
         if not sep or not left or not right:
             raise GGUFFormatError(f"malformed BPE merge {merge!r} (expected two tokens separated by a space)")
         merge_pairs.append((left, right))
-    tokenizer = Tokenizer(
-        models.BPE(
+    try:
+        bpe = models.BPE(
             vocab=vocab,
             merges=merge_pairs,
             fuse_unk=False,
@@ -131,7 +131,10 @@ def _byte_level_bpe(tokens: list[str], merges: list[str], family: str) -> Any:
             # Llama 3 keeps a whole pre-token that is in the vocabulary (llama.cpp does the same).
             ignore_merges=family == "llama3",
         )
-    )
+    # NOTE: `tokenizers` raises a bare Exception, e.g. for a merge of a token not in the vocabulary.
+    except Exception as error:
+        raise GGUFFormatError(f"inconsistent BPE vocabulary and merges: {error}") from error
+    tokenizer = Tokenizer(bpe)
     byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=family in ("gpt2", "digits"))
     if family == "gpt2":
         tokenizer.pre_tokenizer = byte_level
