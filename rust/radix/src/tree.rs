@@ -228,9 +228,20 @@ impl RadixTree {
     ) -> (u32, usize) {
         self.clock += 1;
         let now = self.clock;
-        let mut node = self.root(namespace);
-        self.touch(node, now);
-        let mut pos = 0;
+        let root = self.root(namespace);
+        self.touch(root, now);
+        self.descend(root, 0, tokens, now, on_match)
+    }
+
+    /// The downward part of `walk`: continues from `node`, which ends after `tokens[..pos]`.
+    fn descend(
+        &mut self,
+        mut node: u32,
+        mut pos: usize,
+        tokens: &[TokenId],
+        now: u64,
+        mut on_match: impl FnMut(&[SlotId]),
+    ) -> (u32, usize) {
         while pos < tokens.len() {
             let Some(&child) = self.nodes[node as usize].children.get(&tokens[pos]) else {
                 break;
@@ -247,6 +258,43 @@ impl RadixTree {
             }
         }
         (node, pos)
+    }
+
+    /// Continues an earlier [`RadixTree::match_prefix_len`] of the same `tokens` in the same
+    /// `namespace` that ended at `node` after `matched_len` tokens, walking only what has been
+    /// cached below `node` since. The result and the LRU touches equal a fresh
+    /// `match_prefix_len`: the tree evicts only leaves, so while `node` lives its whole path is
+    /// still cached (splits keep the handle on the lower part, so the depth is unchanged).
+    ///
+    /// Cost: the node's depth in nodes plus the newly matched tokens, instead of a compare of
+    /// every token. A `matched_len` or `namespace` that does not fit `node` falls back to a full
+    /// walk; a stale or unknown `node` is an error (the caller matches from the root).
+    pub fn extend_match_len(
+        &mut self,
+        namespace: Option<Namespace>,
+        node: NodeId,
+        matched_len: usize,
+        tokens: &[TokenId],
+    ) -> Result<(usize, NodeId), RadixError> {
+        let start = self.resolve(node)?;
+        let mut depth = 0;
+        let mut top = start;
+        while let Some(parent) = self.nodes[top as usize].parent {
+            depth += self.nodes[top as usize].tokens.len();
+            top = parent;
+        }
+        if depth != matched_len || matched_len > tokens.len() || self.roots.get(&namespace) != Some(&top) {
+            return Ok(self.match_prefix_len(namespace, tokens));
+        }
+        self.clock += 1;
+        let now = self.clock;
+        let mut index = Some(start);
+        while let Some(current) = index {
+            self.touch(current, now);
+            index = self.nodes[current as usize].parent;
+        }
+        let (end, matched_len) = self.descend(start, matched_len, tokens, now, |_| {});
+        Ok((matched_len, self.handle(end)))
     }
 
     /// Splits `child` after `prefix_len` tokens: a new node takes the prefix and becomes the
