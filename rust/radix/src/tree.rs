@@ -224,7 +224,7 @@ impl RadixTree {
         &mut self,
         namespace: Option<Namespace>,
         tokens: &[TokenId],
-        mut on_match: impl FnMut(&[SlotId]),
+        on_match: impl FnMut(&[SlotId]),
     ) -> (u32, usize) {
         self.clock += 1;
         let now = self.clock;
