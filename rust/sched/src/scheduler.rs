@@ -170,10 +170,12 @@ impl<N: Copy + Eq + Debug> Scheduler<N> {
             return Ok(Decision::empty(step));
         }
         let pass = self.run_selection(index, input, step)?;
+        // NOTE: a continuation refused for memory keeps its place: `chunked` only changes
+        // when a chunk ran (a new one, or the last one, which drops the request below).
         if let Some((key, computed)) = pass.chunked_after {
             self.queue.get_mut(key).num_computed = Some(computed);
+            self.chunked = Some(key);
         }
-        self.chunked = pass.chunked_after.map(|(key, _)| key);
         for &key in &pass.done_keys {
             self.drop_key(key);
         }
