@@ -73,14 +73,14 @@ impl<N: Copy + Eq + std::fmt::Debug> Scheduler<N> {
                 }
             }
             Policy::DfsWeight => {
-                let mut is_regular = vec![false; self.queue.capacity()];
-                regular.iter().for_each(|&key| is_regular[key as usize] = true);
+                let mut budget = self.config.max_match_tokens_per_step;
+                let mut matched_len = vec![None; self.queue.capacity()];
+                for &key in &regular {
+                    let matched = refresh_match(self.queue.get_mut(key), index, &mut budget);
+                    matched_len[key as usize] = Some(matched);
+                }
                 regular.clear();
-                self.trie.dfs_by_weight(|key| {
-                    if is_regular[key as usize] {
-                        regular.push(key);
-                    }
-                });
+                self.trie.dfs_by_weight(|key| matched_len[key as usize], |key| regular.push(key));
             }
         }
 

@@ -137,27 +137,74 @@ impl WaitingTrie {
         0
     }
 
-    /// Request keys in depth-first order: at each node the requests ending there (in arrival
-    /// order), then the children, most requests below first (ties by first token). Namespaces
-    /// in ascending order.
-    pub(crate) fn dfs_by_weight(&self, mut emit: impl FnMut(u32)) {
+    /// Depth-first order of the requests `score` accepts (`Some(cached match length)`).
+    ///
+    /// At each node, the requests ending there and the child subtrees are visited by: highest
+    /// score first (a subtree scores its best request), then most accepted requests, then
+    /// requests before subtrees in arrival order, subtrees by first token. The first request
+    /// is therefore always one with the longest cached match (an `lpm` choice, so the offline
+    /// optimum still holds) and the rest follow the prefix tree, biggest groups first, so
+    /// requests sharing an uncached prefix are admitted together and cold groups start with
+    /// the largest. Namespaces are visited in ascending order. O(nodes) plus sorting.
+    pub(crate) fn dfs_by_weight(&self, score: impl Fn(u32) -> Option<usize>, mut emit: impl FnMut(u32)) {
         let mut roots: Vec<(Option<Namespace>, u32)> =
             self.roots.iter().map(|(&ns, &root)| (ns, root)).collect();
         roots.sort_unstable();
-        let mut stack: Vec<u32> = roots.iter().rev().map(|&(_, root)| root).collect();
-        let mut children: Vec<(Reverse<u32>, TokenId, u32)> = Vec::new();
+        // Pre-order, then aggregate (best score, accepted count) bottom-up.
+        let mut preorder: Vec<u32> = Vec::new();
+        let mut stack: Vec<u32> = roots.iter().map(|&(_, root)| root).collect();
         while let Some(node) = stack.pop() {
+            preorder.push(node);
+            stack.extend(self.nodes[node as usize].children.values().copied());
+        }
+        let mut best: Vec<Option<(usize, u32)>> = vec![None; self.nodes.len()];
+        for &node in preorder.iter().rev() {
             let entry = &self.nodes[node as usize];
-            entry.ending.iter().for_each(|&key| emit(key));
-            children.clear();
-            children.extend(
-                entry
-                    .children
-                    .iter()
-                    .map(|(&first, &child)| (Reverse(self.nodes[child as usize].num_below), first, child)),
-            );
-            children.sort_unstable();
-            stack.extend(children.iter().rev().map(|&(_, _, child)| child));
+            let mut acc: Option<(usize, u32)> = None;
+            let mut add = |item: Option<(usize, u32)>| {
+                if let Some((item_score, item_count)) = item {
+                    acc = Some(match acc {
+                        Some((s, c)) => (s.max(item_score), c + item_count),
+                        None => (item_score, item_count),
+                    });
+                }
+            };
+            entry.ending.iter().for_each(|&key| add(score(key).map(|s| (s, 1))));
+            entry.children.values().for_each(|&child| add(best[child as usize]));
+            best[node as usize] = acc;
+        }
+        // Visit: items are requests (key) or subtrees (node), sorted at each node.
+        enum Item {
+            Request(u32),
+            Subtree(u32),
+        }
+        let mut stack: Vec<Item> = roots.iter().rev().map(|&(_, root)| Item::Subtree(root)).collect();
+        // (best score, count, requests before subtrees, position or first token)
+        type VisitOrder = (Reverse<usize>, Reverse<u32>, u8, u64);
+        let mut items: Vec<(VisitOrder, Item)> = Vec::new();
+        while let Some(item) = stack.pop() {
+            let node = match item {
+                Item::Request(key) => {
+                    emit(key);
+                    continue;
+                }
+                Item::Subtree(node) => node,
+            };
+            let entry = &self.nodes[node as usize];
+            items.clear();
+            for (position, &key) in entry.ending.iter().enumerate() {
+                if let Some(s) = score(key) {
+                    items.push(((Reverse(s), Reverse(1), 0, position as u64), Item::Request(key)));
+                }
+            }
+            for (&first, &child) in &entry.children {
+                if let Some((s, count)) = best[child as usize] {
+                    let order = (Reverse(s), Reverse(count), 1, u64::from(first));
+                    items.push((order, Item::Subtree(child)));
+                }
+            }
+            items.sort_unstable_by_key(|(order, _)| *order);
+            stack.extend(items.drain(..).rev().map(|(_, item)| item));
         }
     }
 
@@ -302,10 +349,19 @@ mod tests {
             seqs.iter().enumerate().map(|(key, seq)| trie.insert(None, &arc(seq), key as u32)).collect();
         trie.check_invariants().unwrap();
         let mut order = Vec::new();
-        trie.dfs_by_weight(|key| order.push(key));
+        trie.dfs_by_weight(|_| Some(0), |key| order.push(key));
         // [1,2] (3 requests) first: its own request, then [1,2,3] and [1,2,4]; then the
         // single-request subtrees by first token.
         assert_eq!(order, vec![2, 1, 3, 4, 0]);
+        // A cached match outranks weight; unscored requests are left out.
+        order.clear();
+        let score = |key: u32| match key {
+            4 => None,
+            0 => Some(2),
+            _ => Some(0),
+        };
+        trie.dfs_by_weight(score, |key| order.push(key));
+        assert_eq!(order, vec![0, 2, 1, 3]);
         assert_eq!(trie.path(nodes[3]), &[1, 2, 4]);
     }
 
@@ -371,7 +427,7 @@ mod tests {
                 prop_assert_eq!(trie.claimed_depth(nodes[key], 7), expected);
             }
             let mut order = Vec::new();
-            trie.dfs_by_weight(|key| order.push(key as usize));
+            trie.dfs_by_weight(|_| Some(0), |key| order.push(key as usize));
             let mut sorted = order.clone();
             sorted.sort_unstable();
             prop_assert_eq!(sorted, live.clone());
