@@ -64,3 +64,5 @@ pub fn paper_overhead_trace() -> Vec<Vec<u32>> {
 pub fn heavy_trace() -> Vec<Vec<u32>> {
     grouped_trace(2, 64, 157, (512, 2048), (512, 2048))
 }
+
+pub mod sched_trace;

@@ -1,6 +1,6 @@
 """Type stubs for the Rust extension `sglr._core` (hand-written; keep in step with rust/py)."""
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TypeAlias
 
 import numpy as np
@@ -58,3 +58,127 @@ class RadixTree:
     def check_invariants(self) -> None: ...
     def dump(self, namespace: str | None = None) -> list[tuple[int, list[int], list[int], int]]:
         """Depth-first `(depth, tokens, slots, lock_ref)` rows, children by first token."""
+
+class Admission:
+    """One request admitted by `Scheduler.select`: prefill `token_ids[prefix_len:prefix_len + extend_len]`."""
+
+    rid: int
+    prefix_len: int
+    """Tokens whose KV exists: the matched cache prefix (new admission) or the chunks already run."""
+    extend_len: int
+    """Tokens to prefill in this step (the chunk size)."""
+    is_prompt_done: bool
+    """False: a chunk of a longer prompt; the scheduler continues it first next step."""
+    is_continuation: bool
+    """A later chunk: no new lock, no prefix slots (the engine already holds them)."""
+    node: NodeHandle | None
+    """Tree node locked by this decision (new admissions); the engine unlocks it when done."""
+    waited_steps: int
+    is_urgent: bool
+    """Offered ahead of the policy order (requeued, or by the starvation guard)."""
+
+class Decision:
+    """The outcome of one `Scheduler.select`, applied by the engine in one go: free
+    `evicted_slots` into the KV pool, allocate `num_prefill_tokens` slots, run the admissions."""
+
+    step: int
+    admitted: list[Admission]
+    prefix_slots: npt.NDArray[np.int32]
+    """Matched prefix slots of all admissions, concatenated."""
+    prefix_offsets: npt.NDArray[np.int64]
+    """`prefix_slots[prefix_offsets[i]:prefix_offsets[i + 1]]` belongs to `admitted[i]`."""
+    evicted_slots: npt.NDArray[np.int32]
+    """Slots the tree gave up for this step's prefill: free them into the KV pool."""
+    num_prefill_tokens: int
+    stop_reason: str
+    """'queue_exhausted', 'prefill_budget', 'memory' or 'running_cap'."""
+    def prefix_slots_of(self, i: int) -> npt.NDArray[np.int32]: ...
+    def __len__(self) -> int: ...
+    def __iter__(self) -> Iterator[Admission]: ...
+
+class Scheduler:
+    """Cache-aware admission (SGLang's Algorithm 1) over a waiting queue held in Rust.
+
+    Policies: 'lpm', 'dfs-weight', 'fcfs', 'lof', 'random'. Each step, `select` offers waiting
+    requests (a chunked prefill in progress first, then requeued and starving ones, then
+    policy order) while they fit: free slots + evictable cache - reserved output
+    (`new_token_ratio` * clipped `max_new_tokens`), the per-step prefill budget (prompts beyond
+    it are chunked) and `max_running_requests`. Admitted prefixes are locked in the tree; the
+    engine owns those locks afterwards. The GIL is released during selection.
+    Errors: `sglr.errors.DuplicateRequestError`, `EmptyPromptError`, `RequestTooLargeError`,
+    `SchedulerConfigError`; `TypeError`/`ValueError` for malformed arguments.
+    """
+
+    def __init__(
+        self,
+        policy: str = "lpm",
+        *,
+        max_prefill_tokens: int = 16384,
+        max_running_requests: int = 256,
+        enable_chunked_prefill: bool = True,
+        in_batch_share_min_len: int | None = 32,
+        starvation_guard: bool = True,
+        max_wait_steps: int | None = 1000,
+        max_wait_s: float | None = 30.0,
+        clip_max_new_tokens: int = 4096,
+        init_new_token_ratio: float = 0.7,
+        min_new_token_ratio: float = 0.098,
+        new_token_ratio_decay_steps: int = 600,
+        retract_decode_steps: int = 20,
+        max_request_tokens: int | None = None,
+        max_match_tokens_per_step: int = 1 << 20,
+        seed: int = 0,
+    ) -> None: ...
+    def add_request(
+        self,
+        rid: int,
+        token_ids: IdArray,
+        max_new_tokens: int,
+        namespace: str | None = None,
+        *,
+        arrival_time: float | None = None,
+    ) -> None:
+        """Queues a request at the back (`arrival_time` on `time.monotonic()`'s clock)."""
+    def requeue(
+        self,
+        rid: int,
+        token_ids: IdArray,
+        max_new_tokens: int,
+        namespace: str | None = None,
+        *,
+        arrival_time: float | None = None,
+    ) -> None:
+        """Puts a retracted request (prompt + output so far) back at the head of the queue."""
+    def remove(self, rid: int) -> bool:
+        """Drops a held request (abort); False if it was not held."""
+    def select(
+        self,
+        tree: RadixTree,
+        num_free_slots: int,
+        running_tokens_left: IdArray | None = None,
+        *,
+        now: float | None = None,
+    ) -> Decision:
+        """One admission step. `running_tokens_left[i]`: output tokens running request i may
+        still generate. Mutates `tree` (matches, locks, evicts)."""
+    def __len__(self) -> int: ...
+    def __contains__(self, rid: object) -> bool: ...
+    @property
+    def chunked_rid(self) -> int | None: ...
+    @property
+    def step(self) -> int: ...
+    @property
+    def policy(self) -> str: ...
+    @property
+    def num_starved_admissions(self) -> int: ...
+    @property
+    def new_token_ratio(self) -> float: ...
+    @new_token_ratio.setter
+    def new_token_ratio(self, value: float) -> None: ...
+    def decay_new_token_ratio(self) -> float:
+        """After a decode step without retraction."""
+    def reset_new_token_ratio(self) -> None:
+        """When the engine goes idle."""
+    def on_retract(self, num_decoded_tokens: int, num_max_new_tokens: int, num_running: int) -> float:
+        """After a retraction, with sums over the requests still running."""
+    def check_invariants(self) -> None: ...

@@ -99,3 +99,23 @@ class GGUFFormatError(GGUFError):
 class GGUFUnsupportedError(GGUFError):
     """A well-formed GGUF file using something sglr does not support: an architecture, a tensor
     type, a tensor name or a tokenizer."""
+
+
+class SchedulerError(SglrError):
+    """Misuse of the batch scheduler (`sglr._core.Scheduler`)."""
+
+
+class DuplicateRequestError(SchedulerError, ValueError):
+    """A request id that the scheduler already holds."""
+
+
+class EmptyPromptError(SchedulerError, ValueError):
+    """A request without prompt tokens."""
+
+
+class RequestTooLargeError(SchedulerError, ValueError):
+    """A request longer than the scheduler's `max_request_tokens`."""
+
+
+class SchedulerConfigError(SchedulerError, ValueError):
+    """An invalid scheduler setting (unknown policy, zero budget, bad ratio bounds, ...)."""

@@ -3,12 +3,16 @@
 mod buffers;
 mod errors;
 mod radix;
+mod sched;
 
 use pyo3::prelude::*;
 
 #[pymodule]
 fn _core(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<radix::PyRadixTree>()?;
+    module.add_class::<sched::PyScheduler>()?;
+    module.add_class::<sched::PyDecision>()?;
+    module.add_class::<sched::PyAdmission>()?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

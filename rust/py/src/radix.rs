@@ -26,12 +26,12 @@ pub(crate) struct PyRadixTree {
 }
 
 impl PyRadixTree {
-    fn tree(&self) -> MutexGuard<'_, RadixTree> {
+    pub(crate) fn tree(&self) -> MutexGuard<'_, RadixTree> {
         self.tree.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Interns a namespace name as a small integer (distinct names never collide).
-    fn namespace(&self, name: Option<&str>) -> Option<Namespace> {
+    pub(crate) fn namespace(&self, name: Option<&str>) -> Option<Namespace> {
         let name = name?;
         let mut ids = self.namespace_ids.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let next = ids.len() as Namespace;

@@ -68,7 +68,7 @@ impl<N: Copy + Eq + std::fmt::Debug> Scheduler<N> {
             Policy::Random => {
                 regular.sort_unstable_by_key(|&key| self.queue.get(key).seq);
                 for i in (1..regular.len()).rev() {
-                    let j = (self.rng.next() % (i as u64 + 1)) as usize;
+                    let j = (self.rng.next_u64() % (i as u64 + 1)) as usize;
                     regular.swap(i, j);
                 }
             }
@@ -123,7 +123,7 @@ impl SplitMix64 {
         Self(seed)
     }
 
-    pub(crate) fn next(&mut self) -> u64 {
+    pub(crate) fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);

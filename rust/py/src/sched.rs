@@ -1,0 +1,564 @@
+//! `sglr._core.Scheduler`: the waiting queue and cache-aware admission, one `select` per
+//! engine step against a `sglr._core.RadixTree`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use numpy::PyArray1;
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyInt, PyList};
+use sglr_radix::{Namespace, NodeId, RadixError, RadixTree, SlotId, TokenId};
+use sglr_sched::{
+    Decision, NewRequest, Policy, PrefixIndex, RatioConfig, SchedConfig, SchedError, Scheduler,
+    StarvationGuard, StepInput,
+};
+
+use crate::buffers::{slots_to_numpy, IdArray};
+use crate::errors::sglr_error;
+use crate::radix::PyRadixTree;
+
+/// Prompts at least this long are inserted into the waiting trie with the GIL released.
+const DETACH_MIN_TOKENS: usize = 4096;
+
+struct State {
+    core: Scheduler<NodeId>,
+    /// The scheduler's own namespace ids: index = id.
+    namespace_names: Vec<String>,
+    namespace_ids: HashMap<String, Namespace>,
+    /// The tree the remembered cache matches refer to.
+    last_tree: Option<Py<PyRadixTree>>,
+}
+
+#[pyclass(name = "Scheduler", module = "sglr._core", frozen)]
+pub(crate) struct PyScheduler {
+    // NOTE: every guard on this mutex is dropped before the thread waits for the GIL, so a
+    // selection running without the GIL can never deadlock against a caller holding it.
+    state: Mutex<State>,
+}
+
+/// The tree seen through the scheduler's namespace ids.
+struct NamespacedTree<'a> {
+    tree: &'a mut RadixTree,
+    /// Scheduler namespace id -> the tree's namespace id.
+    namespaces: &'a [Namespace],
+}
+
+impl NamespacedTree<'_> {
+    fn map(&self, namespace: Option<Namespace>) -> Option<Namespace> {
+        namespace.map(|id| self.namespaces[id as usize])
+    }
+}
+
+impl PrefixIndex for NamespacedTree<'_> {
+    type Node = NodeId;
+    type Error = RadixError;
+
+    fn match_len(&mut self, namespace: Option<Namespace>, tokens: &[TokenId]) -> (usize, NodeId) {
+        let namespace = self.map(namespace);
+        self.tree.match_len(namespace, tokens)
+    }
+
+    fn rematch_len(
+        &mut self,
+        namespace: Option<Namespace>,
+        tokens: &[TokenId],
+        previous: (usize, NodeId),
+    ) -> (usize, NodeId) {
+        let namespace = self.map(namespace);
+        self.tree.rematch_len(namespace, tokens, previous)
+    }
+
+    fn match_slots(
+        &mut self,
+        namespace: Option<Namespace>,
+        tokens: &[TokenId],
+        slots: &mut Vec<SlotId>,
+    ) -> (usize, NodeId) {
+        let namespace = self.map(namespace);
+        self.tree.match_slots(namespace, tokens, slots)
+    }
+
+    fn lock(&mut self, node: NodeId) -> Result<(), RadixError> {
+        self.tree.lock(node)
+    }
+
+    fn unlock(&mut self, node: NodeId) -> Result<(), RadixError> {
+        self.tree.unlock(node)
+    }
+
+    fn evictable_size(&self) -> usize {
+        self.tree.evictable_size()
+    }
+
+    fn evict(&mut self, num_tokens: usize) -> Vec<SlotId> {
+        self.tree.evict(num_tokens)
+    }
+}
+
+fn sched_error(py: Python<'_>, error: SchedError) -> PyErr {
+    let class_name = match &error {
+        SchedError::DuplicateRequest(_) => "DuplicateRequestError",
+        SchedError::EmptyPrompt(_) => "EmptyPromptError",
+        SchedError::RequestTooLarge { .. } => "RequestTooLargeError",
+        SchedError::Config(_) => "SchedulerConfigError",
+        // A lock refused right after a match, or broken bookkeeping: a bug, never bad input.
+        SchedError::Index(_) | SchedError::Invariant(_) => "InvariantError",
+    };
+    sglr_error(py, class_name, error.to_string())
+}
+
+fn config_error(py: Python<'_>, message: String) -> PyErr {
+    sched_error(py, SchedError::Config(message))
+}
+
+fn count(py: Python<'_>, name: &str, value: i64) -> PyResult<usize> {
+    usize::try_from(value).map_err(|_| config_error(py, format!("{name} must be >= 0, got {value}")))
+}
+
+fn count_arg(name: &str, value: i64) -> PyResult<usize> {
+    usize::try_from(value).map_err(|_| PyValueError::new_err(format!("{name} must be >= 0, got {value}")))
+}
+
+/// A request id: a Python int in `[0, 2**64)`.
+fn rid_arg(rid: &Bound<'_, PyAny>) -> PyResult<u64> {
+    if !rid.is_instance_of::<PyInt>() {
+        return Err(PyTypeError::new_err("rid must be an int"));
+    }
+    rid.extract::<u64>().map_err(|_| PyValueError::new_err(format!("rid must be in [0, 2**64), got {rid}")))
+}
+
+fn monotonic_now(py: Python<'_>) -> PyResult<f64> {
+    py.import("time")?.call_method0("monotonic")?.extract()
+}
+
+impl PyScheduler {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn push(
+        &self,
+        py: Python<'_>,
+        rid: &Bound<'_, PyAny>,
+        token_ids: &Bound<'_, PyAny>,
+        max_new_tokens: i64,
+        namespace: Option<&str>,
+        arrival_time: Option<f64>,
+        is_requeue: bool,
+    ) -> PyResult<()> {
+        let rid = rid_arg(rid)?;
+        let max_new_tokens = count_arg("max_new_tokens", max_new_tokens)?;
+        let tokens: Arc<[TokenId]> = Arc::from(IdArray::extract(token_ids, "token_ids")?.as_slice());
+        let arrival_s = match arrival_time {
+            Some(seconds) if seconds.is_finite() => seconds,
+            Some(seconds) => {
+                return Err(PyValueError::new_err(format!("arrival_time must be finite, got {seconds}")))
+            }
+            None => monotonic_now(py)?,
+        };
+        let num_tokens = tokens.len();
+        let add = || {
+            let mut state = self.state();
+            let namespace = namespace.map(|name| state.intern(name));
+            let request = NewRequest { rid, tokens, max_new_tokens, namespace, arrival_s };
+            if is_requeue {
+                state.core.requeue(request)
+            } else {
+                state.core.add(request)
+            }
+        };
+        let result = if num_tokens >= DETACH_MIN_TOKENS { py.detach(add) } else { add() };
+        result.map_err(|e| sched_error(py, e))
+    }
+}
+
+impl State {
+    fn intern(&mut self, name: &str) -> Namespace {
+        if let Some(&id) = self.namespace_ids.get(name) {
+            return id;
+        }
+        let id = self.namespace_names.len() as Namespace;
+        self.namespace_names.push(name.to_owned());
+        self.namespace_ids.insert(name.to_owned(), id);
+        id
+    }
+}
+
+#[pymethods]
+impl PyScheduler {
+    #[new]
+    #[pyo3(signature = (
+        policy = "lpm",
+        *,
+        max_prefill_tokens = 16384,
+        max_running_requests = 256,
+        enable_chunked_prefill = true,
+        in_batch_share_min_len = Some(32),
+        starvation_guard = true,
+        max_wait_steps = Some(1000),
+        max_wait_s = Some(30.0),
+        clip_max_new_tokens = 4096,
+        init_new_token_ratio = 0.7,
+        min_new_token_ratio = 0.098,
+        new_token_ratio_decay_steps = 600,
+        retract_decode_steps = 20,
+        max_request_tokens = None,
+        max_match_tokens_per_step = 1 << 20,
+        seed = 0,
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        policy: &str,
+        max_prefill_tokens: i64,
+        max_running_requests: i64,
+        enable_chunked_prefill: bool,
+        in_batch_share_min_len: Option<i64>,
+        starvation_guard: bool,
+        max_wait_steps: Option<i64>,
+        max_wait_s: Option<f64>,
+        clip_max_new_tokens: i64,
+        init_new_token_ratio: f64,
+        min_new_token_ratio: f64,
+        new_token_ratio_decay_steps: i64,
+        retract_decode_steps: i64,
+        max_request_tokens: Option<i64>,
+        max_match_tokens_per_step: i64,
+        seed: u64,
+    ) -> PyResult<Self> {
+        let policy: Policy = policy.parse().map_err(|e| sched_error(py, e))?;
+        let optional = |name: &str, value: Option<i64>| value.map(|v| count(py, name, v)).transpose();
+        let decay_steps = count(py, "new_token_ratio_decay_steps", new_token_ratio_decay_steps)?;
+        let config = SchedConfig {
+            policy,
+            max_prefill_tokens: count(py, "max_prefill_tokens", max_prefill_tokens)?,
+            enable_chunked_prefill,
+            max_running_requests: count(py, "max_running_requests", max_running_requests)?,
+            clip_max_new_tokens: count(py, "clip_max_new_tokens", clip_max_new_tokens)?,
+            in_batch_share_min_len: optional("in_batch_share_min_len", in_batch_share_min_len)?,
+            starvation_guard: starvation_guard
+                .then(|| -> PyResult<StarvationGuard> {
+                    Ok(StarvationGuard {
+                        max_wait_steps: optional("max_wait_steps", max_wait_steps)?.map(|steps| steps as u64),
+                        max_wait_s,
+                    })
+                })
+                .transpose()?,
+            new_token_ratio: RatioConfig {
+                init: init_new_token_ratio,
+                min: min_new_token_ratio,
+                decay_steps: u32::try_from(decay_steps)
+                    .map_err(|_| config_error(py, "new_token_ratio_decay_steps is too large".into()))?,
+            },
+            retract_decode_steps: count(py, "retract_decode_steps", retract_decode_steps)?,
+            max_request_tokens: optional("max_request_tokens", max_request_tokens)?,
+            max_match_tokens_per_step: count(py, "max_match_tokens_per_step", max_match_tokens_per_step)?,
+            seed,
+        };
+        let core = Scheduler::new(config).map_err(|e| sched_error(py, e))?;
+        Ok(Self {
+            state: Mutex::new(State {
+                core,
+                namespace_names: Vec::new(),
+                namespace_ids: HashMap::new(),
+                last_tree: None,
+            }),
+        })
+    }
+
+    /// Queues a request at the back. `token_ids`: prompt (plus output so far, for a request
+    /// that ran before); `arrival_time`: seconds on `time.monotonic()`'s clock (default now).
+    #[pyo3(signature = (rid, token_ids, max_new_tokens, namespace=None, *, arrival_time=None))]
+    fn add_request(
+        &self,
+        py: Python<'_>,
+        rid: &Bound<'_, PyAny>,
+        token_ids: &Bound<'_, PyAny>,
+        max_new_tokens: i64,
+        namespace: Option<&str>,
+        arrival_time: Option<f64>,
+    ) -> PyResult<()> {
+        self.push(py, rid, token_ids, max_new_tokens, namespace, arrival_time, false)
+    }
+
+    /// Puts a retracted request back at the head of the queue (offered before every other
+    /// request, in requeue order). `token_ids` includes what it generated so far;
+    /// `max_new_tokens` is what it may still generate.
+    #[pyo3(signature = (rid, token_ids, max_new_tokens, namespace=None, *, arrival_time=None))]
+    fn requeue(
+        &self,
+        py: Python<'_>,
+        rid: &Bound<'_, PyAny>,
+        token_ids: &Bound<'_, PyAny>,
+        max_new_tokens: i64,
+        namespace: Option<&str>,
+        arrival_time: Option<f64>,
+    ) -> PyResult<()> {
+        self.push(py, rid, token_ids, max_new_tokens, namespace, arrival_time, true)
+    }
+
+    /// Drops a waiting request (abort); returns whether it was held. For the request whose
+    /// chunked prefill is in progress, the engine still owns its slots and lock.
+    fn remove(&self, rid: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let rid = rid_arg(rid)?;
+        Ok(self.state().core.remove(rid))
+    }
+
+    /// One admission step: matches, locks and evicts in `tree`, with the GIL released.
+    ///
+    /// `num_free_slots`: free slots of the KV pool; `running_tokens_left`: for each running
+    /// (decoding) request, the output tokens it may still generate; `now`: seconds on
+    /// `time.monotonic()`'s clock (default now).
+    #[pyo3(signature = (tree, num_free_slots, running_tokens_left=None, *, now=None))]
+    fn select(
+        &self,
+        py: Python<'_>,
+        tree: &Bound<'_, PyRadixTree>,
+        num_free_slots: i64,
+        running_tokens_left: Option<&Bound<'_, PyAny>>,
+        now: Option<f64>,
+    ) -> PyResult<PyDecision> {
+        let num_free_slots = count_arg("num_free_slots", num_free_slots)?;
+        let running =
+            running_tokens_left.map(|obj| IdArray::extract(obj, "running_tokens_left")).transpose()?;
+        let running = running.as_ref().map(|ids| ids.as_slice());
+        let now_s = match now {
+            Some(seconds) if seconds.is_finite() => seconds,
+            Some(seconds) => return Err(PyValueError::new_err(format!("now must be finite, got {seconds}"))),
+            None => monotonic_now(py)?,
+        };
+        let namespaces: Vec<Namespace> = {
+            let mut state = self.state();
+            let is_same_tree = state.last_tree.as_ref().is_some_and(|last| last.is(tree));
+            if !is_same_tree {
+                // Remembered matches are node handles of the previous tree.
+                state.core.invalidate_matches();
+                state.last_tree = Some(tree.clone().unbind());
+            }
+            let tree = tree.get();
+            state.namespace_names.iter().map(|name| tree.namespace(Some(name)).expect("named")).collect()
+        };
+        let tree = tree.get();
+        let input =
+            StepInput { num_free_slots, running_tokens_left: running.as_deref().unwrap_or(&[]), now_s };
+        let decision = py.detach(|| {
+            let mut state = self.state();
+            let mut guard = tree.tree();
+            let mut index = NamespacedTree { tree: &mut guard, namespaces: &namespaces };
+            state.core.select(&mut index, &input)
+        });
+        let decision = decision.map_err(|e| sched_error(py, e))?;
+        PyDecision::new(py, decision)
+    }
+
+    /// Requests held (waiting, plus the one whose chunked prefill is in progress).
+    fn __len__(&self) -> usize {
+        self.state().core.len()
+    }
+
+    fn __contains__(&self, rid: &Bound<'_, PyAny>) -> bool {
+        rid_arg(rid).is_ok_and(|rid| self.state().core.contains(rid))
+    }
+
+    /// The request whose chunked prefill is in progress (continued first next step).
+    #[getter]
+    fn chunked_rid(&self) -> Option<u64> {
+        self.state().core.chunked_rid()
+    }
+
+    /// Selections run so far.
+    #[getter]
+    fn step(&self) -> u64 {
+        self.state().core.step()
+    }
+
+    #[getter]
+    fn policy(&self) -> &'static str {
+        self.state().core.config().policy.name()
+    }
+
+    /// Admissions the starvation guard moved ahead of the policy order.
+    #[getter]
+    fn num_starved_admissions(&self) -> u64 {
+        self.state().core.num_starved_admissions()
+    }
+
+    /// Fraction of `max_new_tokens` reserved for output at admission, in [min, 1].
+    #[getter]
+    fn new_token_ratio(&self) -> f64 {
+        self.state().core.new_token_ratio().value()
+    }
+
+    #[setter]
+    fn set_new_token_ratio(&self, value: f64) -> PyResult<()> {
+        if !value.is_finite() {
+            return Err(PyValueError::new_err(format!("new_token_ratio must be finite, got {value}")));
+        }
+        self.state().core.new_token_ratio_mut().set(value);
+        Ok(())
+    }
+
+    /// Call after each decode step that did not retract; returns the new ratio.
+    fn decay_new_token_ratio(&self) -> f64 {
+        self.state().core.new_token_ratio_mut().decay()
+    }
+
+    /// Call when the engine goes idle.
+    fn reset_new_token_ratio(&self) {
+        self.state().core.new_token_ratio_mut().reset();
+    }
+
+    /// Call after retracting requests, with sums over the requests still running; raises
+    /// the ratio to what they are expected to use. Returns the new ratio.
+    fn on_retract(
+        &self,
+        num_decoded_tokens: i64,
+        num_max_new_tokens: i64,
+        num_running: i64,
+    ) -> PyResult<f64> {
+        let decoded = count_arg("num_decoded_tokens", num_decoded_tokens)?;
+        let max_new = count_arg("num_max_new_tokens", num_max_new_tokens)?;
+        let running = count_arg("num_running", num_running)?;
+        Ok(self.state().core.on_retract(decoded, max_new, running))
+    }
+
+    /// Raises `sglr.errors.InvariantError` if the queue's bookkeeping is inconsistent.
+    fn check_invariants(&self, py: Python<'_>) -> PyResult<()> {
+        py.detach(|| self.state().core.check_invariants()).map_err(|e| sched_error(py, e))
+    }
+
+    fn __repr__(&self) -> String {
+        let state = self.state();
+        format!(
+            "Scheduler(policy={:?}, num_requests={}, step={}, new_token_ratio={:.3})",
+            state.core.config().policy.name(),
+            state.core.len(),
+            state.core.step(),
+            state.core.new_token_ratio().value()
+        )
+    }
+}
+
+/// One admitted request of a `Decision`.
+#[pyclass(name = "Admission", module = "sglr._core", frozen, get_all)]
+pub(crate) struct PyAdmission {
+    rid: u64,
+    prefix_len: usize,
+    extend_len: usize,
+    is_prompt_done: bool,
+    is_continuation: bool,
+    node: Option<u64>,
+    waited_steps: u64,
+    is_urgent: bool,
+}
+
+#[pymethods]
+impl PyAdmission {
+    fn __repr__(&self) -> String {
+        format!(
+            "Admission(rid={}, prefix_len={}, extend_len={}, is_prompt_done={}, \
+             is_continuation={}, node={:?})",
+            self.rid,
+            self.prefix_len,
+            self.extend_len,
+            if self.is_prompt_done { "True" } else { "False" },
+            if self.is_continuation { "True" } else { "False" },
+            self.node
+        )
+    }
+}
+
+/// What one `Scheduler.select` decided.
+#[pyclass(name = "Decision", module = "sglr._core", frozen)]
+pub(crate) struct PyDecision {
+    #[pyo3(get)]
+    step: u64,
+    #[pyo3(get)]
+    admitted: Py<PyList>,
+    #[pyo3(get)]
+    prefix_slots: Py<PyArray1<i32>>,
+    #[pyo3(get)]
+    prefix_offsets: Py<PyArray1<i64>>,
+    #[pyo3(get)]
+    evicted_slots: Py<PyArray1<i32>>,
+    #[pyo3(get)]
+    num_prefill_tokens: usize,
+    #[pyo3(get)]
+    stop_reason: &'static str,
+    offsets: Vec<i64>,
+    num_evicted: usize,
+}
+
+impl PyDecision {
+    fn new(py: Python<'_>, decision: Decision<NodeId>) -> PyResult<Self> {
+        let mut offsets = Vec::with_capacity(decision.admissions.len() + 1);
+        offsets.push(0i64);
+        let admitted = PyList::empty(py);
+        for admission in &decision.admissions {
+            offsets.push(admission.slots.end as i64);
+            admitted.append(Py::new(
+                py,
+                PyAdmission {
+                    rid: admission.rid,
+                    prefix_len: admission.prefix_len,
+                    extend_len: admission.extend_len,
+                    is_prompt_done: admission.is_prompt_done,
+                    is_continuation: admission.is_continuation,
+                    node: admission.node.map(NodeId::to_u64),
+                    waited_steps: admission.waited_steps,
+                    is_urgent: admission.is_urgent,
+                },
+            )?)?;
+        }
+        let num_evicted = decision.evicted_slots.len();
+        Ok(Self {
+            step: decision.step,
+            admitted: admitted.unbind(),
+            prefix_slots: slots_to_numpy(py, decision.prefix_slots).unbind(),
+            prefix_offsets: PyArray1::from_slice(py, &offsets).unbind(),
+            evicted_slots: slots_to_numpy(py, decision.evicted_slots).unbind(),
+            num_prefill_tokens: decision.num_prefill_tokens,
+            stop_reason: decision.stop.name(),
+            offsets,
+            num_evicted,
+        })
+    }
+}
+
+#[pymethods]
+impl PyDecision {
+    /// The matched prefix slots of the `i`-th admission (a view into `prefix_slots`).
+    fn prefix_slots_of<'py>(&self, py: Python<'py>, i: isize) -> PyResult<Bound<'py, PyAny>> {
+        let n = (self.offsets.len() - 1) as isize;
+        let index = if i < 0 { i + n } else { i };
+        if !(0..n).contains(&index) {
+            return Err(pyo3::exceptions::PyIndexError::new_err(format!(
+                "admission index {i} out of range for {n} admissions"
+            )));
+        }
+        let (start, end) = (self.offsets[index as usize], self.offsets[index as usize + 1]);
+        let slice = pyo3::types::PySlice::new(py, start as isize, end as isize, 1);
+        self.prefix_slots.bind(py).as_any().get_item(slice)
+    }
+
+    fn __len__(&self) -> usize {
+        self.offsets.len() - 1
+    }
+
+    fn __iter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.admitted.bind(py).as_any().try_iter().map(Bound::into_any)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Decision(step={}, num_admitted={}, num_prefill_tokens={}, num_evicted={}, stop_reason={:?})",
+            self.step,
+            self.offsets.len() - 1,
+            self.num_prefill_tokens,
+            self.num_evicted,
+            self.stop_reason
+        )
+    }
+}
