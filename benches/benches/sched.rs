@@ -72,17 +72,21 @@ fn steady(c: &mut Criterion) {
                 if len_name != "2k" && n > 2048 && policy != Policy::Lpm {
                     continue;
                 }
-                let mut trace = sched_trace(n, min_len, max_len, 7);
-                let mut sched = filled(&trace, config(policy, 1 << 20));
-                let mut tree = std::mem::take(&mut trace.tree);
-                // Warm: every request matched once.
-                for _ in 0..(n / 8).max(2) {
-                    timed_step(&mut sched, &mut tree, &trace, &running);
-                }
+                // Built on first use (criterion calls the closure once per sample, and not at
+                // all for benchmarks the filter skips).
+                let mut state = None;
                 group.bench_function(BenchmarkId::from_parameter(n), |b| {
-                    b.iter_custom(|iters| {
-                        (0..iters).map(|_| timed_step(&mut sched, &mut tree, &trace, &running)).sum()
-                    })
+                    let (trace, sched, tree) = state.get_or_insert_with(|| {
+                        let mut trace = sched_trace(n, min_len, max_len, 7);
+                        let mut sched = filled(&trace, config(policy, 1 << 20));
+                        let mut tree = std::mem::take(&mut trace.tree);
+                        // Warm: every request matched at least once.
+                        for _ in 0..(n / 8).max(2) {
+                            timed_step(&mut sched, &mut tree, &trace, &running);
+                        }
+                        (trace, sched, tree)
+                    });
+                    b.iter_custom(|iters| (0..iters).map(|_| timed_step(sched, tree, trace, &running)).sum())
                 });
             }
             group.finish();
@@ -97,14 +101,18 @@ fn burst(c: &mut Criterion) {
         group.sample_size(10).warm_up_time(Duration::from_millis(300));
         group.measurement_time(Duration::from_secs(2));
         for n in QUEUE_LENS {
-            let mut trace = sched_trace(n, 2048, 2048, 11);
-            let mut tree = std::mem::take(&mut trace.tree);
+            let mut state = None;
             group.bench_function(BenchmarkId::from_parameter(n), |b| {
+                let (trace, tree) = state.get_or_insert_with(|| {
+                    let mut trace = sched_trace(n, 2048, 2048, 11);
+                    let tree = std::mem::take(&mut trace.tree);
+                    (trace, tree)
+                });
                 b.iter_custom(|iters| {
                     let mut total = Duration::ZERO;
                     for _ in 0..iters {
-                        let mut sched = filled(&trace, config(Policy::Lpm, budget));
-                        total += timed_step(&mut sched, &mut tree, &trace, &running);
+                        let mut sched = filled(trace, config(Policy::Lpm, budget));
+                        total += timed_step(&mut sched, tree, trace, &running);
                     }
                     total
                 })

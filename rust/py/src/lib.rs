@@ -4,6 +4,8 @@ mod buffers;
 mod errors;
 mod radix;
 mod sched;
+mod sched_decision;
+mod sched_index;
 
 use pyo3::prelude::*;
 
@@ -11,8 +13,8 @@ use pyo3::prelude::*;
 fn _core(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<radix::PyRadixTree>()?;
     module.add_class::<sched::PyScheduler>()?;
-    module.add_class::<sched::PyDecision>()?;
-    module.add_class::<sched::PyAdmission>()?;
+    module.add_class::<sched_decision::PyDecision>()?;
+    module.add_class::<sched_decision::PyAdmission>()?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -4,19 +4,19 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use numpy::PyArray1;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyInt, PyList};
-use sglr_radix::{Namespace, NodeId, RadixError, RadixTree, SlotId, TokenId};
+use pyo3::types::PyInt;
+use sglr_radix::{Namespace, NodeId, TokenId};
 use sglr_sched::{
-    Decision, NewRequest, Policy, PrefixIndex, RatioConfig, SchedConfig, SchedError, Scheduler,
-    StarvationGuard, StepInput,
+    NewRequest, Policy, RatioConfig, SchedConfig, SchedError, Scheduler, StarvationGuard, StepInput,
 };
 
-use crate::buffers::{slots_to_numpy, IdArray};
+use crate::buffers::IdArray;
 use crate::errors::sglr_error;
 use crate::radix::PyRadixTree;
+use crate::sched_decision::PyDecision;
+use crate::sched_index::NamespacedTree;
 
 /// Prompts at least this long are inserted into the waiting trie with the GIL released.
 const DETACH_MIN_TOKENS: usize = 4096;
@@ -35,65 +35,6 @@ pub(crate) struct PyScheduler {
     // NOTE: every guard on this mutex is dropped before the thread waits for the GIL, so a
     // selection running without the GIL can never deadlock against a caller holding it.
     state: Mutex<State>,
-}
-
-/// The tree seen through the scheduler's namespace ids.
-struct NamespacedTree<'a> {
-    tree: &'a mut RadixTree,
-    /// Scheduler namespace id -> the tree's namespace id.
-    namespaces: &'a [Namespace],
-}
-
-impl NamespacedTree<'_> {
-    fn map(&self, namespace: Option<Namespace>) -> Option<Namespace> {
-        namespace.map(|id| self.namespaces[id as usize])
-    }
-}
-
-impl PrefixIndex for NamespacedTree<'_> {
-    type Node = NodeId;
-    type Error = RadixError;
-
-    fn match_len(&mut self, namespace: Option<Namespace>, tokens: &[TokenId]) -> (usize, NodeId) {
-        let namespace = self.map(namespace);
-        self.tree.match_len(namespace, tokens)
-    }
-
-    fn rematch_len(
-        &mut self,
-        namespace: Option<Namespace>,
-        tokens: &[TokenId],
-        previous: (usize, NodeId),
-    ) -> (usize, NodeId) {
-        let namespace = self.map(namespace);
-        self.tree.rematch_len(namespace, tokens, previous)
-    }
-
-    fn match_slots(
-        &mut self,
-        namespace: Option<Namespace>,
-        tokens: &[TokenId],
-        slots: &mut Vec<SlotId>,
-    ) -> (usize, NodeId) {
-        let namespace = self.map(namespace);
-        self.tree.match_slots(namespace, tokens, slots)
-    }
-
-    fn lock(&mut self, node: NodeId) -> Result<(), RadixError> {
-        self.tree.lock(node)
-    }
-
-    fn unlock(&mut self, node: NodeId) -> Result<(), RadixError> {
-        self.tree.unlock(node)
-    }
-
-    fn evictable_size(&self) -> usize {
-        self.tree.evictable_size()
-    }
-
-    fn evict(&mut self, num_tokens: usize) -> Vec<SlotId> {
-        self.tree.evict(num_tokens)
-    }
 }
 
 fn sched_error(py: Python<'_>, error: SchedError) -> PyErr {
@@ -437,128 +378,6 @@ impl PyScheduler {
             state.core.len(),
             state.core.step(),
             state.core.new_token_ratio().value()
-        )
-    }
-}
-
-/// One admitted request of a `Decision`.
-#[pyclass(name = "Admission", module = "sglr._core", frozen, get_all)]
-pub(crate) struct PyAdmission {
-    rid: u64,
-    prefix_len: usize,
-    extend_len: usize,
-    is_prompt_done: bool,
-    is_continuation: bool,
-    node: Option<u64>,
-    waited_steps: u64,
-    is_urgent: bool,
-}
-
-#[pymethods]
-impl PyAdmission {
-    fn __repr__(&self) -> String {
-        format!(
-            "Admission(rid={}, prefix_len={}, extend_len={}, is_prompt_done={}, \
-             is_continuation={}, node={:?})",
-            self.rid,
-            self.prefix_len,
-            self.extend_len,
-            if self.is_prompt_done { "True" } else { "False" },
-            if self.is_continuation { "True" } else { "False" },
-            self.node
-        )
-    }
-}
-
-/// What one `Scheduler.select` decided.
-#[pyclass(name = "Decision", module = "sglr._core", frozen)]
-pub(crate) struct PyDecision {
-    #[pyo3(get)]
-    step: u64,
-    #[pyo3(get)]
-    admitted: Py<PyList>,
-    #[pyo3(get)]
-    prefix_slots: Py<PyArray1<i32>>,
-    #[pyo3(get)]
-    prefix_offsets: Py<PyArray1<i64>>,
-    #[pyo3(get)]
-    evicted_slots: Py<PyArray1<i32>>,
-    #[pyo3(get)]
-    num_prefill_tokens: usize,
-    #[pyo3(get)]
-    stop_reason: &'static str,
-    offsets: Vec<i64>,
-    num_evicted: usize,
-}
-
-impl PyDecision {
-    fn new(py: Python<'_>, decision: Decision<NodeId>) -> PyResult<Self> {
-        let mut offsets = Vec::with_capacity(decision.admissions.len() + 1);
-        offsets.push(0i64);
-        let admitted = PyList::empty(py);
-        for admission in &decision.admissions {
-            offsets.push(admission.slots.end as i64);
-            admitted.append(Py::new(
-                py,
-                PyAdmission {
-                    rid: admission.rid,
-                    prefix_len: admission.prefix_len,
-                    extend_len: admission.extend_len,
-                    is_prompt_done: admission.is_prompt_done,
-                    is_continuation: admission.is_continuation,
-                    node: admission.node.map(NodeId::to_u64),
-                    waited_steps: admission.waited_steps,
-                    is_urgent: admission.is_urgent,
-                },
-            )?)?;
-        }
-        let num_evicted = decision.evicted_slots.len();
-        Ok(Self {
-            step: decision.step,
-            admitted: admitted.unbind(),
-            prefix_slots: slots_to_numpy(py, decision.prefix_slots).unbind(),
-            prefix_offsets: PyArray1::from_slice(py, &offsets).unbind(),
-            evicted_slots: slots_to_numpy(py, decision.evicted_slots).unbind(),
-            num_prefill_tokens: decision.num_prefill_tokens,
-            stop_reason: decision.stop.name(),
-            offsets,
-            num_evicted,
-        })
-    }
-}
-
-#[pymethods]
-impl PyDecision {
-    /// The matched prefix slots of the `i`-th admission (a view into `prefix_slots`).
-    fn prefix_slots_of<'py>(&self, py: Python<'py>, i: isize) -> PyResult<Bound<'py, PyAny>> {
-        let n = (self.offsets.len() - 1) as isize;
-        let index = if i < 0 { i + n } else { i };
-        if !(0..n).contains(&index) {
-            return Err(pyo3::exceptions::PyIndexError::new_err(format!(
-                "admission index {i} out of range for {n} admissions"
-            )));
-        }
-        let (start, end) = (self.offsets[index as usize], self.offsets[index as usize + 1]);
-        let slice = pyo3::types::PySlice::new(py, start as isize, end as isize, 1);
-        self.prefix_slots.bind(py).as_any().get_item(slice)
-    }
-
-    fn __len__(&self) -> usize {
-        self.offsets.len() - 1
-    }
-
-    fn __iter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        self.admitted.bind(py).as_any().try_iter().map(Bound::into_any)
-    }
-
-    fn __repr__(&self) -> String {
-        format!(
-            "Decision(step={}, num_admitted={}, num_prefill_tokens={}, num_evicted={}, stop_reason={:?})",
-            self.step,
-            self.offsets.len() - 1,
-            self.num_prefill_tokens,
-            self.num_evicted,
-            self.stop_reason
         )
     }
 }

@@ -39,6 +39,8 @@ pub(crate) struct Pass<N> {
     pub(crate) done_keys: Vec<u32>,
     /// The request whose prefill is chunked after this step, with its computed length.
     pub(crate) chunked_after: Option<(u32, usize)>,
+    /// Admissions the starvation guard moved ahead (requeued requests not counted).
+    pub(crate) num_starved: u64,
     locked: Vec<N>,
 }
 
@@ -81,6 +83,7 @@ impl<N: Copy + Eq + std::fmt::Debug> Scheduler<N> {
             decision: Decision::empty(step),
             done_keys: Vec::new(),
             chunked_after: None,
+            num_starved: 0,
             locked: Vec::new(),
         };
         match self.offer_all(index, &mut pass, input.now_s) {
@@ -185,11 +188,15 @@ impl<N: Copy + Eq + std::fmt::Debug> Scheduler<N> {
         let key = candidate.key;
         if may_defer && !candidate.is_urgent {
             if let Some(min_share) = self.config.in_batch_share_min_len {
-                let mut unbounded = usize::MAX;
-                let matched = refresh_match(self.queue.get_mut(key), index, &mut unbounded);
+                // The shared depth is a few node hops; the cache match is only looked up when
+                // enough is shared to possibly defer.
                 let shared = self.trie.claimed_depth(self.queue.get(key).trie_node, pass.epoch);
-                if shared >= matched + min_share {
-                    return Ok(Outcome::Deferred);
+                if shared >= min_share {
+                    let mut unbounded = usize::MAX;
+                    let matched = refresh_match(self.queue.get_mut(key), index, &mut unbounded);
+                    if shared >= matched + min_share {
+                        return Ok(Outcome::Deferred);
+                    }
                 }
             }
         }
@@ -238,6 +245,7 @@ impl<N: Copy + Eq + std::fmt::Debug> Scheduler<N> {
             is_urgent: candidate.is_urgent,
         });
         self.trie.claim(entry.trie_node, pass.epoch);
+        pass.num_starved += u64::from(candidate.is_urgent && !entry.is_front);
         pass.reserved += need;
         pass.rem_prefill_tokens = pass.rem_prefill_tokens.saturating_sub(chunk);
         pass.decision.num_prefill_tokens += chunk;

@@ -179,12 +179,7 @@ impl<N: Copy + Eq + Debug> Scheduler<N> {
         for &key in &pass.done_keys {
             self.drop_key(key);
         }
-        self.num_starved_admissions += pass
-            .decision
-            .admissions
-            .iter()
-            .filter(|admission| admission.is_urgent && admission.waited_steps > 0)
-            .count() as u64;
+        self.num_starved_admissions += pass.num_starved;
         Ok(pass.decision)
     }
 

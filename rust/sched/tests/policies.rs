@@ -3,7 +3,7 @@
 mod common;
 
 use common::*;
-use sglr_sched::{Policy, SchedConfig, StopReason};
+use sglr_sched::{Policy, SchedConfig, StarvationGuard, StopReason};
 
 fn with_policy(policy: Policy) -> SchedConfig {
     SchedConfig { policy, in_batch_share_min_len: None, ..config() }
@@ -149,6 +149,39 @@ fn requeued_requests_go_first_in_requeue_order() {
     let decision = select(&mut sched, &mut index, step(1000));
     assert_eq!(rids(&decision), vec![20, 21, 12, 11, 13, 10]);
     assert!(decision.admissions[0].is_urgent && !decision.admissions[2].is_urgent);
+    assert_eq!(sched.num_starved_admissions(), 0, "requeues are not starvation");
+}
+
+#[test]
+fn guard_moves_a_starving_request_ahead_after_max_wait_steps() {
+    let hot: Vec<u32> = (1..=32).collect();
+    let run = |guard: Option<StarvationGuard>| {
+        let mut index = FakeIndex::default();
+        index.cache(&hot, 0);
+        let mut sched = scheduler(SchedConfig {
+            max_running_requests: 1,
+            starvation_guard: guard,
+            ..with_policy(Policy::Lpm)
+        });
+        sched.add(request(0, &[900, 901], 1)).unwrap();
+        let mut admitted = Vec::new();
+        for rid in 1..=5u64 {
+            sched.add(request(rid, &tokens_with_prefix(&hot, rid, 40), 1)).unwrap();
+            let decision = select(&mut sched, &mut index, step(1000));
+            admitted.push(decision.admissions[0].clone());
+            for admission in &decision.admissions {
+                sglr_sched::PrefixIndex::unlock(&mut index, admission.node.unwrap()).unwrap();
+            }
+        }
+        (admitted, sched.num_starved_admissions())
+    };
+    let (guarded, num_starved) = run(Some(StarvationGuard { max_wait_steps: Some(2), max_wait_s: None }));
+    let cold = guarded.iter().position(|a| a.rid == 0).expect("admitted");
+    assert_eq!(cold, 2, "passed over exactly twice");
+    assert!(guarded[cold].is_urgent && guarded[cold].waited_steps == 2);
+    assert_eq!(num_starved, 1);
+    let (plain, _) = run(None);
+    assert!(plain.iter().all(|a| a.rid != 0), "plain lpm starves it");
 }
 
 #[test]
