@@ -15,7 +15,7 @@ pub struct RatioConfig {
 
 impl Default for RatioConfig {
     fn default() -> Self {
-        Self { init: 0.7, min: 0.7 * 0.14, decay_steps: 600 }
+        Self { init: 0.7, min: 0.098, decay_steps: 600 }
     }
 }
 
