@@ -76,9 +76,9 @@ impl PrefixIndex for RadixTree {
         tokens: &[TokenId],
         slots: &mut Vec<SlotId>,
     ) -> (usize, NodeId) {
-        let outcome = self.match_prefix(namespace, tokens);
-        slots.extend_from_slice(&outcome.slots);
-        (outcome.slots.len(), outcome.node)
+        let start = slots.len();
+        let node = self.match_prefix_into(namespace, tokens, slots);
+        (slots.len() - start, node)
     }
 
     fn lock(&mut self, node: NodeId) -> Result<(), RadixError> {
