@@ -53,6 +53,7 @@ pub fn sched_trace(num_requests: usize, min_len: usize, max_len: usize, seed: u6
             max_new_tokens: 256,
             namespace: None,
             arrival_s: 0.0,
+            max_prefix_len: None,
         });
     }
     let num_cached_tokens = tree.total_size();

@@ -137,8 +137,11 @@ class Scheduler:
         namespace: str | None = None,
         *,
         arrival_time: float | None = None,
+        max_prefix_len: int | None = None,
     ) -> None:
-        """Queues a request at the back (`arrival_time` on `time.monotonic()`'s clock)."""
+        """Queues a request at the back (`arrival_time` on `time.monotonic()`'s clock).
+        `max_prefix_len` caps the cached prefix it may reuse (positions past it are computed,
+        e.g. for prompt logprobs); the last token is always computed."""
     def requeue(
         self,
         rid: int,
@@ -147,6 +150,7 @@ class Scheduler:
         namespace: str | None = None,
         *,
         arrival_time: float | None = None,
+        max_prefix_len: int | None = None,
     ) -> None:
         """Puts a retracted request (prompt + output so far) back at the head of the queue."""
     def remove(self, rid: int) -> bool:

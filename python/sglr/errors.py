@@ -119,3 +119,15 @@ class RequestTooLargeError(SchedulerError, ValueError):
 
 class SchedulerConfigError(SchedulerError, ValueError):
     """An invalid scheduler setting (unknown policy, zero budget, bad ratio bounds, ...)."""
+
+
+class EngineConfigError(SglrError, ValueError):
+    """An engine option is out of range or unknown."""
+
+
+class EngineClosedError(SglrError, RuntimeError):
+    """The engine was shut down (or its scheduler loop died); no request is accepted."""
+
+
+class RequestAbortedError(SglrError, RuntimeError):
+    """A request ended without a result (aborted by the caller or the engine)."""

@@ -87,6 +87,7 @@ impl PyScheduler {
         max_new_tokens: i64,
         namespace: Option<&str>,
         arrival_time: Option<f64>,
+        max_prefix_len: Option<usize>,
         is_requeue: bool,
     ) -> PyResult<()> {
         let rid = rid_arg(rid)?;
@@ -103,7 +104,7 @@ impl PyScheduler {
         let add = || {
             let mut state = self.state();
             let namespace = namespace.map(|name| state.intern(name));
-            let request = NewRequest { rid, tokens, max_new_tokens, namespace, arrival_s };
+            let request = NewRequest { rid, tokens, max_new_tokens, namespace, arrival_s, max_prefix_len };
             if is_requeue {
                 state.core.requeue(request)
             } else {
@@ -211,7 +212,9 @@ impl PyScheduler {
 
     /// Queues a request at the back. `token_ids`: prompt (plus output so far, for a request
     /// that ran before); `arrival_time`: seconds on `time.monotonic()`'s clock (default now).
-    #[pyo3(signature = (rid, token_ids, max_new_tokens, namespace=None, *, arrival_time=None))]
+    // The Python signature (keyword arguments) sets the arity.
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (rid, token_ids, max_new_tokens, namespace=None, *, arrival_time=None, max_prefix_len=None))]
     fn add_request(
         &self,
         py: Python<'_>,
@@ -220,14 +223,17 @@ impl PyScheduler {
         max_new_tokens: i64,
         namespace: Option<&str>,
         arrival_time: Option<f64>,
+        max_prefix_len: Option<usize>,
     ) -> PyResult<()> {
-        self.push(py, rid, token_ids, max_new_tokens, namespace, arrival_time, false)
+        self.push(py, rid, token_ids, max_new_tokens, namespace, arrival_time, max_prefix_len, false)
     }
 
     /// Puts a retracted request back at the head of the queue (offered before every other
     /// request, in requeue order). `token_ids` includes what it generated so far;
     /// `max_new_tokens` is what it may still generate.
-    #[pyo3(signature = (rid, token_ids, max_new_tokens, namespace=None, *, arrival_time=None))]
+    // The Python signature (keyword arguments) sets the arity.
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (rid, token_ids, max_new_tokens, namespace=None, *, arrival_time=None, max_prefix_len=None))]
     fn requeue(
         &self,
         py: Python<'_>,
@@ -236,8 +242,9 @@ impl PyScheduler {
         max_new_tokens: i64,
         namespace: Option<&str>,
         arrival_time: Option<f64>,
+        max_prefix_len: Option<usize>,
     ) -> PyResult<()> {
-        self.push(py, rid, token_ids, max_new_tokens, namespace, arrival_time, true)
+        self.push(py, rid, token_ids, max_new_tokens, namespace, arrival_time, max_prefix_len, true)
     }
 
     /// Drops a waiting request (abort); returns whether it was held. For the request whose

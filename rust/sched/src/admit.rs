@@ -204,8 +204,11 @@ impl<N: Copy + Eq + std::fmt::Debug> Scheduler<N> {
         let entry = self.queue.get(key);
         let tokens: &[TokenId] = &entry.tokens;
         let slots_at = pass.decision.prefix_slots.len();
-        let (prefix_len, node) =
-            index.match_slots(entry.namespace, &tokens[..tokens.len() - 1], &mut pass.decision.prefix_slots);
+        let (prefix_len, node) = index.match_slots(
+            entry.namespace,
+            &tokens[..entry.match_key_len],
+            &mut pass.decision.prefix_slots,
+        );
         let extend_total = tokens.len() - prefix_len;
         let chunk = if extend_total <= pass.rem_prefill_tokens {
             extend_total

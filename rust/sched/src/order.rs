@@ -98,9 +98,7 @@ pub(crate) fn refresh_match<N: Copy, I: PrefixIndex<Node = N>>(
     index: &mut I,
     budget: &mut usize,
 ) -> usize {
-    // NOTE: the last token is never matched: it must run through the model so the request
-    // gets logits for its first new token.
-    let key_len = entry.tokens.len() - 1;
+    let key_len = entry.match_key_len;
     let key = &entry.tokens[..key_len];
     let fresh = match entry.cached {
         Some(previous) => index.rematch_len(entry.namespace, key, previous),

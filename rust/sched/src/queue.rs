@@ -21,6 +21,8 @@ pub(crate) struct Entry<N> {
     pub(crate) arrival_s: f64,
     /// Put back at the head of the queue (a retracted request).
     pub(crate) is_front: bool,
+    /// How many leading tokens the cache may supply (the rest is computed).
+    pub(crate) match_key_len: usize,
     /// The last known cache match of `match_key()`, continued cheaply by the next ranking.
     pub(crate) cached: Option<(usize, N)>,
     /// Node of the waiting trie where `tokens` ends.

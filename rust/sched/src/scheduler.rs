@@ -26,6 +26,9 @@ pub struct NewRequest {
     pub namespace: Option<Namespace>,
     /// Arrival time in seconds on the clock `StepInput::now_s` uses.
     pub arrival_s: f64,
+    /// Longest cached prefix the request may reuse (e.g. the first position whose logprob it
+    /// asks for); `None` = no limit beyond leaving the last token to compute.
+    pub max_prefix_len: Option<usize>,
 }
 
 /// What the engine reports at each step.
@@ -228,7 +231,7 @@ impl<N: Copy + Eq + Debug> Scheduler<N> {
     }
 
     fn push(&mut self, request: NewRequest, is_front: bool) -> Result<(), SchedError> {
-        let NewRequest { rid, tokens, max_new_tokens, namespace, arrival_s } = request;
+        let NewRequest { rid, tokens, max_new_tokens, namespace, arrival_s, max_prefix_len } = request;
         if self.contains(rid) {
             return Err(SchedError::DuplicateRequest(rid));
         }
@@ -244,8 +247,12 @@ impl<N: Copy + Eq + Debug> Scheduler<N> {
         let trie_node = self.trie.insert(namespace, &tokens, key);
         let seq = self.next_seq;
         self.next_seq += 1;
+        // NOTE: the last token is never matched: it must run through the model so the request
+        // gets logits for its first new token.
+        let match_key_len = max_prefix_len.map_or(tokens.len() - 1, |cap| cap.min(tokens.len() - 1));
         let inserted = self.queue.insert(Entry {
             rid,
+            match_key_len,
             namespace,
             tokens,
             max_new_tokens,

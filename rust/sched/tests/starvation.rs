@@ -98,6 +98,7 @@ fn longest_wait(stream: &Stream, bound: Bound) -> (u64, usize) {
                 max_new_tokens: 8,
                 namespace: None,
                 arrival_s: 0.0,
+                max_prefix_len: None,
             })
             .unwrap();
         arrival_step.insert(next_rid, 0);
@@ -123,6 +124,7 @@ fn longest_wait(stream: &Stream, bound: Bound) -> (u64, usize) {
                     max_new_tokens: 8,
                     namespace: None,
                     arrival_s: step as f64 * STEP_S,
+                    max_prefix_len: None,
                 })
                 .unwrap();
             arrival_step.insert(rid, step as u64);

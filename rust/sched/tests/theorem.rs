@@ -84,6 +84,7 @@ fn computed_tokens(requests: &[Vec<TokenId>], policy: Policy) -> usize {
                 max_new_tokens: 0,
                 namespace: None,
                 arrival_s: 0.0,
+                max_prefix_len: None,
             })
             .unwrap();
     }

@@ -162,7 +162,14 @@ pub fn scheduler<N: Copy + Eq + std::fmt::Debug>(config: SchedConfig) -> Schedul
 }
 
 pub fn request(rid: ReqId, tokens: &[TokenId], max_new_tokens: usize) -> NewRequest {
-    NewRequest { rid, tokens: Arc::from(tokens.to_vec()), max_new_tokens, namespace: None, arrival_s: 0.0 }
+    NewRequest {
+        rid,
+        tokens: Arc::from(tokens.to_vec()),
+        max_new_tokens,
+        namespace: None,
+        arrival_s: 0.0,
+        max_prefix_len: None,
+    }
 }
 
 /// `prefix` followed by `len - prefix.len()` tokens unique to `rid`.

