@@ -32,7 +32,7 @@ class TorchAttentionBackend:
 
     def begin(self, batch: ForwardBatch) -> None:
         device = batch.input_ids.device
-        batch_size, max_q, max_kv = batch.batch_size, batch.max_extend_len, batch.max_seq_len
+        max_q, max_kv = batch.max_extend_len, batch.max_seq_len
         rows = batch.req_rows.long()
         self._kv_index = self.req_to_token[rows, :max_kv].long()  # [B, S]
         q_offsets = torch.arange(max_q, device=device)
@@ -53,7 +53,7 @@ class TorchAttentionBackend:
         batch = self._batch
         assert batch is not None, "begin(batch) must precede forward"
         self.kv_cache.store(layer_id, batch.out_cache_slots, k, v)
-        num_tokens, num_heads, head_dim = q.shape
+        _, num_heads, head_dim = q.shape
         num_kv_heads = k.shape[1]
         group = num_heads // num_kv_heads
         batch_size, max_q = self._q_index.shape

@@ -152,7 +152,7 @@ def extend_attention(
     """q `[T, Hq, D]`, k/v_new `[T, Hkv, D]` (this step's tokens, request-major); caches
     `[S, Hkv, D]` holding each request's prefix at the slots in its table row -> `[T, Hq, D]`.
     Per-request tensors are int32 `[B]` on the device; `max_extend_len` sizes the grid."""
-    num_tokens, num_heads, head_dim = q.shape
+    _, num_heads, head_dim = q.shape
     group = num_heads // k_new.shape[1]
     if out is None:
         out = torch.empty_like(q)

@@ -17,6 +17,7 @@ deterministic for a given Python installation and `tokenizers` version.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -116,10 +117,9 @@ def tiny_model_path(arch: str = "llama", seed: int = 0, **overrides: Any) -> Pat
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
         write_tiny_model(staging, arch, seed, **overrides)
-        try:
+        # OSError: another process finished first; its copy is identical.
+        with contextlib.suppress(OSError):
             staging.rename(target)
-        except OSError:  # another process finished first; its copy is identical
-            pass
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return target
