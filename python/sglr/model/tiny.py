@@ -155,8 +155,8 @@ def _config_dict(spec: TinyModelSpec, ids: dict[str, int]) -> dict[str, Any]:
             "factor": 8.0,
             "low_freq_factor": 1.0,
             "high_freq_factor": 4.0,
-            # Small, so the smoothed band falls inside this head_dim's frequencies.
-            "original_max_position_embeddings": 256,
+            # Small, so that for tiny head dims some wavelengths are stretched and some blended.
+            "original_max_position_embeddings": 1024,
         }
     if spec.arch == "llama":
         config.update(attention_bias=False, mlp_bias=False)
