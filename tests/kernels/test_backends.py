@@ -64,3 +64,23 @@ def test_flashinfer_backend_matches_reference() -> None:
             case.batch.req_rows_cpu.tolist(), prefix_lens, extend_lens, case.scale,
         )  # fmt: skip
         torch.testing.assert_close(out.float(), expected.float(), atol=2e-2, rtol=2e-2)
+
+
+@pytest.mark.parametrize("decode", [False, True])
+def test_torch_backend_groups_large_ragged_batches_by_length(decode: bool) -> None:
+    """>= 16 requests are split into length groups, each padded only to its own longest member."""
+    rng = torch.Generator().manual_seed(11)
+    prefix_lens = torch.randint(0, 90, (37,), generator=rng).tolist()
+    extend_lens = [1] * 37 if decode else torch.randint(1, 12, (37,), generator=rng).tolist()
+    case = make_case(
+        prefix_lens, extend_lens, num_heads=4, num_kv_heads=2, head_dim=16, decode=decode, device=DEVICE
+    )
+    backend = create_attention_backend("torch", case.kv_cache, case.table, case.scale)
+    backend.begin(case.batch)
+    assert len(backend._groups) == 4
+    out = backend.forward(0, case.q, case.k, case.v)
+    expected = extend_attention_reference(
+        case.q, case.kv_cache.k_cache(0), case.kv_cache.v_cache(0), case.table,
+        case.batch.req_rows_cpu.tolist(), prefix_lens, extend_lens, case.scale,
+    )  # fmt: skip
+    torch.testing.assert_close(out, expected, atol=2e-5, rtol=1e-4)

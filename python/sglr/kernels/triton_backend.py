@@ -48,11 +48,12 @@ class TritonAttentionBackend:
         assert batch is not None, "begin(batch) must precede forward"
         k_cache = self.kv_cache.k_cache(layer_id)
         v_cache = self.kv_cache.v_cache(layer_id)
-        k, v = k.contiguous(), v.contiguous()
+        # Kernels take token and head strides; only the head dim must be contiguous.
+        q, k, v = (x if x.stride(-1) == 1 else x.contiguous() for x in (q, k, v))
         store_kv(k, v, k_cache, v_cache, batch.out_cache_slots)
         if self._is_decode:
             return decode_attention(
-                q.contiguous(),
+                q,
                 k_cache,
                 v_cache,
                 self.req_to_token,
@@ -62,7 +63,7 @@ class TritonAttentionBackend:
                 num_kv_splits=self.num_kv_splits,
             )
         return extend_attention(
-            q.contiguous(),
+            q,
             k,
             v,
             k_cache,

@@ -151,7 +151,7 @@ def extend_attention(
 ) -> torch.Tensor:
     """q `[T, Hq, D]`, k/v_new `[T, Hkv, D]` (this step's tokens, request-major); caches
     `[S, Hkv, D]` holding each request's prefix at the slots in its table row -> `[T, Hq, D]`.
-    Per-request tensors are int32 `[B]` on the device; `max_extend_len` sizes the grid."""
+    Per-request tensors are integer `[B]` tensors on the device; `max_extend_len` sizes the grid."""
     _, num_heads, head_dim = q.shape
     group = num_heads // k_new.shape[1]
     if out is None:

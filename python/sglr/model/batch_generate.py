@@ -34,12 +34,19 @@ class _Request:
     max_new_tokens: int
     config: SamplingConfig
     row: int
-    slots: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
+    # KV slots in token order, as the arrays they were allocated in (concatenated on demand).
+    slot_chunks: list[np.ndarray] = field(default_factory=list)
+    num_cached: int = 0
     output: list[int] = field(default_factory=list)
 
-    @property
-    def num_prefilled(self) -> int:
-        return int(self.slots.size)
+    def slots(self) -> np.ndarray:
+        if len(self.slot_chunks) != 1:
+            self.slot_chunks = [np.concatenate(self.slot_chunks or [np.zeros(0, np.int32)])]
+        return self.slot_chunks[0]
+
+    def add_slots(self, slots: np.ndarray) -> None:
+        self.slot_chunks.append(slots)
+        self.num_cached += slots.size
 
     @property
     def done(self) -> bool:
@@ -78,7 +85,7 @@ def generate(
             active = [r for r in active if not r.done]
     finally:
         for req in requests:
-            allocator.free(req.slots)
+            allocator.free(req.slots())
             runner.req_to_token.free(req.row)
     return [r.output for r in requests]
 
@@ -97,10 +104,10 @@ def _prefill(
     while pending:
         extends, finishing = [], []
         for req in pending:
-            end = req.prompt.size if chunk is None else min(req.prompt.size, req.num_prefilled + chunk)
-            new_slots = _alloc(allocator, end - req.num_prefilled)
-            extends.append(ExtendRequest(req.row, req.prompt[req.num_prefilled : end], req.slots, new_slots))
-            req.slots = np.concatenate((req.slots, new_slots))
+            end = req.prompt.size if chunk is None else min(req.prompt.size, req.num_cached + chunk)
+            new_slots = _alloc(allocator, end - req.num_cached)
+            extends.append(ExtendRequest(req.row, req.prompt[req.num_cached : end], req.slots(), new_slots))
+            req.add_slots(new_slots)
             finishing.append(end == req.prompt.size)
         output = runner.forward(runner.extend_batch(extends))
         done = [i for i, f in enumerate(finishing) if f and not pending[i].done]
@@ -114,11 +121,11 @@ def _decode_step(runner: ModelRunner, active: list[_Request], allocator: SlotAll
     batch = runner.decode_batch(
         [r.row for r in active],
         [r.output[-1] for r in active],
-        [r.num_prefilled + 1 for r in active],
+        [r.num_cached + 1 for r in active],
         new_slots,
     )
-    for req, slot in zip(active, new_slots, strict=True):
-        req.slots = np.append(req.slots, slot)
+    for i, req in enumerate(active):
+        req.add_slots(new_slots[i : i + 1])
     output = runner.forward(batch)
     _sample_into(output.next_token_logits, active, runner.device)
 

@@ -40,10 +40,10 @@ class DecodeCudaGraphs:
         self._input_ids = torch.zeros(self.max_bs, dtype=torch.int64, device=device)
         self._positions = torch.zeros(self.max_bs, dtype=torch.int64, device=device)
         self._out_slots = torch.full((self.max_bs,), PADDING_SLOT, dtype=torch.int64, device=device)
-        self._req_rows = torch.full((self.max_bs,), PADDING_ROW, dtype=torch.int32, device=device)
-        self._seq_lens = torch.ones(self.max_bs, dtype=torch.int32, device=device)
-        self._ones = torch.ones(self.max_bs, dtype=torch.int32, device=device)
-        self._starts = torch.arange(self.max_bs, dtype=torch.int32, device=device)
+        self._req_rows = torch.full((self.max_bs,), PADDING_ROW, dtype=torch.int64, device=device)
+        self._seq_lens = torch.ones(self.max_bs, dtype=torch.int64, device=device)
+        self._ones = torch.ones(self.max_bs, dtype=torch.int64, device=device)
+        self._starts = torch.arange(self.max_bs, dtype=torch.int64, device=device)
         self._graphs: dict[int, torch.cuda.CUDAGraph] = {}
         self._logits: dict[int, torch.Tensor] = {}
         self._capture_all()

@@ -95,11 +95,12 @@ class ForwardBatch:
     input_ids: torch.Tensor  # [T] int64
     positions: torch.Tensor  # [T] int64
     out_cache_slots: torch.Tensor  # [T] int64, where this step's K/V go
-    req_rows: torch.Tensor  # [B] int32
-    seq_lens: torch.Tensor  # [B] int32, prefix + new tokens
-    prefix_lens: torch.Tensor  # [B] int32
-    extend_lens: torch.Tensor  # [B] int32 (all ones in decode)
-    extend_starts: torch.Tensor  # [B] int32, offset of each request's tokens in the stream
+    # Per-request tensors are int64 like the rest: one transfer, no per-step casts.
+    req_rows: torch.Tensor  # [B]
+    seq_lens: torch.Tensor  # [B], prefix + new tokens
+    prefix_lens: torch.Tensor  # [B]
+    extend_lens: torch.Tensor  # [B] (all ones in decode)
+    extend_starts: torch.Tensor  # [B], offset of each request's tokens in the stream
     # Host mirrors.
     seq_lens_cpu: np.ndarray
     prefix_lens_cpu: np.ndarray
@@ -160,11 +161,11 @@ class ForwardBatch:
             input_ids=dev[0],
             positions=dev[1],
             out_cache_slots=dev[2],
-            req_rows=dev[3].int(),
-            seq_lens=dev[4].int(),
-            prefix_lens=dev[5].int(),
-            extend_lens=dev[6].int(),
-            extend_starts=dev[7].int(),
+            req_rows=dev[3],
+            seq_lens=dev[4],
+            prefix_lens=dev[5],
+            extend_lens=dev[6],
+            extend_starts=dev[7],
             seq_lens_cpu=seq_lens,
             prefix_lens_cpu=prefix_lens,
             extend_lens_cpu=extend_lens,
@@ -215,11 +216,11 @@ class ForwardBatch:
             input_ids=dev[0],
             positions=dev[1],
             out_cache_slots=dev[2],
-            req_rows=dev[3].int(),
-            seq_lens=dev[4].int(),
-            prefix_lens=dev[5].int(),
-            extend_lens=dev[6].int(),
-            extend_starts=dev[7].int(),
+            req_rows=dev[3],
+            seq_lens=dev[4],
+            prefix_lens=dev[5],
+            extend_lens=dev[6],
+            extend_starts=dev[7],
             seq_lens_cpu=lens,
             prefix_lens_cpu=lens - 1,
             extend_lens_cpu=ones,

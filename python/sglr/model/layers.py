@@ -23,10 +23,11 @@ class RMSNorm(torch.nn.Module):
         self.weight = torch.nn.Parameter(torch.ones(size, dtype=dtype), requires_grad=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        input_dtype = x.dtype
+        if x.dtype == torch.float32:
+            return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
         x32 = x.to(torch.float32)
         variance = x32.pow(2).mean(-1, keepdim=True)
-        return self.weight * (x32 * torch.rsqrt(variance + self.eps)).to(input_dtype)
+        return self.weight * (x32 * torch.rsqrt(variance + self.eps)).to(x.dtype)
 
 
 class Linear(torch.nn.Module):

@@ -15,7 +15,9 @@ import torch.nn.functional as F
 from sglr.kernels.attention import AttentionBackend
 from sglr.model.config import ModelConfig
 from sglr.model.layers import Linear, RMSNorm, load_named_weights
-from sglr.model.rope import RotaryEmbedding
+from sglr.model.rope import RotaryEmbedding, apply_rope
+
+CosSin = tuple[torch.Tensor, torch.Tensor]
 
 
 class LlamaAttention(torch.nn.Module):
@@ -35,16 +37,14 @@ class LlamaAttention(torch.nn.Module):
         )
         self.o_proj = Linear(self.q_size, config.hidden_size, bias=False, dtype=dtype)
 
-    def forward(
-        self, hidden: torch.Tensor, positions: torch.Tensor, rope: RotaryEmbedding, attn: AttentionBackend
-    ) -> torch.Tensor:
+    def forward(self, hidden: torch.Tensor, cos_sin: CosSin, attn: AttentionBackend) -> torch.Tensor:
         qkv = self.qkv_proj(hidden)  # [T, q + 2 kv]
-        q, k, v = qkv.split((self.q_size, self.kv_size, self.kv_size), dim=-1)
-        q = q.view(-1, self.num_heads, self.head_dim)  # [T, Hq, D]
-        k = k.view(-1, self.num_kv_heads, self.head_dim)  # [T, Hkv, D]
-        v = v.view(-1, self.num_kv_heads, self.head_dim)
-        q, k = rope(positions, q, k)
-        out = attn.forward(self.layer_id, q, k, v.contiguous())  # [T, Hq, D]
+        qk, v = qkv.split((self.q_size + self.kv_size, self.kv_size), dim=-1)
+        # q and k heads rotate together: one pass instead of two.
+        qk = apply_rope(qk.view(-1, self.num_heads + self.num_kv_heads, self.head_dim), cos_sin)
+        q, k = qk.split((self.num_heads, self.num_kv_heads), dim=1)  # [T, Hq, D], [T, Hkv, D]
+        v = v.reshape(-1, self.num_kv_heads, self.head_dim)  # [T, Hkv, D], contiguous
+        out = attn.forward(self.layer_id, q, k, v)  # [T, Hq, D]
         return self.o_proj(out.reshape(-1, self.q_size))
 
 
@@ -70,10 +70,8 @@ class LlamaDecoderLayer(torch.nn.Module):
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps, dtype)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps, dtype)
 
-    def forward(
-        self, hidden: torch.Tensor, positions: torch.Tensor, rope: RotaryEmbedding, attn: AttentionBackend
-    ) -> torch.Tensor:
-        hidden = hidden + self.self_attn(self.input_layernorm(hidden), positions, rope, attn)
+    def forward(self, hidden: torch.Tensor, cos_sin: CosSin, attn: AttentionBackend) -> torch.Tensor:
+        hidden = hidden + self.self_attn(self.input_layernorm(hidden), cos_sin, attn)
         return hidden + self.mlp(self.post_attention_layernorm(hidden))
 
 
@@ -108,8 +106,9 @@ class LlamaForCausalLM(torch.nn.Module):
         """input_ids, positions `[T]` -> normalized hidden states `[T, hidden]`. Writes this
         batch's K/V into the cache (through `attn`)."""
         hidden = self.model.embed_tokens(input_ids)
+        cos_sin = self.rope.lookup(positions)
         for layer in self.model.layers:
-            hidden = layer(hidden, positions, self.rope, attn)
+            hidden = layer(hidden, cos_sin, attn)
         return self.model.norm(hidden)
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:

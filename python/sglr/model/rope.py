@@ -38,7 +38,7 @@ def compute_inv_freq(config: ModelConfig) -> torch.Tensor:
 
 
 class RotaryEmbedding(torch.nn.Module):
-    """Applies RoPE to q and k given each token's position; cos/sin are cached per position."""
+    """cos/sin tables of every position up to `max_positions` (see `lookup` and `apply_rope`)."""
 
     def __init__(self, config: ModelConfig, max_positions: int, dtype: torch.dtype) -> None:
         super().__init__()
@@ -51,13 +51,17 @@ class RotaryEmbedding(torch.nn.Module):
         self.register_buffer("cos_cache", freqs.cos().to(dtype), persistent=False)
         self.register_buffer("sin_cache", freqs.sin().to(dtype), persistent=False)
 
-    def forward(
-        self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """q `[T, Hq, D]`, k `[T, Hkv, D]`, positions `[T]` -> rotated (q, k), new tensors."""
-        cos = self.cos_cache[positions].unsqueeze(1)  # [T, 1, D/2]
-        sin = self.sin_cache[positions].unsqueeze(1)
-        return _rotate(q, cos, sin), _rotate(k, cos, sin)
+    def lookup(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos, sin `[T, 1, D/2]` for `positions` `[T]`; computed once per step, shared by all layers."""
+        cos = torch.nn.functional.embedding(positions, self.cos_cache)
+        sin = torch.nn.functional.embedding(positions, self.sin_cache)
+        return cos.unsqueeze(1), sin.unsqueeze(1)
+
+
+def apply_rope(x: torch.Tensor, cos_sin: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    """x `[T, H, D]` (any heads: q, k, or both stacked) -> rotated copy."""
+    cos, sin = cos_sin
+    return _rotate(x, cos, sin)
 
 
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
