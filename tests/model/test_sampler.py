@@ -206,3 +206,12 @@ def test_invalid_sampling_config_is_rejected(kwargs: dict) -> None:
 def test_logits_shape_must_match_batch() -> None:
     with pytest.raises(SamplingError, match="batch size"):
         sample(torch.zeros(3, 10), SamplingBatch.build([SamplingConfig()] * 2, 10, "cpu"))
+
+
+def test_penalty_counts_are_per_row_and_reject_unknown_tokens() -> None:
+    batch = SamplingBatch.build(
+        [SamplingConfig(frequency_penalty=0.5)] * 3, 6, "cpu", output_ids=[[1, 1, 5], [], [0]]
+    )
+    assert batch.output_counts.tolist() == [[0, 2, 0, 0, 0, 1], [0] * 6, [1, 0, 0, 0, 0, 0]]
+    with pytest.raises(SamplingError, match="outside the vocabulary"):
+        SamplingBatch.build([SamplingConfig(presence_penalty=0.5)], 4, "cpu", output_ids=[[4]])

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from sglr.errors import SamplingError
@@ -149,11 +150,15 @@ class SamplingBatch:
 def _token_counts(
     output_ids: Sequence[Sequence[int]], vocab_size: int, device: torch.device | str
 ) -> torch.Tensor:
-    counts = torch.zeros((len(output_ids), vocab_size), dtype=torch.float32)
-    for row, ids in enumerate(output_ids):
-        if len(ids):
-            index = torch.as_tensor(ids, dtype=torch.int64)
-            if int(index.min()) < 0 or int(index.max()) >= vocab_size:
-                raise SamplingError("output_ids hold a token outside the vocabulary")
-            counts[row].index_add_(0, index, torch.ones(index.numel()))
-    return counts.to(device)
+    """`[B, V]` occurrence counts, built on the device from one transfer of (row, token) pairs."""
+    lengths = [len(ids) for ids in output_ids]
+    tokens = np.concatenate(
+        [np.asarray(ids, dtype=np.int64) for ids in output_ids] or [np.zeros(0, np.int64)]
+    )
+    if tokens.size and (tokens.min() < 0 or tokens.max() >= vocab_size):
+        raise SamplingError("output_ids hold a token outside the vocabulary")
+    flat = np.repeat(np.arange(len(output_ids), dtype=np.int64), lengths) * vocab_size + tokens
+    counts = torch.zeros(len(output_ids) * vocab_size, dtype=torch.float32, device=device)
+    flat_index = torch.from_numpy(flat).to(device)
+    counts.index_add_(0, flat_index, torch.ones(flat.size, dtype=torch.float32, device=device))
+    return counts.view(len(output_ids), vocab_size)
