@@ -156,3 +156,15 @@ def test_triton_backend_runner_matches_transformers(tiny_path: Path) -> None:
     runner = runner_for(tiny_path, "triton")
     batch = prompts(8, [6, 11])
     assert generate(runner, batch, 4, prefill_chunk=4) == [hf_greedy(tiny_path, p, 4) for p in batch]
+
+
+def test_llama2_style_multi_head_attention_from_a_bf16_checkpoint(tmp_path: Path) -> None:
+    """No GQA (as Llama 2 7B), a bf16 checkpoint cast to fp32 at load, three layers."""
+    path = write_tiny_model(
+        tmp_path / "mha", "llama", seed=9, num_heads=4, num_kv_heads=4, num_layers=3, dtype="bfloat16"
+    )
+    runner = ModelRunner(
+        RunnerConfig(path, device="cpu", dtype="float32", kv_num_tokens=1024, max_num_reqs=4)
+    )
+    batch = prompts(10, [13, 2])
+    assert generate(runner, batch, 8) == [hf_greedy(path, p, 8) for p in batch]

@@ -20,9 +20,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import shutil
-import sysconfig
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -31,10 +29,10 @@ from typing import Any
 import torch
 
 from sglr.envs import cache_dir
+from sglr.model.tiny_tokenizer import SPECIAL_TOKENS, corpus_key, trained_tokenizer_json
 
 # Bump when the files written change, so cached copies are rebuilt.
-FACTORY_VERSION = 1
-SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
+FACTORY_VERSION = 2
 CHAT_TEMPLATE = (
     "{%- for message in messages %}"
     "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
@@ -42,7 +40,6 @@ CHAT_TEMPLATE = (
     "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
 )
 _ARCHS = {"llama": ("LlamaForCausalLM", "llama"), "qwen2": ("Qwen2ForCausalLM", "qwen2")}
-_CORPUS_CHARS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -86,7 +83,7 @@ def write_tiny_model(path: str | Path, arch: str = "llama", seed: int = 0, **ove
     spec = TinyModelSpec(arch=arch, seed=seed, **overrides)
     out = Path(path)
     out.mkdir(parents=True, exist_ok=True)
-    tokenizer_json = _trained_tokenizer_json(spec.vocab_size)
+    tokenizer_json = trained_tokenizer_json(spec.vocab_size)
     (out / "tokenizer.json").write_text(tokenizer_json)
     vocab = json.loads(tokenizer_json)["model"]["vocab"]
     ids = {tok: vocab[tok] for tok in SPECIAL_TOKENS}
@@ -108,7 +105,7 @@ def write_tiny_model(path: str | Path, arch: str = "llama", seed: int = 0, **ove
 def tiny_model_path(arch: str = "llama", seed: int = 0, **overrides: Any) -> Path:
     """A cached tiny model directory (built on first call, reused by later calls and processes)."""
     spec = TinyModelSpec(arch=arch, seed=seed, **overrides)
-    key = hashlib.sha256(json.dumps([FACTORY_VERSION, asdict(spec), _corpus_key()]).encode()).hexdigest()[:16]
+    key = hashlib.sha256(json.dumps([FACTORY_VERSION, asdict(spec), corpus_key()]).encode()).hexdigest()[:16]
     target = cache_dir() / "tiny-models" / f"{arch}-{key}"
     if (target / "model.safetensors").is_file() or (target / "model.safetensors.index.json").is_file():
         return target
@@ -243,78 +240,3 @@ def _write_weights(out: Path, spec: TinyModelSpec) -> None:
 
 def _write_json(path: Path, value: dict[str, Any]) -> None:
     path.write_text(json.dumps(value, indent=2) + "\n")
-
-
-def _stdlib_dir() -> Path:
-    return Path(sysconfig.get_paths()["stdlib"])
-
-
-def _corpus_key() -> str:
-    """Identifies the training text (the standard library it comes from)."""
-    files = sorted(_stdlib_dir().glob("*.py"))
-    return f"{_stdlib_dir()}:{len(files)}:{sum(f.stat().st_size for f in files[:64])}"
-
-
-def _corpus() -> list[str]:
-    """About a megabyte of Python source (code and docstrings) from the standard library."""
-    texts: list[str] = []
-    total = 0
-    for path in sorted(_stdlib_dir().glob("*.py")):
-        text = path.read_text(encoding="utf-8", errors="replace")
-        texts.append(text)
-        total += len(text)
-        if total >= _CORPUS_CHARS:
-            return texts
-    # Installs without .py sources still carry docstrings on the builtins.
-    import builtins
-
-    texts.extend(str(getattr(obj, "__doc__", "") or "") for obj in vars(builtins).values())
-    return texts
-
-
-_TOKENIZER_MEMO: dict[int, str] = {}
-
-
-def _trained_tokenizer_json(vocab_size: int) -> str:
-    """The tokenizer as JSON, trained once per process (and cached on disk across processes)."""
-    if vocab_size in _TOKENIZER_MEMO:
-        return _TOKENIZER_MEMO[vocab_size]
-    import tokenizers
-
-    key = hashlib.sha256(
-        json.dumps([FACTORY_VERSION, vocab_size, _corpus_key(), tokenizers.__version__]).encode()
-    ).hexdigest()[:16]
-    cached = cache_dir() / "tiny-tokenizers" / f"bpe-{key}.json"
-    if cached.is_file():
-        text = cached.read_text()
-    else:
-        text = _train_tokenizer(vocab_size).to_str()
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        staging = cached.with_suffix(f".{os.getpid()}.tmp")
-        staging.write_text(text)
-        os.replace(staging, cached)
-    _TOKENIZER_MEMO[vocab_size] = text
-    return text
-
-
-def _train_tokenizer(vocab_size: int) -> Any:
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    tokenizer.decoder = decoders.ByteLevel()
-    tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        min_frequency=2,
-        special_tokens=list(SPECIAL_TOKENS),
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tokenizer.train_from_iterator(_corpus(), trainer)
-    if tokenizer.get_vocab_size() != vocab_size:
-        # The model's embedding rows must match; a short corpus would leave the vocab smaller.
-        raise RuntimeError(
-            f"tokenizer training produced {tokenizer.get_vocab_size()} tokens, not {vocab_size}"
-        )
-    return tokenizer
