@@ -9,9 +9,9 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from sglr.errors import CheckpointError, ModelConfigError
+from sglr.errors import CheckpointError, ModelConfigError, ModelNotFoundError
 from sglr.model.config import ModelConfig, load_model_config
-from sglr.model.loader import resolve_model_path
+from sglr.model.loader import resolve_checkpoint_dir
 from sglr.model.rope import compute_inv_freq
 from sglr.model.runner import ModelRunner, RunnerConfig
 from sglr.model.tiny import write_tiny_model
@@ -181,8 +181,10 @@ def test_dummy_load_format_needs_only_config_json(tmp_path: Path) -> None:
     assert torch.equal(again.model.model.embed_tokens.weight, runner.model.model.embed_tokens.weight)
 
 
-def test_model_path_that_is_neither_dir_nor_hub_id_is_an_error(tmp_path: Path) -> None:
-    with pytest.raises(CheckpointError, match="not a directory"):
-        resolve_model_path(tmp_path / "nope")
-    with pytest.raises(CheckpointError, match="not a directory"):
-        resolve_model_path("not/a/hub/id")
+def test_model_path_that_names_nothing_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ModelNotFoundError, match="does not exist"):
+        resolve_checkpoint_dir(tmp_path / "nope")
+    with pytest.raises(ModelNotFoundError, match="does not exist"):
+        resolve_checkpoint_dir("not/a/hub/id")
+    with pytest.raises(ModelNotFoundError):
+        ModelRunner(RunnerConfig(tmp_path / "nope", device="cpu"))

@@ -194,7 +194,7 @@ def test_logprobs_and_top_logprobs_are_raw_model_logprobs() -> None:
         {"repetition_penalty": 0.0},
         {"frequency_penalty": 2.5},
         {"presence_penalty": -3.0},
-        {"seed": -1},
+        {"seed": 2**63},
         {"temperature": float("nan")},
     ],
 )
@@ -215,3 +215,30 @@ def test_penalty_counts_are_per_row_and_reject_unknown_tokens() -> None:
     assert batch.output_counts.tolist() == [[0, 2, 0, 0, 0, 1], [0] * 6, [1, 0, 0, 0, 0, 0]]
     with pytest.raises(SamplingError, match="outside the vocabulary"):
         SamplingBatch.build([SamplingConfig(presence_penalty=0.5)], 4, "cpu", output_ids=[[4]])
+
+
+def test_logit_bias_shifts_chosen_tokens_and_is_checked() -> None:
+    logits = torch.tensor([[2.0, 1.0, 0.0, -1.0]] * 2)
+    configs = [SamplingConfig(temperature=0, logit_bias={3: 5.0}), SamplingConfig(temperature=0)]
+    assert sample(logits, SamplingBatch.build(configs, 4, "cpu")).token_ids.tolist() == [3, 0]
+    banned = SamplingConfig(logit_bias={0: float("-inf"), 1: float("-inf")})
+    tokens = sample(logits.repeat(500, 1), SamplingBatch.build([banned] * 1000, 4, "cpu")).token_ids_cpu
+    assert set(tokens.tolist()) == {2, 3}
+    with pytest.raises(SamplingError, match="outside the vocabulary"):
+        SamplingBatch.build([SamplingConfig(logit_bias={4: 1.0})], 4, "cpu")
+
+
+def test_config_from_validated_sampling_params() -> None:
+    from sglr.sampling_params import SamplingParams
+
+    greedy = SamplingConfig.from_params(SamplingParams(temperature=0.0))
+    assert greedy.is_greedy
+    config = SamplingConfig.from_params(
+        SamplingParams(temperature=0.8, top_p=0.9, top_k=-1, min_p=0.05, presence_penalty=0.5, seed=-7,
+                       logit_bias={2: 1.5})
+    )  # fmt: skip
+    assert (config.temperature, config.top_p, config.min_p, config.presence_penalty) == (0.8, 0.9, 0.05, 0.5)
+    assert not config.is_greedy and config.seed == -7 and config.logit_bias == {2: 1.5}
+    batch = SamplingBatch.build([config], 10, "cpu", output_ids=[[]])
+    assert batch.top_ks.tolist() == [10]  # "all tokens" clamps to the vocabulary
+    assert sample(torch.zeros(1, 10), batch).token_ids.shape == (1,)

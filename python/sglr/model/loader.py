@@ -14,33 +14,39 @@ from pathlib import Path
 
 import torch
 
-from sglr.errors import CheckpointError
+from sglr.errors import CheckpointError, ModelNotFoundError
 
 _INDEX_NAME = "model.safetensors.index.json"
 _BIN_INDEX_NAME = "pytorch_model.bin.index.json"
 
 
-def resolve_model_path(model_path: str | Path) -> Path:
-    """A local directory as is; otherwise a Hugging Face Hub id, downloaded (config, tokenizer,
-    safetensors) into the Hub cache. Raises `CheckpointError` when neither works."""
-    path = Path(model_path).expanduser()
-    if path.is_dir():
-        return path
-    name = str(model_path)
-    if path.exists() or name.count("/") != 1 or name.startswith((".", "/", "~")):
-        raise CheckpointError(f"model path {name!r} is not a directory")
+def resolve_checkpoint_dir(model_path: str | Path | None, gguf_dtype: str = "float32") -> Path:
+    """A Hugging Face-format directory for `model_path`.
+
+    Local paths go through `sglr.model.default_model.resolve_model_path`: None is the embedded
+    default model, a `.gguf` file is converted (weights dequantized to `gguf_dtype`) and cached,
+    a directory with `config.json` is itself. A path that does not exist but looks like a Hub id
+    (`org/name`) is downloaded (config, tokenizer, safetensors) when a network is there.
+    Raises `ModelNotFoundError` when nothing usable is found.
+    """
+    from sglr.model.default_model import resolve_model_path
+
+    name = None if model_path is None else str(model_path)
+    if name is None or Path(name).expanduser().exists() or not _looks_like_hub_id(name):
+        return resolve_model_path(model_path, dtype=gguf_dtype)
     try:
         from huggingface_hub import snapshot_download
-    except ImportError:  # pragma: no cover - transformers depends on huggingface_hub
-        raise CheckpointError(f"{name!r} is not a local directory and huggingface_hub is missing") from None
-    try:
-        return Path(
-            snapshot_download(
-                name, allow_patterns=["*.json", "*.safetensors", "tokenizer*", "*.model", "*.txt"]
-            )
-        )
-    except Exception as exc:  # network, auth or missing repo: all mean "cannot resolve"
-        raise CheckpointError(f"{name!r} is not a local directory and could not be fetched: {exc}") from exc
+
+        patterns = ["*.json", "*.safetensors", "tokenizer*", "*.model", "*.txt"]
+        return Path(snapshot_download(name, allow_patterns=patterns))
+    except Exception as exc:  # no network, no such repo, gated: all mean "cannot resolve"
+        raise ModelNotFoundError(
+            f"{name!r} is not a local path and could not be fetched from the Hugging Face Hub: {exc}"
+        ) from exc
+
+
+def _looks_like_hub_id(name: str) -> bool:
+    return name.count("/") == 1 and not name.startswith((".", "/", "~")) and not name.endswith(".gguf")
 
 
 def checkpoint_files(model_dir: Path) -> list[Path]:

@@ -24,7 +24,7 @@ from sglr.kernels.attention import ATTENTION_BACKENDS, create_attention_backend
 from sglr.model.config import ModelConfig, load_model_config
 from sglr.model.forward_batch import BatchLimits, ExtendRequest, ForwardBatch, ForwardMode
 from sglr.model.kv_cache import KVCache, KVCacheShape, kv_slots_for_memory_fraction
-from sglr.model.loader import fill_dummy_weights, iter_checkpoint_tensors, resolve_model_path
+from sglr.model.loader import fill_dummy_weights, iter_checkpoint_tensors, resolve_checkpoint_dir
 from sglr.model.logprobs import TokenLogprobs, score_tokens
 from sglr.model.registry import build_model
 from sglr.model.req_to_token import ReqToTokenTable
@@ -39,7 +39,8 @@ _LOGPROB_CHUNK = 512
 class RunnerConfig:
     """How to load and run a model.
 
-    model_path: local Hugging Face-format directory, or a Hub id when a network is there.
+    model_path: a Hugging Face-format directory, a `.gguf` file (converted once, cached), None for
+        the embedded default model, or a Hub id when a network is there.
     dtype: "auto" = the checkpoint's dtype on CUDA, float32 on CPU.
     device: "auto" = "cuda" when available, else "cpu".
     kv_num_tokens / mem_fraction: KV cache size as a token count, or as the fraction of device
@@ -53,7 +54,7 @@ class RunnerConfig:
     cuda_graph_max_bs: capture decode CUDA graphs up to this batch size (0 disables them).
     """
 
-    model_path: str | Path
+    model_path: str | Path | None
     dtype: str = "auto"
     device: str = "auto"
     kv_num_tokens: int | None = None
@@ -99,7 +100,12 @@ class ModelRunner:
     def __init__(self, config: RunnerConfig) -> None:
         self.runner_config = config
         self.device = _resolve_device(config.device)
-        self.model_dir = resolve_model_path(config.model_path)
+        gguf_dtype = (
+            config.dtype
+            if config.dtype != "auto"
+            else ("bfloat16" if self.device.type == "cuda" else "float32")
+        )
+        self.model_dir = resolve_checkpoint_dir(config.model_path, gguf_dtype)
         self.config: ModelConfig = load_model_config(self.model_dir)
         self.dtype = _resolve_dtype(config.dtype, self.config, self.device)
         self.max_context_len = config.max_context_len or self.config.max_position_embeddings

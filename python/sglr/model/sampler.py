@@ -1,4 +1,4 @@
-"""Choosing the next token per request: penalties -> allowed-token mask -> greedy or tempered,
+"""Choosing the next token per request: logit bias -> penalties -> allowed-token mask -> greedy or tempered,
 filtered (top-k / top-p / min-p) sampling; plus logprobs of the chosen and top tokens.
 
 Sampling draws with the exponential race: `argmax(p_i / E_i)` with `E_i ~ Exp(1)` picks token i
@@ -52,6 +52,8 @@ def sample(
         )
     vocab_size = logits.shape[1]
     processed = logits.float()
+    if batch.logit_bias is not None:
+        processed = processed + batch.logit_bias
     if batch.output_counts is not None:
         processed = _apply_penalties(processed, batch)
     if allowed_mask is not None:

@@ -7,13 +7,17 @@ tensors the sampler applies in a few batched ops. Field names follow SGLang's sa
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from sglr.errors import SamplingError
+
+if TYPE_CHECKING:
+    from sglr.sampling_params import SamplingParams
 
 # Below this, a temperature means greedy decoding (as in SGLang and vLLM).
 GREEDY_TEMPERATURE = 1e-6
@@ -30,8 +34,9 @@ class SamplingConfig:
         (multiplied when negative).
     frequency_penalty, presence_penalty (in [-2, 2]): subtract `count * frequency_penalty` and
         `presence_penalty` once from the logits of generated tokens.
-    seed: when set, the request's draws depend only on (seed, step): the same request samples the
-        same tokens whatever else is in the batch.
+    seed: when set (any int64), the request's draws depend only on (seed, step): the same
+        request samples the same tokens whatever else is in the batch.
+    logit_bias: token id -> value added to its logit before anything else.
     """
 
     temperature: float = 1.0
@@ -42,6 +47,7 @@ class SamplingConfig:
     frequency_penalty: float = 0.0
     presence_penalty: float = 0.0
     seed: int | None = None
+    logit_bias: Mapping[int, float] | None = field(default=None, hash=False)
 
     def __post_init__(self) -> None:
         if not self.temperature >= 0.0:
@@ -57,8 +63,23 @@ class SamplingConfig:
         for name in ("frequency_penalty", "presence_penalty"):
             if not -2.0 <= getattr(self, name) <= 2.0:
                 raise SamplingError(f"{name} must be in [-2, 2], got {getattr(self, name)}")
-        if self.seed is not None and not 0 <= self.seed < 2**63:
-            raise SamplingError(f"seed must be in [0, 2**63), got {self.seed}")
+        if self.seed is not None and not -(2**63) <= self.seed < 2**63:
+            raise SamplingError(f"seed must be a 64-bit integer, got {self.seed}")
+
+    @classmethod
+    def from_params(cls, params: SamplingParams) -> SamplingConfig:
+        """The sampling part of a request's validated `sglr.sampling_params.SamplingParams`."""
+        return cls(
+            temperature=params.temperature,
+            top_p=params.top_p,
+            top_k=params.top_k,  # SamplingParams' "all" (1 << 30) exceeds any vocabulary
+            min_p=params.min_p,
+            repetition_penalty=params.repetition_penalty,
+            frequency_penalty=params.frequency_penalty,
+            presence_penalty=params.presence_penalty,
+            seed=params.seed,
+            logit_bias=dict(params.logit_bias) if params.logit_bias else None,
+        )
 
     @property
     def is_greedy(self) -> bool:
@@ -83,6 +104,7 @@ class SamplingBatch:
     min_ps: torch.Tensor  # [B] fp32
     needs_filter: bool  # some row uses top-p/top-k/min-p
     output_counts: torch.Tensor | None  # [B, V] fp32 counts of generated tokens, when penalized
+    logit_bias: torch.Tensor | None  # [B, V] fp32, when some request has one
     repetition_penalties: torch.Tensor | None  # [B, 1]
     frequency_penalties: torch.Tensor | None  # [B, 1]
     presence_penalties: torch.Tensor | None  # [B, 1]
@@ -139,6 +161,9 @@ class SamplingBatch:
                 for g, c, k in zip(greedy, configs, top_ks, strict=True)
             ),
             output_counts=counts,
+            logit_bias=_logit_bias(configs, vocab_size, device)
+            if any(c.logit_bias for c in configs)
+            else None,
             repetition_penalties=floats([c.repetition_penalty for c in configs], True) if penalized else None,
             frequency_penalties=floats([c.frequency_penalty for c in configs], True) if penalized else None,
             presence_penalties=floats([c.presence_penalty for c in configs], True) if penalized else None,
@@ -162,3 +187,22 @@ def _token_counts(
     flat_index = torch.from_numpy(flat).to(device)
     counts.index_add_(0, flat_index, torch.ones(flat.size, dtype=torch.float32, device=device))
     return counts.view(len(output_ids), vocab_size)
+
+
+def _logit_bias(
+    configs: Sequence[SamplingConfig], vocab_size: int, device: torch.device | str
+) -> torch.Tensor:
+    rows, tokens, values = [], [], []
+    for row, config in enumerate(configs):
+        for token, value in (config.logit_bias or {}).items():
+            if not 0 <= int(token) < vocab_size:
+                raise SamplingError(
+                    f"logit_bias names token {token} outside the vocabulary 0..{vocab_size - 1}"
+                )
+            rows.append(row)
+            tokens.append(int(token))
+            values.append(float(value))
+    bias = torch.zeros(len(configs) * vocab_size, dtype=torch.float32, device=device)
+    flat = torch.tensor([r * vocab_size + t for r, t in zip(rows, tokens, strict=True)], dtype=torch.int64)
+    bias[flat.to(device)] = torch.tensor(values, dtype=torch.float32).to(device)
+    return bias.view(len(configs), vocab_size)
