@@ -43,6 +43,7 @@ EXTEND_CASES = [
     ([0, 9, 33], [7, 1, 12], 4, 2, 16),  # fresh prompt, one-token extend, long prefix; GQA 2
     ([70, 3], [66, 2], 4, 1, 32),  # extend spans two query blocks and prefix > one key block; GQA 4
     ([5, 0], [3, 4], 3, 3, 24),  # head_dim not a power of two
+    ([4], [3], 2, 1, 8),  # head_dim below the 16-wide dot tile
 ]
 
 

@@ -170,7 +170,7 @@ def decode_attention(
         (batch_size, num_heads, num_kv_splits, head_dim), dtype=torch.float32, device=q.device
     )
     partial_lse = torch.empty((batch_size, num_heads, num_kv_splits), dtype=torch.float32, device=q.device)
-    block_d = triton.next_power_of_2(head_dim)
+    block_d = max(16, triton.next_power_of_2(head_dim))  # tl.dot needs >= 16 on GPUs
     _decode_split_kernel[(batch_size, num_kv_heads, num_kv_splits)](
         q, k_cache, v_cache, req_to_token, req_rows, seq_lens, partial_out, partial_lse,
         scale * _LOG2E,

@@ -167,7 +167,7 @@ def extend_attention(
         req_to_token.stride(0),
         GROUP=group,
         HEAD_DIM=head_dim,
-        BLOCK_D=triton.next_power_of_2(head_dim),
+        BLOCK_D=max(16, triton.next_power_of_2(head_dim)),  # tl.dot needs >= 16 on GPUs
         BLOCK_M=block_m,
         BLOCK_N=block_n,
         PRECISION=dot_precision(q.dtype),

@@ -88,7 +88,8 @@ class RunnerConfig:
 
 @dataclass(frozen=True)
 class ForwardOutput:
-    """next_token_logits: fp32 `[B, V]`, the distribution after each request's last token.
+    """next_token_logits: fp32 `[B, V]`, the distribution after each request's last token. With
+    decode CUDA graphs it is a view of the graph's output buffer: use it before the next forward.
     prompt_logprobs: per request, `TokenLogprobs` for the positions asked via
     `ExtendRequest.logprob_start` (scoring the next prompt token at each), else None."""
 
