@@ -131,3 +131,27 @@ class EngineClosedError(SglrError, RuntimeError):
 
 class RequestAbortedError(SglrError, RuntimeError):
     """A request ended without a result (aborted by the caller or the engine)."""
+
+
+class ModelError(SglrError):
+    """A model checkpoint, its config, or a forward batch is unusable."""
+
+
+class ModelConfigError(ModelError, ValueError):
+    """A `config.json` names an unsupported architecture or has inconsistent shapes."""
+
+
+class CheckpointError(ModelError, ValueError):
+    """Weights are missing, unexpected, of the wrong shape, or the model path does not resolve."""
+
+
+class BatchError(ModelError, ValueError):
+    """A forward batch is malformed (bad lengths, positions past the context, out-of-range slots)."""
+
+
+class KVCacheCapacityError(ModelError, ValueError):
+    """The KV cache cannot be sized as asked (too little memory, or a size below the minimum)."""
+
+
+class SamplingError(SglrError, ValueError):
+    """Sampling parameters or a token mask are invalid."""

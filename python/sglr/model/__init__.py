@@ -1,1 +1,10 @@
-"""Model definitions, checkpoint loading and the tiny-model factory (torch imported lazily)."""
+"""Model definitions, checkpoint loading and the runner (torch imported by the submodules).
+
+- `runner`: `ModelRunner(RunnerConfig(...))` — model + KV cache + request table, `forward(batch)`.
+- `forward_batch`: `ExtendRequest`, `ForwardBatch.extend/decode` (built via the runner).
+- `sampling` / `sampler`: `SamplingConfig`, `SamplingBatch.build`, `sample(...)`.
+- `kv_cache`, `req_to_token`: the paged KV pool's memory and the per-request slot table.
+- `config`, `loader`, `llama`, `qwen2`, `registry`: checkpoints and architectures.
+- `tiny`: tiny random-weight checkpoints for tests and the offline demo.
+- `default_model`, `gguf`: the embedded default model and GGUF conversion.
+"""

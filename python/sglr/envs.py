@@ -1,0 +1,22 @@
+"""The one place sglr reads environment variables (each read happens at call time, not import)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def cache_dir() -> Path:
+    """Where sglr keeps generated artifacts (e.g. tiny test models): `$SGLR_CACHE_DIR`, else
+    `$XDG_CACHE_HOME/sglr`, else `~/.cache/sglr`."""
+    explicit = os.environ.get("SGLR_CACHE_DIR")
+    if explicit:
+        return Path(explicit).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "sglr"
+
+
+def triton_interpret() -> bool:
+    """Whether Triton kernels run in the CPU interpreter (`TRITON_INTERPRET=1`)."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")

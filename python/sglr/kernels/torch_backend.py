@@ -1,0 +1,187 @@
+"""Pure-torch attention backend (CPU and GPU): pad, gather KV by slot, run SDPA.
+
+Per batch, `begin` builds index and mask tensors once; every layer then only gathers its K/V
+rows from the pool and calls `scaled_dot_product_attention`. Requests are padded to a common
+query length (the longest extend) and key length (the longest sequence); a boolean mask
+encodes both the padding and causality (key position <= the query's absolute position).
+Decode is the same computation with one query per request.
+
+Ragged batches waste work on padding, so requests are sorted by length and split into a few
+groups, each padded only to its own longest member. GQA is handled by folding the query heads
+that share a KV head into the query-length axis, so K/V are never repeated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+if TYPE_CHECKING:
+    from sglr.model.forward_batch import ForwardBatch
+    from sglr.model.kv_cache import KVCache
+
+# Groups only pay off when each holds several requests (each group costs a few op launches).
+_MIN_GROUP_SIZE = 8
+_MAX_GROUPS = 4
+
+
+@dataclass
+class _Group:
+    """Requests attended together, padded to `max_q` queries and `kv_index.shape[1]` keys."""
+
+    kv_index: torch.Tensor  # [g, S] slot of each key position
+    mask: torch.Tensor  # [g, M, S] bool, True = attend
+    q_index: torch.Tensor  # [g, M] token of each (padded) query position
+    token_index: torch.Tensor | None  # [n] tokens of this group, in padded-layout order; None = all, in order
+    valid_index: torch.Tensor | None  # [n] rows of the padded [g * M] output that are real tokens
+    max_q: int
+    additive_mask: torch.Tensor | None = None  # [g, 1, G * M, S], built by the first layer
+    # A lone fresh prompt: plain causal attention, no mask tensors at all.
+    plain_causal: bool = False
+
+
+class TorchAttentionBackend:
+    name = "torch"
+    supports_cuda_graph = False
+
+    def __init__(self, kv_cache: KVCache, req_to_token: torch.Tensor, scale: float) -> None:
+        self.kv_cache = kv_cache
+        self.req_to_token = req_to_token
+        self.scale = scale
+        self._batch: ForwardBatch | None = None
+        self._groups: list[_Group] = []
+
+    def begin(self, batch: ForwardBatch) -> None:
+        from sglr.model.forward_batch import ForwardMode
+
+        self._batch = batch
+        self._is_decode = batch.mode is ForwardMode.DECODE
+        seq_lens = batch.seq_lens_cpu
+        if batch.batch_size < 2 * _MIN_GROUP_SIZE:
+            self._groups = [self._make_group(batch, None)]
+            return
+        order = np.argsort(seq_lens, kind="stable")
+        num_groups = min(_MAX_GROUPS, batch.batch_size // _MIN_GROUP_SIZE)
+        self._groups = [self._make_group(batch, part) for part in np.array_split(order, num_groups)]
+
+    def _make_group(self, batch: ForwardBatch, requests: np.ndarray | None) -> _Group:
+        device = batch.input_ids.device
+        if requests is None:
+            index = None
+            rows, seq_lens, prefix_lens = batch.req_rows, batch.seq_lens, batch.prefix_lens
+            extend_lens, extend_starts = batch.extend_lens, batch.extend_starts
+            max_kv, max_q = batch.max_seq_len, batch.max_extend_len
+        else:
+            index = torch.from_numpy(requests).to(device)
+            rows, seq_lens = batch.req_rows[index], batch.seq_lens[index]
+            prefix_lens, extend_lens = batch.prefix_lens[index], batch.extend_lens[index]
+            extend_starts = batch.extend_starts[index]
+            max_kv = int(batch.seq_lens_cpu[requests].max())
+            max_q = int(batch.extend_lens_cpu[requests].max())
+        kv_index = self.req_to_token[:, :max_kv].index_select(0, rows).long()  # [g, S]
+        if not self._is_decode and batch.batch_size == 1 and batch.prefix_lens_cpu[0] == 0:
+            empty = torch.empty(0, device=device)
+            return _Group(kv_index, empty, empty, None, None, max_q, plain_causal=True)
+        k_pos = torch.arange(max_kv, device=device)
+        if self._is_decode:
+            # One query per request, at its last position: only the padding needs masking.
+            mask = (k_pos[None, :] < seq_lens[:, None])[:, None, :]  # [g, 1, S]
+            return _Group(kv_index, mask, extend_starts[:, None], index, None, 1)
+        q_offsets = torch.arange(max_q, device=device)
+        q_valid = q_offsets[None, :] < extend_lens[:, None]  # [g, M]
+        q_index = torch.where(q_valid, extend_starts[:, None] + q_offsets[None, :], 0)
+        valid_index = torch.nonzero(q_valid.flatten()).flatten()
+        q_pos = prefix_lens[:, None] + q_offsets[None, :]  # [g, M]
+        # Padded query rows may see their request's whole sequence: never an all-masked row (NaN).
+        mask = (k_pos[None, None, :] <= q_pos[:, :, None]) | ~q_valid[:, :, None]
+        mask &= k_pos[None, None, :] < seq_lens[:, None, None]  # [g, M, S]
+        token_index = None if requests is None else q_index.flatten().index_select(0, valid_index)
+        return _Group(kv_index, mask, q_index, token_index, valid_index, max_q)
+
+    def forward(self, layer_id: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        batch = self._batch
+        assert batch is not None, "begin(batch) must precede forward"
+        self.kv_cache.store(layer_id, batch.out_cache_slots, k, v)
+        k_rows = self.kv_cache.k_cache(layer_id).flatten(1)  # [slots, Hkv * D]
+        v_rows = self.kv_cache.v_cache(layer_id).flatten(1)
+        if len(self._groups) == 1:
+            return self._attend(self._groups[0], layer_id, q, k.shape[1], k_rows, v_rows, whole_batch=True)
+        out = torch.empty_like(q)
+        for group in self._groups:
+            assert group.token_index is not None
+            out.index_copy_(
+                0, group.token_index, self._attend(group, layer_id, q, k.shape[1], k_rows, v_rows)
+            )
+        return out
+
+    def _attend(
+        self,
+        group: _Group,
+        layer_id: int,
+        q: torch.Tensor,
+        num_kv_heads: int,
+        k_rows: torch.Tensor,
+        v_rows: torch.Tensor,
+        whole_batch: bool = False,
+    ) -> torch.Tensor:
+        """Attention for one group -> `[n, Hq, D]`, its tokens in `token_index` order."""
+        num_tokens, num_heads, head_dim = q.shape
+        group_size, max_kv = group.kv_index.shape
+        heads_per_kv = num_heads // num_kv_heads
+        max_q = group.max_q
+        # `embedding` is a plain row gather, several times faster than advanced indexing on CPU.
+        keys = F.embedding(group.kv_index, k_rows).view(group_size, max_kv, num_kv_heads, head_dim)
+        values = F.embedding(group.kv_index, v_rows).view(group_size, max_kv, num_kv_heads, head_dim)
+        if group.plain_causal:
+            return self._attend_causal(q, keys[0].to(q.dtype), values[0].to(q.dtype))
+        if self._is_decode:
+            rows = q if whole_batch else q.index_select(0, group.q_index.flatten())
+            queries = rows.view(group_size, num_kv_heads, heads_per_kv, head_dim)  # no padding, no permute
+        else:
+            queries = F.embedding(group.q_index, q.reshape(num_tokens, -1))  # [g, M, Hq * D]
+            queries = queries.view(group_size, max_q, num_kv_heads, heads_per_kv, head_dim).permute(
+                0, 2, 3, 1, 4
+            )
+            queries = queries.reshape(group_size, num_kv_heads, heads_per_kv * max_q, head_dim)
+        if group.additive_mask is None:
+            # An additive float mask, built once per batch: SDPA would otherwise convert a
+            # boolean mask in every layer.
+            additive = torch.zeros(group.mask.shape, dtype=q.dtype, device=q.device)
+            additive.masked_fill_(~group.mask, float("-inf"))
+            expanded = additive[:, None, None].expand(-1, 1, heads_per_kv, -1, -1)  # [g, 1, G, M, S]
+            group.additive_mask = expanded.reshape(group_size, 1, heads_per_kv * max_q, max_kv)
+        out = F.scaled_dot_product_attention(
+            queries,
+            keys.transpose(1, 2).to(q.dtype),
+            values.transpose(1, 2).to(q.dtype),
+            attn_mask=group.additive_mask,
+            scale=self.scale,
+        )  # [g, Hkv, G * M, D]
+        if self._is_decode:
+            return out.reshape(group_size, num_heads, head_dim)
+        out = out.view(group_size, num_kv_heads, heads_per_kv, max_q, head_dim).permute(0, 3, 1, 2, 4)
+        out = out.reshape(group_size * max_q, num_heads, head_dim)  # [g * M, Hq, D]
+        assert group.valid_index is not None
+        return out.index_select(0, group.valid_index)
+
+    def _attend_causal(self, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+        """One request, no cached prefix: q `[T, Hq, D]`, keys/values `[T, Hkv, D]`."""
+        num_tokens, num_heads, head_dim = q.shape
+        group = num_heads // keys.shape[1]
+
+        def per_query_head(x: torch.Tensor) -> torch.Tensor:  # [T, Hkv, D] -> [1, Hq, T, D]
+            x = x.transpose(0, 1)[:, None].expand(-1, group, -1, -1)
+            return x.reshape(num_heads, num_tokens, head_dim)[None]
+
+        out = F.scaled_dot_product_attention(
+            q.transpose(0, 1)[None],
+            per_query_head(keys),
+            per_query_head(values),
+            is_causal=True,
+            scale=self.scale,
+        )  # [1, Hq, T, D]
+        return out[0].transpose(0, 1)

@@ -1,0 +1,201 @@
+"""Triton decode attention: one query per request over its paged KV, split over the sequence.
+
+Stage 1, grid (request, KV head, split): the query heads that share a KV head are processed
+together (so each K/V row is read once per group, not once per query head), over one of
+`num_kv_splits` contiguous ranges of the request's sequence; the program writes a partial
+output and its log-sum-exp. Stage 2, grid (request, query head): merges the splits. Splitting
+keeps the GPU busy when the batch is small and contexts are long (flash-decoding).
+
+Shapes depend only on the batch size and `num_kv_splits`, never on sequence lengths (which are
+read from device memory), so a decode step can be captured in a CUDA graph.
+
+Import this module only with CUDA or with TRITON_INTERPRET=1 set (Triton decides at import).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from sglr.kernels.triton_extend import dot_precision
+
+_LOG2E = 1.4426950408889634
+DEFAULT_NUM_KV_SPLITS = 8
+
+
+@triton.jit
+def _decode_split_kernel(
+    Q,
+    K_cache,
+    V_cache,
+    Table,
+    req_rows,
+    seq_lens,
+    Partial_out,
+    Partial_lse,
+    qk_scale,
+    stride_qb,
+    stride_qh,
+    stride_kcs,
+    stride_kch,
+    stride_vcs,
+    stride_vch,
+    stride_table,
+    stride_pb,
+    stride_ph,
+    stride_ps,
+    stride_lb,
+    stride_lh,
+    GROUP: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    NUM_SPLITS: tl.constexpr,
+    PRECISION: tl.constexpr,
+):
+    req = tl.program_id(0)
+    kv_head = tl.program_id(1)
+    split = tl.program_id(2)
+    seq_len = tl.load(seq_lens + req)
+    row = tl.load(req_rows + req).to(tl.int64)
+    split_len = tl.cdiv(seq_len, NUM_SPLITS)
+    lo = split * split_len
+    hi = tl.minimum(lo + split_len, seq_len)
+
+    offs_g = tl.arange(0, BLOCK_H)
+    heads = kv_head * GROUP + offs_g
+    mask_h = offs_g < GROUP
+    offs_d = tl.arange(0, BLOCK_D)
+    mask_d = offs_d < HEAD_DIM
+    offs_n = tl.arange(0, BLOCK_N)
+    q = tl.load(
+        Q + req * stride_qb + heads[:, None] * stride_qh + offs_d[None, :],
+        mask=mask_h[:, None] & mask_d[None, :],
+        other=0.0,
+    )  # [H, D]
+
+    m_i = tl.full([BLOCK_H], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_H], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_H, BLOCK_D], dtype=tl.float32)
+    for n_start in range(lo, hi, BLOCK_N):
+        cols = n_start + offs_n
+        mask_n = cols < hi
+        slots = tl.load(Table + row * stride_table + cols, mask=mask_n, other=0).to(tl.int64)
+        k = tl.load(
+            K_cache + slots[None, :] * stride_kcs + kv_head * stride_kch + offs_d[:, None],
+            mask=mask_n[None, :] & mask_d[:, None],
+            other=0.0,
+        )  # [D, N]
+        s = tl.dot(q, k, input_precision=PRECISION) * qk_scale  # [H, N]
+        s = tl.where(mask_n[None, :], s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        p = tl.exp2(s - m_new[:, None])
+        alpha = tl.exp2(m_i - m_new)
+        v = tl.load(
+            V_cache + slots[:, None] * stride_vcs + kv_head * stride_vch + offs_d[None, :],
+            mask=mask_n[:, None] & mask_d[None, :],
+            other=0.0,
+        )  # [N, D]
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        m_i = m_new
+
+    lse_ptrs = Partial_lse + req * stride_lb + heads * stride_lh + split
+    if hi > lo:
+        out_ptrs = (
+            Partial_out + req * stride_pb + heads[:, None] * stride_ph + split * stride_ps + offs_d[None, :]
+        )
+        tl.store(out_ptrs, acc / l_i[:, None], mask=mask_h[:, None] & mask_d[None, :])
+        tl.store(lse_ptrs, m_i + tl.log2(l_i), mask=mask_h)  # base-2 log-sum-exp
+    else:
+        tl.store(lse_ptrs, tl.full([BLOCK_H], float("-inf"), dtype=tl.float32), mask=mask_h)
+
+
+@triton.jit
+def _decode_merge_kernel(
+    Partial_out,
+    Partial_lse,
+    Out,
+    stride_pb,
+    stride_ph,
+    stride_ps,
+    stride_lb,
+    stride_lh,
+    stride_ob,
+    stride_oh,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    NUM_SPLITS: tl.constexpr,
+    BLOCK_S: tl.constexpr,
+):
+    req = tl.program_id(0)
+    head = tl.program_id(1)
+    offs_s = tl.arange(0, BLOCK_S)
+    mask_s = offs_s < NUM_SPLITS
+    offs_d = tl.arange(0, BLOCK_D)
+    mask_d = offs_d < HEAD_DIM
+    lse = tl.load(Partial_lse + req * stride_lb + head * stride_lh + offs_s, mask=mask_s, other=float("-inf"))
+    # Split 0 is never empty (seq_len >= 1), so the max is finite.
+    weights = tl.exp2(lse - tl.max(lse, 0))  # [S]; empty splits weigh 0
+    partial = tl.load(
+        Partial_out + req * stride_pb + head * stride_ph + offs_s[:, None] * stride_ps + offs_d[None, :],
+        mask=(weights[:, None] > 0) & mask_d[None, :],
+        other=0.0,
+    )  # [S, D]
+    out = tl.sum(partial * weights[:, None], 0) / tl.sum(weights, 0)
+    tl.store(Out + req * stride_ob + head * stride_oh + offs_d, out.to(Out.dtype.element_ty), mask=mask_d)
+
+
+def decode_attention(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    req_to_token: torch.Tensor,
+    req_rows: torch.Tensor,
+    seq_lens: torch.Tensor,
+    scale: float,
+    num_kv_splits: int = DEFAULT_NUM_KV_SPLITS,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """q `[B, Hq, D]`; request b attends to the first `seq_lens[b]` slots of table row
+    `req_rows[b]` (its own K/V included: store it first) -> `[B, Hq, D]`."""
+    batch_size, num_heads, head_dim = q.shape
+    num_kv_heads = k_cache.shape[1]
+    group = num_heads // num_kv_heads
+    if out is None:
+        out = torch.empty_like(q)
+    partial_out = torch.empty(
+        (batch_size, num_heads, num_kv_splits, head_dim), dtype=torch.float32, device=q.device
+    )
+    partial_lse = torch.empty((batch_size, num_heads, num_kv_splits), dtype=torch.float32, device=q.device)
+    block_d = max(16, triton.next_power_of_2(head_dim))  # tl.dot needs >= 16 on GPUs
+    _decode_split_kernel[(batch_size, num_kv_heads, num_kv_splits)](
+        q, k_cache, v_cache, req_to_token, req_rows, seq_lens, partial_out, partial_lse,
+        scale * _LOG2E,
+        q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1), v_cache.stride(0), v_cache.stride(1),
+        req_to_token.stride(0),
+        partial_out.stride(0), partial_out.stride(1), partial_out.stride(2),
+        partial_lse.stride(0), partial_lse.stride(1),
+        GROUP=group,
+        # tl.dot needs at least 16 rows; unused rows are masked.
+        BLOCK_H=max(16, triton.next_power_of_2(group)),
+        HEAD_DIM=head_dim,
+        BLOCK_D=block_d,
+        BLOCK_N=64 if head_dim <= 128 else 32,
+        NUM_SPLITS=num_kv_splits,
+        PRECISION=dot_precision(q.dtype),
+        num_warps=4,
+    )  # fmt: skip
+    _decode_merge_kernel[(batch_size, num_heads)](
+        partial_out, partial_lse, out,
+        partial_out.stride(0), partial_out.stride(1), partial_out.stride(2),
+        partial_lse.stride(0), partial_lse.stride(1),
+        out.stride(0), out.stride(1),
+        HEAD_DIM=head_dim,
+        BLOCK_D=block_d,
+        NUM_SPLITS=num_kv_splits,
+        BLOCK_S=triton.next_power_of_2(num_kv_splits),
+    )  # fmt: skip
+    return out

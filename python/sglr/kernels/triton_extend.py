@@ -1,0 +1,176 @@
+"""Triton extend attention: new tokens attend to a cached prefix in the paged pool plus themselves.
+
+Grid: (request, query head, block of BLOCK_M new tokens). Each program runs an online softmax
+in two stages: first over the request's cached prefix, whose K/V rows are gathered from the
+pool through the request's req-to-token row (no mask needed: every prefix token precedes every
+new token); then over the request's new tokens, read contiguously from this step's k/v with
+the causal mask. Programs whose query block lies past the request's extend length exit at once.
+
+Import this module only with CUDA or with TRITON_INTERPRET=1 set (Triton decides at import).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+_LOG2E = 1.4426950408889634
+
+
+@triton.jit
+def _extend_kernel(
+    Q,
+    K_new,
+    V_new,
+    Out,
+    K_cache,
+    V_cache,
+    Table,
+    req_rows,
+    prefix_lens,
+    extend_lens,
+    extend_starts,
+    qk_scale,
+    stride_qt,
+    stride_qh,
+    stride_kt,
+    stride_kh,
+    stride_vt,
+    stride_vh,
+    stride_ot,
+    stride_oh,
+    stride_kcs,
+    stride_kch,
+    stride_vcs,
+    stride_vch,
+    stride_table,
+    GROUP: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    PRECISION: tl.constexpr,
+):
+    req = tl.program_id(0)
+    head = tl.program_id(1)
+    block_m = tl.program_id(2)
+    extend_len = tl.load(extend_lens + req)
+    if block_m * BLOCK_M >= extend_len:
+        return
+    prefix_len = tl.load(prefix_lens + req)
+    start = tl.load(extend_starts + req).to(tl.int64)
+    row = tl.load(req_rows + req).to(tl.int64)
+    kv_head = head // GROUP
+
+    offs_m = block_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, BLOCK_D)
+    offs_n = tl.arange(0, BLOCK_N)
+    mask_m = offs_m < extend_len
+    mask_d = offs_d < HEAD_DIM
+    q_ptrs = Q + (start + offs_m)[:, None] * stride_qt + head * stride_qh + offs_d[None, :]
+    q = tl.load(q_ptrs, mask=mask_m[:, None] & mask_d[None, :], other=0.0)  # [M, D]
+
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+
+    # Stage 1: the cached prefix, gathered from the pool by slot id.
+    for n_start in range(0, prefix_len, BLOCK_N):
+        cols = n_start + offs_n
+        mask_n = cols < prefix_len
+        slots = tl.load(Table + row * stride_table + cols, mask=mask_n, other=0).to(tl.int64)
+        k = tl.load(
+            K_cache + slots[None, :] * stride_kcs + kv_head * stride_kch + offs_d[:, None],
+            mask=mask_n[None, :] & mask_d[:, None],
+            other=0.0,
+        )  # [D, N]
+        s = tl.dot(q, k, input_precision=PRECISION) * qk_scale
+        s = tl.where(mask_n[None, :], s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        p = tl.exp2(s - m_new[:, None])
+        alpha = tl.exp2(m_i - m_new)
+        v = tl.load(
+            V_cache + slots[:, None] * stride_vcs + kv_head * stride_vch + offs_d[None, :],
+            mask=mask_n[:, None] & mask_d[None, :],
+            other=0.0,
+        )  # [N, D]
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        m_i = m_new
+
+    # Stage 2: the new tokens themselves, causal. Keys past this query block are never needed.
+    n_end = tl.minimum(extend_len, (block_m + 1) * BLOCK_M)
+    for n_start in range(0, n_end, BLOCK_N):
+        cols = n_start + offs_n
+        mask_n = cols < extend_len
+        k = tl.load(
+            K_new + (start + cols)[None, :] * stride_kt + kv_head * stride_kh + offs_d[:, None],
+            mask=mask_n[None, :] & mask_d[:, None],
+            other=0.0,
+        )
+        s = tl.dot(q, k, input_precision=PRECISION) * qk_scale
+        causal = (offs_m[:, None] >= cols[None, :]) & mask_n[None, :]
+        s = tl.where(causal, s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        p = tl.exp2(s - m_new[:, None])
+        alpha = tl.exp2(m_i - m_new)
+        v = tl.load(
+            V_new + (start + cols)[:, None] * stride_vt + kv_head * stride_vh + offs_d[None, :],
+            mask=mask_n[:, None] & mask_d[None, :],
+            other=0.0,
+        )
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        m_i = m_new
+
+    out = acc / l_i[:, None]
+    o_ptrs = Out + (start + offs_m)[:, None] * stride_ot + head * stride_oh + offs_d[None, :]
+    tl.store(o_ptrs, out.to(Out.dtype.element_ty), mask=mask_m[:, None] & mask_d[None, :])
+
+
+def dot_precision(dtype: torch.dtype) -> str:
+    """fp32 models need IEEE dots (TF32 would cost ~3 decimal digits); 16-bit inputs ignore it."""
+    return "ieee" if dtype == torch.float32 else "tf32"
+
+
+def extend_attention(
+    q: torch.Tensor,
+    k_new: torch.Tensor,
+    v_new: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    req_to_token: torch.Tensor,
+    req_rows: torch.Tensor,
+    prefix_lens: torch.Tensor,
+    extend_lens: torch.Tensor,
+    extend_starts: torch.Tensor,
+    max_extend_len: int,
+    scale: float,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """q `[T, Hq, D]`, k/v_new `[T, Hkv, D]` (this step's tokens, request-major); caches
+    `[S, Hkv, D]` holding each request's prefix at the slots in its table row -> `[T, Hq, D]`.
+    Per-request tensors are integer `[B]` tensors on the device; `max_extend_len` sizes the grid."""
+    _, num_heads, head_dim = q.shape
+    group = num_heads // k_new.shape[1]
+    if out is None:
+        out = torch.empty_like(q)
+    block_m, block_n = (64, 64) if head_dim <= 128 else (32, 32)
+    grid = (req_rows.shape[0], num_heads, triton.cdiv(max_extend_len, block_m))
+    _extend_kernel[grid](
+        q, k_new, v_new, out, k_cache, v_cache, req_to_token,
+        req_rows, prefix_lens, extend_lens, extend_starts,
+        scale * _LOG2E,
+        q.stride(0), q.stride(1), k_new.stride(0), k_new.stride(1), v_new.stride(0), v_new.stride(1),
+        out.stride(0), out.stride(1), k_cache.stride(0), k_cache.stride(1), v_cache.stride(0), v_cache.stride(1),
+        req_to_token.stride(0),
+        GROUP=group,
+        HEAD_DIM=head_dim,
+        BLOCK_D=max(16, triton.next_power_of_2(head_dim)),  # tl.dot needs >= 16 on GPUs
+        BLOCK_M=block_m,
+        BLOCK_N=block_n,
+        PRECISION=dot_precision(q.dtype),
+        num_warps=4 if head_dim <= 64 else 8,
+    )  # fmt: skip
+    return out

@@ -1,0 +1,190 @@
+"""`ModelConfig`: the architecture facts sglr needs, read from a Hugging Face `config.json`.
+
+Both config dialects are accepted: the classic one (`rope_theta` + `rope_scaling`, `torch_dtype`)
+and the newer `rope_parameters` / `dtype` form, so checkpoints written by any `transformers`
+version (or by our own converters) load the same way.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sglr.errors import ModelConfigError
+
+# Architectures with an implementation in sglr.model (see `sglr.model.registry`).
+SUPPORTED_ARCHITECTURES = ("LlamaForCausalLM", "Qwen2ForCausalLM")
+_ROPE_TYPES = ("default", "linear", "llama3")
+
+
+@dataclass(frozen=True)
+class RopeScaling:
+    """RoPE frequency scaling. `rope_type` is one of "default", "linear", "llama3"."""
+
+    rope_type: str = "default"
+    factor: float = 1.0
+    low_freq_factor: float = 1.0
+    high_freq_factor: float = 4.0
+    original_max_position_embeddings: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.rope_type not in _ROPE_TYPES:
+            raise ModelConfigError(
+                f"unsupported rope scaling type {self.rope_type!r}; sglr supports {_ROPE_TYPES}"
+            )
+        if self.factor <= 0:
+            raise ModelConfigError(f"rope scaling factor must be > 0, got {self.factor}")
+        if self.rope_type == "llama3":
+            if self.original_max_position_embeddings is None:
+                raise ModelConfigError("llama3 rope scaling needs original_max_position_embeddings")
+            if self.high_freq_factor <= self.low_freq_factor:
+                raise ModelConfigError("llama3 rope scaling needs high_freq_factor > low_freq_factor")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Decoder-only transformer shape. Build with `ModelConfig.from_dict` or `load_model_config`."""
+
+    architecture: str
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    rms_norm_eps: float = 1e-6
+    rope_theta: float = 10000.0
+    rope_scaling: RopeScaling = field(default_factory=RopeScaling)
+    max_position_embeddings: int = 2048
+    tie_word_embeddings: bool = False
+    attention_bias: bool = False
+    mlp_bias: bool = False
+    torch_dtype: str = "float32"
+    bos_token_id: int | None = None
+    eos_token_ids: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.architecture not in SUPPORTED_ARCHITECTURES:
+            raise ModelConfigError(
+                f"unsupported architecture {self.architecture!r}; sglr supports {SUPPORTED_ARCHITECTURES}"
+            )
+        for name in (
+            "vocab_size",
+            "hidden_size",
+            "intermediate_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "num_key_value_heads",
+            "head_dim",
+            "max_position_embeddings",
+        ):
+            if getattr(self, name) < 1:
+                raise ModelConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.num_attention_heads % self.num_key_value_heads:
+            raise ModelConfigError(
+                f"num_attention_heads ({self.num_attention_heads}) must be a multiple of "
+                f"num_key_value_heads ({self.num_key_value_heads})"
+            )
+        if self.head_dim % 2:
+            raise ModelConfigError(f"head_dim must be even for rotary embeddings, got {self.head_dim}")
+        if self.rms_norm_eps <= 0 or self.rope_theta <= 0:
+            raise ModelConfigError("rms_norm_eps and rope_theta must be > 0")
+
+    @property
+    def q_size(self) -> int:
+        return self.num_attention_heads * self.head_dim
+
+    @property
+    def kv_size(self) -> int:
+        return self.num_key_value_heads * self.head_dim
+
+    @property
+    def num_params(self) -> int:
+        """Parameter count (embeddings and lm_head counted once each unless tied)."""
+        h, i = self.hidden_size, self.intermediate_size
+        attn = h * (self.q_size + 2 * self.kv_size) + self.q_size * h
+        if self.attention_bias:
+            attn += self.q_size + 2 * self.kv_size
+        per_layer = attn + 3 * h * i + 2 * h
+        embed = self.vocab_size * h * (1 if self.tie_word_embeddings else 2)
+        return self.num_hidden_layers * per_layer + embed + h
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> ModelConfig:
+        """Reads a `config.json` dict (either `transformers` dialect)."""
+        architectures = raw.get("architectures") or []
+        if not architectures:
+            model_type = raw.get("model_type")
+            by_type = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}
+            if model_type not in by_type:
+                raise ModelConfigError("config.json names no architecture (no 'architectures' field)")
+            architectures = [by_type[model_type]]
+        architecture = architectures[0]
+        try:
+            hidden_size = int(raw["hidden_size"])
+            num_heads = int(raw["num_attention_heads"])
+            vocab_size = int(raw["vocab_size"])
+            intermediate_size = int(raw["intermediate_size"])
+            num_layers = int(raw["num_hidden_layers"])
+        except KeyError as exc:
+            raise ModelConfigError(f"config.json lacks required field {exc.args[0]!r}") from None
+        if raw.get("use_sliding_window"):
+            raise ModelConfigError("sliding-window attention is not supported")
+        head_dim = raw.get("head_dim") or hidden_size // num_heads
+        rope_theta, rope_scaling = _read_rope(raw)
+        eos = raw.get("eos_token_id")
+        eos_ids = tuple(eos) if isinstance(eos, list) else (() if eos is None else (int(eos),))
+        return cls(
+            architecture=architecture,
+            vocab_size=vocab_size,
+            hidden_size=hidden_size,
+            intermediate_size=intermediate_size,
+            num_hidden_layers=num_layers,
+            num_attention_heads=num_heads,
+            num_key_value_heads=int(raw.get("num_key_value_heads") or num_heads),
+            head_dim=int(head_dim),
+            rms_norm_eps=float(raw.get("rms_norm_eps", 1e-6)),
+            rope_theta=rope_theta,
+            rope_scaling=rope_scaling,
+            max_position_embeddings=int(raw.get("max_position_embeddings", 2048)),
+            tie_word_embeddings=bool(raw.get("tie_word_embeddings", False)),
+            # Qwen2 always has q/k/v biases; Llama has them only when `attention_bias` says so.
+            attention_bias=architecture == "Qwen2ForCausalLM" or bool(raw.get("attention_bias", False)),
+            mlp_bias=bool(raw.get("mlp_bias", False)),
+            torch_dtype=str(raw.get("torch_dtype") or raw.get("dtype") or "float32"),
+            bos_token_id=raw.get("bos_token_id"),
+            eos_token_ids=eos_ids,
+        )
+
+
+def _read_rope(raw: dict[str, Any]) -> tuple[float, RopeScaling]:
+    params = raw.get("rope_parameters")
+    if isinstance(params, dict) and "rope_theta" in params:
+        theta = float(params["rope_theta"])
+        scaling = params
+    else:
+        theta = float(raw.get("rope_theta", 10000.0))
+        scaling = raw.get("rope_scaling") or {}
+    rope_type = scaling.get("rope_type") or scaling.get("type") or "default"
+    original = scaling.get("original_max_position_embeddings")
+    if rope_type == "llama3" and original is None:
+        original = raw.get("max_position_embeddings")
+    return theta, RopeScaling(
+        rope_type=rope_type,
+        factor=float(scaling.get("factor", 1.0)),
+        low_freq_factor=float(scaling.get("low_freq_factor", 1.0)),
+        high_freq_factor=float(scaling.get("high_freq_factor", 4.0)),
+        original_max_position_embeddings=None if original is None else int(original),
+    )
+
+
+def load_model_config(model_dir: str | Path) -> ModelConfig:
+    """Reads `<model_dir>/config.json`."""
+    path = Path(model_dir) / "config.json"
+    if not path.is_file():
+        raise ModelConfigError(f"no config.json in {model_dir}")
+    with path.open() as f:
+        return ModelConfig.from_dict(json.load(f))

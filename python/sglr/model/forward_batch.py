@@ -1,0 +1,255 @@
+"""`ForwardBatch`: one model step over many requests, flattened into a token stream.
+
+Two modes:
+- EXTEND: each request brings `extend_len >= 1` new tokens on top of a cached prefix of any
+  length (0 for a fresh prompt; a radix-cache hit; or the earlier chunks of a chunked prefill).
+- DECODE: each request brings exactly one token.
+
+The batch carries host (numpy) and device copies of the per-request lengths: kernels read the
+device ones, launch sizes come from the host ones, so no step waits on a device-to-host copy.
+Build batches with `ForwardBatch.extend(...)` / `ForwardBatch.decode(...)`; both validate
+their input and raise `BatchError` on anything inconsistent.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from sglr.errors import BatchError
+
+
+@dataclass(frozen=True)
+class BatchLimits:
+    """What a runner can accept; batches built with limits are checked against them."""
+
+    vocab_size: int
+    num_slots: int  # valid slot ids are 1..num_slots
+    max_num_reqs: int  # valid rows are 1..max_num_reqs
+    max_context_len: int
+
+    def check(self, input_ids: np.ndarray, slots: np.ndarray, rows: np.ndarray, seq_lens: np.ndarray) -> None:
+        if input_ids.size and (input_ids.min() < 0 or input_ids.max() >= self.vocab_size):
+            raise BatchError(f"token id outside the vocabulary 0..{self.vocab_size - 1}")
+        if slots.size and (slots.min() < 1 or slots.max() > self.num_slots):
+            raise BatchError(f"KV slot outside 1..{self.num_slots}")
+        if rows.min() < 1 or rows.max() > self.max_num_reqs:
+            raise BatchError(f"request row outside 1..{self.max_num_reqs}")
+        if np.unique(rows).size != rows.size:
+            raise BatchError("two requests of one batch share a request row")
+        if seq_lens.max() > self.max_context_len:
+            raise BatchError(
+                f"sequence of {int(seq_lens.max())} tokens exceeds max_context_len {self.max_context_len}"
+            )
+
+
+class ForwardMode(enum.Enum):
+    EXTEND = "extend"
+    DECODE = "decode"
+
+
+@dataclass(frozen=True)
+class ExtendRequest:
+    """One request's part of an extend batch.
+
+    row: its `ReqToTokenTable` row (from `runner.req_to_token.try_alloc()`).
+    input_ids: the new tokens (positions `prefix_len .. prefix_len + extend_len - 1`).
+    prefix_slots: KV slots of the tokens already cached (`prefix_len` of them, may be empty).
+    new_slots: freshly allocated slots for `input_ids`, one each.
+    logprob_start: if set, the runner also returns prompt logprobs: for every position
+        `p >= logprob_start` of this chunk except the last, the logprob of the token at `p + 1`.
+        Must be `>= prefix_len` (cached positions have no logits).
+    top_logprobs_num: also return the top-k logprobs at those positions.
+    """
+
+    row: int
+    input_ids: np.ndarray
+    prefix_slots: np.ndarray
+    new_slots: np.ndarray
+    logprob_start: int | None = None
+    top_logprobs_num: int = 0
+
+    @property
+    def prefix_len(self) -> int:
+        return len(self.prefix_slots)
+
+    @property
+    def extend_len(self) -> int:
+        return len(self.input_ids)
+
+    @property
+    def seq_len(self) -> int:
+        return self.prefix_len + self.extend_len
+
+
+@dataclass(frozen=True)
+class ForwardBatch:
+    mode: ForwardMode
+    batch_size: int
+    num_tokens: int
+    # Device tensors.
+    input_ids: torch.Tensor  # [T] int64
+    positions: torch.Tensor  # [T] int64
+    out_cache_slots: torch.Tensor  # [T] int64, where this step's K/V go
+    # Per-request tensors are int64 like the rest: one transfer, no per-step casts.
+    req_rows: torch.Tensor  # [B]
+    seq_lens: torch.Tensor  # [B], prefix + new tokens
+    prefix_lens: torch.Tensor  # [B]
+    extend_lens: torch.Tensor  # [B] (all ones in decode)
+    extend_starts: torch.Tensor  # [B], offset of each request's tokens in the stream
+    # Host mirrors.
+    seq_lens_cpu: np.ndarray
+    prefix_lens_cpu: np.ndarray
+    extend_lens_cpu: np.ndarray
+    extend_starts_cpu: np.ndarray
+    req_rows_cpu: np.ndarray
+    # Extend only: flattened (row, column, slot) writes into the req-to-token table.
+    table_rows: torch.Tensor | None = None
+    table_cols: torch.Tensor | None = None
+    table_slots: torch.Tensor | None = None
+    logprob_starts: tuple[int | None, ...] = ()
+    top_logprobs_nums: tuple[int, ...] = ()
+
+    @property
+    def max_seq_len(self) -> int:
+        return int(self.seq_lens_cpu.max())
+
+    @property
+    def max_extend_len(self) -> int:
+        return int(self.extend_lens_cpu.max())
+
+    @property
+    def wants_prompt_logprobs(self) -> bool:
+        return any(start is not None for start in self.logprob_starts)
+
+    @classmethod
+    def extend(
+        cls, requests: Sequence[ExtendRequest], device: torch.device | str, limits: BatchLimits | None = None
+    ) -> ForwardBatch:
+        if not requests:
+            raise BatchError("an extend batch needs at least one request")
+        for i, req in enumerate(requests):
+            _check_extend_request(i, req)
+        prefix_lens = np.array([r.prefix_len for r in requests], dtype=np.int64)
+        extend_lens = np.array([r.extend_len for r in requests], dtype=np.int64)
+        seq_lens = prefix_lens + extend_lens
+        extend_starts = np.concatenate(([0], np.cumsum(extend_lens)[:-1]))
+        rows = np.array([r.row for r in requests], dtype=np.int64)
+        input_ids = np.concatenate([np.asarray(r.input_ids, dtype=np.int64) for r in requests])
+        positions = np.concatenate([np.arange(p, s) for p, s in zip(prefix_lens, seq_lens, strict=True)])
+        new_slots = np.concatenate([np.asarray(r.new_slots, dtype=np.int64) for r in requests])
+        table_slots = np.concatenate(
+            [np.concatenate((r.prefix_slots, r.new_slots)).astype(np.int64) for r in requests]
+        )
+        table_rows = np.repeat(rows, seq_lens)
+        table_cols = np.concatenate([np.arange(s) for s in seq_lens])
+        if limits is not None:
+            limits.check(input_ids, table_slots, rows, seq_lens)
+        dev = _to_device(
+            [input_ids, positions, new_slots, rows, seq_lens, prefix_lens, extend_lens, extend_starts,
+             table_rows, table_cols, table_slots],
+            device,
+        )  # fmt: skip
+        return cls(
+            mode=ForwardMode.EXTEND,
+            batch_size=len(requests),
+            num_tokens=int(extend_lens.sum()),
+            input_ids=dev[0],
+            positions=dev[1],
+            out_cache_slots=dev[2],
+            req_rows=dev[3],
+            seq_lens=dev[4],
+            prefix_lens=dev[5],
+            extend_lens=dev[6],
+            extend_starts=dev[7],
+            seq_lens_cpu=seq_lens,
+            prefix_lens_cpu=prefix_lens,
+            extend_lens_cpu=extend_lens,
+            extend_starts_cpu=extend_starts,
+            req_rows_cpu=rows,
+            table_rows=dev[8],
+            table_cols=dev[9],
+            table_slots=dev[10],
+            logprob_starts=tuple(r.logprob_start for r in requests),
+            top_logprobs_nums=tuple(r.top_logprobs_num for r in requests),
+        )
+
+    @classmethod
+    def decode(
+        cls,
+        req_rows: Sequence[int] | np.ndarray,
+        input_ids: Sequence[int] | np.ndarray,
+        seq_lens: Sequence[int] | np.ndarray,
+        out_cache_slots: Sequence[int] | np.ndarray,
+        device: torch.device | str,
+        limits: BatchLimits | None = None,
+    ) -> ForwardBatch:
+        """One token per request. `seq_lens[i]` counts request i's tokens *including* this one,
+        so the token sits at position `seq_lens[i] - 1`; its K/V go to `out_cache_slots[i]`."""
+        rows = np.asarray(req_rows, dtype=np.int64)
+        ids = np.asarray(input_ids, dtype=np.int64)
+        lens = np.asarray(seq_lens, dtype=np.int64)
+        slots = np.asarray(out_cache_slots, dtype=np.int64)
+        batch_size = rows.size
+        if batch_size == 0:
+            raise BatchError("a decode batch needs at least one request")
+        if not ids.size == lens.size == slots.size == batch_size:
+            raise BatchError(
+                f"decode batch arrays differ in length: rows {rows.size}, ids {ids.size}, "
+                f"seq_lens {lens.size}, slots {slots.size}"
+            )
+        if lens.min() < 1:
+            raise BatchError("decode seq_lens must be >= 1 (they include the new token)")
+        if limits is not None:
+            limits.check(ids, slots, rows, lens)
+        ones = np.ones(batch_size, dtype=np.int64)
+        starts = np.arange(batch_size, dtype=np.int64)
+        dev = _to_device([ids, lens - 1, slots, rows, lens, lens - 1, ones, starts], device)
+        return cls(
+            mode=ForwardMode.DECODE,
+            batch_size=batch_size,
+            num_tokens=batch_size,
+            input_ids=dev[0],
+            positions=dev[1],
+            out_cache_slots=dev[2],
+            req_rows=dev[3],
+            seq_lens=dev[4],
+            prefix_lens=dev[5],
+            extend_lens=dev[6],
+            extend_starts=dev[7],
+            seq_lens_cpu=lens,
+            prefix_lens_cpu=lens - 1,
+            extend_lens_cpu=ones,
+            extend_starts_cpu=starts,
+            req_rows_cpu=rows,
+            logprob_starts=(None,) * batch_size,
+            top_logprobs_nums=(0,) * batch_size,
+        )
+
+
+def _check_extend_request(index: int, req: ExtendRequest) -> None:
+    if req.extend_len < 1:
+        raise BatchError(f"request {index}: an extend needs at least one new token")
+    if len(req.new_slots) != req.extend_len:
+        raise BatchError(f"request {index}: {len(req.new_slots)} new slots for {req.extend_len} new tokens")
+    if req.logprob_start is not None and not req.prefix_len <= req.logprob_start <= req.seq_len:
+        raise BatchError(
+            f"request {index}: logprob_start {req.logprob_start} outside the computed positions "
+            f"{req.prefix_len}..{req.seq_len} (cached positions have no logits)"
+        )
+    if req.top_logprobs_num < 0:
+        raise BatchError(f"request {index}: top_logprobs_num must be >= 0")
+
+
+def _to_device(arrays: list[np.ndarray], device: torch.device | str) -> list[torch.Tensor]:
+    """One host-to-device copy for all small index arrays (int64), split on the device."""
+    sizes = [a.size for a in arrays]
+    packed = torch.from_numpy(np.concatenate([a.astype(np.int64, copy=False).ravel() for a in arrays]))
+    device = torch.device(device)
+    # Pinned memory makes the copy asynchronous on CUDA.
+    packed = packed.pin_memory().to(device, non_blocking=True) if device.type == "cuda" else packed.to(device)
+    return list(packed.split(sizes))

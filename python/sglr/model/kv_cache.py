@@ -1,0 +1,110 @@
+"""The KV pool's memory: per-layer K and V rows indexed by slot id (page size 1).
+
+`KVCache` owns the tensors only. Which slot holds which token is decided elsewhere: the
+engine's `KVSlotAllocator` hands out slot ids `1..num_slots`, and the radix tree indexes them.
+Slot 0 is a real row that no request owns: padded batch entries (CUDA-graph padding) write
+their K/V there and read it back, so padding never touches live data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from sglr.errors import KVCacheCapacityError
+from sglr.model.config import ModelConfig
+
+PADDING_SLOT = 0
+
+
+@dataclass(frozen=True)
+class KVCacheShape:
+    num_layers: int
+    num_kv_heads: int
+    head_dim: int
+    dtype: torch.dtype
+
+    @classmethod
+    def of(cls, config: ModelConfig, dtype: torch.dtype) -> KVCacheShape:
+        return cls(config.num_hidden_layers, config.num_key_value_heads, config.head_dim, dtype)
+
+    @property
+    def bytes_per_token(self) -> int:
+        """K and V of one token over all layers."""
+        itemsize = torch.empty((), dtype=self.dtype).element_size()
+        return 2 * self.num_layers * self.num_kv_heads * self.head_dim * itemsize
+
+    def num_tokens_for_bytes(self, num_bytes: int) -> int:
+        """How many slots (excluding the padding slot) fit into `num_bytes`."""
+        return max(0, num_bytes // self.bytes_per_token - 1)
+
+
+class KVCache:
+    """K and V buffers `[num_layers, num_slots + 1, num_kv_heads, head_dim]`; row 0 is padding.
+
+    `k_cache(layer)` / `v_cache(layer)` are contiguous `[num_slots + 1, Hkv, D]` views, the
+    layout every attention backend reads (FlashInfer sees it as pages of size 1).
+    """
+
+    def __init__(self, shape: KVCacheShape, num_slots: int, device: torch.device | str) -> None:
+        if num_slots < 1:
+            raise KVCacheCapacityError(f"the KV cache needs at least 1 slot, got {num_slots}")
+        self.shape = shape
+        self.num_slots = num_slots
+        self.device = torch.device(device)
+        dims = (shape.num_layers, num_slots + 1, shape.num_kv_heads, shape.head_dim)
+        try:
+            self.k_buffer = torch.zeros(dims, dtype=shape.dtype, device=self.device)
+            self.v_buffer = torch.zeros(dims, dtype=shape.dtype, device=self.device)
+        except torch.OutOfMemoryError as exc:
+            raise KVCacheCapacityError(
+                f"cannot allocate a KV cache of {num_slots} tokens "
+                f"({num_slots * shape.bytes_per_token / 2**30:.2f} GiB)"
+            ) from exc
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.shape.dtype
+
+    def k_cache(self, layer_id: int) -> torch.Tensor:
+        return self.k_buffer[layer_id]
+
+    def v_cache(self, layer_id: int) -> torch.Tensor:
+        return self.v_buffer[layer_id]
+
+    def store(self, layer_id: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+        """Writes `k`, `v` `[T, Hkv, D]` into rows `slots` `[T]` (int64) of layer `layer_id`."""
+        self.k_buffer[layer_id].index_copy_(0, slots, k.to(self.dtype))
+        self.v_buffer[layer_id].index_copy_(0, slots, v.to(self.dtype))
+
+    def memory_bytes(self) -> int:
+        return 2 * self.k_buffer.numel() * self.k_buffer.element_size()
+
+
+def kv_slots_for_memory_fraction(
+    shape: KVCacheShape, device: torch.device, mem_fraction: float, reserve_bytes: int = 0
+) -> int:
+    """Slots that fit when the process may use `mem_fraction` of the device's total memory
+    (weights already loaded count against it; `reserve_bytes` is kept free for activations).
+
+    On CUDA this reads the allocator's view of free memory; on CPU, the machine's RAM.
+    """
+    if not 0.0 < mem_fraction <= 1.0:
+        raise KVCacheCapacityError(f"mem_fraction must be in (0, 1], got {mem_fraction}")
+    if device.type == "cuda":
+        free, total = torch.cuda.mem_get_info(device)
+        budget = free - (1.0 - mem_fraction) * total - reserve_bytes
+    else:
+        import os
+
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        free = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+        budget = min(free, mem_fraction * total) - reserve_bytes
+    num_slots = shape.num_tokens_for_bytes(int(budget))
+    if num_slots < 1:
+        raise KVCacheCapacityError(
+            f"mem_fraction={mem_fraction} leaves no room for a KV cache "
+            f"({budget / 2**30:.2f} GiB available, {shape.bytes_per_token} bytes per token)"
+        )
+    return num_slots

@@ -1,0 +1,121 @@
+"""Llama 2 / Llama 3 decoder (GQA, Llama-3 RoPE scaling, optional tied embeddings and biases).
+
+Tokens of all requests in a batch are flattened into one `[T]` stream; attention over each
+request's paged KV is the `attn` backend's job, so the model itself never sees request
+boundaries. q/k/v and gate/up projections are fused into one matmul each at load time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+import torch.nn.functional as F
+
+from sglr.kernels.attention import AttentionBackend
+from sglr.model.config import ModelConfig
+from sglr.model.layers import Linear, RMSNorm, load_named_weights
+from sglr.model.rope import RotaryEmbedding, apply_rope
+
+CosSin = tuple[torch.Tensor, torch.Tensor]
+
+
+class LlamaAttention(torch.nn.Module):
+    def __init__(self, config: ModelConfig, layer_id: int, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.layer_id = layer_id
+        self.num_heads = config.num_attention_heads
+        self.num_kv_heads = config.num_key_value_heads
+        self.head_dim = config.head_dim
+        self.q_size, self.kv_size = config.q_size, config.kv_size
+        self.qkv_proj = Linear(
+            config.hidden_size,
+            (self.q_size, self.kv_size, self.kv_size),
+            bias=config.attention_bias,
+            dtype=dtype,
+            shard_names=("q", "k", "v"),
+        )
+        self.o_proj = Linear(self.q_size, config.hidden_size, bias=False, dtype=dtype)
+
+    def forward(self, hidden: torch.Tensor, cos_sin: CosSin, attn: AttentionBackend) -> torch.Tensor:
+        qkv = self.qkv_proj(hidden)  # [T, q + 2 kv]
+        qk, v = qkv.split((self.q_size + self.kv_size, self.kv_size), dim=-1)
+        # q and k heads rotate together: one pass instead of two.
+        qk = apply_rope(qk.view(-1, self.num_heads + self.num_kv_heads, self.head_dim), cos_sin)
+        q, k = qk.split((self.num_heads, self.num_kv_heads), dim=1)  # [T, Hq, D], [T, Hkv, D]
+        v = v.reshape(-1, self.num_kv_heads, self.head_dim)  # [T, Hkv, D], contiguous
+        out = attn.forward(self.layer_id, q, k, v)  # [T, Hq, D]
+        return self.o_proj(out.reshape(-1, self.q_size))
+
+
+class LlamaMLP(torch.nn.Module):
+    def __init__(self, config: ModelConfig, dtype: torch.dtype) -> None:
+        super().__init__()
+        size = config.intermediate_size
+        self.gate_up_proj = Linear(
+            config.hidden_size, (size, size), bias=config.mlp_bias, dtype=dtype, shard_names=("gate", "up")
+        )
+        self.down_proj = Linear(size, config.hidden_size, bias=config.mlp_bias, dtype=dtype)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
+        return self.down_proj(F.silu(gate) * up)
+
+
+class LlamaDecoderLayer(torch.nn.Module):
+    def __init__(self, config: ModelConfig, layer_id: int, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.self_attn = LlamaAttention(config, layer_id, dtype)
+        self.mlp = LlamaMLP(config, dtype)
+        self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps, dtype)
+        self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps, dtype)
+
+    def forward(self, hidden: torch.Tensor, cos_sin: CosSin, attn: AttentionBackend) -> torch.Tensor:
+        hidden = hidden + self.self_attn(self.input_layernorm(hidden), cos_sin, attn)
+        return hidden + self.mlp(self.post_attention_layernorm(hidden))
+
+
+class LlamaModel(torch.nn.Module):
+    def __init__(self, config: ModelConfig, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.embed_tokens = torch.nn.Embedding(config.vocab_size, config.hidden_size, dtype=dtype)
+        self.embed_tokens.weight.requires_grad_(False)
+        self.layers = torch.nn.ModuleList(
+            LlamaDecoderLayer(config, i, dtype) for i in range(config.num_hidden_layers)
+        )
+        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps, dtype)
+
+
+class LlamaForCausalLM(torch.nn.Module):
+    """`forward` maps a flat token stream to final hidden states; `compute_logits` applies the head."""
+
+    def __init__(self, config: ModelConfig, dtype: torch.dtype, max_positions: int) -> None:
+        super().__init__()
+        self.config = config
+        self.model = LlamaModel(config, dtype)
+        self.lm_head = (
+            None
+            if config.tie_word_embeddings
+            else Linear(config.hidden_size, config.vocab_size, False, dtype)
+        )
+        self.rope = RotaryEmbedding(config, max_positions, dtype)
+
+    def forward(
+        self, input_ids: torch.Tensor, positions: torch.Tensor, attn: AttentionBackend
+    ) -> torch.Tensor:
+        """input_ids, positions `[T]` -> normalized hidden states `[T, hidden]`. Writes this
+        batch's K/V into the cache (through `attn`)."""
+        hidden = self.model.embed_tokens(input_ids)
+        cos_sin = self.rope.lookup(positions)
+        for layer in self.model.layers:
+            hidden = layer(hidden, cos_sin, attn)
+        return self.model.norm(hidden)
+
+    def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """`[N, hidden]` -> fp32 logits `[N, vocab]`."""
+        weight = self.model.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
+        return F.linear(hidden, weight).float()
+
+    def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
+        ignored = ("lm_head.weight",) if self.config.tie_word_embeddings else ()
+        load_named_weights(self, weights, ignored_names=ignored)

@@ -1,0 +1,28 @@
+"""Architecture name (`config.json` "architectures") -> model class."""
+
+from __future__ import annotations
+
+import torch
+
+from sglr.errors import ModelConfigError
+from sglr.model.config import ModelConfig
+
+
+def model_class(architecture: str) -> type[torch.nn.Module]:
+    if architecture == "LlamaForCausalLM":
+        from sglr.model.llama import LlamaForCausalLM
+
+        return LlamaForCausalLM
+    if architecture == "Qwen2ForCausalLM":
+        from sglr.model.qwen2 import Qwen2ForCausalLM
+
+        return Qwen2ForCausalLM
+    raise ModelConfigError(f"no sglr implementation for architecture {architecture!r}")
+
+
+def build_model(
+    config: ModelConfig, dtype: torch.dtype, device: torch.device, max_positions: int
+) -> torch.nn.Module:
+    """An uninitialized model (parameters hold garbage until weights are loaded) on `device`."""
+    with torch.device(device):
+        return model_class(config.architecture)(config, dtype, max_positions).eval()

@@ -1,0 +1,229 @@
+"""`ModelRunner`: a loaded model, its KV cache and request table, and one `forward` per step.
+
+The engine's side of the contract:
+- slot ids come from `KVSlotAllocator(runner.num_kv_slots)`; request rows from
+  `runner.req_to_token.try_alloc()` / `.free(row)`;
+- build a batch with `runner.extend_batch([...ExtendRequest])` or `runner.decode_batch(...)`
+  (validated against the runner's limits), call `runner.forward(batch)`, sample from
+  `output.next_token_logits` with `sglr.model.sampler.sample`.
+`forward` writes the batch's K/V into the cache and its slots into the request table; it never
+allocates or frees slots or rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from sglr.errors import ModelConfigError
+from sglr.kernels.attention import ATTENTION_BACKENDS, create_attention_backend
+from sglr.model.config import ModelConfig, load_model_config
+from sglr.model.forward_batch import BatchLimits, ExtendRequest, ForwardBatch, ForwardMode
+from sglr.model.kv_cache import KVCache, KVCacheShape, kv_slots_for_memory_fraction
+from sglr.model.loader import fill_dummy_weights, iter_checkpoint_tensors, resolve_checkpoint_dir
+from sglr.model.logprobs import TokenLogprobs, score_tokens
+from sglr.model.registry import build_model
+from sglr.model.req_to_token import ReqToTokenTable
+
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+_CPU_DEFAULT_KV_TOKENS = 65536
+_GPU_DEFAULT_MEM_FRACTION = 0.85
+_LOGPROB_CHUNK = 512
+
+
+@dataclass(frozen=True)
+class RunnerConfig:
+    """How to load and run a model.
+
+    model_path: a Hugging Face-format directory, a `.gguf` file (converted once, cached), None for
+        the embedded default model, or a Hub id when a network is there.
+    dtype: "auto" = the checkpoint's dtype on CUDA, float32 on CPU.
+    device: "auto" = "cuda" when available, else "cpu".
+    kv_num_tokens / mem_fraction: KV cache size as a token count, or as the fraction of device
+        memory the process may use in total (weights included). Default: 0.85 on CUDA,
+        65536 tokens on CPU. Give at most one.
+    max_num_reqs: rows of the request table (requests in flight at once).
+    max_context_len: longest sequence; default the model's `max_position_embeddings`.
+    attention_backend: "auto" | "torch" | "triton" | "flashinfer".
+    load_format: "auto" (safetensors, or .bin) | "dummy" (seeded random weights; needs only
+        config.json).
+    cuda_graph_max_bs: capture decode CUDA graphs up to this batch size (0 disables them).
+    """
+
+    model_path: str | Path | None
+    dtype: str = "auto"
+    device: str = "auto"
+    kv_num_tokens: int | None = None
+    mem_fraction: float | None = None
+    max_num_reqs: int = 256
+    max_context_len: int | None = None
+    attention_backend: str = "auto"
+    load_format: str = "auto"
+    seed: int = 0
+    cuda_graph_max_bs: int = 256
+    cuda_graph_batch_sizes: tuple[int, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        if self.dtype != "auto" and self.dtype not in _DTYPES:
+            raise ModelConfigError(f"dtype must be 'auto' or one of {sorted(_DTYPES)}, got {self.dtype!r}")
+        if self.kv_num_tokens is not None and self.mem_fraction is not None:
+            raise ModelConfigError("give kv_num_tokens or mem_fraction, not both")
+        if self.kv_num_tokens is not None and self.kv_num_tokens < 1:
+            raise ModelConfigError(f"kv_num_tokens must be >= 1, got {self.kv_num_tokens}")
+        if self.mem_fraction is not None and not 0.0 < self.mem_fraction <= 1.0:
+            raise ModelConfigError(f"mem_fraction must be in (0, 1], got {self.mem_fraction}")
+        if self.max_num_reqs < 1 or (self.max_context_len is not None and self.max_context_len < 1):
+            raise ModelConfigError("max_num_reqs and max_context_len must be >= 1")
+        if self.attention_backend not in ATTENTION_BACKENDS:
+            raise ModelConfigError(f"attention_backend must be one of {ATTENTION_BACKENDS}")
+        if self.load_format not in ("auto", "dummy"):
+            raise ModelConfigError(f"load_format must be 'auto' or 'dummy', got {self.load_format!r}")
+        if self.cuda_graph_max_bs < 0:
+            raise ModelConfigError("cuda_graph_max_bs must be >= 0")
+
+
+@dataclass(frozen=True)
+class ForwardOutput:
+    """next_token_logits: fp32 `[B, V]`, the distribution after each request's last token. With
+    decode CUDA graphs it is a view of the graph's output buffer: use it before the next forward.
+    prompt_logprobs: per request, `TokenLogprobs` for the positions asked via
+    `ExtendRequest.logprob_start` (scoring the next prompt token at each), else None."""
+
+    next_token_logits: torch.Tensor
+    prompt_logprobs: list[TokenLogprobs | None]
+
+
+class ModelRunner:
+    def __init__(self, config: RunnerConfig) -> None:
+        self.runner_config = config
+        self.device = _resolve_device(config.device)
+        gguf_dtype = (
+            config.dtype
+            if config.dtype != "auto"
+            else ("bfloat16" if self.device.type == "cuda" else "float32")
+        )
+        self.model_dir = resolve_checkpoint_dir(config.model_path, gguf_dtype)
+        self.config: ModelConfig = load_model_config(self.model_dir)
+        self.dtype = _resolve_dtype(config.dtype, self.config, self.device)
+        self.max_context_len = config.max_context_len or self.config.max_position_embeddings
+        self.model = build_model(self.config, self.dtype, self.device, self.max_context_len)
+        if config.load_format == "dummy":
+            fill_dummy_weights(self.model, seed=config.seed)
+        else:
+            self.model.load_weights(iter_checkpoint_tensors(self.model_dir))
+        shape = KVCacheShape.of(self.config, self.dtype)
+        self.req_to_token = ReqToTokenTable(config.max_num_reqs, self.max_context_len, self.device)
+        self.kv_cache = KVCache(shape, self._kv_num_slots(shape), self.device)
+        self.attn = create_attention_backend(
+            config.attention_backend, self.kv_cache, self.req_to_token.table, self.config.head_dim**-0.5
+        )
+        self.limits = BatchLimits(
+            vocab_size=self.config.vocab_size,
+            num_slots=self.kv_cache.num_slots,
+            max_num_reqs=config.max_num_reqs,
+            max_context_len=self.max_context_len,
+        )
+        self.cuda_graphs = None
+        if self.device.type == "cuda" and config.cuda_graph_max_bs > 0 and self.attn.supports_cuda_graph:
+            from sglr.model.cuda_graph import DecodeCudaGraphs
+
+            self.cuda_graphs = DecodeCudaGraphs(self, config.cuda_graph_batch_sizes or None)
+
+    @property
+    def num_kv_slots(self) -> int:
+        """Usable KV slots; slot ids are `1..num_kv_slots` (0 is padding)."""
+        return self.kv_cache.num_slots
+
+    @property
+    def vocab_size(self) -> int:
+        return self.config.vocab_size
+
+    def extend_batch(self, requests: Sequence[ExtendRequest]) -> ForwardBatch:
+        return ForwardBatch.extend(requests, self.device, self.limits)
+
+    def decode_batch(
+        self,
+        req_rows: Sequence[int] | np.ndarray,
+        input_ids: Sequence[int] | np.ndarray,
+        seq_lens: Sequence[int] | np.ndarray,
+        out_cache_slots: Sequence[int] | np.ndarray,
+    ) -> ForwardBatch:
+        return ForwardBatch.decode(req_rows, input_ids, seq_lens, out_cache_slots, self.device, self.limits)
+
+    @torch.inference_mode()
+    def forward(self, batch: ForwardBatch) -> ForwardOutput:
+        """Runs one step. Mutates the KV cache (this batch's K/V) and the request table rows."""
+        table = self.req_to_token.table
+        if batch.mode is ForwardMode.EXTEND:
+            assert batch.table_rows is not None and batch.table_cols is not None
+            table[batch.table_rows, batch.table_cols] = batch.table_slots.to(table.dtype)
+        else:
+            table[batch.req_rows.long(), batch.positions] = batch.out_cache_slots.to(table.dtype)
+            if self.cuda_graphs is not None and self.cuda_graphs.can_run(batch.batch_size):
+                logits = self.cuda_graphs.replay(batch)
+                return ForwardOutput(logits, [None] * batch.batch_size)
+        self.attn.begin(batch)
+        hidden = self.model(batch.input_ids, batch.positions, self.attn)  # [T, hidden]
+        last = torch.from_numpy(batch.extend_starts_cpu + batch.extend_lens_cpu - 1).to(self.device)
+        logits = self.model.compute_logits(hidden[last])
+        prompt_logprobs: list[TokenLogprobs | None] = [None] * batch.batch_size
+        if batch.wants_prompt_logprobs:
+            for i, start in enumerate(batch.logprob_starts):
+                if start is not None:
+                    prompt_logprobs[i] = self._prompt_logprobs(batch, i, start, hidden)
+        return ForwardOutput(logits, prompt_logprobs)
+
+    def _prompt_logprobs(
+        self, batch: ForwardBatch, index: int, start: int, hidden: torch.Tensor
+    ) -> TokenLogprobs:
+        """Scores tokens `start+1 .. seq_len-1` of request `index` from the logits at `start ..`."""
+        chunk_start = int(batch.extend_starts_cpu[index])
+        first = chunk_start + start - int(batch.prefix_lens_cpu[index])
+        end = (
+            chunk_start + int(batch.extend_lens_cpu[index]) - 1
+        )  # the last position scores the unknown next token
+        rows = hidden[first:end]
+        next_ids = batch.input_ids[first + 1 : end + 1]
+        top_k = batch.top_logprobs_nums[index]
+        # Chunks bound the fp32 logits held at once to `_LOGPROB_CHUNK x vocab`.
+        parts = [
+            score_tokens(
+                self.model.compute_logits(rows[s : s + _LOGPROB_CHUNK]),
+                next_ids[s : s + _LOGPROB_CHUNK],
+                top_k,
+            )
+            for s in range(0, rows.shape[0], _LOGPROB_CHUNK)
+        ]
+        return TokenLogprobs.concat(parts, top_k)
+
+    def _kv_num_slots(self, shape: KVCacheShape) -> int:
+        cfg = self.runner_config
+        if cfg.kv_num_tokens is not None:
+            return cfg.kv_num_tokens
+        if cfg.mem_fraction is None and self.device.type != "cuda":
+            return _CPU_DEFAULT_KV_TOKENS
+        fraction = cfg.mem_fraction or _GPU_DEFAULT_MEM_FRACTION
+        # Keep room for activations of a large prefill and for the CUDA graphs' logits.
+        reserve = 2**30 if self.device.type == "cuda" else 0
+        return kv_slots_for_memory_fraction(shape, self.device, fraction, reserve)
+
+
+def _resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ModelConfigError("device 'cuda' requested but CUDA is not available")
+    return device
+
+
+def _resolve_dtype(name: str, config: ModelConfig, device: torch.device) -> torch.dtype:
+    if name != "auto":
+        return _DTYPES[name]
+    if device.type != "cuda":
+        return torch.float32
+    return _DTYPES.get(config.torch_dtype, torch.bfloat16)
