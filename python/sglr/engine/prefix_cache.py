@@ -37,6 +37,7 @@ class PrefixMatch:
 
 class PrefixCache(Protocol):
     allocator: KVSlotAllocator
+    tree: RadixTree
 
     def match(self, token_ids: np.ndarray, namespace: str | None = None) -> PrefixMatch: ...
     def lock(self, node: int | None) -> None: ...
@@ -87,6 +88,13 @@ class RadixPrefixCache:
             self.allocator.free(own[own != canonical[:num_cached]])
         return PrefixMatch(canonical, node)
 
+    def cache_unfinished(
+        self, token_ids: np.ndarray, slots: np.ndarray, namespace: str | None = None
+    ) -> PrefixMatch | None:
+        """Shares a running request's computed KV right away (same contract as `cache`), so
+        requests arriving meanwhile can reuse it."""
+        return self.cache(token_ids, slots, namespace)
+
     def try_alloc(self, num_tokens: int) -> np.ndarray | None:
         """Allocates slots, evicting least-recently-used cached prefixes if the pool is short."""
         shortfall = num_tokens - self.allocator.num_free
@@ -125,6 +133,8 @@ class NullPrefixCache:
 
     def __init__(self, allocator: KVSlotAllocator) -> None:
         self.allocator = allocator
+        # An index that is never filled, so cache-aware schedulers see every request as a miss.
+        self.tree = RadixTree()
 
     def match(self, token_ids: np.ndarray, namespace: str | None = None) -> PrefixMatch:
         return PrefixMatch(_EMPTY_SLOTS, None)
@@ -138,6 +148,11 @@ class NullPrefixCache:
     def cache(self, token_ids: np.ndarray, slots: np.ndarray, namespace: str | None = None) -> PrefixMatch:
         self.allocator.free(slots)
         return PrefixMatch(_EMPTY_SLOTS, None)
+
+    def cache_unfinished(
+        self, token_ids: np.ndarray, slots: np.ndarray, namespace: str | None = None
+    ) -> PrefixMatch | None:
+        return None  # nothing is shared: the request keeps its slots
 
     def try_alloc(self, num_tokens: int) -> np.ndarray | None:
         return self.allocator.try_alloc(num_tokens)

@@ -122,9 +122,13 @@ impl<N: Copy + Eq + std::fmt::Debug> Scheduler<N> {
                 Outcome::Stop(stop) => return Ok(stop),
             }
         }
-        for candidate in deferred {
-            if let Outcome::Stop(stop) = self.offer(index, pass, candidate, false)? {
-                return Ok(stop);
+        // NOTE: followers of a shared, uncached prefix wait one step so they reuse the leader's
+        // KV instead of recomputing it; only when nothing else ran do they go now.
+        if pass.decision.admissions.is_empty() {
+            for candidate in deferred {
+                if let Outcome::Stop(stop) = self.offer(index, pass, candidate, false)? {
+                    return Ok(stop);
+                }
             }
         }
         Ok(StopReason::QueueExhausted)

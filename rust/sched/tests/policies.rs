@@ -103,23 +103,31 @@ fn in_batch_sharing_defers_followers_behind_other_work() {
         sched.add(request(4, &tokens_with_prefix(&shared, 4, 50), 1)).unwrap();
         sched
     };
-    // Ample budget: followers still run this step, but only after unrelated work.
-    let mut index = FakeIndex::default();
-    let mut sched = setup(1000);
-    let decision = select(&mut sched, &mut index, step(1000));
-    assert_eq!(rids(&decision), vec![1, 3, 2, 4]);
+    // Whatever the budget, the leader and the unrelated request go first; followers wait one
+    // step and then hit the leader's cached prefix.
+    for budget in [1000, 70] {
+        let mut index = FakeIndex::default();
+        let mut sched = setup(budget);
+        let decision = select(&mut sched, &mut index, step(1000));
+        assert_eq!(rids(&decision), vec![1, 3]);
+        index.cache(&tokens_with_prefix(&shared, 1, 50), 0);
+        let decision = select(&mut sched, &mut index, step(1000));
+        assert_eq!(rids(&decision), vec![2, 4]);
+        assert!(decision.admissions.iter().all(|a| a.prefix_len == 40));
+    }
+}
 
-    // Tight budget: the leader and the unrelated request use it; followers wait one step
-    // and then hit the leader's cached prefix.
+#[test]
+fn deferred_followers_run_at_once_when_nothing_else_can() {
+    let shared: Vec<u32> = (500..540).collect();
+    let mut sched =
+        scheduler(SchedConfig { policy: Policy::Fcfs, in_batch_share_min_len: Some(32), ..config() });
+    sched.add(request(1, &tokens_with_prefix(&shared, 1, 50), 1)).unwrap();
     let mut index = FakeIndex::default();
-    let mut sched = setup(70);
-    let decision = select(&mut sched, &mut index, step(1000));
-    assert_eq!(rids(&decision), vec![1, 3]);
-    assert_eq!(decision.stop, StopReason::PrefillBudget);
-    index.cache(&tokens_with_prefix(&shared, 1, 50), 0);
-    let decision = select(&mut sched, &mut index, step(1000));
-    assert_eq!(rids(&decision), vec![2, 4]);
-    assert!(decision.admissions.iter().all(|a| a.prefix_len == 40));
+    assert_eq!(rids(&select(&mut sched, &mut index, step(1000))), vec![1]);
+    // The leader is running (not yet cached); a lone follower is not held back for it.
+    sched.add(request(2, &tokens_with_prefix(&shared, 2, 50), 1)).unwrap();
+    assert_eq!(rids(&select(&mut sched, &mut index, step(1000))), vec![2]);
 }
 
 #[test]

@@ -1,0 +1,65 @@
+"""Delivering results from the scheduler thread to callers: sinks and response dicts.
+
+The loop thread pushes `StreamEvent`s into a request's sink; the caller's thread (or asyncio
+loop) reads them. Dict layouts follow SGLang's native `/generate` responses: `text`,
+`output_ids`, and `meta_info` with `id`, `finish_reason`, token counts and logprobs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import queue
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class StreamEvent:
+    """`delta`: an incremental chunk (new text / ids / logprobs, cumulative counts).
+    `result`: the whole response, set on the last event. `error`: the request failed."""
+
+    delta: dict[str, Any] | None = None
+    result: dict[str, Any] | None = None
+    error: BaseException | None = None
+
+    @property
+    def is_last(self) -> bool:
+        return self.result is not None or self.error is not None
+
+
+class OutputSink(Protocol):
+    wants_stream: bool
+
+    def push(self, event: StreamEvent) -> None: ...
+
+
+class QueueSink:
+    """For synchronous callers: events land in a thread-safe queue."""
+
+    def __init__(self, wants_stream: bool) -> None:
+        self.wants_stream = wants_stream
+        self.queue: queue.SimpleQueue[StreamEvent] = queue.SimpleQueue()
+
+    def push(self, event: StreamEvent) -> None:
+        self.queue.put(event)
+
+    def get(self, timeout: float | None = None) -> StreamEvent:
+        return self.queue.get(timeout=timeout)
+
+
+class AsyncQueueSink:
+    """For asyncio callers: events are handed to the caller's event loop thread-safely."""
+
+    def __init__(self, wants_stream: bool, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        self.wants_stream = wants_stream
+        self.loop = loop or asyncio.get_running_loop()
+        self.queue: asyncio.Queue[StreamEvent] = asyncio.Queue()
+
+    def push(self, event: StreamEvent) -> None:
+        # A closed event loop raises: nobody is listening any more.
+        with contextlib.suppress(RuntimeError):
+            self.loop.call_soon_threadsafe(self.queue.put_nowait, event)
+
+    async def get(self) -> StreamEvent:
+        return await self.queue.get()

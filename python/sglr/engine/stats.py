@@ -1,0 +1,51 @@
+"""Engine counters, updated by the scheduler thread and read (without locks) by anyone."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+
+@dataclass
+class EngineStats:
+    started_at: float = field(default_factory=time.monotonic)
+    num_requests: int = 0
+    num_finished: int = 0
+    num_aborted: int = 0
+    num_prompt_tokens: int = 0
+    num_cached_prompt_tokens: int = 0
+    num_generated_tokens: int = 0
+    num_jump_forward_tokens: int = 0
+    num_extend_passes: int = 0
+    num_decode_passes: int = 0
+    num_retractions: int = 0
+    busy_seconds: float = 0.0
+
+    @property
+    def num_forward_passes(self) -> int:
+        return self.num_extend_passes + self.num_decode_passes
+
+    @property
+    def cache_hit_rate(self) -> float:
+        return self.num_cached_prompt_tokens / self.num_prompt_tokens if self.num_prompt_tokens else 0.0
+
+    def as_dict(self) -> dict[str, float | int]:
+        busy = max(self.busy_seconds, 1e-9)
+        return {
+            "num_requests": self.num_requests,
+            "num_finished": self.num_finished,
+            "num_aborted": self.num_aborted,
+            "num_prompt_tokens": self.num_prompt_tokens,
+            "num_cached_prompt_tokens": self.num_cached_prompt_tokens,
+            "cache_hit_rate": self.cache_hit_rate,
+            "num_generated_tokens": self.num_generated_tokens,
+            "num_jump_forward_tokens": self.num_jump_forward_tokens,
+            "num_forward_passes": self.num_forward_passes,
+            "num_extend_passes": self.num_extend_passes,
+            "num_decode_passes": self.num_decode_passes,
+            "num_retractions": self.num_retractions,
+            "busy_seconds": self.busy_seconds,
+            "generation_tokens_per_s": self.num_generated_tokens / busy,
+            "prompt_tokens_per_s": (self.num_prompt_tokens - self.num_cached_prompt_tokens) / busy,
+            "uptime_s": time.monotonic() - self.started_at,
+        }
