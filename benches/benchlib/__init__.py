@@ -1,0 +1,1 @@
+"""Shared helpers of the Python benchmarks (run the scripts from the repository root)."""
