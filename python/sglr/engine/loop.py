@@ -277,6 +277,7 @@ class SchedulerLoop:
     def _run_extend(self, items: list[ExtendItem]) -> None:
         outcome = self.executor.extend(items)
         self.stats.num_extend_passes += 1
+        self.stats.num_extend_tokens += sum(int(item.new_slots.size) for item in items)
         for item in items:
             self.kv.add_computed(item.req, item.new_slots)
         self._unrecorded_slots.clear()

@@ -17,6 +17,7 @@ class EngineStats:
     num_generated_tokens: int = 0
     num_jump_forward_tokens: int = 0
     num_extend_passes: int = 0
+    num_extend_tokens: int = 0
     num_decode_passes: int = 0
     num_retractions: int = 0
     busy_seconds: float = 0.0
@@ -42,6 +43,7 @@ class EngineStats:
             "num_jump_forward_tokens": self.num_jump_forward_tokens,
             "num_forward_passes": self.num_forward_passes,
             "num_extend_passes": self.num_extend_passes,
+            "num_extend_tokens": self.num_extend_tokens,
             "num_decode_passes": self.num_decode_passes,
             "num_retractions": self.num_retractions,
             "busy_seconds": self.busy_seconds,

@@ -190,7 +190,9 @@ impl<N: Copy + Eq + std::fmt::Debug> Scheduler<N> {
             return Ok(Outcome::Stop(StopReason::PrefillBudget));
         }
         let key = candidate.key;
-        if may_defer && !candidate.is_urgent {
+        // NOTE: urgent requests defer too: a deferral lasts one step (until the leader's prefix
+        // is cached), which keeps waiting bounded and avoids computing that prefix twice.
+        if may_defer {
             if let Some(min_share) = self.config.in_batch_share_min_len {
                 // The shared depth is a few node hops; the cache match is only looked up when
                 // enough is shared to possibly defer.

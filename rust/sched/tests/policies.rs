@@ -208,3 +208,26 @@ fn namespaces_do_not_share_cached_prefixes() {
     assert_eq!(decision.admissions[0].prefix_len, 4);
     assert_eq!(decision.admissions[1].prefix_len, 0);
 }
+
+#[test]
+fn starving_followers_still_wait_one_step_for_their_leaders_prefix() {
+    let shared: Vec<u32> = (500..540).collect(); // 40 uncached tokens
+    let mut sched = scheduler(SchedConfig {
+        policy: Policy::Lpm,
+        in_batch_share_min_len: Some(32),
+        // Every request counts as starving at once: urgency must not undo prefix sharing.
+        starvation_guard: Some(StarvationGuard { max_wait_steps: Some(0), max_wait_s: None }),
+        ..config()
+    });
+    for rid in 1..=3 {
+        sched.add(request(rid, &tokens_with_prefix(&shared, rid, 50), 1)).unwrap();
+    }
+    let mut index = FakeIndex::default();
+    let decision = select(&mut sched, &mut index, step(1000));
+    assert_eq!(decision.admissions.len(), 1, "one leader computes the shared prefix");
+    let leader = decision.admissions[0].rid;
+    index.cache(&tokens_with_prefix(&shared, leader, 50), 0);
+    let decision = select(&mut sched, &mut index, step(1000));
+    assert_eq!(decision.admissions.len(), 2);
+    assert!(decision.admissions.iter().all(|a| a.prefix_len == 40 && a.is_urgent));
+}
