@@ -111,7 +111,15 @@ def run_system(name: str, options: dict, args) -> list[Row]:
             prompt = after["num_prompt_tokens"] - before["num_prompt_tokens"]
             cached = after["num_cached_prompt_tokens"] - before["num_cached_prompt_tokens"]
             rows.append(
-                Row(workload, name, seconds, len(pairs), num_output, cached / max(prompt, 1), optimal_hit_rate(pairs))
+                Row(
+                    workload,
+                    name,
+                    seconds,
+                    len(pairs),
+                    num_output,
+                    cached / max(prompt, 1),
+                    optimal_hit_rate(pairs),
+                )
             )
             print(f"  {workload:<16} {name:<22} {seconds:7.2f} s  hit {rows[-1].hit_rate:.1%}", flush=True)
     finally:
@@ -158,7 +166,9 @@ def main() -> None:
     for name in args.systems.split(","):
         rows += run_system(name, SYSTEMS[name], args)
     print()
-    print("| workload | system | requests/s | output tok/s | hit rate | optimal | % of optimal | speedup vs no cache |")
+    print(
+        "| workload | system | requests/s | output tok/s | hit rate | optimal | % of optimal | speedup vs no cache |"
+    )
     print("|---|---|---:|---:|---:|---:|---:|---:|")
     for row in rows:
         base = next((r for r in rows if r.workload == row.workload and r.system == BASELINE), None)

@@ -6,8 +6,8 @@ query length (the longest extend) and key length (the longest sequence); a boole
 encodes both the padding and causality (key position <= the query's absolute position).
 Decode is the same computation with one query per request.
 
-Ragged batches waste work on padding, so requests are sorted by length and split into a few
-groups, each padded only to its own longest member. GQA is handled by folding the query heads
+Ragged batches waste work on padding, so requests are split into groups by their padded cost
+(`partition_by_padding`), each padded only to its own longest member. GQA is handled by folding the query heads
 that share a KV head into the query-length axis, so K/V are never repeated.
 """
 
@@ -24,9 +24,32 @@ if TYPE_CHECKING:
     from sglr.model.forward_batch import ForwardBatch
     from sglr.model.kv_cache import KVCache
 
-# Groups only pay off when each holds several requests (each group costs a few op launches).
-_MIN_GROUP_SIZE = 8
-_MAX_GROUPS = 4
+# A group costs a few op launches whatever its size: about this many query x key cells of
+# attention work. A request starts a new group when joining the current one would pad it to
+# more than twice its real work plus that overhead.
+_GROUP_OVERHEAD_CELLS = 1 << 18
+_MAX_PADDING_FACTOR = 2
+
+
+def partition_by_padding(extend_lens: np.ndarray, seq_lens: np.ndarray) -> list[np.ndarray]:
+    """Splits requests into groups that are cheap to pad together: longest queries first, a
+    new group whenever the padded cost `size x max_q x max_kv` would outgrow the real cost
+    `sum(q x kv)` by more than `_MAX_PADDING_FACTOR` (plus one group's overhead)."""
+    order = np.lexsort((-seq_lens, -extend_lens))
+    groups: list[list[int]] = []
+    current: list[int] = []
+    max_q = max_kv = real = 0
+    for i in order:
+        q, kv = int(extend_lens[i]), int(seq_lens[i])
+        grown_q, grown_kv = max(max_q, q), max(max_kv, kv)
+        padded = (len(current) + 1) * grown_q * grown_kv
+        if current and padded > _MAX_PADDING_FACTOR * (real + q * kv) + _GROUP_OVERHEAD_CELLS:
+            groups.append(current)
+            current, real, grown_q, grown_kv = [], 0, q, kv
+        current.append(int(i))
+        max_q, max_kv, real = grown_q, grown_kv, real + q * kv
+    groups.append(current)
+    return [np.array(g, dtype=np.int64) for g in groups]
 
 
 @dataclass
@@ -60,13 +83,11 @@ class TorchAttentionBackend:
 
         self._batch = batch
         self._is_decode = batch.mode is ForwardMode.DECODE
-        seq_lens = batch.seq_lens_cpu
-        if batch.batch_size < 2 * _MIN_GROUP_SIZE:
+        parts = partition_by_padding(batch.extend_lens_cpu, batch.seq_lens_cpu)
+        if len(parts) == 1:
             self._groups = [self._make_group(batch, None)]
-            return
-        order = np.argsort(seq_lens, kind="stable")
-        num_groups = min(_MAX_GROUPS, batch.batch_size // _MIN_GROUP_SIZE)
-        self._groups = [self._make_group(batch, part) for part in np.array_split(order, num_groups)]
+        else:
+            self._groups = [self._make_group(batch, part) for part in parts]
 
     def _make_group(self, batch: ForwardBatch, requests: np.ndarray | None) -> _Group:
         device = batch.input_ids.device
