@@ -1,4 +1,4 @@
-"""CPU: sglr's model runner vs `transformers` on the same tiny checkpoint, in one run.
+"""CPU: sglr's model runner vs `transformers` on the same checkpoint, in one run.
 
 Prefill and decode tokens/s at batch 1 and at batch 32. At batch 32 the requests are ragged
 (prompt lengths and output lengths differ, as real traffic does): sglr packs the prompts
@@ -11,7 +11,7 @@ processing is not counted twice. Each number is the best of `--repeats` runs. By
 is the process's CPU time with one thread, which other jobs on a shared machine barely disturb;
 `--clock wall --threads N` measures elapsed time instead.
 
-    .venv/bin/python benches/model_cpu.py [--arch llama] [--repeats 3] [--threads 1]
+    .venv/bin/python benches/model_cpu.py [--model tiny|default|PATH] [--arch llama] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -82,6 +82,11 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--arch", default="llama", choices=["llama", "qwen2"])
+    parser.add_argument(
+        "--model",
+        default="tiny",
+        help="'tiny' (the seeded tiny model of --arch), 'default' (SmolLM2-135M-Instruct) or a model path",
+    )
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
@@ -104,7 +109,13 @@ def main() -> None:
 
     from transformers import AutoModelForCausalLM
 
-    path = tiny_model_path(args.arch)
+    if args.model == "tiny":
+        path = tiny_model_path(args.arch)
+    else:
+        from sglr.model.default_model import resolve_model_path
+
+        path = resolve_model_path(None if args.model == "default" else args.model)
+    print(f"model: {path}")
     runner = ModelRunner(RunnerConfig(path, device="cpu", kv_num_tokens=65536, max_num_reqs=64))
     hf = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
     hf.generation_config.eos_token_id = None
