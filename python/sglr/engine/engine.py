@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -140,8 +140,12 @@ class Engine:
         if stream:
             return self._async_stream(batch, sinks)
         results = []
-        for sink in sinks:
-            results.append(await self._async_wait_result(sink))
+        try:
+            for sink in sinks:
+                results.append(await self._async_wait_result(sink))
+        except BaseException:  # cancelled (e.g. the HTTP client went away): stop the work too
+            self._abort_unfinished(batch, num_done=len(results))
+            raise
         return results if batch.is_batch else results[0]
 
     def abort(self, rid: str) -> None:
@@ -166,6 +170,11 @@ class Engine:
             constraint_cache_hits=self._constraint_compiler.num_hits if self._constraint_compiler else 0,
         )
         return stats
+
+    @property
+    def is_alive(self) -> bool:
+        """Accepting requests: not shut down, and the scheduler loop is running."""
+        return not self._closed and self._loop.is_alive
 
     def check_invariants(self) -> None:
         """Slot accounting; only meaningful while no request is in flight (tests call it)."""
@@ -283,6 +292,14 @@ class Engine:
             req.phase = Phase.FINISHED
         self._loop.notify_constraint_ready(req)
 
+    def _abort_unfinished(self, batch: NormalizedInput, num_done: int) -> None:
+        self._abort_rids(spec.rid for spec in batch.specs[num_done:])
+
+    def _abort_rids(self, rids: Iterable[str]) -> None:
+        # Aborting a request that has just finished is a no-op in the loop.
+        for rid in rids:
+            self._loop.abort(rid)
+
     def _wait_result(self, sink: QueueSink) -> dict[str, Any]:
         while True:
             event = self._get_event(sink)
@@ -301,20 +318,23 @@ class Engine:
 
     def _stream(self, batch: NormalizedInput, sinks: list[QueueSink]) -> Iterator[dict[str, Any]]:
         pending = dict(enumerate(sinks))
-        while pending:
-            for index, sink in list(pending.items()):
-                try:
-                    event = sink.get(timeout=0.001 if len(pending) > 1 else 1.0)
-                except Exception:
-                    if not self._loop.is_alive and sink.queue.empty():
-                        raise EngineClosedError(f"the engine stopped: {self._loop.fatal_error}") from None
-                    continue
-                if event.error is not None:
-                    raise event.error
-                if event.delta is not None:
-                    yield _with_index(event.delta, index, batch.is_batch)
-                if event.result is not None:
-                    del pending[index]
+        try:
+            while pending:
+                for index, sink in list(pending.items()):
+                    try:
+                        event = sink.get(timeout=0.001 if len(pending) > 1 else 1.0)
+                    except Exception:
+                        if not self._loop.is_alive and sink.queue.empty():
+                            raise EngineClosedError(f"the engine stopped: {self._loop.fatal_error}") from None
+                        continue
+                    if event.error is not None:
+                        raise event.error
+                    if event.delta is not None:
+                        yield _with_index(event.delta, index, batch.is_batch)
+                    if event.result is not None:
+                        del pending[index]
+        finally:  # the caller stopped reading early: abort what is still running
+            self._abort_rids(batch.specs[index].rid for index in pending)
 
     async def _async_wait_result(self, sink: AsyncQueueSink) -> dict[str, Any]:
         while True:
@@ -330,6 +350,7 @@ class Engine:
         import asyncio
 
         getters = {asyncio.ensure_future(sink.get()): i for i, sink in enumerate(sinks)}
+        unfinished = set(range(len(sinks)))
         try:
             while getters:
                 done, _ = await asyncio.wait(getters, return_when=asyncio.FIRST_COMPLETED)
@@ -342,9 +363,14 @@ class Engine:
                         yield _with_index(event.delta, index, batch.is_batch)
                     if event.result is None:
                         getters[asyncio.ensure_future(sinks[index].get())] = index
+                    else:
+                        unfinished.discard(index)
         finally:
             for task in getters:
                 task.cancel()
+            # Closed or cancelled before the end (a client that went away): free the slots now
+            # instead of generating for nobody until max_new_tokens.
+            self._abort_rids(batch.specs[index].rid for index in unfinished)
 
 
 def _with_index(delta: dict[str, Any], index: int, is_batch: bool) -> dict[str, Any]:

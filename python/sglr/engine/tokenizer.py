@@ -30,8 +30,9 @@ class EngineTokenizer:
     def chat_template(self) -> str | None:
         return self.hf.chat_template
 
-    def encode(self, text: str) -> list[int]:
-        return self.hf.encode(text, add_special_tokens=True)
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        """`add_special_tokens=False` for text that already holds them (a rendered chat template)."""
+        return self.hf.encode(text, add_special_tokens=add_special_tokens)
 
     def decode(self, token_ids: Sequence[int], skip_special_tokens: bool = True) -> str:
         return self.hf.decode(token_ids, skip_special_tokens=skip_special_tokens)
