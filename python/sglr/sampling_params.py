@@ -8,6 +8,7 @@ programs work unchanged. Unknown keys are rejected (`from_dict`), `null` means t
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -128,6 +129,11 @@ class SamplingParams:
             fail("stop_regex is not supported by sglr yet; use stop strings.", "stop_regex")
         if self.ebnf is not None:
             fail("ebnf is not supported by sglr yet; use regex or json_schema.", "ebnf")
+        if self.json_schema is not None:
+            try:
+                json.loads(self.json_schema)
+            except ValueError as exc:
+                fail(f"json_schema is not valid JSON: {exc}", "json_schema")
         if self.json_schema is not None and self.regex is not None:
             fail("Only one of json_schema, regex, ebnf, or structural_tag can be set.", "regex")
         if self.seed is not None and (

@@ -213,18 +213,20 @@ class Engine:
     def _make_req(self, spec: SequenceSpec, sink: OutputSink) -> Req:
         params = spec.params
         ids = self.tokenizer.encode(spec.text) if spec.text is not None else list(spec.input_ids)
+        prompt_field = "text" if spec.text is not None else "input_ids"
         if not ids:
-            raise InvalidRequestError("The prompt is empty after tokenization.", param="text")
-        prompt_ids = np.asarray(ids, dtype=np.int32)
+            raise InvalidRequestError("The prompt is empty after tokenization.", param=prompt_field)
         vocab = self.runner.vocab_size
-        if prompt_ids.min() < 0 or prompt_ids.max() >= vocab:
+        # Checked before the int32 conversion, which would overflow on huge ids.
+        if min(ids) < 0 or max(ids) >= vocab:
             raise InvalidRequestError(f"input_ids must be in [0, {vocab - 1}].", param="input_ids")
+        prompt_ids = np.asarray(ids, dtype=np.int32)
         params.verify_vocab(vocab)
         prompt_len = int(prompt_ids.size)
         if prompt_len >= self.context_len:
             raise InvalidRequestError(
                 f"The input ({prompt_len} tokens) is longer than the model's context length ({self.context_len} tokens).",
-                param="text",
+                param=prompt_field,
             )
         max_new = params.max_new_tokens
         if max_new is None:
@@ -235,12 +237,12 @@ class Engine:
                 f"You requested a total of {prompt_len + max_new} tokens: {prompt_len} tokens from the input "
                 f"messages and {max_new} tokens for the completion. Please reduce the number of tokens in the "
                 "input messages or the completion to fit within the limit.",
-                param="max_new_tokens",
+                param="sampling_params.max_new_tokens",
             )
         if prompt_len + 1 > self.runner.num_kv_slots:
             raise InvalidRequestError(
                 f"The input ({prompt_len} tokens) does not fit the KV cache ({self.runner.num_kv_slots} tokens).",
-                param="text",
+                param=prompt_field,
             )
         stop_ids = set(params.stop_token_ids)
         if not params.ignore_eos:

@@ -44,9 +44,11 @@ async def read_json_object(request: Request, max_bytes: int, allow_empty: bool =
             return {}
         raise ApiError.bad_request("the request body is empty; expected a JSON object")
     try:
-        body = json.loads(raw, parse_constant=_reject_constant)
+        text = raw.decode("utf-8")  # JSON over HTTP is UTF-8 (json.loads would guess UTF-16/32)
     except UnicodeDecodeError:
         raise ApiError.bad_request("the request body is not valid UTF-8") from None
+    try:
+        body = json.loads(text, parse_constant=_reject_constant)
     except RecursionError:
         raise ApiError.bad_request("the request body is nested too deeply") from None
     except ValueError as exc:  # json.JSONDecodeError is a ValueError

@@ -29,17 +29,13 @@ async def start_generation(state: ServerState, **kwargs: Any) -> Generation:
     """`kwargs` are `Engine.async_generate`'s (without `stream`). Raises `InvalidRequestError`
     or `ApiError` for bad input, before anything is submitted."""
     args = {k: kwargs.get(k) for k in _NORMALIZE_KEYS}
+    limit = state.settings.max_sequences_per_request
+    # Before normalising, which builds one spec per sequence: `n: 100000000` must cost nothing.
+    _check_fan_out(args["prompt"], args["input_ids"], args["sampling_params"], limit)
     batch = normalize_generate_input(
         args["prompt"], args["input_ids"], args["sampling_params"], args["rid"], args["return_logprob"],
         args["logprob_start_len"], args["top_logprobs_num"], bool(args["return_text_in_logprobs"]),
     )  # fmt: skip
-    num_sequences = len(batch.specs)
-    limit = state.settings.max_sequences_per_request
-    if num_sequences > limit:
-        raise ApiError.bad_request(
-            f"this request fans out into {num_sequences} sequences (prompts x n), over the server's limit of {limit}",
-            param="n",
-        )
     rids = [spec.rid for spec in batch.specs]
     state.inflight.add(rids)
     try:
@@ -49,6 +45,23 @@ async def start_generation(state: ServerState, **kwargs: Any) -> Generation:
         raise
     timers = [state.metrics.sequence_timer() for _ in rids] if state.metrics is not None else None
     return Generation(state, stream, rids, batch.is_batch, timers)
+
+
+def _check_fan_out(prompt: Any, input_ids: Any, sampling_params: Any, limit: int) -> None:
+    num_prompts = 1
+    if isinstance(prompt, list):
+        num_prompts = len(prompt)
+    elif isinstance(input_ids, list) and input_ids and isinstance(input_ids[0], list):
+        num_prompts = len(input_ids)
+    params = sampling_params if isinstance(sampling_params, list) else [sampling_params]
+    n_values = [p.get("n") for p in params if isinstance(p, dict)]
+    num_samples = max((n for n in n_values if isinstance(n, int) and not isinstance(n, bool)), default=1)
+    if num_prompts * num_samples > limit:
+        raise ApiError.bad_request(
+            f"this request fans out into {num_prompts * num_samples} sequences (prompts x n), "
+            f"over the server's limit of {limit}",
+            param="n" if num_samples > 1 else "text",
+        )
 
 
 class Generation:
