@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import signal
 import socket
 import sys
 from pathlib import Path
@@ -26,6 +27,9 @@ CHATML_TEMPLATE = (
     "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
 )
 _BUILTIN_TEMPLATES = {"chatml": CHATML_TEMPLATE}
+# After aborting what still runs at shutdown, how long responses get to finish before uvicorn
+# cancels them.
+_ABORT_GRACE_S = 5.0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -178,13 +182,23 @@ def _serve(app: Any, sock: socket.socket, args: argparse.Namespace, url: str, mo
                 print(f"sglr-server: serving {model_name} on {url}", flush=True)
 
         def handle_exit(self, sig: int, frame: Any) -> None:
-            app.state.sglr.shutting_down = True  # health checks fail while requests drain
-            super().handle_exit(sig, frame)
+            # Not recorded in uvicorn's captured signals: uvicorn would re-raise them after
+            # serving, killing the process before the engine is shut down and exit status 0.
+            state = app.state.sglr
+            if self.should_exit and sig == signal.SIGINT:
+                self.force_exit = True  # a second Ctrl-C: stop waiting for requests
+            elif not self.should_exit:
+                state.shutting_down = True  # health checks fail while requests drain
+                # After the grace period, running requests end as aborted (their clients get a
+                # complete response) instead of having their connections cut.
+                loop = asyncio.get_event_loop()
+                loop.call_soon_threadsafe(loop.call_later, args.shutdown_timeout, state.abort_all)
+            self.should_exit = True
 
     config = uvicorn.Config(
         app,
         log_level=args.log_level,
-        timeout_graceful_shutdown=args.shutdown_timeout,
+        timeout_graceful_shutdown=args.shutdown_timeout + _ABORT_GRACE_S,
         access_log=args.log_level == "debug",
     )
     asyncio.run(Server(config).serve(sockets=[sock]))

@@ -147,9 +147,10 @@ async def abort_request(state: ServerState, request: Request) -> Response:
     abort_all = get_bool(body, "abort_all", False)
     if not rid and not abort_all:
         raise ApiError.bad_request("give a rid to abort, or abort_all: true", "rid")
-    rids = state.inflight.snapshot() if abort_all else [rid]
-    for one in rids:
-        state.engine.abort(one)
+    if abort_all:
+        state.abort_all()
+    else:
+        state.engine.abort(rid)
     return Response(status_code=200)
 
 

@@ -23,6 +23,13 @@ class ServerState:
     started_at: float = field(default_factory=time.time)
     shutting_down: bool = False
 
+    def abort_all(self) -> int:
+        """Aborts every request of this server still running; returns how many."""
+        rids = self.inflight.snapshot()
+        for rid in rids:
+            self.engine.abort(rid)
+        return len(rids)
+
     @property
     def model_names(self) -> set[str]:
         """Names a request's `model` may use: the served name, the model path, or "default"."""
