@@ -8,6 +8,7 @@ programs work unchanged. Unknown keys are rejected (`from_dict`), `null` means t
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 from dataclasses import dataclass, field
@@ -164,7 +165,7 @@ class SamplingParams:
             return cls()
         if not isinstance(raw, dict):
             raise InvalidRequestError("sampling_params must be a JSON object.", param="sampling_params")
-        names = {f.name: f for f in dataclasses.fields(cls)}
+        names = _field_names(cls)
         kwargs: dict[str, Any] = {}
         for key, value in raw.items():
             name = "seed" if key == "sampling_seed" else key
@@ -178,6 +179,12 @@ class SamplingParams:
                 continue
             kwargs[name] = _coerce(name, value)
         return cls(**kwargs)
+
+
+@functools.cache
+def _field_names(cls: type) -> frozenset[str]:
+    # dataclasses.fields() walks the class each call; this runs once per request.
+    return frozenset(f.name for f in dataclasses.fields(cls))
 
 
 _NULLABLE = {"max_new_tokens", "json_schema", "regex", "ebnf", "logit_bias", "seed"}
