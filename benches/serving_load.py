@@ -242,6 +242,7 @@ def print_table(summary: dict, engine: dict | None) -> None:
         if "http_cpu_ms_per_token" in engine:
             print(f"{'server CPU ms per output token':<34}HTTP thread {engine['http_cpu_ms_per_token']:.3f}, "
                   f"engine + torch threads {engine['other_cpu_ms_per_token']:.3f}")  # fmt: skip
+        print(f"{'load generator CPU ms per token':<34}{engine['client_cpu_ms_per_token']:.3f}")
     for error in summary.get("errors", []):
         print("error:", error)
 
@@ -341,7 +342,9 @@ def main() -> None:
         with httpx.Client(base_url=base_url, timeout=30, headers=headers) as client:
             before = _engine_counters(client) if process is not None else None
             cpu_before = _cpu_seconds(process.pid) if process is not None else None
+            client_cpu = time.process_time()
             outcomes, duration = asyncio.run(run_http(args, base_url, requests))
+            client_cpu = time.process_time() - client_cpu
             cpu_after = _cpu_seconds(process.pid) if process is not None else None
             after = _engine_counters(client) if process is not None else None
     finally:
@@ -361,6 +364,7 @@ def main() -> None:
             engine["other_cpu_ms_per_token"] = (
                 ((cpu_after[1] - cpu_before[1]) - (cpu_after[0] - cpu_before[0])) / tokens * 1e3
             )
+        engine["client_cpu_ms_per_token"] = client_cpu / tokens * 1e3
     print(f"# {args.api} API, {args.dataset} dataset, {len(requests)} requests, rate {args.request_rate}, "
           f"max concurrency {args.max_concurrency}, model {info.get('model_path')}")  # fmt: skip
     print("## over HTTP (sglr-server)")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 import openai
 import pytest
-from server_harness import Served
+from server_harness import Served, served_engine
 from sse_client import post_stream
 
 MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Name a colour."}]
@@ -229,3 +229,19 @@ def test_tools_are_refused_clearly(client: openai.OpenAI) -> None:
 def test_unknown_model_is_404(client: openai.OpenAI) -> None:
     with pytest.raises(openai.NotFoundError):
         client.chat.completions.create(model="gpt-9", messages=MESSAGES, max_tokens=2)
+
+
+def test_chat_template_override_is_used(tiny_dir) -> None:
+    template = "{% for m in messages %}<<{{ m['role'] }}>> {{ m['content'] }}\n{% endfor %}<<assistant>>"
+    with served_engine(tiny_dir, chat_template=template) as served:
+        client = openai.OpenAI(base_url=served.url + "/v1", api_key="unused", max_retries=0)
+        reply = client.chat.completions.create(
+            model="default", messages=MESSAGES, max_tokens=3, temperature=0
+        )
+        rendered = "<<system>> Be brief.\n<<user>> Name a colour.\n<<assistant>>"
+        expected_ids = served.engine.tokenizer.encode(rendered, add_special_tokens=False)
+        assert reply.usage.prompt_tokens == len(expected_ids)
+        direct = served.engine.generate(
+            input_ids=expected_ids, sampling_params={"max_new_tokens": 3, "temperature": 0}
+        )
+        assert reply.choices[0].message.content == direct["text"]

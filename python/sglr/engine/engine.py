@@ -14,6 +14,7 @@ list of id lists or `n > 1` gives a list. Streaming yields incremental chunks (`
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 import threading
@@ -135,10 +136,13 @@ class Engine:
             prompt, input_ids, sampling_params, rid, return_logprob, logprob_start_len, top_logprobs_num,
             return_text_in_logprobs, namespace,
         )  # fmt: skip
-        sinks = [AsyncQueueSink(wants_stream=stream) for _ in batch.specs]
-        self._submit(batch, sinks)
         if stream:
-            return self._async_stream(batch, sinks)
+            shared: asyncio.Queue[tuple[int, StreamEvent]] = asyncio.Queue()
+            stream_sinks = [AsyncQueueSink(True, shared=shared, index=i) for i in range(len(batch.specs))]
+            self._submit(batch, stream_sinks)
+            return self._async_stream(batch, shared)
+        sinks = [AsyncQueueSink(wants_stream=False) for _ in batch.specs]
+        self._submit(batch, sinks)
         results = []
         try:
             for sink in sinks:
@@ -347,29 +351,19 @@ class Engine:
                 raise event.error
 
     async def _async_stream(
-        self, batch: NormalizedInput, sinks: list[AsyncQueueSink]
+        self, batch: NormalizedInput, events: asyncio.Queue[tuple[int, StreamEvent]]
     ) -> AsyncIterator[dict[str, Any]]:
-        import asyncio
-
-        getters = {asyncio.ensure_future(sink.get()): i for i, sink in enumerate(sinks)}
-        unfinished = set(range(len(sinks)))
+        unfinished = set(range(len(batch.specs)))
         try:
-            while getters:
-                done, _ = await asyncio.wait(getters, return_when=asyncio.FIRST_COMPLETED)
-                for task in done:
-                    index = getters.pop(task)
-                    event = task.result()
-                    if event.error is not None:
-                        raise event.error
-                    if event.delta is not None:
-                        yield _with_index(event.delta, index, batch.is_batch)
-                    if event.result is None:
-                        getters[asyncio.ensure_future(sinks[index].get())] = index
-                    else:
-                        unfinished.discard(index)
+            while unfinished:
+                index, event = await events.get()
+                if event.error is not None:
+                    raise event.error
+                if event.delta is not None:
+                    yield _with_index(event.delta, index, batch.is_batch)
+                if event.result is not None:
+                    unfinished.discard(index)
         finally:
-            for task in getters:
-                task.cancel()
             # Closed or cancelled before the end (a client that went away): free the slots now
             # instead of generating for nobody until max_new_tokens.
             self._abort_rids(batch.specs[index].rid for index in unfinished)

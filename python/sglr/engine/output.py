@@ -49,17 +49,31 @@ class QueueSink:
 
 
 class AsyncQueueSink:
-    """For asyncio callers: events are handed to the caller's event loop thread-safely."""
+    """For asyncio callers: events are handed to the caller's event loop thread-safely.
 
-    def __init__(self, wants_stream: bool, loop: asyncio.AbstractEventLoop | None = None) -> None:
+    Sinks of one streamed batch share a queue (`shared`, with their `index`): the reader then
+    waits on one queue instead of one task per sequence per event."""
+
+    def __init__(
+        self,
+        wants_stream: bool,
+        loop: asyncio.AbstractEventLoop | None = None,
+        shared: asyncio.Queue[tuple[int, StreamEvent]] | None = None,
+        index: int = 0,
+    ) -> None:
         self.wants_stream = wants_stream
         self.loop = loop or asyncio.get_running_loop()
         self.queue: asyncio.Queue[StreamEvent] = asyncio.Queue()
+        self.shared = shared
+        self.index = index
 
     def push(self, event: StreamEvent) -> None:
         # A closed event loop raises: nobody is listening any more.
         with contextlib.suppress(RuntimeError):
-            self.loop.call_soon_threadsafe(self.queue.put_nowait, event)
+            if self.shared is not None:
+                self.loop.call_soon_threadsafe(self.shared.put_nowait, (self.index, event))
+            else:
+                self.loop.call_soon_threadsafe(self.queue.put_nowait, event)
 
     async def get(self) -> StreamEvent:
         return await self.queue.get()
