@@ -140,3 +140,32 @@ def test_encode_can_leave_special_tokens_out(engine: Engine) -> None:
     assert tokenizer.encode(text, add_special_tokens=False) == tokenizer.hf.encode(
         text, add_special_tokens=False
     )
+
+
+def test_a_slow_async_reader_gets_merged_chunks_that_add_up(engine: Engine) -> None:
+    params = {"temperature": 0, "max_new_tokens": 40, "ignore_eos": True}
+    expected = engine.generate("merge me", params, return_logprob=True, top_logprobs_num=2)
+
+    async def run() -> list[dict]:
+        stream = await engine.async_generate(
+            "merge me", params, return_logprob=True, top_logprobs_num=2, stream=True
+        )
+        time.sleep(0.5)  # blocks the event loop: the engine's events pile up meanwhile
+        return [chunk async for chunk in stream]
+
+    chunks = asyncio.run(run())
+    assert len(chunks) < 40
+    assert "".join(c["text"] for c in chunks) == expected["text"]
+    assert [t for c in chunks for t in c["output_ids"]] == expected["output_ids"]
+    logprobs = [e for c in chunks for e in c["meta_info"]["output_token_logprobs"]]
+    tops = [t for c in chunks for t in c["meta_info"]["output_top_logprobs"]]
+    # Same tokens; logprobs within float noise (the prompt is a cache hit the second time).
+    assert [e[1] for e in logprobs] == [e[1] for e in expected["meta_info"]["output_token_logprobs"]]
+    assert [e[0] for e in logprobs] == pytest.approx(
+        [e[0] for e in expected["meta_info"]["output_token_logprobs"]], abs=1e-4
+    )
+    assert [[t[1] for t in top] for top in tops] == [
+        [t[1] for t in top] for top in expected["meta_info"]["output_top_logprobs"]
+    ]
+    assert chunks[-1]["meta_info"]["completion_tokens"] == 40
+    assert chunks[-1]["meta_info"]["finish_reason"] == {"type": "length", "length": 40}

@@ -28,7 +28,7 @@ from sglr.engine.config import EngineConfig
 from sglr.engine.detokenizer import IncrementalDetokenizer
 from sglr.engine.io import NormalizedInput, SequenceSpec, normalize_generate_input
 from sglr.engine.loop import SchedulerLoop
-from sglr.engine.output import AsyncQueueSink, OutputSink, QueueSink, StreamEvent
+from sglr.engine.output import AsyncQueueSink, OutputSink, QueueSink, StreamEvent, merge_deltas
 from sglr.engine.request import LogprobRecord, Phase, Req
 from sglr.engine.stop_strings import StopStringMatcher
 from sglr.engine.tokenizer import EngineTokenizer
@@ -356,13 +356,23 @@ class Engine:
         unfinished = set(range(len(batch.specs)))
         try:
             while unfinished:
-                index, event = await events.get()
-                if event.error is not None:
-                    raise event.error
-                if event.delta is not None:
-                    yield _with_index(event.delta, index, batch.is_batch)
-                if event.result is not None:
-                    unfinished.discard(index)
+                arrived = [await events.get()]
+                while not events.empty():
+                    arrived.append(events.get_nowait())
+                # NOTE: a reader that fell behind gets one chunk per sequence for everything that
+                # has arrived, not one per token: under load this keeps the per-token cost of
+                # streaming (events, HTTP writes) from growing with the backlog.
+                merged: dict[int, dict[str, Any]] = {}
+                for index, event in arrived:
+                    if event.error is not None:
+                        raise event.error
+                    if event.delta is not None:
+                        earlier = merged.get(index)
+                        merged[index] = event.delta if earlier is None else merge_deltas(earlier, event.delta)
+                    if event.result is not None:
+                        unfinished.discard(index)
+                for index, delta in merged.items():
+                    yield _with_index(delta, index, batch.is_batch)
         finally:
             # Closed or cancelled before the end (a client that went away): free the slots now
             # instead of generating for nobody until max_new_tokens.

@@ -28,6 +28,24 @@ class StreamEvent:
         return self.result is not None or self.error is not None
 
 
+# meta_info lists that a delta holds only the new part of; every other key is a current value.
+INCREMENTAL_META_KEYS = ("output_token_logprobs", "output_top_logprobs")
+
+
+def merge_deltas(first: dict[str, Any], later: dict[str, Any]) -> dict[str, Any]:
+    """One delta equal to `first` followed by `later` (of the same sequence): text, ids and the
+    incremental logprob lists concatenated, every other field from `later`."""
+    meta = dict(later["meta_info"])
+    for key in INCREMENTAL_META_KEYS:
+        if key in first["meta_info"] or key in later["meta_info"]:
+            meta[key] = first["meta_info"].get(key, []) + later["meta_info"].get(key, [])
+    return {
+        "text": first["text"] + later["text"],
+        "output_ids": first["output_ids"] + later["output_ids"],
+        "meta_info": meta,
+    }
+
+
 class OutputSink(Protocol):
     wants_stream: bool
 

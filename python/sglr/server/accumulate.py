@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-# meta_info lists that arrive as deltas; every other meta_info key holds its current value.
-INCREMENTAL_META_KEYS = ("output_token_logprobs", "output_top_logprobs")
+from sglr.engine.output import INCREMENTAL_META_KEYS
 
 
 class SequenceAccumulator:
