@@ -8,6 +8,8 @@ programs work unchanged. Unknown keys are rejected (`from_dict`), `null` means t
 from __future__ import annotations
 
 import dataclasses
+import functools
+import json
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,6 +44,10 @@ class SamplingParams:
     no_stop_trim: bool = False
     logit_bias: dict[int, float] | None = field(default=None, hash=False)
     seed: int | None = None
+    # Known to SGLang clients, which send them empty with every request; not implemented, so
+    # only an empty value is accepted.
+    stop_regex: tuple[str, ...] = ()
+    ebnf: str | None = None
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__  # frozen: normalise in place before validating
@@ -56,6 +62,13 @@ class SamplingParams:
             set_(self, "json_schema", None)
         if self.regex == "":
             set_(self, "regex", None)
+        if self.ebnf == "":
+            set_(self, "ebnf", None)
+        set_(
+            self,
+            "stop_regex",
+            (self.stop_regex,) if isinstance(self.stop_regex, str) else tuple(self.stop_regex or ()),
+        )
         if isinstance(self.temperature, (int, float)) and 0 <= self.temperature < GREEDY_TEMPERATURE:
             set_(self, "temperature", 1.0)
             set_(self, "top_k", 1)
@@ -70,60 +83,79 @@ class SamplingParams:
         return self.json_schema is not None or self.regex is not None
 
     def _validate(self) -> None:
-        def fail(message: str) -> None:
-            raise InvalidRequestError(message, param=None)
+        def fail(message: str, name: str) -> None:
+            raise InvalidRequestError(message, param=f"sampling_params.{name}")
 
         if (
             not isinstance(self.temperature, (int, float))
             or not math.isfinite(self.temperature)
             or self.temperature < 0
         ):
-            fail(f"temperature must be a non-negative finite number, got {self.temperature}.")
+            fail(f"temperature must be a non-negative finite number, got {self.temperature}.", "temperature")
         if not 0 < self.top_p <= 1:
-            fail(f"top_p must be in (0, 1], got {self.top_p}.")
+            fail(f"top_p must be in (0, 1], got {self.top_p}.", "top_p")
         if not 0 <= self.min_p <= 1:
-            fail(f"min_p must be in [0, 1], got {self.min_p}.")
+            fail(f"min_p must be in [0, 1], got {self.min_p}.", "min_p")
         if self.top_k < 1:
-            fail(f"top_k must be -1 (disable) or at least 1, got {self.top_k}.")
+            fail(f"top_k must be -1 (disable) or at least 1, got {self.top_k}.", "top_k")
         if not -2 <= self.frequency_penalty <= 2:
-            fail(f"frequency_penalty must be in [-2, 2], got {self.frequency_penalty}.")
+            fail(f"frequency_penalty must be in [-2, 2], got {self.frequency_penalty}.", "frequency_penalty")
         if not -2 <= self.presence_penalty <= 2:
-            fail(f"presence_penalty must be in [-2, 2], got {self.presence_penalty}.")
+            fail(f"presence_penalty must be in [-2, 2], got {self.presence_penalty}.", "presence_penalty")
         if not 0 < self.repetition_penalty <= 2:
-            fail(f"repetition_penalty must be in (0, 2] (1.0 = no penalty), got {self.repetition_penalty}.")
+            fail(
+                f"repetition_penalty must be in (0, 2] (1.0 = no penalty), got {self.repetition_penalty}.",
+                "repetition_penalty",
+            )
         if self.max_new_tokens is not None and self.max_new_tokens < 0:
-            fail(f"max_new_tokens must be at least 0, got {self.max_new_tokens}.")
+            fail(f"max_new_tokens must be at least 0, got {self.max_new_tokens}.", "max_new_tokens")
         if self.min_new_tokens < 0:
-            fail(f"min_new_tokens must be in [0, max_new_tokens], got {self.min_new_tokens}.")
+            fail(
+                f"min_new_tokens must be in [0, max_new_tokens], got {self.min_new_tokens}.", "min_new_tokens"
+            )
         if self.max_new_tokens is not None and self.min_new_tokens > self.max_new_tokens:
             fail(
-                f"min_new_tokens must be in [0, max_new_tokens({self.max_new_tokens})], got {self.min_new_tokens}."
+                f"min_new_tokens must be in [0, max_new_tokens({self.max_new_tokens})], got {self.min_new_tokens}.",
+                "min_new_tokens",
             )
         if self.n < 1:
-            fail(f"n must be at least 1, got {self.n}.")
+            fail(f"n must be at least 1, got {self.n}.", "n")
         if len(self.stop) > MAX_STOP_STRINGS:
-            fail(f"at most {MAX_STOP_STRINGS} stop strings are allowed, got {len(self.stop)}")
+            fail(f"at most {MAX_STOP_STRINGS} stop strings are allowed, got {len(self.stop)}", "stop")
         if any(not isinstance(s, str) or not s for s in self.stop):
-            fail("stop strings must be non-empty strings.")
+            fail("stop strings must be non-empty strings.", "stop")
         if any(not isinstance(t, int) or t < 0 for t in self.stop_token_ids):
-            fail("stop_token_ids must be non-negative integers.")
+            fail("stop_token_ids must be non-negative integers.", "stop_token_ids")
+        if self.stop_regex:
+            fail("stop_regex is not supported by sglr yet; use stop strings.", "stop_regex")
+        if self.ebnf is not None:
+            fail("ebnf is not supported by sglr yet; use regex or json_schema.", "ebnf")
+        if self.json_schema is not None:
+            try:
+                json.loads(self.json_schema)
+            except ValueError as exc:
+                fail(f"json_schema is not valid JSON: {exc}", "json_schema")
         if self.json_schema is not None and self.regex is not None:
-            fail("Only one of json_schema, regex, ebnf, or structural_tag can be set.")
+            fail("Only one of json_schema, regex, ebnf, or structural_tag can be set.", "regex")
         if self.seed is not None and (
             not isinstance(self.seed, int) or not _INT64_MIN <= self.seed <= _INT64_MAX
         ):
-            fail(f"sampling_seed must be in [-2**63, 2**63 - 1], got {self.seed}.")
+            fail(f"sampling_seed must be in [-2**63, 2**63 - 1], got {self.seed}.", "seed")
 
     def verify_vocab(self, vocab_size: int) -> None:
         """Checks the token-id fields against the model's vocabulary."""
         for token_id in self.logit_bias or {}:
             if not 0 <= token_id < vocab_size:
                 raise InvalidRequestError(
-                    f"logit_bias must has keys in [0, {vocab_size - 1}], got {token_id}."
+                    f"logit_bias must has keys in [0, {vocab_size - 1}], got {token_id}.",
+                    param="sampling_params.logit_bias",
                 )
         for token_id in self.stop_token_ids:
             if token_id >= vocab_size:
-                raise InvalidRequestError(f"stop_token_ids must be in [0, {vocab_size - 1}], got {token_id}.")
+                raise InvalidRequestError(
+                    f"stop_token_ids must be in [0, {vocab_size - 1}], got {token_id}.",
+                    param="sampling_params.stop_token_ids",
+                )
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any] | None) -> SamplingParams:
@@ -133,7 +165,7 @@ class SamplingParams:
             return cls()
         if not isinstance(raw, dict):
             raise InvalidRequestError("sampling_params must be a JSON object.", param="sampling_params")
-        names = {f.name: f for f in dataclasses.fields(cls)}
+        names = _field_names(cls)
         kwargs: dict[str, Any] = {}
         for key, value in raw.items():
             name = "seed" if key == "sampling_seed" else key
@@ -149,7 +181,13 @@ class SamplingParams:
         return cls(**kwargs)
 
 
-_NULLABLE = {"max_new_tokens", "json_schema", "regex", "logit_bias", "seed"}
+@functools.cache
+def _field_names(cls: type) -> frozenset[str]:
+    # dataclasses.fields() walks the class each call; this runs once per request.
+    return frozenset(f.name for f in dataclasses.fields(cls))
+
+
+_NULLABLE = {"max_new_tokens", "json_schema", "regex", "ebnf", "logit_bias", "seed"}
 _FLOATS = {"temperature", "top_p", "min_p", "frequency_penalty", "presence_penalty", "repetition_penalty"}
 _INTS = {"max_new_tokens", "min_new_tokens", "top_k", "n", "seed"}
 _BOOLS = {"ignore_eos", "skip_special_tokens", "spaces_between_special_tokens", "no_stop_trim"}
@@ -178,7 +216,7 @@ def _coerce(name: str, value: Any) -> Any:
         if not isinstance(value, bool):
             raise wrong("a boolean")
         return value
-    if name == "stop":
+    if name in ("stop", "stop_regex"):
         if isinstance(value, str) or (isinstance(value, list) and all(isinstance(s, str) for s in value)):
             return value
         raise wrong("a string or a list of strings")
@@ -186,7 +224,7 @@ def _coerce(name: str, value: Any) -> Any:
         if isinstance(value, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in value):
             return value
         raise wrong("a list of integers")
-    if name in ("json_schema", "regex"):
+    if name in ("json_schema", "regex", "ebnf"):
         if not isinstance(value, str):
             raise wrong("a string")
         return value

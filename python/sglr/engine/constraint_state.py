@@ -31,7 +31,7 @@ class ConstraintState:
 
     def __init__(self, fsm: Any) -> None:
         self.fsm = fsm
-        self.state: int = fsm.start_state()
+        self.state: int = fsm.start_state  # a property of the TokenFsm binding
         self.state_before_last: int = self.state
 
     def fill_mask(self, row: np.ndarray) -> None:

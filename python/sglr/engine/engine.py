@@ -14,10 +14,11 @@ list of id lists or `n > 1` gives a list. Streaming yields incremental chunks (`
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -27,7 +28,7 @@ from sglr.engine.config import EngineConfig
 from sglr.engine.detokenizer import IncrementalDetokenizer
 from sglr.engine.io import NormalizedInput, SequenceSpec, normalize_generate_input
 from sglr.engine.loop import SchedulerLoop
-from sglr.engine.output import AsyncQueueSink, OutputSink, QueueSink, StreamEvent
+from sglr.engine.output import AsyncQueueSink, OutputSink, QueueSink, StreamEvent, merge_deltas
 from sglr.engine.request import LogprobRecord, Phase, Req
 from sglr.engine.stop_strings import StopStringMatcher
 from sglr.engine.tokenizer import EngineTokenizer
@@ -135,13 +136,20 @@ class Engine:
             prompt, input_ids, sampling_params, rid, return_logprob, logprob_start_len, top_logprobs_num,
             return_text_in_logprobs, namespace,
         )  # fmt: skip
-        sinks = [AsyncQueueSink(wants_stream=stream) for _ in batch.specs]
-        self._submit(batch, sinks)
         if stream:
-            return self._async_stream(batch, sinks)
+            shared: asyncio.Queue[tuple[int, StreamEvent]] = asyncio.Queue()
+            stream_sinks = [AsyncQueueSink(True, shared=shared, index=i) for i in range(len(batch.specs))]
+            self._submit(batch, stream_sinks)
+            return self._async_stream(batch, shared)
+        sinks = [AsyncQueueSink(wants_stream=False) for _ in batch.specs]
+        self._submit(batch, sinks)
         results = []
-        for sink in sinks:
-            results.append(await self._async_wait_result(sink))
+        try:
+            for sink in sinks:
+                results.append(await self._async_wait_result(sink))
+        except BaseException:  # cancelled (e.g. the HTTP client went away): stop the work too
+            self._abort_unfinished(batch, num_done=len(results))
+            raise
         return results if batch.is_batch else results[0]
 
     def abort(self, rid: str) -> None:
@@ -166,6 +174,11 @@ class Engine:
             constraint_cache_hits=self._constraint_compiler.num_hits if self._constraint_compiler else 0,
         )
         return stats
+
+    @property
+    def is_alive(self) -> bool:
+        """Accepting requests: not shut down, and the scheduler loop is running."""
+        return not self._closed and self._loop.is_alive
 
     def check_invariants(self) -> None:
         """Slot accounting; only meaningful while no request is in flight (tests call it)."""
@@ -204,18 +217,20 @@ class Engine:
     def _make_req(self, spec: SequenceSpec, sink: OutputSink) -> Req:
         params = spec.params
         ids = self.tokenizer.encode(spec.text) if spec.text is not None else list(spec.input_ids)
+        prompt_field = "text" if spec.text is not None else "input_ids"
         if not ids:
-            raise InvalidRequestError("The prompt is empty after tokenization.", param="text")
-        prompt_ids = np.asarray(ids, dtype=np.int32)
+            raise InvalidRequestError("The prompt is empty after tokenization.", param=prompt_field)
         vocab = self.runner.vocab_size
-        if prompt_ids.min() < 0 or prompt_ids.max() >= vocab:
+        # Checked before the int32 conversion, which would overflow on huge ids.
+        if min(ids) < 0 or max(ids) >= vocab:
             raise InvalidRequestError(f"input_ids must be in [0, {vocab - 1}].", param="input_ids")
+        prompt_ids = np.asarray(ids, dtype=np.int32)
         params.verify_vocab(vocab)
         prompt_len = int(prompt_ids.size)
         if prompt_len >= self.context_len:
             raise InvalidRequestError(
                 f"The input ({prompt_len} tokens) is longer than the model's context length ({self.context_len} tokens).",
-                param="text",
+                param=prompt_field,
             )
         max_new = params.max_new_tokens
         if max_new is None:
@@ -226,12 +241,12 @@ class Engine:
                 f"You requested a total of {prompt_len + max_new} tokens: {prompt_len} tokens from the input "
                 f"messages and {max_new} tokens for the completion. Please reduce the number of tokens in the "
                 "input messages or the completion to fit within the limit.",
-                param="max_new_tokens",
+                param="sampling_params.max_new_tokens",
             )
         if prompt_len + 1 > self.runner.num_kv_slots:
             raise InvalidRequestError(
                 f"The input ({prompt_len} tokens) does not fit the KV cache ({self.runner.num_kv_slots} tokens).",
-                param="text",
+                param=prompt_field,
             )
         stop_ids = set(params.stop_token_ids)
         if not params.ignore_eos:
@@ -283,6 +298,14 @@ class Engine:
             req.phase = Phase.FINISHED
         self._loop.notify_constraint_ready(req)
 
+    def _abort_unfinished(self, batch: NormalizedInput, num_done: int) -> None:
+        self._abort_rids(spec.rid for spec in batch.specs[num_done:])
+
+    def _abort_rids(self, rids: Iterable[str]) -> None:
+        # Aborting a request that has just finished is a no-op in the loop.
+        for rid in rids:
+            self._loop.abort(rid)
+
     def _wait_result(self, sink: QueueSink) -> dict[str, Any]:
         while True:
             event = self._get_event(sink)
@@ -301,20 +324,23 @@ class Engine:
 
     def _stream(self, batch: NormalizedInput, sinks: list[QueueSink]) -> Iterator[dict[str, Any]]:
         pending = dict(enumerate(sinks))
-        while pending:
-            for index, sink in list(pending.items()):
-                try:
-                    event = sink.get(timeout=0.001 if len(pending) > 1 else 1.0)
-                except Exception:
-                    if not self._loop.is_alive and sink.queue.empty():
-                        raise EngineClosedError(f"the engine stopped: {self._loop.fatal_error}") from None
-                    continue
-                if event.error is not None:
-                    raise event.error
-                if event.delta is not None:
-                    yield _with_index(event.delta, index, batch.is_batch)
-                if event.result is not None:
-                    del pending[index]
+        try:
+            while pending:
+                for index, sink in list(pending.items()):
+                    try:
+                        event = sink.get(timeout=0.001 if len(pending) > 1 else 1.0)
+                    except Exception:
+                        if not self._loop.is_alive and sink.queue.empty():
+                            raise EngineClosedError(f"the engine stopped: {self._loop.fatal_error}") from None
+                        continue
+                    if event.error is not None:
+                        raise event.error
+                    if event.delta is not None:
+                        yield _with_index(event.delta, index, batch.is_batch)
+                    if event.result is not None:
+                        del pending[index]
+        finally:  # the caller stopped reading early: abort what is still running
+            self._abort_rids(batch.specs[index].rid for index in pending)
 
     async def _async_wait_result(self, sink: AsyncQueueSink) -> dict[str, Any]:
         while True:
@@ -325,26 +351,32 @@ class Engine:
                 raise event.error
 
     async def _async_stream(
-        self, batch: NormalizedInput, sinks: list[AsyncQueueSink]
+        self, batch: NormalizedInput, events: asyncio.Queue[tuple[int, StreamEvent]]
     ) -> AsyncIterator[dict[str, Any]]:
-        import asyncio
-
-        getters = {asyncio.ensure_future(sink.get()): i for i, sink in enumerate(sinks)}
+        unfinished = set(range(len(batch.specs)))
         try:
-            while getters:
-                done, _ = await asyncio.wait(getters, return_when=asyncio.FIRST_COMPLETED)
-                for task in done:
-                    index = getters.pop(task)
-                    event = task.result()
+            while unfinished:
+                arrived = [await events.get()]
+                while not events.empty():
+                    arrived.append(events.get_nowait())
+                # NOTE: a reader that fell behind gets one chunk per sequence for everything that
+                # has arrived, not one per token: under load this keeps the per-token cost of
+                # streaming (events, HTTP writes) from growing with the backlog.
+                merged: dict[int, dict[str, Any]] = {}
+                for index, event in arrived:
                     if event.error is not None:
                         raise event.error
                     if event.delta is not None:
-                        yield _with_index(event.delta, index, batch.is_batch)
-                    if event.result is None:
-                        getters[asyncio.ensure_future(sinks[index].get())] = index
+                        earlier = merged.get(index)
+                        merged[index] = event.delta if earlier is None else merge_deltas(earlier, event.delta)
+                    if event.result is not None:
+                        unfinished.discard(index)
+                for index, delta in merged.items():
+                    yield _with_index(delta, index, batch.is_batch)
         finally:
-            for task in getters:
-                task.cancel()
+            # Closed or cancelled before the end (a client that went away): free the slots now
+            # instead of generating for nobody until max_new_tokens.
+            self._abort_rids(batch.specs[index].rid for index in unfinished)
 
 
 def _with_index(delta: dict[str, Any], index: int, is_batch: bool) -> dict[str, Any]:

@@ -3,7 +3,8 @@
 - exactly one of `text` / `input_ids`; a list of strings or a list of id lists is a batch;
 - `sampling_params` is one dict for all or one per item; per-item fields broadcast;
 - `n > 1` fans each prompt out into n sequences ordered sample-major (all prompts for
-  sample 1, then all for sample 2, ...), and makes the result a list;
+  sample 1, then all for sample 2, ...), and makes the result a list; with a `seed`, sample s
+  uses `seed + s` so the samples differ yet stay reproducible;
 - request ids are unique within a call (generated when not given).
 """
 
@@ -77,7 +78,7 @@ def normalize_generate_input(
                     rid=rids[index],
                     text=prompt if isinstance(prompt, str) else None,
                     input_ids=None if isinstance(prompt, str) else prompt,
-                    params=_single_sample(params[item]),
+                    params=_single_sample(params[item], sample),
                     return_logprob=want_logprob[item],
                     logprob_start_len=starts[item],
                     top_logprobs_num=tops[item],
@@ -131,12 +132,17 @@ def _params(raw: Any) -> SamplingParams:
     return raw if isinstance(raw, SamplingParams) else SamplingParams.from_dict(raw)
 
 
-def _single_sample(params: SamplingParams) -> SamplingParams:
+def _single_sample(params: SamplingParams, sample: int) -> SamplingParams:
+    """Sample `sample` of `n`. A seeded request's samples get seeds `seed + sample`: the same seed
+    would make all n samples identical, and sample 0 stays what `n=1` with that seed gives."""
     if params.n == 1:
         return params
     from dataclasses import replace
 
-    return replace(params, n=1)
+    seed = params.seed
+    if seed is not None and sample:
+        seed = (seed + sample + 2**63) % 2**64 - 2**63  # stays in int64
+    return replace(params, n=1, seed=seed)
 
 
 def _per_item(value: Any, num_items: int, name: str, kind: type, default: Any) -> list[Any]:

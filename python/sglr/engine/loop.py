@@ -203,7 +203,12 @@ class SchedulerLoop:
             self._unrecorded_slots.clear()
             for req in list(self.reqs.values()):
                 if req.row is not None or req.phase is Phase.PREFILLING:
-                    self._abort(req.rid, f"internal error while running the request: {exc}", status_code=500)
+                    self._abort(
+                        req.rid,
+                        f"internal error while running the request: {exc}",
+                        status_code=500,
+                        err_type="internal",
+                    )
             progressed = True
         self.stats.busy_seconds += time.monotonic() - started
         if self.config.debug_invariants:
@@ -402,13 +407,13 @@ class SchedulerLoop:
         if not self.reqs:
             self.scheduler.reset_new_token_ratio()
 
-    def _abort(self, rid: str, message: str, status_code: int = 400) -> None:
+    def _abort(self, rid: str, message: str, status_code: int = 400, err_type: str = "abort") -> None:
         uid = self.uid_by_rid.get(rid)
         req = self.reqs.get(uid) if uid is not None else None
         if req is None or req.phase is Phase.FINISHED:
             return
         self.scheduler.remove(req.uid)
-        self.out.mark_aborted(req, message, status_code)
+        self.out.mark_aborted(req, message, status_code, err_type)
         self._finish(req)
 
     def _abort_unfittable(self) -> None:
@@ -422,6 +427,7 @@ class SchedulerLoop:
                 req.rid,
                 f"the request needs more KV cache than the engine has ({self.runner.num_kv_slots} tokens); "
                 "lower max_new_tokens or raise max_total_tokens",
+                err_type="invalid_request",  # the caller's request, not the caller's abort
             )
 
     def _flush(self) -> bool:

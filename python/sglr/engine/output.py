@@ -28,6 +28,24 @@ class StreamEvent:
         return self.result is not None or self.error is not None
 
 
+# meta_info lists that a delta holds only the new part of; every other key is a current value.
+INCREMENTAL_META_KEYS = ("output_token_logprobs", "output_top_logprobs")
+
+
+def merge_deltas(first: dict[str, Any], later: dict[str, Any]) -> dict[str, Any]:
+    """One delta equal to `first` followed by `later` (of the same sequence): text, ids and the
+    incremental logprob lists concatenated, every other field from `later`."""
+    meta = dict(later["meta_info"])
+    for key in INCREMENTAL_META_KEYS:
+        if key in first["meta_info"] or key in later["meta_info"]:
+            meta[key] = first["meta_info"].get(key, []) + later["meta_info"].get(key, [])
+    return {
+        "text": first["text"] + later["text"],
+        "output_ids": first["output_ids"] + later["output_ids"],
+        "meta_info": meta,
+    }
+
+
 class OutputSink(Protocol):
     wants_stream: bool
 
@@ -49,17 +67,31 @@ class QueueSink:
 
 
 class AsyncQueueSink:
-    """For asyncio callers: events are handed to the caller's event loop thread-safely."""
+    """For asyncio callers: events are handed to the caller's event loop thread-safely.
 
-    def __init__(self, wants_stream: bool, loop: asyncio.AbstractEventLoop | None = None) -> None:
+    Sinks of one streamed batch share a queue (`shared`, with their `index`): the reader then
+    waits on one queue instead of one task per sequence per event."""
+
+    def __init__(
+        self,
+        wants_stream: bool,
+        loop: asyncio.AbstractEventLoop | None = None,
+        shared: asyncio.Queue[tuple[int, StreamEvent]] | None = None,
+        index: int = 0,
+    ) -> None:
         self.wants_stream = wants_stream
         self.loop = loop or asyncio.get_running_loop()
         self.queue: asyncio.Queue[StreamEvent] = asyncio.Queue()
+        self.shared = shared
+        self.index = index
 
     def push(self, event: StreamEvent) -> None:
         # A closed event loop raises: nobody is listening any more.
         with contextlib.suppress(RuntimeError):
-            self.loop.call_soon_threadsafe(self.queue.put_nowait, event)
+            if self.shared is not None:
+                self.loop.call_soon_threadsafe(self.shared.put_nowait, (self.index, event))
+            else:
+                self.loop.call_soon_threadsafe(self.queue.put_nowait, event)
 
     async def get(self) -> StreamEvent:
         return await self.queue.get()

@@ -30,8 +30,18 @@ class EngineTokenizer:
     def chat_template(self) -> str | None:
         return self.hf.chat_template
 
-    def encode(self, text: str) -> list[int]:
-        return self.hf.encode(text, add_special_tokens=True)
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        """`add_special_tokens=False` for text that already holds them (a rendered chat template)."""
+        try:
+            return self.hf.encode(text, add_special_tokens=add_special_tokens)
+        except TypeError:
+            # The Rust tokenizer refuses str values that are not valid Unicode: lone surrogates,
+            # which JSON escapes ("\ud800") can carry.
+            if _has_lone_surrogate(text):
+                raise InvalidRequestError(
+                    "the text contains a lone UTF-16 surrogate (not valid Unicode)", param="text"
+                ) from None
+            raise
 
     def decode(self, token_ids: Sequence[int], skip_special_tokens: bool = True) -> str:
         return self.hf.decode(token_ids, skip_special_tokens=skip_special_tokens)
@@ -53,6 +63,14 @@ class EngineTokenizer:
             )
         except Exception as exc:  # jinja errors from the template itself
             raise InvalidRequestError(f"cannot apply the chat template: {exc}", param="messages") from exc
+
+
+def _has_lone_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _read_template(template: str) -> str:

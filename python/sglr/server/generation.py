@@ -1,0 +1,133 @@
+"""One HTTP request's generation in the engine: submit, stream deltas, time them, clean up.
+
+`start_generation` validates and normalises the request exactly as the engine will (so the
+server knows every sequence's request id before anything runs), refuses ids already in flight
+and oversized fan-outs, then submits. The returned `Generation` is an async iterator of engine
+deltas (each with its sequence `index`); closing it before the end aborts the sequences still
+running, which frees their KV slots (a client that went away costs nothing more).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from sglr.engine.io import normalize_generate_input
+from sglr.server.errors import ApiError, abort_error
+
+if TYPE_CHECKING:
+    from sglr.server.state import ServerState
+
+_NORMALIZE_KEYS = (
+    "prompt", "input_ids", "sampling_params", "rid", "return_logprob", "logprob_start_len",
+    "top_logprobs_num", "return_text_in_logprobs",
+)  # fmt: skip
+
+
+async def start_generation(state: ServerState, **kwargs: Any) -> Generation:
+    """`kwargs` are `Engine.async_generate`'s (without `stream`). Raises `InvalidRequestError`
+    or `ApiError` for bad input, before anything is submitted."""
+    args = {k: kwargs.get(k) for k in _NORMALIZE_KEYS}
+    limit = state.settings.max_sequences_per_request
+    # Before normalising, which builds one spec per sequence: `n: 100000000` must cost nothing.
+    _check_fan_out(args["prompt"], args["input_ids"], args["sampling_params"], limit)
+    batch = normalize_generate_input(
+        args["prompt"], args["input_ids"], args["sampling_params"], args["rid"], args["return_logprob"],
+        args["logprob_start_len"], args["top_logprobs_num"], bool(args["return_text_in_logprobs"]),
+    )  # fmt: skip
+    rids = [spec.rid for spec in batch.specs]
+    state.inflight.add(rids)
+    try:
+        stream = await state.engine.async_generate(**dict(kwargs, rid=rids, stream=True))
+    except BaseException:
+        state.inflight.discard(rids)
+        raise
+    timers = [state.metrics.sequence_timer() for _ in rids] if state.metrics is not None else None
+    return Generation(state, stream, rids, batch.is_batch, timers)
+
+
+def _check_fan_out(prompt: Any, input_ids: Any, sampling_params: Any, limit: int) -> None:
+    num_prompts = 1
+    if isinstance(prompt, list):
+        num_prompts = len(prompt)
+    elif isinstance(input_ids, list) and input_ids and isinstance(input_ids[0], list):
+        num_prompts = len(input_ids)
+    params = sampling_params if isinstance(sampling_params, list) else [sampling_params]
+    n_values = [p.get("n") for p in params if isinstance(p, dict)]
+    num_samples = max((n for n in n_values if isinstance(n, int) and not isinstance(n, bool)), default=1)
+    if num_prompts * num_samples > limit:
+        raise ApiError.bad_request(
+            f"this request fans out into {num_prompts * num_samples} sequences (prompts x n), "
+            f"over the server's limit of {limit}",
+            param="n" if num_samples > 1 else "text",
+        )
+
+
+class Generation:
+    """Deltas of all sequences of one request, interleaved; every delta carries `index`."""
+
+    def __init__(
+        self,
+        state: ServerState,
+        stream: AsyncIterator[dict[str, Any]],
+        rids: list[str],
+        is_batch: bool,
+        timers: list[Any] | None,
+    ) -> None:
+        self.state = state
+        self.rids = rids
+        self.is_batch = is_batch
+        self.num_sequences = len(rids)
+        self._stream = stream
+        self._timers = timers
+        self._pending: dict[str, Any] | None = None
+        self._closed = False
+
+    def __aiter__(self) -> Generation:
+        return self
+
+    async def __anext__(self) -> dict[str, Any]:
+        if self._pending is not None:
+            delta, self._pending = self._pending, None
+            return delta
+        if self._closed:
+            raise StopAsyncIteration
+        try:
+            delta = await self._stream.__anext__()
+        except StopAsyncIteration:
+            await self.aclose()
+            raise
+        except BaseException:
+            await self.aclose()
+            raise
+        delta.setdefault("index", 0)
+        if self._timers is not None:
+            timer = self._timers[delta["index"]]
+            timer.on_tokens(len(delta.get("output_ids", ())))
+            meta = delta.get("meta_info", {})
+            if meta.get("finish_reason") is not None:
+                timer.on_finish(meta)
+        return delta
+
+    async def peek_error(self) -> ApiError | None:
+        """Waits for the first delta; the error to answer with instead of streaming when the
+        engine refused the request outright (e.g. a regex that does not compile)."""
+        first = await self.__anext__()
+        self._pending = first
+        reason = first.get("meta_info", {}).get("finish_reason")
+        return abort_error(reason) if reason is not None else None
+
+    async def aclose(self) -> None:
+        """Aborts what is still running and forgets the request ids (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._pending = None
+        try:
+            aclose = getattr(self._stream, "aclose", None)
+            if aclose is not None:
+                with contextlib.suppress(Exception):
+                    await aclose()
+        finally:
+            self.state.inflight.discard(self.rids)

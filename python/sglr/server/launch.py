@@ -1,0 +1,208 @@
+"""`sglr-server` / `python -m sglr`: command line -> engine -> app -> uvicorn.
+
+The port is bound before the model loads (a busy port fails at once), the listening address is
+printed once the server accepts requests, and SIGTERM / SIGINT shut down cleanly: no new
+connections, running requests get `--shutdown-timeout` seconds to finish (then they are
+aborted), the engine stops, exit status 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+from sglr.engine.config import SCHEDULE_POLICIES
+
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+CHATML_TEMPLATE = (
+    "{%- for message in messages %}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+_BUILTIN_TEMPLATES = {"chatml": CHATML_TEMPLATE}
+# After aborting what still runs at shutdown, how long responses get to finish before uvicorn
+# cancels them.
+_ABORT_GRACE_S = 5.0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sglr-server",
+        description="Serve a model over SGLang's native HTTP API and the OpenAI-compatible API.",
+        allow_abbrev=False,
+    )
+    add = parser.add_argument
+    add(
+        "--model-path",
+        "--model",
+        dest="model_path",
+        default=None,
+        help="local model directory, .gguf file or Hub id (default: the embedded SmolLM2-135M-Instruct)",
+    )
+    add("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    add("--port", type=int, default=30000, help="port to listen on; 0 picks a free one (default: 30000)")
+    add(
+        "--api-key",
+        default=None,
+        help="require 'Authorization: Bearer <key>' (health and metrics are exempt)",
+    )
+    add(
+        "--served-model-name",
+        default=None,
+        help="model name in /v1/models and responses (default: the model path)",
+    )
+    add("--chat-template", default=None, help="Jinja chat template: a file, an inline template, or 'chatml'")
+    add("--dtype", default="auto", choices=("auto", "half", "float16", "bfloat16", "float", "float32"))
+    add("--device", default="auto", help="auto, cpu or cuda")
+    add("--context-length", type=int, default=None, help="longest sequence (default: the model's)")
+    add("--load-format", default="auto", choices=("auto", "dummy"), help="dummy: random weights (benchmarks)")
+    add("--max-total-tokens", type=int, default=None, help="KV cache size in tokens")
+    add("--mem-fraction-static", type=float, default=None, help="GPU memory fraction for weights + KV cache")
+    add("--max-running-requests", type=int, default=None)
+    add("--chunked-prefill-size", type=int, default=None, help="prefill tokens per step")
+    add("--schedule-policy", default="lpm", choices=SCHEDULE_POLICIES)
+    add("--disable-radix-cache", action="store_true", help="no prefix caching")
+    add("--disable-jump-forward", action="store_true", help="constrained decoding one token at a time")
+    add("--random-seed", type=int, default=0)
+    add("--enable-metrics", action="store_true", help="serve Prometheus metrics at /metrics")
+    add(
+        "--incremental-streaming-output",
+        action="store_true",
+        help="native /generate streams send deltas instead of the cumulative text",
+    )
+    add("--max-body-bytes", type=int, default=None, help="largest request body accepted (default: 32 MiB)")
+    add(
+        "--shutdown-timeout",
+        type=float,
+        default=10.0,
+        help="seconds running requests get to finish after SIGTERM before they are aborted",
+    )
+    add("--log-level", default="info", type=str.lower, choices=LOG_LEVELS)
+    return parser  # fmt: skip
+
+
+def _chat_template(value: str | None) -> str | None:
+    if value is None or value in _BUILTIN_TEMPLATES:
+        return None if value is None else _BUILTIN_TEMPLATES[value]
+    if Path(value).is_file() or "{{" in value or "{%" in value:
+        return value
+    raise SystemExit(
+        f"sglr-server: --chat-template {value!r} is not a file, a Jinja template or one of: chatml"
+    )
+
+
+def engine_options(args: argparse.Namespace) -> dict[str, Any]:
+    dtype = {"half": "float16", "float": "float32"}.get(args.dtype, args.dtype)
+    return {
+        "served_model_name": args.served_model_name,
+        "chat_template": _chat_template(args.chat_template),
+        "dtype": dtype,
+        "device": args.device,
+        "load_format": args.load_format,
+        "max_total_tokens": args.max_total_tokens,
+        "mem_fraction_static": args.mem_fraction_static,
+        "context_length": args.context_length,
+        "max_running_requests": args.max_running_requests,
+        "chunked_prefill_size": args.chunked_prefill_size,
+        "schedule_policy": args.schedule_policy,
+        "disable_radix_cache": args.disable_radix_cache,
+        "disable_jump_forward": args.disable_jump_forward,
+        "seed": args.random_seed,
+        "log_level": args.log_level,
+    }
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise SystemExit(f"sglr-server: cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    sock = _bind(args.host, args.port)
+    host, port = sock.getsockname()[:2]
+    url = f"http://{f'[{host}]' if ':' in host else host}:{port}"
+
+    from sglr.engine.engine import Engine
+    from sglr.errors import SglrError
+    from sglr.server.app import build_app
+    from sglr.server.settings import DEFAULT_MAX_BODY_BYTES, ServerSettings
+
+    try:
+        engine = Engine(model_path=args.model_path, **engine_options(args))
+        settings = ServerSettings(
+            api_key=args.api_key,
+            enable_metrics=args.enable_metrics,
+            incremental_streaming_output=args.incremental_streaming_output,
+            max_body_bytes=args.max_body_bytes or DEFAULT_MAX_BODY_BYTES,
+            launch_args=vars(args),
+        )
+    except (SglrError, ValueError, OSError) as exc:
+        sock.close()
+        print(f"sglr-server: {exc}", file=sys.stderr)
+        return 2
+    try:
+        app = build_app(engine, settings)
+        _serve(app, sock, args, url, engine.served_model_name)
+    finally:
+        engine.shutdown()
+        sock.close()
+    print("sglr-server: shut down", flush=True)
+    return 0
+
+
+def _serve(app: Any, sock: socket.socket, args: argparse.Namespace, url: str, model_name: str) -> None:
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets)
+            if not self.should_exit:
+                print(f"sglr-server: serving {model_name} on {url}", flush=True)
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            # Not recorded in uvicorn's captured signals: uvicorn would re-raise them after
+            # serving, killing the process before the engine is shut down and exit status 0.
+            state = app.state.sglr
+            if self.should_exit and sig == signal.SIGINT:
+                self.force_exit = True  # a second Ctrl-C: stop waiting for requests
+            elif not self.should_exit:
+                state.shutting_down = True  # health checks fail while requests drain
+                # After the grace period, running requests end as aborted (their clients get a
+                # complete response) instead of having their connections cut.
+                loop = asyncio.get_event_loop()
+                loop.call_soon_threadsafe(loop.call_later, args.shutdown_timeout, state.abort_all)
+            self.should_exit = True
+
+    config = uvicorn.Config(
+        app,
+        log_level=args.log_level,
+        timeout_graceful_shutdown=args.shutdown_timeout + _ABORT_GRACE_S,
+        access_log=args.log_level == "debug",
+    )
+    asyncio.run(Server(config).serve(sockets=[sock]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

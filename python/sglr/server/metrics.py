@@ -1,0 +1,152 @@
+"""Prometheus metrics (`/metrics`), one registry per app.
+
+Request counters and latency histograms are observed by the server as results stream out of
+the engine (so TTFT and inter-token latency include queueing, prefill and the HTTP layer's own
+delay); gauges (running / waiting requests, KV usage, cache hit rate) are read from the engine
+when scraped. Names follow SGLang's with an `sglr:` prefix.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sglr.engine.engine import Engine
+
+_TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0)  # fmt: skip
+_ITL_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0, 2.5)  # fmt: skip
+_E2E_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 40.0, 60.0, 120.0, 300.0, 600.0)
+
+
+class ServerMetrics:
+    def __init__(self, engine: Engine, model_name: str) -> None:
+        from prometheus_client import CollectorRegistry, Counter, Histogram
+
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.model_name = model_name
+        reg = self.registry
+        labels = ("model_name",)
+        self.num_requests = Counter(
+            "sglr:num_requests",
+            "Finished requests by finish reason",
+            (*labels, "finish_reason"),
+            registry=reg,
+        )
+        self.prompt_tokens = Counter("sglr:prompt_tokens", "Prompt tokens", labels, registry=reg)
+        self.generation_tokens = Counter("sglr:generation_tokens", "Generated tokens", labels, registry=reg)
+        self.cached_tokens = Counter(
+            "sglr:cached_tokens", "Prompt tokens served from the prefix cache", labels, registry=reg
+        )
+        self.ttft = Histogram(
+            "sglr:time_to_first_token_seconds",
+            "Time to first token",
+            labels,
+            buckets=_TTFT_BUCKETS,
+            registry=reg,
+        )
+        self.itl = Histogram(
+            "sglr:inter_token_latency_seconds",
+            "Time between consecutive output tokens",
+            labels,
+            buckets=_ITL_BUCKETS,
+            registry=reg,
+        )
+        self.tpot = Histogram(
+            "sglr:request_time_per_output_token_seconds",
+            "Per request: (e2e latency - time to first token) / (output tokens - 1)",
+            labels,
+            buckets=_ITL_BUCKETS,
+            registry=reg,
+        )
+        self.e2e = Histogram(
+            "sglr:e2e_request_latency_seconds",
+            "End-to-end request latency",
+            labels,
+            buckets=_E2E_BUCKETS,
+            registry=reg,
+        )
+        reg.register(_EngineGauges(engine, model_name))
+
+    def sequence_timer(self) -> SequenceTimer:
+        return SequenceTimer(self)
+
+    def render(self) -> tuple[bytes, str]:
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+class SequenceTimer:
+    """Times one sequence from submission to its last token."""
+
+    def __init__(self, metrics: ServerMetrics) -> None:
+        self.metrics = metrics
+        self.start = time.monotonic()
+        self.first_token_at: float | None = None
+        self.last_token_at: float | None = None
+
+    def on_tokens(self, num_tokens: int) -> None:
+        if num_tokens <= 0:
+            return
+        now = time.monotonic()
+        name = self.metrics.model_name
+        if self.last_token_at is None:
+            self.first_token_at = now
+            self.metrics.ttft.labels(name).observe(now - self.start)
+            num_tokens -= 1  # the first token has no inter-token gap
+        if num_tokens > 0 and self.last_token_at is not None:
+            # Tokens that arrive together (jump-forward) share the gap.
+            gap = (now - self.last_token_at) / num_tokens
+            itl = self.metrics.itl.labels(name)
+            for _ in range(num_tokens):
+                itl.observe(gap)
+        self.last_token_at = now
+
+    def on_finish(self, meta: dict[str, Any]) -> None:
+        m = self.metrics
+        name = m.model_name
+        now = time.monotonic()
+        finish = (meta.get("finish_reason") or {}).get("type", "unknown")
+        m.num_requests.labels(name, finish).inc()
+        m.prompt_tokens.labels(name).inc(meta.get("prompt_tokens", 0))
+        completion = meta.get("completion_tokens", 0)
+        m.generation_tokens.labels(name).inc(completion)
+        m.cached_tokens.labels(name).inc(meta.get("cached_tokens", 0))
+        m.e2e.labels(name).observe(now - self.start)
+        if self.first_token_at is not None and completion > 1:
+            m.tpot.labels(name).observe((now - self.first_token_at) / (completion - 1))
+
+
+class _EngineGauges:
+    """A custom collector: engine state read at scrape time."""
+
+    def __init__(self, engine: Engine, model_name: str) -> None:
+        self.engine = engine
+        self.model_name = model_name
+
+    def describe(self) -> list[Any]:
+        return []
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import GaugeMetricFamily
+
+        stats = self.engine.get_stats()
+        values = (
+            ("sglr:num_running_reqs", "Requests decoding", stats["num_running_requests"]),
+            ("sglr:num_queue_reqs", "Requests waiting to be admitted", stats["num_waiting_requests"]),
+            ("sglr:token_usage", "Fraction of KV slots in use (running or cached)", stats["kv_usage"]),
+            (
+                "sglr:cache_hit_rate",
+                "Prompt tokens served from the prefix cache / all",
+                stats["cache_hit_rate"],
+            ),
+            ("sglr:max_total_num_tokens", "KV cache size in tokens", stats["num_kv_slots"]),
+            ("sglr:num_cached_tokens", "KV slots held by the prefix cache", stats["num_cached_kv_slots"]),
+            ("sglr:gen_throughput", "Generated tokens per busy second", stats["generation_tokens_per_s"]),
+        )
+        for name, doc, value in values:
+            family = GaugeMetricFamily(name, doc, labels=["model_name"])
+            family.add_metric([self.model_name], float(value))
+            yield family

@@ -1,0 +1,44 @@
+"""`ServerSettings`: the HTTP layer's own knobs (the engine's live in `EngineConfig`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sglr.errors import EngineConfigError
+
+DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
+DEFAULT_MAX_SEQUENCES = 1024
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """api_key: when set, every route but `/health*` and `/metrics` needs `Authorization: Bearer <key>`.
+    enable_metrics: serve Prometheus metrics at `/metrics` (404 otherwise).
+    incremental_streaming_output: native `/generate` streams send deltas instead of SGLang's
+        default cumulative `text` / `output_ids` / output logprobs.
+    max_body_bytes: larger request bodies are refused with 413.
+    max_sequences_per_request: a request whose batch size times `n` is larger gets a 400.
+    health_timeout_s: how long `/health_generate` waits for its one-token generation.
+    launch_args: the resolved command-line options, echoed by `/server_info` (the key masked).
+    """
+
+    api_key: str | None = None
+    enable_metrics: bool = False
+    incremental_streaming_output: bool = False
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    max_sequences_per_request: int = DEFAULT_MAX_SEQUENCES
+    health_timeout_s: float = 20.0
+    launch_args: dict[str, Any] = field(default_factory=dict, hash=False)
+
+    def __post_init__(self) -> None:
+        if self.api_key is not None and not self.api_key:
+            raise EngineConfigError("api_key must not be empty (leave it unset to disable auth)")
+        if self.max_body_bytes < 1024:
+            raise EngineConfigError(f"max_body_bytes must be at least 1024, got {self.max_body_bytes}")
+        if self.max_sequences_per_request < 1:
+            raise EngineConfigError(
+                f"max_sequences_per_request must be at least 1, got {self.max_sequences_per_request}"
+            )
+        if self.health_timeout_s <= 0:
+            raise EngineConfigError(f"health_timeout_s must be positive, got {self.health_timeout_s}")

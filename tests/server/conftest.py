@@ -1,0 +1,25 @@
+"""Server test fixtures: real uvicorn servers on 127.0.0.1 over engines on the seeded tiny model."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from server_harness import Served, served_engine
+
+from sglr.server import ServerSettings
+
+
+@pytest.fixture(scope="session")
+def tiny_dir() -> Path:
+    from sglr.model.tiny import tiny_model_path
+
+    return tiny_model_path("llama")
+
+
+@pytest.fixture(scope="module")
+def served(tiny_dir: Path) -> Iterator[Served]:
+    """The default test server: metrics on, slot checks after every engine step."""
+    with served_engine(tiny_dir, ServerSettings(enable_metrics=True), debug_invariants=True) as s:
+        yield s
