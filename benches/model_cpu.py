@@ -83,6 +83,12 @@ def main() -> None:
     )
     parser.add_argument("--arch", default="llama", choices=["llama", "qwen2"])
     parser.add_argument(
+        "--dtype",
+        default="float32",
+        choices=["float32", "bfloat16"],
+        help="run dtype of both systems (bfloat16 pays off on CPUs with native bf16, e.g. AVX512-BF16)",
+    )
+    parser.add_argument(
         "--model",
         default="tiny",
         help="'tiny' (the seeded tiny model of --arch), 'default' (SmolLM2-135M-Instruct) or a model path",
@@ -116,8 +122,8 @@ def main() -> None:
 
         path = resolve_model_path(None if args.model == "default" else args.model)
     print(f"model: {path}")
-    runner = ModelRunner(RunnerConfig(path, device="cpu", kv_num_tokens=65536, max_num_reqs=64))
-    hf = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    runner = ModelRunner(RunnerConfig(path, device="cpu", dtype=args.dtype, kv_num_tokens=65536, max_num_reqs=64))
+    hf = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, args.dtype)).eval()
     hf.generation_config.eos_token_id = None
     hf.generation_config.pad_token_id = 0
     rng = np.random.default_rng(args.seed)
