@@ -122,7 +122,9 @@ def main() -> None:
 
         path = resolve_model_path(None if args.model == "default" else args.model)
     print(f"model: {path}")
-    runner = ModelRunner(RunnerConfig(path, device="cpu", dtype=args.dtype, kv_num_tokens=65536, max_num_reqs=64))
+    runner = ModelRunner(
+        RunnerConfig(path, device="cpu", dtype=args.dtype, kv_num_tokens=65536, max_num_reqs=64)
+    )
     hf = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, args.dtype)).eval()
     hf.generation_config.eos_token_id = None
     hf.generation_config.pad_token_id = 0
