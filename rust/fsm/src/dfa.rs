@@ -39,7 +39,7 @@ impl Default for CompileLimits {
             nfa_size_limit: 64 << 20,
             dfa_size_limit: 128 << 20,
             determinize_size_limit: 64 << 20,
-            nest_limit: 250,
+            nest_limit: 1000,
         }
     }
 }

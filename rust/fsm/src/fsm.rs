@@ -192,6 +192,16 @@ impl TokenFsm {
             .clone())
     }
 
+    /// Whether the row of `state` is already memoised (filling it then costs a copy only; the
+    /// first fill of a state walks the vocabulary).
+    pub fn is_row_ready(&self, state: StateId) -> bool {
+        self.is_terminal(state)
+            || self
+                .rows
+                .get(state as usize)
+                .is_some_and(|r| r.get().is_some())
+    }
+
     /// Computes the rows of every state reachable by tokens from the start (at most
     /// `max_states` of them); returns how many states were visited.
     pub fn build_all(&self, max_states: usize) -> usize {

@@ -18,7 +18,7 @@ pub mod schema;
 mod vocab;
 mod walk;
 
-pub use batch::fill_bitmasks;
+pub use batch::{fill_bitmask_rows, fill_bitmasks};
 pub use dfa::CompileLimits;
 pub use error::FsmError;
 pub use fsm::{FsmStats, TokenFsm};

@@ -112,7 +112,8 @@ pub(crate) fn implied_types(map: &Map<String, Value>) -> Vec<&'static str> {
     ]) {
         types.push("array");
     }
-    if has(&["minLength", "maxLength", "pattern", "format"]) {
+    // NOTE: `format` alone implies nothing: it is often written without `type`.
+    if has(&["minLength", "maxLength", "pattern"]) {
         types.push("string");
     }
     if has(&[
@@ -282,13 +283,30 @@ pub(crate) fn numeric_bounds(
 /// How deep `$ref`s may chain while flattening one `allOf`.
 const MAX_MERGE_REFS: usize = 64;
 
+/// Result of merging an `allOf`: the merged schema (`None`: nothing satisfies it) and the
+/// references that were inlined, which count towards the recursion limit.
+pub(crate) struct Merged {
+    pub schema: Option<Map<String, Value>>,
+    pub references: Vec<String>,
+}
+
 /// Merges `allOf` (and a `$ref` with sibling keywords) into one equivalent schema object.
-/// `None` means the conjunction admits nothing. Merges that cannot be done exactly are
-/// refused.
+/// Merges that cannot be done exactly are refused.
 pub(crate) fn merge_all_of(
     ctx: &Ctx,
     map: &Map<String, Value>,
     path: &str,
+) -> Result<Merged, FsmError> {
+    let mut references = Vec::new();
+    let schema = merge_parts(ctx, map, path, &mut references)?;
+    Ok(Merged { schema, references })
+}
+
+fn merge_parts(
+    ctx: &Ctx,
+    map: &Map<String, Value>,
+    path: &str,
+    references: &mut Vec<String>,
 ) -> Result<Option<Map<String, Value>>, FsmError> {
     let mut parts = Vec::new();
     let mut pending = vec![Value::Object(map.clone())];
@@ -300,12 +318,8 @@ pub(crate) fn merge_all_of(
             Value::Object(part) => part,
             _ => return Err(invalid(path, "'allOf' entries must be schemas")),
         };
-        if let Some(all_of) = part.remove("allOf") {
-            let Value::Array(items) = all_of else {
-                return Err(invalid(path, "'allOf' must be an array"));
-            };
-            pending.extend(items);
-        }
+        // Children are pushed in reverse so they pop in document order, right after `part`.
+        let mut children = Vec::new();
         if let Some(reference) = part.remove("$ref") {
             let Value::String(reference) = reference else {
                 return Err(invalid(path, "'$ref' must be a string"));
@@ -318,8 +332,16 @@ pub(crate) fn merge_all_of(
                     "recursive reference inside 'allOf'",
                 ));
             }
-            pending.push(ctx.resolve(&reference, path)?.clone());
+            children.push(ctx.resolve(&reference, path)?.clone());
+            references.push(reference);
         }
+        if let Some(all_of) = part.remove("allOf") {
+            let Value::Array(items) = all_of else {
+                return Err(invalid(path, "'allOf' must be an array"));
+            };
+            children.extend(items);
+        }
+        pending.extend(children.into_iter().rev());
         parts.push(part);
     }
     let mut merged = Map::new();
@@ -543,7 +565,7 @@ fn shape(ctx: &Ctx, schema: &Value, path: &str) -> Result<Shape, FsmError> {
         _ => return Err(invalid(path, "a schema must be an object or a boolean")),
     };
     let map = if map.contains_key("$ref") || map.contains_key("allOf") {
-        match merge_all_of(ctx, &map, path)? {
+        match merge_all_of(ctx, &map, path)?.schema {
             Some(merged) => merged,
             None => {
                 return Ok(Shape {
@@ -582,10 +604,12 @@ fn shape(ctx: &Ctx, schema: &Value, path: &str) -> Result<Shape, FsmError> {
                 continue;
             }
             let prop = match prop {
-                Value::Object(p) if p.contains_key("$ref") => match merge_all_of(ctx, p, path)? {
-                    Some(m) => m,
-                    None => continue,
-                },
+                Value::Object(p) if p.contains_key("$ref") => {
+                    match merge_all_of(ctx, p, path)?.schema {
+                        Some(m) => m,
+                        None => continue,
+                    }
+                }
                 Value::Object(p) => p.clone(),
                 _ => continue,
             };

@@ -85,6 +85,7 @@ pub fn json_value_to_regex(
             format!("(?:{})", options.whitespace_pattern)
         },
         ref_stack: Vec::new(),
+        depth: 0,
     };
     ctx.schema(schema, "#")
 }
@@ -125,16 +126,31 @@ pub(crate) struct Ctx<'a> {
     /// The whitespace regex, grouped (empty when no whitespace is allowed).
     pub ws: String,
     ref_stack: Vec<String>,
+    /// Current nesting of `schema` calls (bounded so hostile input cannot overflow the stack).
+    depth: usize,
 }
+
+/// Deepest nesting of sub-schemas compiled.
+const MAX_SCHEMA_DEPTH: usize = 96;
 
 impl<'a> Ctx<'a> {
     pub fn schema(&mut self, schema: &Value, path: &str) -> Result<String, FsmError> {
+        if self.depth >= MAX_SCHEMA_DEPTH {
+            return Err(unsupported(
+                "$ref",
+                path,
+                &format!("schemas nested deeper than {MAX_SCHEMA_DEPTH} levels"),
+            ));
+        }
+        self.depth += 1;
         let regex = match schema {
-            Value::Bool(true) => any_value(self, self.options.max_any_depth),
-            Value::Bool(false) => NEVER.into(),
-            Value::Object(map) => self.object(map, path)?,
-            _ => return Err(invalid(path, "a schema must be an object or a boolean")),
+            Value::Bool(true) => Ok(any_value(self, self.options.max_any_depth)),
+            Value::Bool(false) => Ok(NEVER.into()),
+            Value::Object(map) => self.object(map, path),
+            _ => Err(invalid(path, "a schema must be an object or a boolean")),
         };
+        self.depth -= 1;
+        let regex = regex?;
         if regex.len() > self.options.max_regex_len {
             return Err(FsmError::AutomatonTooLarge {
                 what: "schema regex",
@@ -159,10 +175,7 @@ impl<'a> Ctx<'a> {
         }
         if map.contains_key("allOf") {
             let merged = merge::merge_all_of(self, map, path)?;
-            return match merged {
-                Some(merged) => self.object(&merged, path),
-                None => Ok(NEVER.into()),
-            };
+            return self.compile_merged(merged, path);
         }
         for keyword in ["anyOf", "oneOf"] {
             if map.contains_key(keyword) {
@@ -206,18 +219,33 @@ impl<'a> Ctx<'a> {
             return Ok(NEVER.into());
         }
         let has_siblings = map.keys().any(|k| k != "$ref" && !merge::is_annotation(k));
+        if has_siblings {
+            let merged = merge::merge_all_of(self, map, path)?;
+            return self.compile_merged(merged, path);
+        }
+        let target = self.resolve(reference, path)?;
         self.ref_stack.push(reference.clone());
-        let result = if has_siblings {
-            match merge::merge_all_of(self, map, path) {
-                Ok(Some(merged)) => self.object(&merged, path),
-                Ok(None) => Ok(NEVER.into()),
-                Err(e) => Err(e),
-            }
-        } else {
-            let target = self.resolve(reference, path)?;
-            self.schema(target, reference)
-        };
+        let result = self.schema(target, reference);
         self.ref_stack.pop();
+        result
+    }
+
+    /// Compiles a merged `allOf`, counting the references it inlined as recursion.
+    fn compile_merged(&mut self, merged: merge::Merged, path: &str) -> Result<String, FsmError> {
+        let Some(schema) = merged.schema else {
+            return Ok(NEVER.into());
+        };
+        let too_deep = merged.references.iter().any(|reference| {
+            self.ref_stack.iter().filter(|r| *r == reference).count()
+                >= self.options.max_recursion_depth
+        });
+        if too_deep {
+            return Ok(NEVER.into());
+        }
+        let depth = self.ref_stack.len();
+        self.ref_stack.extend(merged.references);
+        let result = self.object(&schema, path);
+        self.ref_stack.truncate(depth);
         result
     }
 
@@ -271,10 +299,7 @@ impl<'a> Ctx<'a> {
                     "allOf".into(),
                     Value::Array(vec![Value::Object(siblings.clone()), branch.clone()]),
                 );
-                match merge::merge_all_of(self, &combined, &branch_path)? {
-                    Some(m) => Value::Object(m),
-                    None => continue,
-                }
+                Value::Object(combined)
             } else {
                 branch.clone()
             };

@@ -113,7 +113,8 @@ pub(crate) fn object_schema(
         let extras = format!("(?:{sep}{extra})*");
         match declared_body {
             Declared::NonEmpty(body) => format!("{body}{extras}"),
-            Declared::Optional(body) => format!("(?:{body}{extras}|{extra}{extras})?"),
+            // The first member is the declared block or an extra; extras follow.
+            Declared::Optional(body) => format!("(?:(?:{body}|{extra}){extras})?"),
             Declared::Nothing => format!("(?:{extra}{extras})?"),
         }
     } else {
@@ -197,12 +198,27 @@ fn declared_sequence(props: &[Property], sep: &str) -> Declared {
             tail(first_required + 1)
         ));
     }
-    // No property is required: branch on which one comes first.
-    let branches = (0..props.len())
-        .map(|first| format!("{}{}", props[first].regex, tail(first + 1)))
-        .collect();
-    Declared::Optional(alternation(branches))
+    if props.len() <= SMALL_OPTIONAL_SET {
+        // No property is required: branch on which one comes first.
+        let branches = (0..props.len())
+            .map(|first| format!("{}{}", props[first].regex, tail(first + 1)))
+            .collect();
+        return Declared::Optional(alternation(branches));
+    }
+    // Linear form for many optional properties, built from the last one backwards:
+    // G(k) = (P(k) SEP)? G(k + 1) | P(k), i.e. each present property is followed by a
+    // separator unless it is the last one. Every property appears twice instead of once per
+    // possible first property.
+    let mut rest = props[props.len() - 1].regex.clone();
+    for prop in props[..props.len() - 1].iter().rev() {
+        rest = format!("(?:(?:{}{sep})?{rest}|{})", prop.regex, prop.regex);
+    }
+    Declared::Optional(rest)
 }
+
+/// Up to this many all-optional properties, the quadratic "which comes first" form is used
+/// (it nests less); beyond, the linear nested form.
+const SMALL_OPTIONAL_SET: usize = 4;
 
 /// A JSON string key (without escapes) that is none of `names`, so extra properties cannot
 /// repeat a declared one.
