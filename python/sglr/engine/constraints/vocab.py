@@ -75,7 +75,11 @@ def detect_encoding(tokenizer: Any, vocab: dict[str, int]) -> str:
         kinds = _component_types(config.get("decoder")) | _component_types(config.get("pre_tokenizer"))
         if "ByteLevel" in kinds:
             return "byte_level"
-        if "ByteFallback" in kinds or "Metaspace" in kinds or (config.get("model") or {}).get("byte_fallback"):
+        if (
+            "ByteFallback" in kinds
+            or "Metaspace" in kinds
+            or (config.get("model") or {}).get("byte_fallback")
+        ):
             return "sentencepiece"
     sample = list(vocab)[:5000]
     if sum("\u0120" in t or "\u010a" in t for t in sample) > len(sample) // 100:
