@@ -18,13 +18,41 @@ pub(crate) const INTEGER: &str = r"-?(?:0|[1-9][0-9]*)";
 /// A regex that matches nothing (a branch that can never be taken).
 pub(crate) const NEVER: &str = r"[^\x00-\x{10FFFF}]";
 
-/// Escapes one char for use inside or outside a character class.
-pub(crate) fn escape_char(c: char) -> String {
-    if c.is_ascii_alphanumeric() {
-        c.to_string()
-    } else {
-        format!("\\x{{{:X}}}", c as u32)
+/// One char as a regex literal outside a class. Escapes use the common dialect (`\.`, `\xHH`)
+/// so the same regex also works in other engines.
+pub(crate) fn literal_char(c: char) -> String {
+    match c {
+        '\\' | '.' | '+' | '*' | '?' | '(' | ')' | '|' | '[' | ']' | '{' | '}' | '^' | '$' => {
+            format!("\\{c}")
+        }
+        c if (c as u32) < 0x20 || c == '\u{7F}' => format!("\\x{:02X}", c as u32),
+        c => c.to_string(),
     }
+}
+
+/// One char as a member of a character class.
+pub(crate) fn class_char(c: char) -> String {
+    match c {
+        '\\' | ']' | '[' | '^' | '-' | '&' | '~' => format!("\\{c}"),
+        c if (c as u32) < 0x20 || c == '\u{7F}' => format!("\\x{:02X}", c as u32),
+        c => c.to_string(),
+    }
+}
+
+/// `sub` repeated `min..=max` times (`max = None`: unbounded), with the plainest quantifier.
+pub(crate) fn repeat(sub: &str, min: usize, max: Option<usize>) -> String {
+    let quantifier = match (min, max) {
+        (0, None) => "*".to_string(),
+        (1, None) => "+".to_string(),
+        (0, Some(1)) => "?".to_string(),
+        (n, None) => format!("{{{n},}}"),
+        (n, Some(m)) if n == m => format!("{{{n}}}"),
+        (n, Some(m)) => format!("{{{n},{m}}}"),
+    };
+    if min == 1 && max == Some(1) {
+        return sub.to_string();
+    }
+    format!("(?:{sub}){quantifier}")
 }
 
 /// The JSON-encoded forms of one character inside a string, as a regex: the raw character
@@ -41,7 +69,7 @@ pub(crate) fn encoded_char(c: char) -> String {
         '\t' => r"\\t|\\u0009".into(),
         '/' => r"/|\\/".into(),
         c if (c as u32) < 0x20 => format!(r"\\u00{}", hex_literal(c as u32 & 0xFF, 2)),
-        c if c.is_ascii() => escape_char(c),
+        c if c.is_ascii() => literal_char(c),
         c => {
             let mut units = [0u16; 2];
             let escaped: Vec<String> = c
@@ -49,7 +77,7 @@ pub(crate) fn encoded_char(c: char) -> String {
                 .iter()
                 .map(|&unit| format!(r"\\u{}", hex_literal(unit as u32, 4)))
                 .collect();
-            format!("{}|{}", escape_char(c), escaped.join(""))
+            format!("{}|{}", literal_char(c), escaped.join(""))
         }
     }
 }

@@ -59,7 +59,10 @@ fn natural_in(lo: u128, hi: Option<u128>) -> String {
     }
     if hi.is_none() {
         // Every number with more digits than `lo`.
-        parts.push(format!("[1-9][0-9]{{{},}}", lo_len));
+        parts.push(format!(
+            "[1-9]{}",
+            super::literal::repeat("[0-9]", lo_len, None)
+        ));
     }
     parts.join("|")
 }

@@ -245,7 +245,7 @@ fn not_in_set(words: &[&[char]]) -> String {
     }
     let excluded: String = firsts
         .iter()
-        .map(|&c| super::literal::escape_char(c))
+        .map(|&c| super::literal::class_char(c))
         .collect();
     parts.push(format!("[{KEY_CHAR_CLASS}{excluded}]{any}"));
     for &c in &firsts {
@@ -260,7 +260,7 @@ fn not_in_set(words: &[&[char]]) -> String {
         }
         parts.push(format!(
             "{}{}",
-            super::literal::escape_char(c),
+            super::literal::literal_char(c),
             not_in_set(&rests)
         ));
     }
@@ -351,14 +351,18 @@ pub(crate) fn array_schema(
             rest_regex.clone()
         };
         Some(match (leading_sep, rest_max) {
-            (true, Some(max)) => format!("(?:{item}){{{rest_min},{max}}}"),
-            (true, None) => format!("(?:{item}){{{rest_min},}}"),
+            (true, Some(max)) => super::literal::repeat(&item, rest_min, Some(max)),
+            (true, None) => super::literal::repeat(&item, rest_min, None),
             (false, max) => {
                 // First item without separator, then the others with one.
                 let others_min = rest_min.saturating_sub(1);
                 let others = match max {
-                    Some(max) => format!("(?:{sep}{rest_regex}){{{others_min},{}}}", max - 1),
-                    None => format!("(?:{sep}{rest_regex}){{{others_min},}}"),
+                    Some(max) => super::literal::repeat(
+                        &format!("{sep}{rest_regex}"),
+                        others_min,
+                        Some(max - 1),
+                    ),
+                    None => super::literal::repeat(&format!("{sep}{rest_regex}"), others_min, None),
                 };
                 if rest_min == 0 {
                     format!("(?:{item}{others})?")

@@ -7,7 +7,7 @@
 
 use regex_syntax::hir::{Class, ClassUnicodeRange, Hir, HirKind, Look};
 
-use super::literal::{encoded_char, escape_char, STRING_CHAR};
+use super::literal::{class_char, encoded_char, repeat, STRING_CHAR};
 
 /// Classes with more non-ASCII ranges than this match those characters raw only (their
 /// `\uXXXX` spellings would make the regex huge); that forbids some valid spellings but never
@@ -157,10 +157,7 @@ fn encode(hir: &Hir) -> Result<String, String> {
         }
         HirKind::Repetition(rep) => {
             let sub = encode(&rep.sub)?;
-            match rep.max {
-                Some(max) => format!("(?:{sub}){{{},{max}}}", rep.min),
-                None => format!("(?:{sub}){{{},}}", rep.min),
-            }
+            repeat(&sub, rep.min as usize, rep.max.map(|m| m as usize))
         }
         HirKind::Capture(capture) => format!("(?:{})", encode(&capture.sub)?),
         HirKind::Concat(items) => items.iter().map(encode).collect::<Result<String, _>>()?,
@@ -221,9 +218,9 @@ fn encode_class(ranges: &[ClassUnicodeRange]) -> String {
                     char::from_u32(hi).expect("valid"),
                 );
                 if lo == hi {
-                    escape_char(lo)
+                    class_char(lo)
                 } else {
-                    format!("{}-{}", escape_char(lo), escape_char(hi))
+                    format!("{}-{}", class_char(lo), class_char(hi))
                 }
             })
             .collect();

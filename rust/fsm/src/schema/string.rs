@@ -87,9 +87,9 @@ pub(crate) fn string_schema(
             body.regex
         }
         (None, None) => match max_len {
-            Some(max) => format!("{STRING_CHAR}{{{min_len},{max}}}"),
+            Some(max) => super::literal::repeat(STRING_CHAR, min_len, Some(max)),
             None if min_len == 0 => format!("{STRING_CHAR}*"),
-            None => format!("{STRING_CHAR}{{{min_len},}}"),
+            None => super::literal::repeat(STRING_CHAR, min_len, None),
         },
     };
     Ok(format!("\"{body}\""))
