@@ -79,6 +79,8 @@ def measure(engine, ctx, pattern, schema, walk, case, repeats):
     mask = np.zeros((case.size + 31) // 32, dtype=np.int32)
     best_ttfm, best_step, warm, memory, ok = float("inf"), float("inf"), float("nan"), None, True
     for attempt in range(repeats):
+        if hasattr(engine, "forget"):
+            engine.forget(ctx)
         started = time.perf_counter()
         compiled = engine.compile(ctx, pattern, schema)
         walker = engine.walker(compiled)

@@ -58,6 +58,10 @@ class SglrEngine:
     def walker(self, fsm: Any) -> Walker:
         return _SglrWalker(fsm)
 
+    def forget(self, vocab: Any) -> None:
+        """Drops the per-vocabulary shared walks so every repeat starts cold."""
+        vocab.clear_caches()
+
     def memory_bytes(self, fsm: Any) -> int:
         return fsm.stats()["memory_bytes"]
 

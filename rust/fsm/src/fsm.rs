@@ -8,12 +8,13 @@
 
 use std::sync::{Arc, OnceLock};
 
+use crate::component::{local_component, row_from_component, walk_component, ReverseEdges};
 use crate::dfa::{ByteDfa, CompileLimits, DEAD};
 use crate::error::FsmError;
 use crate::jump::{forced_continuation, JumpForward};
 use crate::row::{Row, RowStore};
 use crate::vocab::Vocabulary;
-use crate::walk::walk_allowed;
+use crate::walk::{walk_allowed, Successors};
 use crate::{StateId, TokenId};
 
 /// Sizes of a compiled FSM, for reports and cache accounting.
@@ -38,6 +39,8 @@ pub struct TokenFsm {
     rows: Box<[OnceLock<Row>]>,
     jumps: Box<[OnceLock<JumpForward>]>,
     store: RowStore,
+    /// Predecessors of every state, built on the first dense row.
+    reverse: OnceLock<ReverseEdges>,
 }
 
 impl TokenFsm {
@@ -55,6 +58,7 @@ impl TokenFsm {
             rows: (0..num_states).map(|_| OnceLock::new()).collect(),
             jumps: (0..num_states).map(|_| OnceLock::new()).collect(),
             store: RowStore::default(),
+            reverse: OnceLock::new(),
         })
     }
 
@@ -215,7 +219,7 @@ impl TokenFsm {
             let mut successors = Vec::new();
             let mut scratch = vec![false; self.dfa.num_states()];
             if self.rows[state as usize].get().is_none() {
-                let row = self.walk_row(state, Some((&mut successors, &mut scratch)));
+                let row = self.plain_row(state, Some((&mut successors, &mut scratch)));
                 let _ = self.rows[state as usize].set(row);
             } else {
                 // Already memoised: recover the successors from the token list.
@@ -251,11 +255,16 @@ impl TokenFsm {
             .filter_map(|j| j.get())
             .map(|j| j.bytes.capacity())
             .sum();
+        let reverse = self.reverse.get().map_or(0, ReverseEdges::memory_bytes);
         FsmStats {
             num_states: self.dfa.num_states(),
             num_rows_built,
             num_dense_rows: self.store.num_dense(),
-            memory_bytes: self.dfa.memory_bytes() + self.store.memory_bytes() + slots + jump_bytes,
+            memory_bytes: self.dfa.memory_bytes()
+                + self.store.memory_bytes()
+                + slots
+                + jump_bytes
+                + reverse,
         }
     }
 
@@ -282,7 +291,7 @@ impl TokenFsm {
         }
         for (state, row) in self.rows.iter().enumerate() {
             let Some(row) = row.get() else { continue };
-            let fresh = self.walk_row(state as u32, None);
+            let fresh = self.plain_row(state as u32, None);
             if fresh.token_ids() != row.token_ids() {
                 return Err(FsmError::Invariant(format!(
                     "memoised row of state {state} differs from a fresh walk"
@@ -302,10 +311,28 @@ impl TokenFsm {
     }
 
     fn row(&self, state: StateId) -> &Row {
-        self.rows[state as usize].get_or_init(|| self.walk_row(state, None))
+        self.rows[state as usize].get_or_init(|| self.compute_row(state))
     }
 
-    fn walk_row(&self, state: StateId, successors: Option<(&mut Vec<u32>, &mut [bool])>) -> Row {
+    /// The row of `state`, through its shared local component when it has one.
+    fn compute_row(&self, state: StateId) -> Row {
+        let reverse = self.reverse.get_or_init(|| ReverseEdges::new(&self.dfa));
+        let Some(component) = local_component(&self.dfa, reverse, state) else {
+            return self.plain_row(state, None);
+        };
+        let num_words = self.vocab.num_mask_words();
+        let walk = self.vocab.component_walk(&component.signature, || {
+            walk_component(&self.vocab.trie, &component.signature, num_words)
+        });
+        let mut mask = vec![0u32; num_words];
+        let num_allowed =
+            row_from_component(&self.dfa, &self.vocab.trie, &component, &walk, &mut mask);
+        self.store.make_row(mask, num_allowed)
+    }
+
+    /// The row of `state` by one walk over the whole trie (the reference the component path
+    /// must agree with).
+    fn plain_row(&self, state: StateId, successors: Successors<'_>) -> Row {
         let mut mask = vec![0u32; self.vocab.num_mask_words()];
         let num_allowed = walk_allowed(&self.dfa, &self.vocab.trie, state, &mut mask, successors);
         self.store.make_row(mask, num_allowed)

@@ -9,6 +9,7 @@
 //! Everything is pure Rust with integer ids: `TokenId = u32`, `StateId = u32`.
 
 mod batch;
+mod component;
 mod dfa;
 mod error;
 mod fsm;

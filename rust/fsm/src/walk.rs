@@ -7,22 +7,38 @@
 use crate::dfa::{ByteDfa, DEAD};
 use crate::vocab::trie::TokenTrie;
 
+/// Optional collection of the distinct states that allowed tokens lead to: the list, and one
+/// scratch flag per DFA state (all false on entry and on return).
+pub(crate) type Successors<'a> = Option<(&'a mut Vec<u32>, &'a mut [bool])>;
+
 /// Sets the bit of every token whose bytes keep `state` live; returns how many were set.
-/// With `successors`, also collects the distinct states those tokens lead to (`seen` is
-/// scratch space of one flag per DFA state, all false on entry and on return).
 pub(crate) fn walk_allowed(
     dfa: &ByteDfa,
     trie: &TokenTrie,
     state: u32,
     mask: &mut [u32],
-    mut successors: Option<(&mut Vec<u32>, &mut [bool])>,
+    successors: Successors<'_>,
+) -> usize {
+    let mut stack = vec![DEAD; trie.max_depth + 1];
+    walk_below(dfa, trie, 0, state, mask, &mut stack, successors)
+}
+
+/// Walks the descendants of trie node `root`, whose own path led the DFA to `root_state`
+/// (tokens *at* `root` are the caller's business). `stack` holds at least `max_depth + 1`.
+pub(crate) fn walk_below(
+    dfa: &ByteDfa,
+    trie: &TokenTrie,
+    root: usize,
+    root_state: u32,
+    mask: &mut [u32],
+    stack: &mut [u32],
+    mut successors: Successors<'_>,
 ) -> usize {
     let nodes = &trie.nodes;
     let token_ids = &trie.token_ids;
-    let mut stack = vec![DEAD; trie.max_depth + 1];
-    stack[0] = state;
-    let end = nodes[0].subtree_end as usize;
-    let mut index = 1;
+    stack[nodes[root].depth as usize] = root_state;
+    let end = nodes[root].subtree_end as usize;
+    let mut index = root + 1;
     let mut num_allowed = 0;
     while index < end {
         let node = nodes[index];
@@ -54,4 +70,14 @@ pub(crate) fn walk_allowed(
         }
     }
     num_allowed
+}
+
+/// Sets the bits of the tokens ending exactly at trie node `index`; returns how many.
+pub(crate) fn allow_tokens_at(trie: &TokenTrie, index: usize, mask: &mut [u32]) -> usize {
+    let start = trie.nodes[index].token_start as usize;
+    let end = trie.nodes[index + 1].token_start as usize;
+    for &token in &trie.token_ids[start..end] {
+        mask[token as usize >> 5] |= 1 << (token & 31);
+    }
+    end - start
 }

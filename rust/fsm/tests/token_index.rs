@@ -22,7 +22,7 @@ fn vocabulary_tokens(multi: &[Vec<u8>], alphabet: &[u8]) -> Vec<Vec<u8>> {
 
 /// Bytes the edge patterns use, including partial UTF-8 sequences via the multi-byte chars.
 fn alphabet() -> Vec<u8> {
-    let text = "abcdexhloHELO0123456789.+-{}\": truefals,\u{1F608}\u{1F60A}\u{1F60D}\u{4E00}\u{4E2F}\u{e9}";
+    let text = "abcdexhloHELO0123456789.+-{}[]\\nu\": truefals,\u{1F608}\u{1F60A}\u{1F60D}\u{4E00}\u{4E2F}\u{e9}";
     let mut bytes: Vec<u8> = text.bytes().chain(0x80..=0xBF).collect();
     bytes.sort_unstable();
     bytes.dedup();
@@ -287,4 +287,44 @@ fn bad_states_tokens_and_buffers_are_typed_errors() {
     let mut padded = vec![-1i32; 3];
     fsm.fill_bitmask(0, &mut padded).unwrap();
     assert_eq!(padded, vec![1, 0, 0]);
+}
+
+#[test]
+fn string_bodies_share_one_component_walk() {
+    let tokens: Vec<Vec<u8>> = (0x20..0x7Fu8)
+        .map(|b| vec![b])
+        .chain(["ab", "\",", ", ", "x\"y", r"\u00e9", "\u{e9}"].map(|t| t.as_bytes().to_vec()))
+        .collect();
+    let (vocab, _) = vocab_with_eos(&tokens);
+    let body = r#""(?:[^"\\]|\\["\\n]|\\u[0-9a-f]{4})*""#;
+    let pattern = format!(r#"\{{"a": {body}, "b": {body}\}}"#);
+    let fsm = TokenFsm::from_regex(&pattern, vocab.clone(), &CompileLimits::default()).unwrap();
+    let mut words = vec![0i32; vocab.num_mask_words()];
+    let first_body = fsm
+        .advance_bytes(fsm.start_state(), br#"{"a": ""#)
+        .unwrap()
+        .unwrap();
+    let second_body = fsm
+        .advance_bytes(first_body, br#"x", "b": ""#)
+        .unwrap()
+        .unwrap();
+    assert_ne!(first_body, second_body);
+    fsm.fill_bitmask(first_body, &mut words).unwrap();
+    let cached = vocab.num_cached_components();
+    assert!(cached >= 1);
+    fsm.fill_bitmask(second_body, &mut words).unwrap();
+    assert_eq!(
+        vocab.num_cached_components(),
+        cached,
+        "the second body reuses the first walk"
+    );
+    // Rows built through the shared walk equal fresh whole-trie walks.
+    fsm.check_invariants().unwrap();
+    let closing = tokens.iter().position(|t| t == b"\",").unwrap() as u32;
+    assert!(
+        mask_ids(&words).contains(&closing) == false,
+        "\"b\" is the last field: no comma"
+    );
+    fsm.fill_bitmask(first_body, &mut words).unwrap();
+    assert!(mask_ids(&words).contains(&closing));
 }

@@ -4,12 +4,19 @@ mod decode;
 pub(crate) mod trie;
 
 use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex};
+
+use rustc_hash::FxHashMap;
 
 pub use decode::{decode_byte_level, decode_sentencepiece, encode_byte_level, TokenEncoding};
 
+use crate::component::ComponentWalk;
 use crate::error::FsmError;
 use crate::TokenId;
 use trie::TokenTrie;
+
+/// Bytes of shared component walks a vocabulary keeps before starting over.
+const COMPONENT_CACHE_BYTES: usize = 64 << 20;
 
 /// Longest token accepted, in bytes (the trie stores depths as `u16`).
 pub const MAX_TOKEN_LEN: usize = u16::MAX as usize;
@@ -18,7 +25,7 @@ pub const MAX_TOKEN_LEN: usize = u16::MAX as usize;
 /// allowed by a constraint, except EOS, which is allowed exactly in accepting states.
 ///
 /// Immutable once built; share it (`Arc`) between every FSM compiled for the same model.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Vocabulary {
     bytes: Vec<u8>,
     /// `bytes[offsets[t]..offsets[t + 1]]` are token t's bytes (empty for specials).
@@ -26,6 +33,9 @@ pub struct Vocabulary {
     eos_token_ids: Vec<TokenId>,
     pub(crate) trie: TokenTrie,
     fingerprint: u64,
+    /// Trie walks through local components, keyed by signature and shared by every FSM over
+    /// this vocabulary (see `component.rs`), with their total size in bytes.
+    components: Mutex<(FxHashMap<Vec<u16>, Arc<ComponentWalk>>, usize)>,
 }
 
 impl Vocabulary {
@@ -75,6 +85,7 @@ impl Vocabulary {
             eos_token_ids,
             trie: TokenTrie::default(),
             fingerprint: 0,
+            components: Mutex::default(),
         };
         vocab.trie = TokenTrie::build(
             (0..vocab_size as u32).filter_map(|id| vocab.token_bytes(id).map(|b| (id, b))),
@@ -136,9 +147,49 @@ impl Vocabulary {
         self.fingerprint
     }
 
-    /// Heap bytes of the token table and the trie.
+    /// Heap bytes of the token table, the trie and the shared component walks.
     pub fn memory_bytes(&self) -> usize {
-        self.bytes.capacity() + self.offsets.capacity() * 4 + self.trie.memory_bytes()
+        let components = self.components.lock().unwrap_or_else(|p| p.into_inner()).1;
+        self.bytes.capacity() + self.offsets.capacity() * 4 + self.trie.memory_bytes() + components
+    }
+
+    /// The shared walk for a component signature, computed by `walk` on first use.
+    pub(crate) fn component_walk(
+        &self,
+        signature: &[u16],
+        walk: impl FnOnce() -> ComponentWalk,
+    ) -> Arc<ComponentWalk> {
+        if let Some(found) = self.lock_components().0.get(signature) {
+            return found.clone();
+        }
+        // NOTE: computed outside the lock; two threads may both compute a walk, one wins.
+        let computed = Arc::new(walk());
+        let mut cache = self.lock_components();
+        if cache.1 + computed.memory_bytes() > COMPONENT_CACHE_BYTES {
+            *cache = Default::default();
+        }
+        cache.1 += computed.memory_bytes();
+        cache
+            .0
+            .entry(signature.to_vec())
+            .or_insert(computed)
+            .clone()
+    }
+
+    /// Number of distinct component walks cached.
+    pub fn num_cached_components(&self) -> usize {
+        self.lock_components().0.len()
+    }
+
+    /// Forgets the shared component walks (benchmarks use it to measure cold costs).
+    pub fn clear_caches(&self) {
+        *self.lock_components() = Default::default();
+    }
+
+    fn lock_components(
+        &self,
+    ) -> std::sync::MutexGuard<'_, (FxHashMap<Vec<u16>, Arc<ComponentWalk>>, usize)> {
+        self.components.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn compute_fingerprint(&self) -> u64 {
