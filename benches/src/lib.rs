@@ -66,3 +66,4 @@ pub fn heavy_trace() -> Vec<Vec<u32>> {
 }
 
 pub mod sched_trace;
+pub mod fsm_inputs;

@@ -23,7 +23,11 @@ use crate::walk::{allow_tokens_at, walk_below};
 /// Longest cycle through s (in bytes) that puts a state into K(s): a `\uXXXX` escape is 6.
 const CYCLE_LEN: usize = 6;
 /// Largest component worth describing; bigger neighbourhoods fall back to the plain walk.
-const MAX_COMPONENT: usize = 32;
+const MAX_COMPONENT: usize = 1024;
+/// Largest neighbourhood explored to find K(s).
+const MAX_NEIGHBOURHOOD: usize = 2048;
+/// Exit subtrees up to this many trie nodes are merged into per-edge suffix tries.
+const MAX_GROUPED_SUBTREE: usize = 256;
 
 /// Signature codes besides canonical indices.
 const EXIT: u16 = u16::MAX;
@@ -38,85 +42,51 @@ pub(crate) struct Component {
     pub signature: Vec<u16>,
 }
 
-/// Predecessor lists of every DFA state (CSR), for the backward half of K(s).
-#[derive(Debug)]
-pub(crate) struct ReverseEdges {
-    starts: Vec<u32>,
-    sources: Vec<u32>,
-}
-
-impl ReverseEdges {
-    pub fn new(dfa: &ByteDfa) -> Self {
-        let num_states = dfa.num_states();
-        let mut pairs: Vec<(u32, u32)> = Vec::new();
-        for state in 0..num_states as u32 {
-            let mut targets: Vec<u32> = dfa.successors(state).collect();
-            targets.sort_unstable();
-            targets.dedup();
-            pairs.extend(targets.into_iter().map(|t| (t, state)));
-        }
-        pairs.sort_unstable();
-        let mut starts = vec![0u32; num_states + 1];
-        for &(target, _) in &pairs {
-            starts[target as usize + 1] += 1;
-        }
-        for i in 0..num_states {
-            starts[i + 1] += starts[i];
-        }
-        Self {
-            starts,
-            sources: pairs.into_iter().map(|(_, s)| s).collect(),
-        }
-    }
-
-    fn of(&self, state: u32) -> &[u32] {
-        &self.sources
-            [self.starts[state as usize] as usize..self.starts[state as usize + 1] as usize]
-    }
-
-    pub fn memory_bytes(&self) -> usize {
-        (self.starts.capacity() + self.sources.capacity()) * 4
-    }
-}
-
-/// States within `CYCLE_LEN` steps of `from` along `next` edges (at most `limit`).
-fn within(
-    from: u32,
-    limit: usize,
-    mut next: impl FnMut(u32, &mut Vec<u32>),
-) -> Option<FxHashMap<u32, usize>> {
-    let mut dist: FxHashMap<u32, usize> = FxHashMap::default();
-    dist.insert(from, 0);
-    let mut queue = VecDeque::from([from]);
-    let mut buffer = Vec::new();
-    while let Some(state) = queue.pop_front() {
-        let d = dist[&state];
-        if d == CYCLE_LEN {
-            continue;
-        }
-        buffer.clear();
-        next(state, &mut buffer);
-        for &n in &buffer {
-            if !dist.contains_key(&n) {
-                if dist.len() >= limit {
+/// K(s), or `None` when it would not pay off (no short cycle through s, or too large).
+pub(crate) fn local_component(dfa: &ByteDfa, state: u32) -> Option<Component> {
+    // Forward: every state within CYCLE_LEN bytes, with the edges leaving them. A cycle
+    // through s of at most CYCLE_LEN bytes lies entirely inside this set, so the backward
+    // distances can be computed on it alone.
+    let mut forward: FxHashMap<u32, usize> = FxHashMap::default();
+    forward.insert(state, 0);
+    let mut order = vec![state];
+    let mut edges: Vec<(u32, u32)> = Vec::new();
+    let mut head = 0;
+    while head < order.len() {
+        let source = order[head];
+        head += 1;
+        let depth = forward[&source];
+        let mut targets: Vec<u32> = dfa.successors(source).collect();
+        targets.sort_unstable();
+        targets.dedup();
+        for target in targets {
+            edges.push((target, source));
+            if depth < CYCLE_LEN && !forward.contains_key(&target) {
+                if order.len() >= MAX_NEIGHBOURHOOD {
                     return None;
                 }
-                dist.insert(n, d + 1);
-                queue.push_back(n);
+                forward.insert(target, depth + 1);
+                order.push(target);
             }
         }
     }
-    Some(dist)
-}
-
-/// K(s), or `None` when it would not pay off (no short cycle through s, or too large).
-pub(crate) fn local_component(
-    dfa: &ByteDfa,
-    reverse: &ReverseEdges,
-    state: u32,
-) -> Option<Component> {
-    let forward = within(state, 512, |s, out| out.extend(dfa.successors(s)))?;
-    let backward = within(state, 512, |s, out| out.extend_from_slice(reverse.of(s)))?;
+    edges.sort_unstable();
+    let mut backward: FxHashMap<u32, usize> = FxHashMap::default();
+    backward.insert(state, 0);
+    let mut queue = VecDeque::from([state]);
+    while let Some(target) = queue.pop_front() {
+        let depth = backward[&target];
+        if depth == CYCLE_LEN {
+            continue;
+        }
+        let from = edges.partition_point(|&(t, _)| t < target);
+        for &(_, source) in edges[from..].iter().take_while(|&&(t, _)| t == target) {
+            if let std::collections::hash_map::Entry::Vacant(slot) = backward.entry(source) {
+                slot.insert(depth + 1);
+                queue.push_back(source);
+            }
+        }
+    }
     // On a cycle through s of at most CYCLE_LEN bytes (s itself: distance 0 both ways).
     let members: Vec<u32> = forward
         .iter()
@@ -158,19 +128,38 @@ pub(crate) fn local_component(
     Some(Component { states, signature })
 }
 
+/// Tokens that leave K by one (canonical state, byte) edge, keyed by what follows that byte.
+#[derive(Debug)]
+pub(crate) struct ExitGroup {
+    /// Canonical state the edge leaves from.
+    pub from: u16,
+    pub byte: u8,
+    /// The rest of each such token after `byte`, as a trie (tokens ending right at `byte`
+    /// are in the shared mask: the exit target is live for every state of the signature).
+    pub suffixes: TokenTrie,
+}
+
 /// The shared part of the rows of every state with one signature.
 #[derive(Debug)]
 pub(crate) struct ComponentWalk {
-    /// Tokens whose bytes stay inside K.
+    /// Tokens whose bytes stay inside K, or leave it exactly at their last byte.
     pub mask: Box<[u32]>,
     pub num_allowed: usize,
-    /// Trie nodes whose edge leaves K, with the canonical state before that edge.
-    pub exits: Box<[(u32, u16)]>,
+    pub groups: Box<[ExitGroup]>,
+    /// Exit edges into big subtrees (say a space at the root), walked per state: their
+    /// tokens mostly die within a byte or two, so merging them would cost more than it saves.
+    pub raw_exits: Box<[(u32, u16)]>,
 }
 
 impl ComponentWalk {
     pub fn memory_bytes(&self) -> usize {
-        self.mask.len() * 4 + self.exits.len() * 8
+        self.mask.len() * 4
+            + self
+                .groups
+                .iter()
+                .map(|g| g.suffixes.memory_bytes() + 8)
+                .sum::<usize>()
+            + self.raw_exits.len() * 8
     }
 }
 
@@ -182,37 +171,91 @@ pub(crate) fn walk_component(
 ) -> ComponentWalk {
     let nodes = &trie.nodes;
     let mut mask = vec![0u32; num_mask_words];
-    let mut exits = Vec::new();
     let mut stack = vec![0u16; trie.max_depth + 1];
     let mut num_allowed = 0;
+    let mut groups: FxHashMap<(u16, u8), Vec<TokenSuffix>> = FxHashMap::default();
+    let mut raw_exits = Vec::new();
     let end = nodes[0].subtree_end as usize;
+    let num_codes = signature.len();
+    assert!(trie.id_bound <= mask.len() * 32);
     let mut index = 1;
     while index < end {
-        let node = nodes[index];
+        // SAFETY: `index < end < nodes.len()` (sentinel), depths are 1..=max_depth < stack
+        // length, every code pushed on the stack is a canonical index (< num_codes / 256),
+        // token ids are below `id_bound` (checked above).
+        let (node, from, code) = unsafe {
+            let node = *nodes.get_unchecked(index);
+            let from = *stack.get_unchecked(node.depth as usize - 1);
+            let at = from as usize * 256 + node.byte as usize;
+            debug_assert!(at < num_codes);
+            (node, from, *signature.get_unchecked(at))
+        };
         let depth = node.depth as usize;
-        let from = stack[depth - 1];
-        match signature[from as usize * 256 + node.byte as usize] {
+        match code {
             DEAD_CODE => index = node.subtree_end as usize,
             EXIT => {
-                exits.push((index as u32, from));
+                num_allowed += allow_tokens_at(trie, index, &mut mask);
+                if node.subtree_end as usize - index <= MAX_GROUPED_SUBTREE {
+                    collect_suffixes(trie, index, groups.entry((from, node.byte)).or_default());
+                } else {
+                    raw_exits.push((index as u32, from));
+                }
                 index = node.subtree_end as usize;
             }
             code => {
-                stack[depth] = code;
-                num_allowed += allow_tokens_at(trie, index, &mut mask);
+                // SAFETY: as above.
+                unsafe {
+                    *stack.get_unchecked_mut(depth) = code;
+                    let start = node.token_start as usize;
+                    let stop = nodes.get_unchecked(index + 1).token_start as usize;
+                    for &token in trie.token_ids.get_unchecked(start..stop) {
+                        *mask.get_unchecked_mut(token as usize >> 5) |= 1 << (token & 31);
+                    }
+                    num_allowed += stop - start;
+                }
                 index += 1;
             }
         }
     }
+    let mut groups: Vec<ExitGroup> = groups
+        .into_iter()
+        .map(|((from, byte), suffixes)| ExitGroup {
+            from,
+            byte,
+            suffixes: TokenTrie::build(suffixes.iter().map(|(id, bytes)| (*id, bytes.as_slice()))),
+        })
+        .collect();
+    groups.sort_by_key(|g| (g.from, g.byte));
     ComponentWalk {
         mask: mask.into_boxed_slice(),
         num_allowed,
-        exits: exits.into_boxed_slice(),
+        groups: groups.into_boxed_slice(),
+        raw_exits: raw_exits.into_boxed_slice(),
     }
 }
 
-/// The row of the state that `component` was computed for: the shared mask plus the tokens
-/// that leave K through an exit edge and stay live.
+/// A token id and its bytes after an exit edge.
+type TokenSuffix = (u32, Vec<u8>);
+
+/// Every token strictly below trie node `root`, with its bytes after `root`.
+fn collect_suffixes(trie: &TokenTrie, root: usize, out: &mut Vec<TokenSuffix>) {
+    let nodes = &trie.nodes;
+    let base = nodes[root].depth as usize;
+    let mut path: Vec<u8> = Vec::new();
+    for index in root + 1..nodes[root].subtree_end as usize {
+        let node = nodes[index];
+        path.truncate(node.depth as usize - base - 1);
+        path.push(node.byte);
+        let start = node.token_start as usize;
+        let end = nodes[index + 1].token_start as usize;
+        for &token in &trie.token_ids[start..end] {
+            out.push((token, path.clone()));
+        }
+    }
+}
+
+/// The row of the state that `component` was computed for: the shared mask plus, per exit
+/// edge, the suffixes that stay live from the actual exit target.
 pub(crate) fn row_from_component(
     dfa: &ByteDfa,
     trie: &TokenTrie,
@@ -222,16 +265,24 @@ pub(crate) fn row_from_component(
 ) -> usize {
     mask.copy_from_slice(&walk.mask);
     let mut num_allowed = walk.num_allowed;
-    let mut stack = vec![DEAD; trie.max_depth + 1];
-    for &(node, from) in walk.exits.iter() {
-        let node = node as usize;
-        let parent = component.states[from as usize];
-        let target = dfa.next(parent, trie.nodes[node].byte);
-        if target == DEAD {
+    let mut stack = Vec::new();
+    for group in walk.groups.iter() {
+        let target = dfa.next(component.states[group.from as usize], group.byte);
+        debug_assert_ne!(target, DEAD, "an exit edge of the signature is live");
+        if target == DEAD || group.suffixes.token_ids.is_empty() {
             continue;
         }
-        num_allowed += allow_tokens_at(trie, node, mask);
-        num_allowed += walk_below(dfa, trie, node, target, mask, &mut stack, None);
+        stack.resize(stack.len().max(group.suffixes.max_depth + 1), DEAD);
+        num_allowed += walk_below(dfa, &group.suffixes, 0, target, mask, &mut stack, None);
+    }
+    stack.resize(stack.len().max(trie.max_depth + 1), DEAD);
+    for &(node, from) in walk.raw_exits.iter() {
+        let node = node as usize;
+        let target = dfa.next(component.states[from as usize], trie.nodes[node].byte);
+        debug_assert_ne!(target, DEAD, "an exit edge of the signature is live");
+        if target != DEAD {
+            num_allowed += walk_below(dfa, trie, node, target, mask, &mut stack, None);
+        }
     }
     num_allowed
 }

@@ -214,6 +214,23 @@ impl ByteDfa {
         self.trans[state as usize * self.num_classes + self.classes[byte as usize] as usize]
     }
 
+    /// [`ByteDfa::next`] without the bounds check, for the trie walks.
+    ///
+    /// # Safety
+    /// `state` must be a state of this DFA (not `DEAD`).
+    #[inline(always)]
+    pub unsafe fn next_unchecked(&self, state: u32, byte: u8) -> u32 {
+        debug_assert!((state as usize) < self.num_states());
+        // SAFETY: classes has 256 entries; state < num_states and class < num_classes keep the
+        // index inside trans (num_states * num_classes entries).
+        unsafe {
+            let class = *self.classes.get_unchecked(byte as usize) as usize;
+            *self
+                .trans
+                .get_unchecked(state as usize * self.num_classes + class)
+        }
+    }
+
     /// The DFA state after `bytes`, or `DEAD`.
     pub fn walk(&self, mut state: u32, bytes: &[u8]) -> u32 {
         for &byte in bytes {

@@ -8,7 +8,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use crate::component::{local_component, row_from_component, walk_component, ReverseEdges};
+use crate::component::{local_component, row_from_component, walk_component};
 use crate::dfa::{ByteDfa, CompileLimits, DEAD};
 use crate::error::FsmError;
 use crate::jump::{forced_continuation, JumpForward};
@@ -39,8 +39,6 @@ pub struct TokenFsm {
     rows: Box<[OnceLock<Row>]>,
     jumps: Box<[OnceLock<JumpForward>]>,
     store: RowStore,
-    /// Predecessors of every state, built on the first dense row.
-    reverse: OnceLock<ReverseEdges>,
 }
 
 impl TokenFsm {
@@ -58,7 +56,6 @@ impl TokenFsm {
             rows: (0..num_states).map(|_| OnceLock::new()).collect(),
             jumps: (0..num_states).map(|_| OnceLock::new()).collect(),
             store: RowStore::default(),
-            reverse: OnceLock::new(),
         })
     }
 
@@ -255,16 +252,11 @@ impl TokenFsm {
             .filter_map(|j| j.get())
             .map(|j| j.bytes.capacity())
             .sum();
-        let reverse = self.reverse.get().map_or(0, ReverseEdges::memory_bytes);
         FsmStats {
             num_states: self.dfa.num_states(),
             num_rows_built,
             num_dense_rows: self.store.num_dense(),
-            memory_bytes: self.dfa.memory_bytes()
-                + self.store.memory_bytes()
-                + slots
-                + jump_bytes
-                + reverse,
+            memory_bytes: self.dfa.memory_bytes() + self.store.memory_bytes() + slots + jump_bytes,
         }
     }
 
@@ -316,8 +308,7 @@ impl TokenFsm {
 
     /// The row of `state`, through its shared local component when it has one.
     fn compute_row(&self, state: StateId) -> Row {
-        let reverse = self.reverse.get_or_init(|| ReverseEdges::new(&self.dfa));
-        let Some(component) = local_component(&self.dfa, reverse, state) else {
+        let Some(component) = local_component(&self.dfa, state) else {
             return self.plain_row(state, None);
         };
         let num_words = self.vocab.num_mask_words();

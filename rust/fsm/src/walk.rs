@@ -36,29 +36,38 @@ pub(crate) fn walk_below(
 ) -> usize {
     let nodes = &trie.nodes;
     let token_ids = &trie.token_ids;
+    assert!(stack.len() > trie.max_depth && root_state != DEAD);
+    assert!(trie.id_bound <= mask.len() * 32);
     stack[nodes[root].depth as usize] = root_state;
     let end = nodes[root].subtree_end as usize;
     let mut index = root + 1;
     let mut num_allowed = 0;
     while index < end {
-        let node = nodes[index];
-        let depth = node.depth as usize;
-        let next = dfa.next(stack[depth - 1], node.byte);
-        if next == DEAD {
-            index = node.subtree_end as usize;
-            continue;
-        }
-        stack[depth] = next;
-        let tokens = &token_ids[node.token_start as usize..nodes[index + 1].token_start as usize];
-        if !tokens.is_empty() {
-            for &token in tokens {
-                mask[token as usize >> 5] |= 1 << (token & 31);
+        // SAFETY: `index < end <= nodes.len() - 1` (the sentinel closes every subtree), node
+        // depths are 1..=max_depth (< stack.len(), checked above), `stack[depth - 1]` holds a
+        // live state (only non-DEAD states are pushed, the root's was checked), token ranges
+        // come from the trie builder and token ids index `mask` (checked above).
+        unsafe {
+            let node = *nodes.get_unchecked(index);
+            let depth = node.depth as usize;
+            let next = dfa.next_unchecked(*stack.get_unchecked(depth - 1), node.byte);
+            if next == DEAD {
+                index = node.subtree_end as usize;
+                continue;
             }
-            num_allowed += tokens.len();
-            if let Some((list, seen)) = successors.as_mut() {
-                if !seen[next as usize] {
-                    seen[next as usize] = true;
-                    list.push(next);
+            *stack.get_unchecked_mut(depth) = next;
+            let start = node.token_start as usize;
+            let stop = nodes.get_unchecked(index + 1).token_start as usize;
+            if start != stop {
+                for &token in token_ids.get_unchecked(start..stop) {
+                    *mask.get_unchecked_mut(token as usize >> 5) |= 1 << (token & 31);
+                }
+                num_allowed += stop - start;
+                if let Some((list, seen)) = successors.as_mut() {
+                    if !seen[next as usize] {
+                        seen[next as usize] = true;
+                        list.push(next);
+                    }
                 }
             }
         }

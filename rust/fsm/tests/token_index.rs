@@ -322,7 +322,7 @@ fn string_bodies_share_one_component_walk() {
     fsm.check_invariants().unwrap();
     let closing = tokens.iter().position(|t| t == b"\",").unwrap() as u32;
     assert!(
-        mask_ids(&words).contains(&closing) == false,
+        !mask_ids(&words).contains(&closing),
         "\"b\" is the last field: no comma"
     );
     fsm.fill_bitmask(first_body, &mut words).unwrap();

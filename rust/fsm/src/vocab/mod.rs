@@ -35,8 +35,11 @@ pub struct Vocabulary {
     fingerprint: u64,
     /// Trie walks through local components, keyed by signature and shared by every FSM over
     /// this vocabulary (see `component.rs`), with their total size in bytes.
-    components: Mutex<(FxHashMap<Vec<u16>, Arc<ComponentWalk>>, usize)>,
+    components: Mutex<ComponentCache>,
 }
+
+/// Component walks by signature, and their total size in bytes.
+type ComponentCache = (FxHashMap<Vec<u16>, Arc<ComponentWalk>>, usize);
 
 impl Vocabulary {
     /// Builds a vocabulary from raw token bytes indexed by token id. `None` (or empty bytes)
@@ -186,9 +189,7 @@ impl Vocabulary {
         *self.lock_components() = Default::default();
     }
 
-    fn lock_components(
-        &self,
-    ) -> std::sync::MutexGuard<'_, (FxHashMap<Vec<u16>, Arc<ComponentWalk>>, usize)> {
+    fn lock_components(&self) -> std::sync::MutexGuard<'_, ComponentCache> {
         self.components.lock().unwrap_or_else(|p| p.into_inner())
     }
 

@@ -24,6 +24,8 @@ pub(crate) struct TokenTrie {
     pub nodes: Vec<TrieNode>,
     pub token_ids: Vec<u32>,
     pub max_depth: usize,
+    /// One more than the largest token id (0 when empty): masks must cover it.
+    pub id_bound: usize,
 }
 
 impl TokenTrie {
@@ -77,10 +79,12 @@ impl TokenTrie {
             depth: 0,
             byte: 0,
         });
+        let id_bound = token_ids.iter().max().map_or(0, |&t| t as usize + 1);
         Self {
             nodes,
             token_ids,
             max_depth,
+            id_bound,
         }
     }
 
