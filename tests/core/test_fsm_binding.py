@@ -194,3 +194,33 @@ def test_compile_releases_the_gil() -> None:
     worker.join()
     # Holding the GIL for the whole compile would leave this loop at a handful of iterations.
     assert ticks > 1000
+
+
+def test_one_fsm_is_shared_by_many_threads() -> None:
+    """Rows are built lazily behind once-cells: concurrent first fills agree with serial ones."""
+    vocab = char_vocab((b'", "', b'"}', b"ab", b"\xc3"))
+    pattern = r'\{"a": "[^"]*", "b": "[^"]*", "c": [0-9]+\}'
+    shared = TokenFsm.from_regex(pattern, vocab)
+    reference = TokenFsm.from_regex(pattern, vocab)
+    reference.build_all()
+    states = list(range(reference.stats()["num_states"]))
+    expected = {s: reference.allowed_token_ids(s).tolist() for s in states}
+    failures: list[str] = []
+    barrier = threading.Barrier(6)
+
+    def worker(offset: int) -> None:
+        barrier.wait()
+        out = np.zeros(shared.num_mask_words, dtype=np.int32)
+        for state in states[offset:] + states[:offset]:
+            shared.fill_bitmask(state, out)
+            got = np.flatnonzero(np.unpackbits(out.view(np.uint8), bitorder="little")).tolist()
+            if got != expected[state]:
+                failures.append(f"state {state}")
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    shared.check_invariants()

@@ -25,7 +25,7 @@ const CYCLE_LEN: usize = 6;
 /// Largest component worth describing; bigger neighbourhoods fall back to the plain walk.
 const MAX_COMPONENT: usize = 1024;
 /// Largest neighbourhood explored to find K(s).
-const MAX_NEIGHBOURHOOD: usize = 2048;
+const MAX_NEIGHBOURHOOD: usize = 256;
 /// Exit subtrees up to this many trie nodes are merged into per-edge suffix tries.
 const MAX_GROUPED_SUBTREE: usize = 256;
 

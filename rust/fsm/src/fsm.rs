@@ -9,6 +9,7 @@
 use std::sync::{Arc, OnceLock};
 
 use crate::component::{local_component, row_from_component, walk_component};
+use crate::delegate::{delegated_row, delegation, is_donor};
 use crate::dfa::{ByteDfa, CompileLimits, DEAD};
 use crate::error::FsmError;
 use crate::jump::{forced_continuation, JumpForward};
@@ -306,8 +307,25 @@ impl TokenFsm {
         self.rows[state as usize].get_or_init(|| self.compute_row(state))
     }
 
-    /// The row of `state`, through its shared local component when it has one.
+    /// The row of `state`: borrowed from a loop state, through its shared local component,
+    /// or by one whole-trie walk, cheapest first.
     fn compute_row(&self, state: StateId) -> Row {
+        if !is_donor(&self.dfa, state) {
+            if let Some(delegation) = delegation(&self.dfa, state) {
+                let mut donor_words = vec![0u32; self.vocab.num_mask_words()];
+                self.row(delegation.donor).write(&mut donor_words);
+                let mut mask = vec![0u32; donor_words.len()];
+                let num_allowed = delegated_row(
+                    &self.dfa,
+                    &self.vocab,
+                    state,
+                    &delegation,
+                    &donor_words,
+                    &mut mask,
+                );
+                return self.store.make_row(mask, num_allowed);
+            }
+        }
         let Some(component) = local_component(&self.dfa, state) else {
             return self.plain_row(state, None);
         };

@@ -13,6 +13,8 @@
 //! a compiled schema only admits valid documents. Unknown formats are not enforced (formats
 //! are annotations unless a validator opts in).
 
+mod disjoint;
+mod keywords;
 mod literal;
 mod merge;
 mod numeric;
@@ -218,7 +220,9 @@ impl<'a> Ctx<'a> {
             // Recursion cut: this branch can no longer be taken.
             return Ok(NEVER.into());
         }
-        let has_siblings = map.keys().any(|k| k != "$ref" && !merge::is_annotation(k));
+        let has_siblings = map
+            .keys()
+            .any(|k| k != "$ref" && !keywords::is_annotation(k));
         if has_siblings {
             let merged = merge::merge_all_of(self, map, path)?;
             return self.compile_merged(merged, path);
@@ -289,7 +293,7 @@ impl<'a> Ctx<'a> {
         };
         let mut siblings = map.clone();
         siblings.remove(keyword);
-        let has_siblings = siblings.keys().any(|k| !merge::is_annotation(k));
+        let has_siblings = siblings.keys().any(|k| !keywords::is_annotation(k));
         let mut merged_branches = Vec::new();
         for (index, branch) in branches.iter().enumerate() {
             let branch_path = format!("{path}/{keyword}/{index}");
@@ -306,7 +310,7 @@ impl<'a> Ctx<'a> {
             merged_branches.push((merged, branch_path));
         }
         if keyword == "oneOf" {
-            merge::check_disjoint(self, &merged_branches, path)?;
+            disjoint::check_disjoint(self, &merged_branches, path)?;
         }
         let mut parts = Vec::new();
         for (branch, branch_path) in &merged_branches {
@@ -323,7 +327,7 @@ impl<'a> Ctx<'a> {
         path: &str,
     ) -> Result<Vec<&'static str>, FsmError> {
         let mut types: Vec<&'static str> = match map.get("type") {
-            None => merge::implied_types(map),
+            None => keywords::implied_types(map),
             Some(Value::String(name)) => vec![type_name(name, path)?],
             Some(Value::Array(names)) => names
                 .iter()
@@ -359,14 +363,14 @@ impl<'a> Ctx<'a> {
         if let (Some(constant), true) = (map.get("const"), map.contains_key("enum")) {
             values.retain(|v| v == constant);
         }
-        values.retain(|v| types.iter().any(|t| merge::value_has_type(v, t)));
+        values.retain(|v| types.iter().any(|t| keywords::value_has_type(v, t)));
         let parts = values.iter().map(|v| value_literal(self, v)).collect();
         Ok(alternation(parts))
     }
 
     fn integer(&mut self, map: &Map<String, Value>, path: &str) -> Result<String, FsmError> {
         check_multiple_of(map, path, true)?;
-        let (lo, hi) = merge::numeric_bounds(map, path)?;
+        let (lo, hi) = keywords::numeric_bounds(map, path)?;
         let bounds = numeric::IntBounds {
             lo: lo
                 .map(|b| b.int_lower())
@@ -382,7 +386,7 @@ impl<'a> Ctx<'a> {
 
     fn number(&mut self, map: &Map<String, Value>, path: &str) -> Result<String, FsmError> {
         check_multiple_of(map, path, false)?;
-        let (lo, hi) = merge::numeric_bounds(map, path)?;
+        let (lo, hi) = keywords::numeric_bounds(map, path)?;
         let lo = lo
             .map(|b| b.integral())
             .transpose()
