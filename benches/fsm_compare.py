@@ -27,8 +27,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fsm_engines import ALL_ENGINE_NAMES, VocabCase, available_engines  # noqa: E402
-from fsm_patterns import PATTERNS, bpe_vocab_case, cl100k_vocab_case  # noqa: E402
+from fsm_engines import ALL_ENGINE_NAMES, VocabCase, available_engines
+from fsm_patterns import PATTERNS, bpe_vocab_case, cl100k_vocab_case
 
 
 def random_walk(fsm, case: VocabCase, num_steps: int, seed: int) -> list[int]:
@@ -115,7 +115,9 @@ def run(case: VocabCase, args) -> None:
         contexts[engine.name] = engine.prepare(case)
         print(f"  {engine.name}: vocabulary preprocessing {1e3 * (time.perf_counter() - started):.0f} ms")
     sglr = engines[0]
-    header = f"{'pattern':<12}" + "".join(f"{n + ' ttfm ms':>22}{n + ' step us':>22}" for n in ALL_ENGINE_NAMES)
+    header = f"{'pattern':<12}" + "".join(
+        f"{n + ' ttfm ms':>22}{n + ' step us':>22}" for n in ALL_ENGINE_NAMES
+    )
     print(f"\n[{case.name}: {case.size} tokens; steps per walk {args.steps}; best of {args.repeats}]")
     print(header)
     extra = []
@@ -130,7 +132,9 @@ def run(case: VocabCase, args) -> None:
             engine = next(e for e in engines if e.name == engine_name)
             use_schema = schema if engine_name == "sglr" else None
             try:
-                ttfm, step, warm, memory, ok = measure(engine, contexts[engine_name], regex, use_schema, walk, case, args.repeats)
+                ttfm, step, warm, memory, ok = measure(
+                    engine, contexts[engine_name], regex, use_schema, walk, case, args.repeats
+                )
             except Exception as error:  # an engine failing on a pattern is a result, not a crash
                 row += f"{'err':>22}{'err':>22}"
                 extra.append(f"  {engine_name} on {name}: {type(error).__name__}: {str(error)[:120]}")

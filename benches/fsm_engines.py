@@ -106,7 +106,9 @@ class OutlinesEngine:
         import outlines_core
         from outlines_core.json_schema import build_regex_from_schema
 
-        return outlines_core.Index(build_regex_from_schema(json.dumps(schema)), vocab), vocab.get_eos_token_id()
+        return outlines_core.Index(
+            build_regex_from_schema(json.dumps(schema)), vocab
+        ), vocab.get_eos_token_id()
 
     def walker(self, compiled: Any) -> Walker:
         return _OutlinesWalker(*compiled)
@@ -150,7 +152,9 @@ class XGrammarEngine:
             info = xgrammar.TokenizerInfo.from_huggingface(case.hf_tokenizer, vocab_size=case.size)
         else:
             raw = [token or b"" for token in case.token_bytes]
-            info = xgrammar.TokenizerInfo(raw, xgrammar.VocabType.RAW, vocab_size=case.size, stop_token_ids=[case.eos])
+            info = xgrammar.TokenizerInfo(
+                raw, xgrammar.VocabType.RAW, vocab_size=case.size, stop_token_ids=[case.eos]
+            )
         return xgrammar.GrammarCompiler(info, max_threads=1, cache_enabled=False)
 
     def compile(self, compiler: Any, pattern: str, schema: dict | None) -> Any:

@@ -11,7 +11,11 @@ CACHE_DIR = Path(__file__).resolve().parent / "results" / "tmp"
 
 
 def _object(properties: dict, required: list[str] | None = None) -> dict:
-    return {"type": "object", "properties": properties, "required": list(properties) if required is None else required}
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties) if required is None else required,
+    }
 
 
 FLAT5 = _object(
@@ -35,7 +39,13 @@ NESTED6 = _object(
     }
 )
 
-_KINDS = [{"type": "string"}, {"type": "integer"}, {"type": "number"}, {"type": "boolean"}, {"enum": ["low", "mid", "high"]}]
+_KINDS = [
+    {"type": "string"},
+    {"type": "integer"},
+    {"type": "number"},
+    {"type": "boolean"},
+    {"enum": ["low", "mid", "high"]},
+]
 
 FLAT20 = _object(
     {f"field_{i:02d}": _KINDS[i % len(_KINDS)] for i in range(20)},
@@ -46,7 +56,11 @@ NESTED50 = _object(
     {
         "id": {"type": "string"},
         "created": {"type": "string", "format": "date-time"},
-        "items": {"type": "array", "items": _object({f"p{i}": _KINDS[i % 5] for i in range(8)}), "maxItems": 4},
+        "items": {
+            "type": "array",
+            "items": _object({f"p{i}": _KINDS[i % 5] for i in range(8)}),
+            "maxItems": 4,
+        },
         **{f"section_{s}": _object({f"f{i}": _KINDS[(i + s) % 5] for i in range(8)}) for s in range(5)},
     }
 )

@@ -230,7 +230,11 @@ class TokenFsm:
 
     @staticmethod
     def from_regex(
-        pattern: str, vocabulary: Vocabulary, *, dfa_size_limit: int | None = None, nfa_size_limit: int | None = None
+        pattern: str,
+        vocabulary: Vocabulary,
+        *,
+        dfa_size_limit: int | None = None,
+        nfa_size_limit: int | None = None,
     ) -> TokenFsm:
         """The whole output must match `pattern` (anchored at both ends)."""
     @staticmethod

@@ -18,7 +18,9 @@ NUM_FILES = 60
 
 
 def load_oracle():
-    spec = importlib.util.spec_from_file_location("maskbench_oracle", REPO / "benches" / "maskbench_oracle.py")
+    spec = importlib.util.spec_from_file_location(
+        "maskbench_oracle", REPO / "benches" / "maskbench_oracle.py"
+    )
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up while being defined
     spec.loader.exec_module(module)
