@@ -7,9 +7,7 @@ use std::hint::black_box;
 use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use sglr_benches::fsm_inputs::{
-    random_walk, schema_patterns, synthetic_vocabulary, vocabulary_from_file,
-};
+use sglr_benches::fsm_inputs::{random_walk, schema_patterns, synthetic_vocabulary, vocabulary_from_file};
 use sglr_fsm::{fill_bitmasks, CompileLimits, TokenFsm, Vocabulary};
 
 fn vocabularies() -> Vec<(String, Arc<Vocabulary>)> {
@@ -18,12 +16,7 @@ fn vocabularies() -> Vec<(String, Arc<Vocabulary>)> {
     }
     [32_000, 128_000]
         .into_iter()
-        .map(|size| {
-            (
-                format!("{}k", size / 1000),
-                Arc::new(synthetic_vocabulary(size, 7)),
-            )
-        })
+        .map(|size| (format!("{}k", size / 1000), Arc::new(synthetic_vocabulary(size, 7))))
         .collect()
 }
 
@@ -69,16 +62,11 @@ fn bench_fsm(c: &mut Criterion) {
                     black_box(state);
                 })
             });
-            let batch: Vec<(&TokenFsm, u32)> = walk_states(&fsm, &walk)
-                .into_iter()
-                .take(64)
-                .map(|s| (&fsm, s))
-                .collect();
+            let batch: Vec<(&TokenFsm, u32)> =
+                walk_states(&fsm, &walk).into_iter().take(64).map(|s| (&fsm, s)).collect();
             let mut out = vec![0i32; batch.len() * vocab.num_mask_words()];
             group.bench_function(BenchmarkId::new("batch_fill_64", name), |b| {
-                b.iter(|| {
-                    fill_bitmasks(black_box(&batch), &mut out, vocab.num_mask_words()).unwrap()
-                })
+                b.iter(|| fill_bitmasks(black_box(&batch), &mut out, vocab.num_mask_words()).unwrap())
             });
         }
         group.finish();

@@ -8,10 +8,7 @@ struct Lcg(u64);
 
 impl Lcg {
     fn below(&mut self, n: usize) -> usize {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         ((self.0 >> 33) as usize) % n.max(1)
     }
 }
@@ -26,23 +23,15 @@ pub fn synthetic_vocabulary(size: usize, seed: u64) -> Vocabulary {
     for b in 0..=255u8 {
         seen.insert(vec![b]);
     }
-    let punctuation = [
-        "\",", "\":", " \"", "{\"", "\"}", "\"]", "[\"", "\n", "  ", "\": \"", "\", \"", "},", "],",
-    ];
+    let punctuation =
+        ["\",", "\":", " \"", "{\"", "\"}", "\"]", "[\"", "\n", "  ", "\": \"", "\", \"", "},", "],"];
     for p in punctuation {
         if seen.insert(p.as_bytes().to_vec()) {
             tokens.push(Some(p.as_bytes().to_vec()));
         }
     }
     let letters = b"etaoinshrdlucmfwypvbgkjqxz";
-    let multibyte = [
-        "\u{e9}",
-        "\u{fc}",
-        "\u{4e2d}",
-        "\u{6587}",
-        "\u{442}",
-        "\u{1F600}",
-    ];
+    let multibyte = ["\u{e9}", "\u{fc}", "\u{4e2d}", "\u{6587}", "\u{442}", "\u{1F600}"];
     while tokens.len() < size - 1 {
         let mut token = Vec::new();
         match rng.below(10) {
@@ -108,18 +97,9 @@ pub fn schema_patterns() -> Vec<(&'static str, String)> {
     let options = JsonSchemaOptions::default();
     vec![
         ("int", r"[-+]?[0-9]+".to_string()),
-        (
-            "summary",
-            r#"\{"summary": "[\w\d\s]+\.", "grade": "[ABCD][+-]?"\}"#.to_string(),
-        ),
-        (
-            "flat5",
-            json_value_to_regex(&flat5, &options).expect("schema compiles"),
-        ),
-        (
-            "nested6",
-            json_value_to_regex(&nested6, &options).expect("schema compiles"),
-        ),
+        ("summary", r#"\{"summary": "[\w\d\s]+\.", "grade": "[ABCD][+-]?"\}"#.to_string()),
+        ("flat5", json_value_to_regex(&flat5, &options).expect("schema compiles")),
+        ("nested6", json_value_to_regex(&nested6, &options).expect("schema compiles")),
     ]
 }
 
@@ -137,16 +117,10 @@ pub fn random_walk(fsm: &TokenFsm, num_steps: usize, seed: u64) -> Vec<Option<u3
             .copied()
             .filter(|&t| {
                 vocab.is_eos(t)
-                    || vocab
-                        .token_bytes(t)
-                        .is_some_and(|b| b.iter().any(|c| b"\"}],".contains(c)))
+                    || vocab.token_bytes(t).is_some_and(|b| b.iter().any(|c| b"\"}],".contains(c)))
             })
             .collect();
-        let pool = if !closing.is_empty() && rng.below(4) == 0 {
-            &closing
-        } else {
-            &allowed
-        };
+        let pool = if !closing.is_empty() && rng.below(4) == 0 { &closing } else { &allowed };
         let token = pool[rng.below(pool.len())];
         if vocab.is_eos(token) {
             walk.push(None);

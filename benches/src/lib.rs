@@ -65,5 +65,5 @@ pub fn heavy_trace() -> Vec<Vec<u32>> {
     grouped_trace(2, 64, 157, (512, 2048), (512, 2048))
 }
 
-pub mod sched_trace;
 pub mod fsm_inputs;
+pub mod sched_trace;

@@ -186,6 +186,7 @@ class Scheduler:
     def on_retract(self, num_decoded_tokens: int, num_max_new_tokens: int, num_running: int) -> float:
         """After a retraction, with sums over the requests still running."""
     def check_invariants(self) -> None: ...
+
 # --- constraints (rust/fsm): regex / JSON-schema FSMs over a tokenizer's vocabulary ---
 
 StateId: TypeAlias = int

@@ -11,11 +11,8 @@ pub fn fill_bitmasks(
     out: &mut [i32],
     row_words: usize,
 ) -> Result<(), FsmError> {
-    let with_rows: Vec<(&TokenFsm, StateId, usize)> = requests
-        .iter()
-        .enumerate()
-        .map(|(row, &(fsm, state))| (fsm, state, row))
-        .collect();
+    let with_rows: Vec<(&TokenFsm, StateId, usize)> =
+        requests.iter().enumerate().map(|(row, &(fsm, state))| (fsm, state, row)).collect();
     fill_bitmask_rows(&with_rows, out, row_words)
 }
 
@@ -34,10 +31,7 @@ pub fn fill_bitmask_rows(
     let vocab_size = first.vocabulary().vocab_size();
     let needed = first.vocabulary().num_mask_words();
     if row_words < needed {
-        return Err(FsmError::BitmaskTooSmall {
-            needed,
-            got: row_words,
-        });
+        return Err(FsmError::BitmaskTooSmall { needed, got: row_words });
     }
     for &(fsm, state, row) in requests {
         if fsm.vocabulary().vocab_size() != vocab_size {
@@ -47,17 +41,11 @@ pub fn fill_bitmask_rows(
             });
         }
         if state as usize >= fsm.num_states() {
-            return Err(FsmError::UnknownState {
-                state,
-                num_states: fsm.num_states() as u32,
-            });
+            return Err(FsmError::UnknownState { state, num_states: fsm.num_states() as u32 });
         }
         let end = (row + 1).saturating_mul(row_words);
         if end > out.len() {
-            return Err(FsmError::BitmaskTooSmall {
-                needed: end,
-                got: out.len(),
-            });
+            return Err(FsmError::BitmaskTooSmall { needed: end, got: out.len() });
         }
     }
     for &(fsm, state, row) in requests {

@@ -154,21 +154,13 @@ pub(crate) struct ComponentWalk {
 impl ComponentWalk {
     pub fn memory_bytes(&self) -> usize {
         self.mask.len() * 4
-            + self
-                .groups
-                .iter()
-                .map(|g| g.suffixes.memory_bytes() + 8)
-                .sum::<usize>()
+            + self.groups.iter().map(|g| g.suffixes.memory_bytes() + 8).sum::<usize>()
             + self.raw_exits.len() * 8
     }
 }
 
 /// Walks the trie through the signature alone (no DFA), once per signature and vocabulary.
-pub(crate) fn walk_component(
-    trie: &TokenTrie,
-    signature: &[u16],
-    num_mask_words: usize,
-) -> ComponentWalk {
+pub(crate) fn walk_component(trie: &TokenTrie, signature: &[u16], num_mask_words: usize) -> ComponentWalk {
     let nodes = &trie.nodes;
     let mut mask = vec![0u32; num_mask_words];
     let mut stack = vec![0u16; trie.max_depth + 1];

@@ -26,10 +26,7 @@ impl Delegation {
 
 /// The state most bytes lead to from `state`, if any (ties: lowest id).
 fn main_target(dfa: &ByteDfa, state: u32) -> Option<(u32, usize)> {
-    let mut targets: Vec<u32> = (0..=255u8)
-        .map(|b| dfa.next(state, b))
-        .filter(|&t| t != DEAD)
-        .collect();
+    let mut targets: Vec<u32> = (0..=255u8).map(|b| dfa.next(state, b)).filter(|&t| t != DEAD).collect();
     targets.sort_unstable();
     let mut best: Option<(u32, usize)> = None;
     for run in targets.chunk_by(|a, b| a == b) {

@@ -90,10 +90,7 @@ impl ByteDfa {
             .build_from_nfa(&nfa)
             .map_err(|e| {
                 if e.is_size_limit_exceeded() {
-                    FsmError::AutomatonTooLarge {
-                        what: "DFA",
-                        limit: limits.dfa_size_limit,
-                    }
+                    FsmError::AutomatonTooLarge { what: "DFA", limit: limits.dfa_size_limit }
                 } else {
                     FsmError::UnsupportedRegex(e.to_string())
                 }
@@ -179,26 +176,15 @@ impl ByteDfa {
         for &raw in &order {
             let raw = raw as usize;
             live_accepting.push(accepting[raw]);
-            trans.extend(
-                raw_trans[raw * num_classes..(raw + 1) * num_classes]
-                    .iter()
-                    .map(|&next| {
-                        if next == DEAD {
-                            DEAD
-                        } else {
-                            renumber[next as usize]
-                        }
-                    }),
-            );
+            trans.extend(raw_trans[raw * num_classes..(raw + 1) * num_classes].iter().map(|&next| {
+                if next == DEAD {
+                    DEAD
+                } else {
+                    renumber[next as usize]
+                }
+            }));
         }
-        Ok(Self {
-            classes,
-            num_classes,
-            class_len,
-            class_byte,
-            trans,
-            accepting: live_accepting,
-        })
+        Ok(Self { classes, num_classes, class_len, class_byte, trans, accepting: live_accepting })
     }
 
     pub fn num_states(&self) -> usize {
@@ -225,9 +211,7 @@ impl ByteDfa {
         // index inside trans (num_states * num_classes entries).
         unsafe {
             let class = *self.classes.get_unchecked(byte as usize) as usize;
-            *self
-                .trans
-                .get_unchecked(state as usize * self.num_classes + class)
+            *self.trans.get_unchecked(state as usize * self.num_classes + class)
         }
     }
 
@@ -298,9 +282,7 @@ fn live_states(trans: &[u32], accepting: &[bool], num_classes: usize) -> Vec<boo
         }
     }
     let mut live = accepting.to_vec();
-    let mut queue: Vec<u32> = (0..num_states as u32)
-        .filter(|&s| accepting[s as usize])
-        .collect();
+    let mut queue: Vec<u32> = (0..num_states as u32).filter(|&s| accepting[s as usize]).collect();
     while let Some(state) = queue.pop() {
         let range = starts[state as usize] as usize..starts[state as usize + 1] as usize;
         for &source in &sources[range] {
@@ -362,10 +344,7 @@ mod tests {
         let d = dfa("a$b|c");
         assert_eq!(d.walk(d.start(), b"a"), DEAD);
         assert!(full_match(&d, "c"));
-        assert!(matches!(
-            ByteDfa::build("a$b", &CompileLimits::default()),
-            Err(FsmError::EmptyLanguage)
-        ));
+        assert!(matches!(ByteDfa::build("a$b", &CompileLimits::default()), Err(FsmError::EmptyLanguage)));
     }
 
     #[test]
@@ -379,21 +358,9 @@ mod tests {
     #[test]
     fn errors_are_typed() {
         let limits = CompileLimits::default();
-        assert!(matches!(
-            ByteDfa::build("(ab", &limits),
-            Err(FsmError::InvalidRegex(_))
-        ));
-        assert!(matches!(
-            ByteDfa::build(r"\bfoo\b", &limits),
-            Err(FsmError::UnsupportedRegex(_))
-        ));
-        let small = CompileLimits {
-            nfa_size_limit: 1 << 16,
-            ..CompileLimits::default()
-        };
-        assert!(matches!(
-            ByteDfa::build(r"\w{1000}", &small),
-            Err(FsmError::AutomatonTooLarge { .. })
-        ));
+        assert!(matches!(ByteDfa::build("(ab", &limits), Err(FsmError::InvalidRegex(_))));
+        assert!(matches!(ByteDfa::build(r"\bfoo\b", &limits), Err(FsmError::UnsupportedRegex(_))));
+        let small = CompileLimits { nfa_size_limit: 1 << 16, ..CompileLimits::default() };
+        assert!(matches!(ByteDfa::build(r"\w{1000}", &small), Err(FsmError::AutomatonTooLarge { .. })));
     }
 }

@@ -22,11 +22,7 @@ pub enum FsmError {
     /// The schema uses a keyword (or keyword value) this compiler cannot enforce; it is refused
     /// up front rather than silently ignored, so an output is never wrongly accepted.
     #[error("unsupported JSON schema keyword '{keyword}' at {path}: {reason}")]
-    UnsupportedSchema {
-        keyword: String,
-        path: String,
-        reason: String,
-    },
+    UnsupportedSchema { keyword: String, path: String, reason: String },
     /// The token table is malformed (bad EOS id, oversized token, undecodable token string).
     #[error("invalid vocabulary: {0}")]
     InvalidVocabulary(String),

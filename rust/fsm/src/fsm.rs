@@ -97,10 +97,7 @@ impl TokenFsm {
         self.check_state(state)?;
         let num_words = self.vocab.num_mask_words();
         if out.len() < num_words {
-            return Err(FsmError::BitmaskTooSmall {
-                needed: num_words,
-                got: out.len(),
-            });
+            return Err(FsmError::BitmaskTooSmall { needed: num_words, got: out.len() });
         }
         let (words, padding) = as_u32_mut(out).split_at_mut(num_words);
         padding.fill(0);
@@ -131,8 +128,7 @@ impl TokenFsm {
 
     /// The state after `token`, or `TokenNotAllowed` if the mask of `state` forbids it.
     pub fn advance(&self, state: StateId, token: TokenId) -> Result<StateId, FsmError> {
-        self.try_advance(state, token)?
-            .ok_or(FsmError::TokenNotAllowed { state, token })
+        self.try_advance(state, token)?.ok_or(FsmError::TokenNotAllowed { state, token })
     }
 
     /// Like [`TokenFsm::advance`], with `None` for a forbidden token (errors only for ids out
@@ -140,10 +136,7 @@ impl TokenFsm {
     pub fn try_advance(&self, state: StateId, token: TokenId) -> Result<Option<StateId>, FsmError> {
         self.check_state(state)?;
         if token as usize >= self.vocab.vocab_size() {
-            return Err(FsmError::TokenOutOfRange {
-                token,
-                vocab_size: self.vocab.vocab_size() as u32,
-            });
+            return Err(FsmError::TokenOutOfRange { token, vocab_size: self.vocab.vocab_size() as u32 });
         }
         if self.vocab.is_eos(token) {
             let accepting = self.is_terminal(state) || self.dfa.is_accepting(state);
@@ -162,9 +155,7 @@ impl TokenFsm {
     /// Advances through a whole token sequence, stopping with an error at the first token
     /// the constraint forbids.
     pub fn advance_many(&self, state: StateId, tokens: &[TokenId]) -> Result<StateId, FsmError> {
-        tokens
-            .iter()
-            .try_fold(state, |state, &token| self.advance(state, token))
+        tokens.iter().try_fold(state, |state, &token| self.advance(state, token))
     }
 
     /// The state after raw `bytes` (for callers that append a jump-forward string themselves),
@@ -184,24 +175,15 @@ impl TokenFsm {
     pub fn jump_forward(&self, state: StateId) -> Result<JumpForward, FsmError> {
         self.check_state(state)?;
         if self.is_terminal(state) {
-            return Ok(JumpForward {
-                bytes: Vec::new(),
-                state,
-            });
+            return Ok(JumpForward { bytes: Vec::new(), state });
         }
-        Ok(self.jumps[state as usize]
-            .get_or_init(|| forced_continuation(&self.dfa, state))
-            .clone())
+        Ok(self.jumps[state as usize].get_or_init(|| forced_continuation(&self.dfa, state)).clone())
     }
 
     /// Whether the row of `state` is already memoised (filling it then costs a copy only; the
     /// first fill of a state walks the vocabulary).
     pub fn is_row_ready(&self, state: StateId) -> bool {
-        self.is_terminal(state)
-            || self
-                .rows
-                .get(state as usize)
-                .is_some_and(|r| r.get().is_some())
+        self.is_terminal(state) || self.rows.get(state as usize).is_some_and(|r| r.get().is_some())
     }
 
     /// Computes the rows of every state reachable by tokens from the start (at most
@@ -222,10 +204,7 @@ impl TokenFsm {
             } else {
                 // Already memoised: recover the successors from the token list.
                 for token in self.rows[state as usize].get().expect("set").token_ids() {
-                    let bytes = self
-                        .vocab
-                        .token_bytes(token)
-                        .expect("allowed tokens have bytes");
+                    let bytes = self.vocab.token_bytes(token).expect("allowed tokens have bytes");
                     let next = self.dfa.walk(state, bytes);
                     if !scratch[next as usize] {
                         scratch[next as usize] = true;
@@ -247,12 +226,7 @@ impl TokenFsm {
         let num_rows_built = self.rows.iter().filter(|r| r.get().is_some()).count();
         let slots = self.rows.len() * std::mem::size_of::<OnceLock<Row>>()
             + self.jumps.len() * std::mem::size_of::<OnceLock<JumpForward>>();
-        let jump_bytes: usize = self
-            .jumps
-            .iter()
-            .filter_map(|j| j.get())
-            .map(|j| j.bytes.capacity())
-            .sum();
+        let jump_bytes: usize = self.jumps.iter().filter_map(|j| j.get()).map(|j| j.bytes.capacity()).sum();
         FsmStats {
             num_states: self.dfa.num_states(),
             num_rows_built,
@@ -267,14 +241,8 @@ impl TokenFsm {
     pub fn check_invariants(&self) -> Result<(), FsmError> {
         let num_states = self.dfa.num_states();
         for state in 0..num_states as u32 {
-            if self
-                .dfa
-                .successors(state)
-                .any(|next| next as usize >= num_states)
-            {
-                return Err(FsmError::Invariant(format!(
-                    "state {state} has a transition out of range"
-                )));
+            if self.dfa.successors(state).any(|next| next as usize >= num_states) {
+                return Err(FsmError::Invariant(format!("state {state} has a transition out of range")));
             }
             if !self.dfa.is_accepting(state) && self.dfa.successors(state).next().is_none() {
                 return Err(FsmError::Invariant(format!(
@@ -291,8 +259,7 @@ impl TokenFsm {
                 )));
             }
             for token in row.token_ids() {
-                if self.vocab.token_bytes(token).is_none()
-                    || self.try_advance(state as u32, token)?.is_none()
+                if self.vocab.token_bytes(token).is_none() || self.try_advance(state as u32, token)?.is_none()
                 {
                     return Err(FsmError::Invariant(format!(
                         "row of state {state} allows token {token} that advance rejects"
@@ -315,14 +282,8 @@ impl TokenFsm {
                 let mut donor_words = vec![0u32; self.vocab.num_mask_words()];
                 self.row(delegation.donor).write(&mut donor_words);
                 let mut mask = vec![0u32; donor_words.len()];
-                let num_allowed = delegated_row(
-                    &self.dfa,
-                    &self.vocab,
-                    state,
-                    &delegation,
-                    &donor_words,
-                    &mut mask,
-                );
+                let num_allowed =
+                    delegated_row(&self.dfa, &self.vocab, state, &delegation, &donor_words, &mut mask);
                 return self.store.make_row(mask, num_allowed);
             }
         }
@@ -334,8 +295,7 @@ impl TokenFsm {
             walk_component(&self.vocab.trie, &component.signature, num_words)
         });
         let mut mask = vec![0u32; num_words];
-        let num_allowed =
-            row_from_component(&self.dfa, &self.vocab.trie, &component, &walk, &mut mask);
+        let num_allowed = row_from_component(&self.dfa, &self.vocab.trie, &component, &walk, &mut mask);
         self.store.make_row(mask, num_allowed)
     }
 
@@ -351,10 +311,7 @@ impl TokenFsm {
         if (state as usize) < self.num_states() {
             Ok(())
         } else {
-            Err(FsmError::UnknownState {
-                state,
-                num_states: self.num_states() as u32,
-            })
+            Err(FsmError::UnknownState { state, num_states: self.num_states() as u32 })
         }
     }
 }

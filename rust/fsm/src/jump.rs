@@ -29,10 +29,7 @@ pub(crate) fn forced_continuation(dfa: &ByteDfa, state: StateId) -> JumpForward 
     }
     let keep = complete_utf8_len(&bytes);
     bytes.truncate(keep);
-    JumpForward {
-        bytes,
-        state: states[keep],
-    }
+    JumpForward { bytes, state: states[keep] }
 }
 
 /// Length of the longest prefix of `bytes` that does not end inside a multi-byte character

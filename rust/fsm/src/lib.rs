@@ -26,8 +26,7 @@ pub use error::FsmError;
 pub use fsm::{FsmStats, TokenFsm};
 pub use jump::JumpForward;
 pub use vocab::{
-    decode_byte_level, decode_sentencepiece, encode_byte_level, TokenEncoding, Vocabulary,
-    MAX_TOKEN_LEN,
+    decode_byte_level, decode_sentencepiece, encode_byte_level, TokenEncoding, Vocabulary, MAX_TOKEN_LEN,
 };
 
 /// Index of a token in the model's vocabulary.

@@ -18,20 +18,14 @@ fn small_limits() -> CompileLimits {
 }
 
 fn exercise(pattern: &str) -> Result<(), TestCaseError> {
-    let (vocab, _) = common::vocab_with_eos(&[
-        b"a".to_vec(),
-        b"{".to_vec(),
-        b"\"".to_vec(),
-        vec![0xF0],
-        b"1".to_vec(),
-    ]);
+    let (vocab, _) =
+        common::vocab_with_eos(&[b"a".to_vec(), b"{".to_vec(), b"\"".to_vec(), vec![0xF0], b"1".to_vec()]);
     match TokenFsm::from_regex(pattern, vocab, &small_limits()) {
         Ok(fsm) => {
             let mut words = vec![0i32; 1];
             fsm.fill_bitmask(fsm.start_state(), &mut words).unwrap();
             let _ = fsm.jump_forward(fsm.start_state()).unwrap();
-            fsm.check_invariants()
-                .map_err(|e| TestCaseError::fail(e.to_string()))?;
+            fsm.check_invariants().map_err(|e| TestCaseError::fail(e.to_string()))?;
         }
         Err(
             FsmError::InvalidRegex(_)
@@ -177,12 +171,7 @@ fn schema_value() -> impl Strategy<Value = Value> {
     scalar.prop_recursive(4, 48, 5, move |inner| {
         prop_oneof![
             prop::collection::vec((keys.clone(), inner.clone()), 0..5).prop_map(|entries| {
-                Value::Object(
-                    entries
-                        .into_iter()
-                        .map(|(k, v)| (k.to_string(), v))
-                        .collect::<Map<_, _>>(),
-                )
+                Value::Object(entries.into_iter().map(|(k, v)| (k.to_string(), v)).collect::<Map<_, _>>())
             }),
             prop::collection::vec(inner, 0..4).prop_map(Value::Array),
         ]

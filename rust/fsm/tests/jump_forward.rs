@@ -8,10 +8,7 @@ use sglr_fsm::{CompileLimits, TokenFsm};
 
 /// Longest byte string every continuation from `state` starts with: follow states with exactly
 /// one live byte, never past an accepting state (stopping there is the other option).
-fn brute_force_forced(
-    oracle: &Oracle,
-    mut state: regex_automata::util::primitives::StateID,
-) -> Vec<u8> {
+fn brute_force_forced(oracle: &Oracle, mut state: regex_automata::util::primitives::StateID) -> Vec<u8> {
     let mut forced = Vec::new();
     while !oracle.is_accepting(state) {
         let live = oracle.live_bytes(state);
@@ -46,42 +43,27 @@ fn brute_force_forced(
 }
 
 fn check_jumps(pattern: &str, seed: u64) -> Result<(), TestCaseError> {
-    let tokens: Vec<Vec<u8>> = (0..=255u8)
-        .map(|b| vec![b])
-        .chain([b"ab".to_vec(), "\u{1F608}".as_bytes()[..2].to_vec()])
-        .collect();
+    let tokens: Vec<Vec<u8>> =
+        (0..=255u8).map(|b| vec![b]).chain([b"ab".to_vec(), "\u{1F608}".as_bytes()[..2].to_vec()]).collect();
     let (vocab, eos) = vocab_with_eos(&tokens);
     let fsm = TokenFsm::from_regex(pattern, vocab, &CompileLimits::default()).unwrap();
     let oracle = Oracle::new(pattern);
     let mut rng = seed;
     let mut choose = |n: usize| {
-        rng = rng
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
+        rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         ((rng >> 33) as usize) % n.max(1)
     };
     for _ in 0..4 {
         let (mut state, mut oracle_state) = (fsm.start_state(), oracle.start);
         for _ in 0..16 {
             let jump = fsm.jump_forward(state).unwrap();
-            prop_assert_eq!(
-                &jump.bytes,
-                &brute_force_forced(&oracle, oracle_state),
-                "{:?}",
-                pattern
-            );
-            prop_assert_eq!(
-                fsm.advance_bytes(state, &jump.bytes).unwrap(),
-                Some(jump.state)
-            );
+            prop_assert_eq!(&jump.bytes, &brute_force_forced(&oracle, oracle_state), "{:?}", pattern);
+            prop_assert_eq!(fsm.advance_bytes(state, &jump.bytes).unwrap(), Some(jump.state));
             // Every sampled full continuation starts with the forced string.
             for _ in 0..3 {
-                if let Some(rest) = oracle.random_completion(
-                    oracle_state,
-                    8,
-                    &(0..=255).collect::<Vec<u8>>(),
-                    &mut choose,
-                ) {
+                if let Some(rest) =
+                    oracle.random_completion(oracle_state, 8, &(0..=255).collect::<Vec<u8>>(), &mut choose)
+                {
                     prop_assert!(
                         rest.starts_with(&jump.bytes),
                         "{:?}: {:?} vs {:?}",
@@ -133,28 +115,19 @@ const FORCED_PATTERNS: &[&str] = &[
 fn forced_strings_on_known_states() {
     let tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
     let (vocab, _) = vocab_with_eos(&tokens);
-    let fsm =
-        TokenFsm::from_regex(r#"\{"name": "[a-z]+"\}"#, vocab, &CompileLimits::default()).unwrap();
+    let fsm = TokenFsm::from_regex(r#"\{"name": "[a-z]+"\}"#, vocab, &CompileLimits::default()).unwrap();
     let jump = fsm.jump_forward(fsm.start_state()).unwrap();
     assert_eq!(jump.bytes, br#"{"name": ""#);
     assert!(fsm.jump_forward(jump.state).unwrap().bytes.is_empty());
     // Never past an accepting state.
-    let fsm = TokenFsm::from_regex(
-        "ab(cd)?",
-        fsm.vocabulary().clone(),
-        &CompileLimits::default(),
-    )
-    .unwrap();
+    let fsm = TokenFsm::from_regex("ab(cd)?", fsm.vocabulary().clone(), &CompileLimits::default()).unwrap();
     let jump = fsm.jump_forward(fsm.start_state()).unwrap();
     assert_eq!(jump.bytes, b"ab");
     assert!(fsm.is_accepting(jump.state).unwrap());
     assert!(fsm.jump_forward(jump.state).unwrap().bytes.is_empty());
     // Never into a partial character: the emoji differ only in their last byte.
-    let fsm = TokenFsm::from_regex(
-        "x[\u{1F608}\u{1F609}]",
-        fsm.vocabulary().clone(),
-        &CompileLimits::default(),
-    )
-    .unwrap();
+    let fsm =
+        TokenFsm::from_regex("x[\u{1F608}\u{1F609}]", fsm.vocabulary().clone(), &CompileLimits::default())
+            .unwrap();
     assert_eq!(fsm.jump_forward(fsm.start_state()).unwrap().bytes, b"x");
 }

@@ -22,7 +22,8 @@ fn vocabulary_tokens(multi: &[Vec<u8>], alphabet: &[u8]) -> Vec<Vec<u8>> {
 
 /// Bytes the edge patterns use, including partial UTF-8 sequences via the multi-byte chars.
 fn alphabet() -> Vec<u8> {
-    let text = "abcdexhloHELO0123456789.+-{}[]\\nu\": truefals,\u{1F608}\u{1F60A}\u{1F60D}\u{4E00}\u{4E2F}\u{e9}";
+    let text =
+        "abcdexhloHELO0123456789.+-{}[]\\nu\": truefals,\u{1F608}\u{1F60A}\u{1F60D}\u{4E00}\u{4E2F}\u{e9}";
     let mut bytes: Vec<u8> = text.bytes().chain(0x80..=0xBF).collect();
     bytes.sort_unstable();
     bytes.dedup();
@@ -57,20 +58,15 @@ fn multi_byte_token() -> impl Strategy<Value = Vec<u8>> {
         "}",
         "af",
     ]);
-    (
-        prop::collection::vec(pieces, 1..3),
-        any::<bool>(),
-        0usize..4,
-    )
-        .prop_map(|(parts, cut, at)| {
-            let mut bytes: Vec<u8> = parts.concat().into_bytes();
-            // Sometimes cut inside a multi-byte character (byte-level BPE has such tokens).
-            if cut && bytes.len() > 1 {
-                let keep = 1 + at % (bytes.len() - 1);
-                bytes.truncate(keep);
-            }
-            bytes
-        })
+    (prop::collection::vec(pieces, 1..3), any::<bool>(), 0usize..4).prop_map(|(parts, cut, at)| {
+        let mut bytes: Vec<u8> = parts.concat().into_bytes();
+        // Sometimes cut inside a multi-byte character (byte-level BPE has such tokens).
+        if cut && bytes.len() > 1 {
+            let keep = 1 + at % (bytes.len() - 1);
+            bytes.truncate(keep);
+        }
+        bytes
+    })
 }
 
 fn check_walks(pattern: &str, multi: Vec<Vec<u8>>, seed: u64) -> Result<(), TestCaseError> {
@@ -81,9 +77,7 @@ fn check_walks(pattern: &str, multi: Vec<Vec<u8>>, seed: u64) -> Result<(), Test
     let full = regex::bytes::Regex::new(&format!("^(?:{pattern})$")).unwrap();
     let mut rng = seed;
     let mut choose = |n: usize| {
-        rng = rng
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
+        rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         ((rng >> 33) as usize) % n.max(1)
     };
     let mut words = vec![0i32; vocab.num_mask_words()];
@@ -97,28 +91,14 @@ fn check_walks(pattern: &str, multi: Vec<Vec<u8>>, seed: u64) -> Result<(), Test
                 .filter(|&t| oracle.is_live(oracle.walk(oracle_state, &tokens[t as usize])))
                 .chain(oracle.is_accepting(oracle_state).then_some(eos))
                 .collect();
-            prop_assert_eq!(
-                &allowed,
-                &expected,
-                "pattern {:?} after {:?}",
-                pattern,
-                text
-            );
-            prop_assert_eq!(
-                fsm.is_accepting(state).unwrap(),
-                oracle.is_accepting(oracle_state)
-            );
+            prop_assert_eq!(&allowed, &expected, "pattern {:?} after {:?}", pattern, text);
+            prop_assert_eq!(fsm.is_accepting(state).unwrap(), oracle.is_accepting(oracle_state));
             if allowed.is_empty() {
                 prop_assert!(false, "dead end after {:?} in {:?}", text, pattern);
             }
             let token = allowed[choose(allowed.len())];
             if token == eos {
-                prop_assert!(
-                    full.is_match(&text),
-                    "EOS after non-match {:?} for {:?}",
-                    text,
-                    pattern
-                );
+                prop_assert!(full.is_match(&text), "EOS after non-match {:?} for {:?}", text, pattern);
                 prop_assert!(fsm.is_terminal(fsm.advance(state, eos).unwrap()));
                 break;
             }
@@ -128,8 +108,7 @@ fn check_walks(pattern: &str, multi: Vec<Vec<u8>>, seed: u64) -> Result<(), Test
             text.extend_from_slice(bytes);
         }
     }
-    fsm.check_invariants()
-        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+    fsm.check_invariants().map_err(|e| TestCaseError::fail(e.to_string()))?;
     Ok(())
 }
 
@@ -140,42 +119,27 @@ fn check_completeness(pattern: &str, multi: Vec<Vec<u8>>, seed: u64) -> Result<(
     let oracle = Oracle::new(pattern);
     let mut rng = seed;
     let mut choose = |n: usize| {
-        rng = rng
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
+        rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         ((rng >> 33) as usize) % n.max(1)
     };
     for _ in 0..8 {
-        let Some(text) = oracle.random_completion(oracle.start, 12, &alphabet(), &mut choose)
-        else {
+        let Some(text) = oracle.random_completion(oracle.start, 12, &alphabet(), &mut choose) else {
             continue;
         };
         // A random tokenization: at each position any token that spells the next bytes.
         let mut state = fsm.start_state();
         let mut at = 0;
         while at < text.len() {
-            let fits: Vec<usize> = (0..tokens.len())
-                .filter(|&t| text[at..].starts_with(&tokens[t]))
-                .collect();
+            let fits: Vec<usize> =
+                (0..tokens.len()).filter(|&t| text[at..].starts_with(&tokens[t])).collect();
             prop_assert!(!fits.is_empty(), "no token spells {:?}", &text[at..]);
             let token = fits[choose(fits.len())];
             let next = fsm.try_advance(state, token as u32).unwrap();
-            prop_assert!(
-                next.is_some(),
-                "{:?}: token {:?} refused at {}",
-                pattern,
-                tokens[token],
-                at
-            );
+            prop_assert!(next.is_some(), "{:?}: token {:?} refused at {}", pattern, tokens[token], at);
             state = next.unwrap();
             at += tokens[token].len();
         }
-        prop_assert!(
-            fsm.is_accepting(state).unwrap(),
-            "{:?} not accepted: {:?}",
-            pattern,
-            text
-        );
+        prop_assert!(fsm.is_accepting(state).unwrap(), "{:?} not accepted: {:?}", pattern, text);
         prop_assert!(fsm.allowed_token_ids(state).unwrap().contains(&eos));
     }
     Ok(())
@@ -233,10 +197,7 @@ fn random_pattern() -> impl Strategy<Value = String> {
         prop_oneof![
             prop::collection::vec(inner.clone(), 2..4).prop_map(|v| v.concat()),
             prop::collection::vec(inner.clone(), 2..4).prop_map(|v| format!("(?:{})", v.join("|"))),
-            (
-                inner.clone(),
-                prop::sample::select(vec!["*", "+", "?", "{1,3}", "{2}", "??", "+?"])
-            )
+            (inner.clone(), prop::sample::select(vec!["*", "+", "?", "{1,3}", "{2}", "??", "+?"]))
                 .prop_map(|(r, q)| format!("(?:{r}){q}")),
         ]
     })
@@ -253,10 +214,7 @@ fn special_tokens_are_never_allowed_and_eos_only_when_accepting() {
     ];
     let vocab = std::sync::Arc::new(sglr_fsm::Vocabulary::new(tokens, vec![3]).unwrap());
     let fsm = TokenFsm::from_regex("[0-9]+", vocab, &CompileLimits::default()).unwrap();
-    assert_eq!(
-        fsm.allowed_token_ids(fsm.start_state()).unwrap(),
-        vec![0, 1]
-    );
+    assert_eq!(fsm.allowed_token_ids(fsm.start_state()).unwrap(), vec![0, 1]);
     let after = fsm.advance(fsm.start_state(), 1).unwrap();
     assert_eq!(fsm.allowed_token_ids(after).unwrap(), vec![0, 1, 3]);
     assert!(fsm.try_advance(after, 2).unwrap().is_none());
@@ -272,18 +230,9 @@ fn bad_states_tokens_and_buffers_are_typed_errors() {
     use sglr_fsm::FsmError;
     let (vocab, _) = vocab_with_eos(&[b"a".to_vec()]);
     let fsm = TokenFsm::from_regex("a+", vocab, &CompileLimits::default()).unwrap();
-    assert!(matches!(
-        fsm.advance(99, 0),
-        Err(FsmError::UnknownState { .. })
-    ));
-    assert!(matches!(
-        fsm.advance(0, 7),
-        Err(FsmError::TokenOutOfRange { .. })
-    ));
-    assert!(matches!(
-        fsm.fill_bitmask(0, &mut []),
-        Err(FsmError::BitmaskTooSmall { .. })
-    ));
+    assert!(matches!(fsm.advance(99, 0), Err(FsmError::UnknownState { .. })));
+    assert!(matches!(fsm.advance(0, 7), Err(FsmError::TokenOutOfRange { .. })));
+    assert!(matches!(fsm.fill_bitmask(0, &mut []), Err(FsmError::BitmaskTooSmall { .. })));
     let mut padded = vec![-1i32; 3];
     fsm.fill_bitmask(0, &mut padded).unwrap();
     assert_eq!(padded, vec![1, 0, 0]);
@@ -300,31 +249,18 @@ fn string_bodies_share_one_component_walk() {
     let pattern = format!(r#"\{{"a": {body}, "b": {body}\}}"#);
     let fsm = TokenFsm::from_regex(&pattern, vocab.clone(), &CompileLimits::default()).unwrap();
     let mut words = vec![0i32; vocab.num_mask_words()];
-    let first_body = fsm
-        .advance_bytes(fsm.start_state(), br#"{"a": ""#)
-        .unwrap()
-        .unwrap();
-    let second_body = fsm
-        .advance_bytes(first_body, br#"x", "b": ""#)
-        .unwrap()
-        .unwrap();
+    let first_body = fsm.advance_bytes(fsm.start_state(), br#"{"a": ""#).unwrap().unwrap();
+    let second_body = fsm.advance_bytes(first_body, br#"x", "b": ""#).unwrap().unwrap();
     assert_ne!(first_body, second_body);
     fsm.fill_bitmask(first_body, &mut words).unwrap();
     let cached = vocab.num_cached_components();
     assert!(cached >= 1);
     fsm.fill_bitmask(second_body, &mut words).unwrap();
-    assert_eq!(
-        vocab.num_cached_components(),
-        cached,
-        "the second body reuses the first walk"
-    );
+    assert_eq!(vocab.num_cached_components(), cached, "the second body reuses the first walk");
     // Rows built through the shared walk equal fresh whole-trie walks.
     fsm.check_invariants().unwrap();
     let closing = tokens.iter().position(|t| t == b"\",").unwrap() as u32;
-    assert!(
-        !mask_ids(&words).contains(&closing),
-        "\"b\" is the last field: no comma"
-    );
+    assert!(!mask_ids(&words).contains(&closing), "\"b\" is the last field: no comma");
     fsm.fill_bitmask(first_body, &mut words).unwrap();
     assert!(mask_ids(&words).contains(&closing));
 }

@@ -39,19 +39,15 @@ pub(crate) fn fsm_error(py: Python<'_>, error: FsmError) -> PyErr {
         FsmError::UnsupportedSchema { .. } => "UnsupportedSchemaError",
         FsmError::InvalidVocabulary(_) | FsmError::VocabularyMismatch { .. } => "VocabularyError",
         FsmError::UnknownState { .. } => "UnknownStateError",
-        FsmError::TokenOutOfRange { .. } | FsmError::TokenNotAllowed { .. } => {
-            "TokenNotAllowedError"
-        }
+        FsmError::TokenOutOfRange { .. } | FsmError::TokenNotAllowed { .. } => "TokenNotAllowedError",
         FsmError::BitmaskTooSmall { .. } => "BitmaskShapeError",
         FsmError::Invariant(_) => "InvariantError",
     };
     let message = error.to_string();
     if let FsmError::UnsupportedSchema { keyword, path, .. } = &error {
         // The keyword and location travel as attributes so callers can report them.
-        let built = py
-            .import("sglr.errors")
-            .and_then(|module| module.getattr(class_name))
-            .and_then(|class| {
+        let built =
+            py.import("sglr.errors").and_then(|module| module.getattr(class_name)).and_then(|class| {
                 let kwargs = PyDict::new(py);
                 kwargs.set_item("keyword", keyword)?;
                 kwargs.set_item("path", path)?;

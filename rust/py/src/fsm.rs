@@ -31,9 +31,7 @@ impl PyVocabulary {
         encoding: &str,
     ) -> PyResult<Self> {
         let encoding = TokenEncoding::from_name(encoding).map_err(|e| fsm_error(py, e))?;
-        let eos = IdArray::extract(eos_token_ids, "eos_token_ids")?
-            .as_slice()
-            .to_vec();
+        let eos = IdArray::extract(eos_token_ids, "eos_token_ids")?.as_slice().to_vec();
         let mut raw: Vec<Option<Vec<u8>>> = Vec::new();
         let mut text: Vec<(usize, String)> = Vec::new();
         for (index, item) in tokens.try_iter()?.enumerate() {
@@ -46,9 +44,7 @@ impl PyVocabulary {
                 text.push((index, string.to_cow()?.into_owned()));
                 raw.push(None);
             } else {
-                return Err(PyTypeError::new_err(format!(
-                    "token {index} must be bytes, str or None"
-                )));
+                return Err(PyTypeError::new_err(format!("token {index} must be bytes, str or None")));
             }
         }
         let built = py.detach(move || {
@@ -57,9 +53,7 @@ impl PyVocabulary {
             }
             Vocabulary::new(raw, eos)
         });
-        Ok(Self {
-            inner: Arc::new(built.map_err(|e| fsm_error(py, e))?),
-        })
+        Ok(Self { inner: Arc::new(built.map_err(|e| fsm_error(py, e))?) })
     }
 
     /// Number of token ids (mask width in bits).
@@ -87,9 +81,7 @@ impl PyVocabulary {
 
     /// Bytes of an ordinary token; `None` for specials, EOS and out-of-range ids.
     fn token_bytes<'py>(&self, py: Python<'py>, token_id: u32) -> Option<Bound<'py, PyBytes>> {
-        self.inner
-            .token_bytes(token_id)
-            .map(|b| PyBytes::new(py, b))
+        self.inner.token_bytes(token_id).map(|b| PyBytes::new(py, b))
     }
 
     /// Heap bytes of the token table, its trie and the walks shared by its FSMs.
@@ -150,9 +142,7 @@ fn schema_options(
 
 /// Errors of a mask buffer that is not a writable C-contiguous int32 array.
 fn not_contiguous(what: &str) -> PyErr {
-    PyValueError::new_err(format!(
-        "{what} must be a C-contiguous writable int32 array"
-    ))
+    PyValueError::new_err(format!("{what} must be a C-contiguous writable int32 array"))
 }
 
 #[pymethods]
@@ -170,10 +160,7 @@ impl PyTokenFsm {
         let vocab = vocabulary.inner.clone();
         let limits = limits(dfa_size_limit, nfa_size_limit);
         let compiled = py.detach(|| TokenFsm::from_regex(&pattern, vocab, &limits));
-        Ok(Self {
-            inner: Arc::new(compiled.map_err(|e| fsm_error(py, e))?),
-            pattern,
-        })
+        Ok(Self { inner: Arc::new(compiled.map_err(|e| fsm_error(py, e))?), pattern })
     }
 
     /// Compiles a JSON schema (JSON text) for `vocabulary`; see `json_schema_to_regex`.
@@ -193,12 +180,8 @@ impl PyTokenFsm {
         dfa_size_limit: Option<usize>,
         nfa_size_limit: Option<usize>,
     ) -> PyResult<Self> {
-        let options = schema_options(
-            whitespace_pattern,
-            additional_properties,
-            max_any_depth,
-            max_recursion_depth,
-        );
+        let options =
+            schema_options(whitespace_pattern, additional_properties, max_any_depth, max_recursion_depth);
         let vocab = vocabulary.inner.clone();
         let limits = limits(dfa_size_limit, nfa_size_limit);
         let compiled = py.detach(|| {
@@ -206,10 +189,7 @@ impl PyTokenFsm {
             TokenFsm::from_regex(&pattern, vocab, &limits).map(|fsm| (fsm, pattern))
         });
         let (fsm, pattern) = compiled.map_err(|e| fsm_error(py, e))?;
-        Ok(Self {
-            inner: Arc::new(fsm),
-            pattern,
-        })
+        Ok(Self { inner: Arc::new(fsm), pattern })
     }
 
     /// The regex this FSM enforces (for a schema: the regex it compiled to).
@@ -254,12 +234,7 @@ impl PyTokenFsm {
 
     /// Writes the allowed-token bitmask of `state` into `out` (1-D int32, at least
     /// `num_mask_words` long; extra words are zeroed): bit t of word t // 32 = token t allowed.
-    fn fill_bitmask(
-        &self,
-        py: Python<'_>,
-        state: u32,
-        mut out: PyReadwriteArray1<'_, i32>,
-    ) -> PyResult<()> {
+    fn fill_bitmask(&self, py: Python<'_>, state: u32, mut out: PyReadwriteArray1<'_, i32>) -> PyResult<()> {
         let words = out.as_slice_mut().map_err(|_| not_contiguous("out"))?;
         let result = if self.inner.is_row_ready(state) {
             self.inner.fill_bitmask(state, words)
@@ -270,60 +245,36 @@ impl PyTokenFsm {
     }
 
     /// Allowed token ids of `state`, ascending (EOS included when accepting).
-    fn allowed_token_ids<'py>(
-        &self,
-        py: Python<'py>,
-        state: u32,
-    ) -> PyResult<Bound<'py, PyArray1<i32>>> {
-        let ids = py
-            .detach(|| self.inner.allowed_token_ids(state))
-            .map_err(|e| fsm_error(py, e))?;
-        Ok(PyArray1::from_vec(
-            py,
-            ids.into_iter().map(|id| id as i32).collect(),
-        ))
+    fn allowed_token_ids<'py>(&self, py: Python<'py>, state: u32) -> PyResult<Bound<'py, PyArray1<i32>>> {
+        let ids = py.detach(|| self.inner.allowed_token_ids(state)).map_err(|e| fsm_error(py, e))?;
+        Ok(PyArray1::from_vec(py, ids.into_iter().map(|id| id as i32).collect()))
     }
 
     /// The state after `token`; raises `TokenNotAllowedError` if the mask forbids it.
     fn advance(&self, py: Python<'_>, state: u32, token: u32) -> PyResult<u32> {
-        self.inner
-            .advance(state, token)
-            .map_err(|e| fsm_error(py, e))
+        self.inner.advance(state, token).map_err(|e| fsm_error(py, e))
     }
 
     /// Like `advance`, returning None for a forbidden token.
     fn try_advance(&self, py: Python<'_>, state: u32, token: u32) -> PyResult<Option<u32>> {
-        self.inner
-            .try_advance(state, token)
-            .map_err(|e| fsm_error(py, e))
+        self.inner.try_advance(state, token).map_err(|e| fsm_error(py, e))
     }
 
     /// Advances through a token sequence; raises at the first forbidden token.
     fn advance_many(&self, py: Python<'_>, state: u32, tokens: &Bound<'_, PyAny>) -> PyResult<u32> {
         let tokens = IdArray::extract(tokens, "tokens")?;
-        self.inner
-            .advance_many(state, &tokens.as_slice())
-            .map_err(|e| fsm_error(py, e))
+        self.inner.advance_many(state, &tokens.as_slice()).map_err(|e| fsm_error(py, e))
     }
 
     /// The state after raw bytes (a jump-forward string), or None if they leave the language.
     fn advance_bytes(&self, py: Python<'_>, state: u32, data: &[u8]) -> PyResult<Option<u32>> {
-        self.inner
-            .advance_bytes(state, data)
-            .map_err(|e| fsm_error(py, e))
+        self.inner.advance_bytes(state, data).map_err(|e| fsm_error(py, e))
     }
 
     /// `(forced_bytes, next_state)`: the longest string every continuation of `state` starts
     /// with (never past an accepting state or into a partial UTF-8 character).
-    fn jump_forward<'py>(
-        &self,
-        py: Python<'py>,
-        state: u32,
-    ) -> PyResult<(Bound<'py, PyBytes>, u32)> {
-        let jump = self
-            .inner
-            .jump_forward(state)
-            .map_err(|e| fsm_error(py, e))?;
+    fn jump_forward<'py>(&self, py: Python<'py>, state: u32) -> PyResult<(Bound<'py, PyBytes>, u32)> {
+        let jump = self.inner.jump_forward(state).map_err(|e| fsm_error(py, e))?;
         Ok((PyBytes::new(py, &jump.bytes), jump.state))
     }
 
@@ -345,8 +296,7 @@ impl PyTokenFsm {
     }
 
     fn check_invariants(&self, py: Python<'_>) -> PyResult<()> {
-        py.detach(|| self.inner.check_invariants())
-            .map_err(|e| fsm_error(py, e))
+        py.detach(|| self.inner.check_invariants()).map_err(|e| fsm_error(py, e))
     }
 
     fn __repr__(&self) -> String {
@@ -383,21 +333,13 @@ pub(crate) fn fill_bitmasks(
     let states = IdArray::extract(states, "states")?;
     let states = states.as_slice();
     if states.len() != batch.len() {
-        return Err(PyValueError::new_err(format!(
-            "{} fsms but {} states",
-            batch.len(),
-            states.len()
-        )));
+        return Err(PyValueError::new_err(format!("{} fsms but {} states", batch.len(), states.len())));
     }
     let shape = out.as_array().shape().to_vec();
     let (num_rows, row_words) = (shape[0], shape[1]);
     let row_ids: Vec<usize> = match rows {
         None => (0..batch.len()).collect(),
-        Some(rows) => IdArray::extract(rows, "rows")?
-            .as_slice()
-            .iter()
-            .map(|&r| r as usize)
-            .collect(),
+        Some(rows) => IdArray::extract(rows, "rows")?.as_slice().iter().map(|&r| r as usize).collect(),
     };
     if row_ids.len() != batch.len() {
         return Err(PyValueError::new_err("rows must have one entry per fsm"));
@@ -414,8 +356,7 @@ pub(crate) fn fill_bitmasks(
         .zip(row_ids.iter())
         .map(|((fsm, &state), &row)| (fsm.as_ref(), state, row))
         .collect();
-    py.detach(|| sglr_fsm::fill_bitmask_rows(&requests, words, row_words))
-        .map_err(|e| fsm_error(py, e))
+    py.detach(|| sglr_fsm::fill_bitmask_rows(&requests, words, row_words)).map_err(|e| fsm_error(py, e))
 }
 
 /// Compiles a JSON schema (JSON text) to the regex `TokenFsm.from_json_schema` enforces.
@@ -431,12 +372,7 @@ pub(crate) fn json_schema_to_regex_py(
     max_any_depth: Option<usize>,
     max_recursion_depth: Option<usize>,
 ) -> PyResult<String> {
-    let options = schema_options(
-        whitespace_pattern,
-        additional_properties,
-        max_any_depth,
-        max_recursion_depth,
-    );
-    py.detach(|| json_schema_to_regex(&schema, &options))
-        .map_err(|e| fsm_error(py, e))
+    let options =
+        schema_options(whitespace_pattern, additional_properties, max_any_depth, max_recursion_depth);
+    py.detach(|| json_schema_to_regex(&schema, &options)).map_err(|e| fsm_error(py, e))
 }

@@ -21,25 +21,13 @@ fn shape(ctx: &Ctx, schema: &Value, path: &str) -> Result<Shape, FsmError> {
     let map = match schema {
         Value::Object(map) => map.clone(),
         Value::Bool(true) => Map::new(),
-        Value::Bool(false) => {
-            return Ok(Shape {
-                types: vec![],
-                values: None,
-                discriminators: vec![],
-            })
-        }
+        Value::Bool(false) => return Ok(Shape { types: vec![], values: None, discriminators: vec![] }),
         _ => return Err(invalid(path, "a schema must be an object or a boolean")),
     };
     let map = if map.contains_key("$ref") || map.contains_key("allOf") {
         match merge_all_of(ctx, &map, path)?.schema {
             Some(merged) => merged,
-            None => {
-                return Ok(Shape {
-                    types: vec![],
-                    values: None,
-                    discriminators: vec![],
-                })
-            }
+            None => return Ok(Shape { types: vec![], values: None, discriminators: vec![] }),
         }
     } else {
         map
@@ -70,12 +58,10 @@ fn shape(ctx: &Ctx, schema: &Value, path: &str) -> Result<Shape, FsmError> {
                 continue;
             }
             let prop = match prop {
-                Value::Object(p) if p.contains_key("$ref") => {
-                    match merge_all_of(ctx, p, path)?.schema {
-                        Some(m) => m,
-                        None => continue,
-                    }
-                }
+                Value::Object(p) if p.contains_key("$ref") => match merge_all_of(ctx, p, path)?.schema {
+                    Some(m) => m,
+                    None => continue,
+                },
                 Value::Object(p) => p.clone(),
                 _ => continue,
             };
@@ -84,11 +70,7 @@ fn shape(ctx: &Ctx, schema: &Value, path: &str) -> Result<Shape, FsmError> {
             }
         }
     }
-    Ok(Shape {
-        types,
-        values,
-        discriminators,
-    })
+    Ok(Shape { types, values, discriminators })
 }
 
 fn disjoint_values(a: &[Value], b: &[Value]) -> bool {
@@ -96,12 +78,7 @@ fn disjoint_values(a: &[Value], b: &[Value]) -> bool {
 }
 
 fn provably_disjoint(a: &Shape, b: &Shape) -> bool {
-    let common: Vec<&str> = a
-        .types
-        .iter()
-        .copied()
-        .filter(|t| b.types.contains(t))
-        .collect();
+    let common: Vec<&str> = a.types.iter().copied().filter(|t| b.types.contains(t)).collect();
     if common.is_empty() {
         return true;
     }
@@ -112,9 +89,7 @@ fn provably_disjoint(a: &Shape, b: &Shape) -> bool {
     }
     if common == ["object"] {
         return a.discriminators.iter().any(|(name, va)| {
-            b.discriminators
-                .iter()
-                .any(|(other, vb)| other == name && disjoint_values(va, vb))
+            b.discriminators.iter().any(|(other, vb)| other == name && disjoint_values(va, vb))
         });
     }
     false
@@ -123,11 +98,7 @@ fn provably_disjoint(a: &Shape, b: &Shape) -> bool {
 /// `oneOf` is compiled as an alternation, which is exact only when no value can match two
 /// branches; refuse it unless that is evident (different types, different constants, or a
 /// required discriminator property with different constants).
-pub(crate) fn check_disjoint(
-    ctx: &Ctx,
-    branches: &[(Value, String)],
-    path: &str,
-) -> Result<(), FsmError> {
+pub(crate) fn check_disjoint(ctx: &Ctx, branches: &[(Value, String)], path: &str) -> Result<(), FsmError> {
     let shapes: Vec<Shape> = branches
         .iter()
         .map(|(schema, branch_path)| shape(ctx, schema, branch_path))
@@ -135,7 +106,13 @@ pub(crate) fn check_disjoint(
     for i in 0..shapes.len() {
         for j in i + 1..shapes.len() {
             if !provably_disjoint(&shapes[i], &shapes[j]) {
-                return Err(unsupported("oneOf", path, &format!("branches {i} and {j} may both match one value, so 'exactly one' cannot be enforced")));
+                return Err(unsupported(
+                    "oneOf",
+                    path,
+                    &format!(
+                        "branches {i} and {j} may both match one value, so 'exactly one' cannot be enforced"
+                    ),
+                ));
             }
         }
     }

@@ -101,28 +101,14 @@ pub(crate) fn implied_types(map: &Map<String, Value>) -> Vec<&'static str> {
     ]) {
         types.push("object");
     }
-    if has(&[
-        "items",
-        "prefixItems",
-        "additionalItems",
-        "minItems",
-        "maxItems",
-        "uniqueItems",
-        "contains",
-    ]) {
+    if has(&["items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems", "contains"]) {
         types.push("array");
     }
     // NOTE: `format` alone implies nothing: it is often written without `type`.
     if has(&["minLength", "maxLength", "pattern"]) {
         types.push("string");
     }
-    if has(&[
-        "minimum",
-        "maximum",
-        "exclusiveMinimum",
-        "exclusiveMaximum",
-        "multipleOf",
-    ]) {
+    if has(&["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"]) {
         types.push("number");
     }
     if types.is_empty() {
@@ -142,9 +128,7 @@ pub(crate) fn implied_types(map: &Map<String, Value>) -> Vec<&'static str> {
 pub(crate) fn value_has_type(value: &Value, ty: &str) -> bool {
     match (value, ty) {
         (Value::Null, "null") | (Value::Bool(_), "boolean") | (Value::String(_), "string") => true,
-        (Value::Array(_), "array")
-        | (Value::Object(_), "object")
-        | (Value::Number(_), "number") => true,
+        (Value::Array(_), "array") | (Value::Object(_), "object") | (Value::Number(_), "number") => true,
         (Value::Number(n), "integer") => {
             n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0)
         }
@@ -181,40 +165,27 @@ impl Bound {
         if self.value.is_finite() && self.value.abs() < MAX_BOUND {
             Ok(self.value)
         } else {
-            Err(format!(
-                "bound {} is outside the supported range",
-                self.value
-            ))
+            Err(format!("bound {} is outside the supported range", self.value))
         }
     }
 
     /// Smallest integer above (or at, if inclusive) the bound.
     pub fn int_lower(self) -> Result<i128, String> {
         let v = self.checked()?;
-        Ok(if self.exclusive {
-            v.floor() as i128 + 1
-        } else {
-            v.ceil() as i128
-        })
+        Ok(if self.exclusive { v.floor() as i128 + 1 } else { v.ceil() as i128 })
     }
 
     /// Largest integer below (or at, if inclusive) the bound.
     pub fn int_upper(self) -> Result<i128, String> {
         let v = self.checked()?;
-        Ok(if self.exclusive {
-            v.ceil() as i128 - 1
-        } else {
-            v.floor() as i128
-        })
+        Ok(if self.exclusive { v.ceil() as i128 - 1 } else { v.floor() as i128 })
     }
 
     /// The bound as an integer with its strictness (numbers support integral bounds only).
     pub fn integral(self) -> Result<(i128, bool), String> {
         let v = self.checked()?;
         if v.fract() != 0.0 {
-            return Err(format!(
-                "fractional bound {v} on a non-integer number is not supported"
-            ));
+            return Err(format!("fractional bound {v} on a non-integer number is not supported"));
         }
         Ok((v as i128, self.exclusive))
     }
@@ -228,54 +199,25 @@ pub(crate) fn numeric_bounds(
     let number = |key: &str| -> Result<Option<f64>, FsmError> {
         match map.get(key) {
             None | Some(Value::Bool(_)) => Ok(None),
-            Some(v) => v
-                .as_f64()
-                .map(Some)
-                .ok_or_else(|| invalid(path, format!("'{key}' must be a number"))),
+            Some(v) => v.as_f64().map(Some).ok_or_else(|| invalid(path, format!("'{key}' must be a number"))),
         }
     };
     let flag = |key: &str| map.get(key) == Some(&Value::Bool(true));
     let tighter_lo = |a: Option<Bound>, b: Option<Bound>| match (a, b) {
-        (Some(a), Some(b)) => Some(
-            if b.value > a.value || (b.value == a.value && b.exclusive) {
-                b
-            } else {
-                a
-            },
-        ),
+        (Some(a), Some(b)) => {
+            Some(if b.value > a.value || (b.value == a.value && b.exclusive) { b } else { a })
+        }
         (a, b) => a.or(b),
     };
     let tighter_hi = |a: Option<Bound>, b: Option<Bound>| match (a, b) {
-        (Some(a), Some(b)) => Some(
-            if b.value < a.value || (b.value == a.value && b.exclusive) {
-                b
-            } else {
-                a
-            },
-        ),
+        (Some(a), Some(b)) => {
+            Some(if b.value < a.value || (b.value == a.value && b.exclusive) { b } else { a })
+        }
         (a, b) => a.or(b),
     };
-    let lo = number("minimum")?.map(|value| Bound {
-        value,
-        exclusive: flag("exclusiveMinimum"),
-    });
-    let lo = tighter_lo(
-        lo,
-        number("exclusiveMinimum")?.map(|value| Bound {
-            value,
-            exclusive: true,
-        }),
-    );
-    let hi = number("maximum")?.map(|value| Bound {
-        value,
-        exclusive: flag("exclusiveMaximum"),
-    });
-    let hi = tighter_hi(
-        hi,
-        number("exclusiveMaximum")?.map(|value| Bound {
-            value,
-            exclusive: true,
-        }),
-    );
+    let lo = number("minimum")?.map(|value| Bound { value, exclusive: flag("exclusiveMinimum") });
+    let lo = tighter_lo(lo, number("exclusiveMinimum")?.map(|value| Bound { value, exclusive: true }));
+    let hi = number("maximum")?.map(|value| Bound { value, exclusive: flag("exclusiveMaximum") });
+    let hi = tighter_hi(hi, number("exclusiveMaximum")?.map(|value| Bound { value, exclusive: true }));
     Ok((lo, hi))
 }

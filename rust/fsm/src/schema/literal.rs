@@ -151,10 +151,7 @@ fn number_literal(n: &serde_json::Number) -> String {
     }
     let f = n.as_f64().unwrap_or(0.0);
     if f.fract() == 0.0 && f.abs() < 1e15 {
-        return format!(
-            r"{}(?:\.0+)?",
-            regex_syntax::escape(&format!("{}", f as i64))
-        );
+        return format!(r"{}(?:\.0+)?", regex_syntax::escape(&format!("{}", f as i64)));
     }
     regex_syntax::escape(&n.to_string())
 }

@@ -18,11 +18,7 @@ pub(crate) struct Merged {
 
 /// Merges `allOf` (and a `$ref` with sibling keywords) into one equivalent schema object.
 /// Merges that cannot be done exactly are refused.
-pub(crate) fn merge_all_of(
-    ctx: &Ctx,
-    map: &Map<String, Value>,
-    path: &str,
-) -> Result<Merged, FsmError> {
+pub(crate) fn merge_all_of(ctx: &Ctx, map: &Map<String, Value>, path: &str) -> Result<Merged, FsmError> {
     let mut references = Vec::new();
     let schema = merge_parts(ctx, map, path, &mut references)?;
     Ok(Merged { schema, references })
@@ -52,11 +48,7 @@ fn merge_parts(
             };
             num_refs += 1;
             if num_refs > MAX_MERGE_REFS {
-                return Err(unsupported(
-                    "$ref",
-                    path,
-                    "recursive reference inside 'allOf'",
-                ));
+                return Err(unsupported("$ref", path, "recursive reference inside 'allOf'"));
             }
             children.push(ctx.resolve(&reference, path)?.clone());
             references.push(reference);
@@ -92,7 +84,11 @@ fn merge_parts(
         let all_keys = property_names(&merged);
         for (keys, _) in &closed {
             if all_keys.iter().any(|k| !keys.contains(k)) {
-                return Err(unsupported("allOf", path, "'additionalProperties' of one branch would apply to properties declared by another"));
+                return Err(unsupported(
+                    "allOf",
+                    path,
+                    "'additionalProperties' of one branch would apply to properties declared by another",
+                ));
             }
         }
         let mut values: Vec<Value> = closed.into_iter().map(|(_, v)| v).collect();
@@ -185,9 +181,7 @@ fn merge_keyword(
             Value::Array(kept)
         }
         "const" => return Ok(false),
-        "minimum" | "minLength" | "minItems" | "minProperties" | "minContains"
-            if both_f64.is_some() =>
-        {
+        "minimum" | "minLength" | "minItems" | "minProperties" | "minContains" if both_f64.is_some() => {
             let (a, b) = both_f64.expect("checked");
             if a >= b {
                 existing
@@ -195,9 +189,7 @@ fn merge_keyword(
                 value.clone()
             }
         }
-        "maximum" | "maxLength" | "maxItems" | "maxProperties" | "maxContains"
-            if both_f64.is_some() =>
-        {
+        "maximum" | "maxLength" | "maxItems" | "maxProperties" | "maxContains" if both_f64.is_some() => {
             let (a, b) = both_f64.expect("checked");
             if a <= b {
                 existing
@@ -224,11 +216,7 @@ fn merge_keyword(
         "uniqueItems" => Value::Bool(true),
         "anyOf" | "oneOf" => {
             // Keep both as a nested conjunction compiled after distribution.
-            return Err(unsupported(
-                "allOf",
-                path,
-                &format!("two '{key}' lists in one conjunction"),
-            ));
+            return Err(unsupported("allOf", path, &format!("two '{key}' lists in one conjunction")));
         }
         _ => {
             return Err(unsupported(
@@ -248,11 +236,7 @@ fn type_set(value: &Value) -> Vec<&'static str> {
         Value::Array(names) => names.iter().filter_map(Value::as_str).collect(),
         _ => Vec::new(),
     };
-    let mut set: Vec<&'static str> = ALL_TYPES
-        .iter()
-        .copied()
-        .filter(|t| names.contains(t))
-        .collect();
+    let mut set: Vec<&'static str> = ALL_TYPES.iter().copied().filter(|t| names.contains(t)).collect();
     if set.contains(&"number") && !set.contains(&"integer") {
         set.push("integer");
     }

@@ -60,23 +60,15 @@ impl Default for JsonSchemaOptions {
 
 /// Compiles a JSON schema (given as JSON text) into a regex for the JSON documents it admits.
 pub fn json_schema_to_regex(schema: &str, options: &JsonSchemaOptions) -> Result<String, FsmError> {
-    let value: Value = serde_json::from_str(schema).map_err(|e| FsmError::InvalidSchema {
-        path: "#".into(),
-        message: format!("not valid JSON: {e}"),
-    })?;
+    let value: Value = serde_json::from_str(schema)
+        .map_err(|e| FsmError::InvalidSchema { path: "#".into(), message: format!("not valid JSON: {e}") })?;
     json_value_to_regex(&value, options)
 }
 
 /// Like [`json_schema_to_regex`] for an already parsed schema.
-pub fn json_value_to_regex(
-    schema: &Value,
-    options: &JsonSchemaOptions,
-) -> Result<String, FsmError> {
+pub fn json_value_to_regex(schema: &Value, options: &JsonSchemaOptions) -> Result<String, FsmError> {
     regex_syntax::parse(&options.whitespace_pattern).map_err(|e| {
-        FsmError::InvalidRegex(format!(
-            "whitespace pattern {:?}: {e}",
-            options.whitespace_pattern
-        ))
+        FsmError::InvalidRegex(format!("whitespace pattern {:?}: {e}", options.whitespace_pattern))
     })?;
     let mut ctx = Ctx {
         root: schema,
@@ -93,34 +85,19 @@ pub fn json_value_to_regex(
 }
 
 pub(crate) fn unsupported(keyword: &str, path: &str, reason: &str) -> FsmError {
-    FsmError::UnsupportedSchema {
-        keyword: keyword.into(),
-        path: path.into(),
-        reason: reason.into(),
-    }
+    FsmError::UnsupportedSchema { keyword: keyword.into(), path: path.into(), reason: reason.into() }
 }
 
 pub(crate) fn invalid(path: &str, message: impl Into<String>) -> FsmError {
-    FsmError::InvalidSchema {
-        path: path.into(),
-        message: message.into(),
-    }
+    FsmError::InvalidSchema { path: path.into(), message: message.into() }
 }
 
 /// Keywords that constrain values but cannot be expressed by this compiler, checked on every
 /// schema object (type-specific ones are checked where their type is compiled).
-const UNSUPPORTED_ANYWHERE: &[&str] = &[
-    "not",
-    "if",
-    "$dynamicRef",
-    "$recursiveRef",
-    "dependentSchemas",
-];
+const UNSUPPORTED_ANYWHERE: &[&str] = &["not", "if", "$dynamicRef", "$recursiveRef", "dependentSchemas"];
 
 /// The JSON types, in the order alternatives are emitted.
-pub(crate) const ALL_TYPES: [&str; 7] = [
-    "object", "array", "string", "integer", "number", "boolean", "null",
-];
+pub(crate) const ALL_TYPES: [&str; 7] = ["object", "array", "string", "integer", "number", "boolean", "null"];
 
 pub(crate) struct Ctx<'a> {
     root: &'a Value,
@@ -165,11 +142,7 @@ impl<'a> Ctx<'a> {
     fn object(&mut self, map: &Map<String, Value>, path: &str) -> Result<String, FsmError> {
         for &keyword in UNSUPPORTED_ANYWHERE {
             if map.contains_key(keyword) {
-                return Err(unsupported(
-                    keyword,
-                    path,
-                    "not expressible as a regular language",
-                ));
+                return Err(unsupported(keyword, path, "not expressible as a regular language"));
             }
         }
         if let Some(reference) = map.get("$ref") {
@@ -220,9 +193,7 @@ impl<'a> Ctx<'a> {
             // Recursion cut: this branch can no longer be taken.
             return Ok(NEVER.into());
         }
-        let has_siblings = map
-            .keys()
-            .any(|k| k != "$ref" && !keywords::is_annotation(k));
+        let has_siblings = map.keys().any(|k| k != "$ref" && !keywords::is_annotation(k));
         if has_siblings {
             let merged = merge::merge_all_of(self, map, path)?;
             return self.compile_merged(merged, path);
@@ -240,8 +211,7 @@ impl<'a> Ctx<'a> {
             return Ok(NEVER.into());
         };
         let too_deep = merged.references.iter().any(|reference| {
-            self.ref_stack.iter().filter(|r| *r == reference).count()
-                >= self.options.max_recursion_depth
+            self.ref_stack.iter().filter(|r| *r == reference).count() >= self.options.max_recursion_depth
         });
         if too_deep {
             return Ok(NEVER.into());
@@ -273,12 +243,9 @@ impl<'a> Ctx<'a> {
             ));
         }
         let decoded = percent_decode(pointer);
-        self.root.pointer(&decoded).ok_or_else(|| {
-            invalid(
-                path,
-                format!("'$ref' {reference:?} points nowhere in the document"),
-            )
-        })
+        self.root
+            .pointer(&decoded)
+            .ok_or_else(|| invalid(path, format!("'$ref' {reference:?} points nowhere in the document")))
     }
 
     /// `anyOf` / `oneOf`: sibling keywords are distributed into every branch.
@@ -321,11 +288,7 @@ impl<'a> Ctx<'a> {
 
     /// The types a schema object admits: its `type` keyword, else those its keywords imply,
     /// else every type.
-    pub fn types(
-        &self,
-        map: &Map<String, Value>,
-        path: &str,
-    ) -> Result<Vec<&'static str>, FsmError> {
+    pub fn types(&self, map: &Map<String, Value>, path: &str) -> Result<Vec<&'static str>, FsmError> {
         let mut types: Vec<&'static str> = match map.get("type") {
             None => keywords::implied_types(map),
             Some(Value::String(name)) => vec![type_name(name, path)?],
@@ -349,12 +312,7 @@ impl<'a> Ctx<'a> {
     }
 
     /// `enum` / `const`: the listed values (those of an admitted type) as literals.
-    fn literals(
-        &mut self,
-        map: &Map<String, Value>,
-        types: &[&str],
-        path: &str,
-    ) -> Result<String, FsmError> {
+    fn literals(&mut self, map: &Map<String, Value>, types: &[&str], path: &str) -> Result<String, FsmError> {
         let mut values: Vec<Value> = match map.get("enum") {
             Some(Value::Array(values)) => values.clone(),
             Some(_) => return Err(invalid(path, "'enum' must be an array")),
@@ -372,14 +330,8 @@ impl<'a> Ctx<'a> {
         check_multiple_of(map, path, true)?;
         let (lo, hi) = keywords::numeric_bounds(map, path)?;
         let bounds = numeric::IntBounds {
-            lo: lo
-                .map(|b| b.int_lower())
-                .transpose()
-                .map_err(|r| unsupported("minimum", path, &r))?,
-            hi: hi
-                .map(|b| b.int_upper())
-                .transpose()
-                .map_err(|r| unsupported("maximum", path, &r))?,
+            lo: lo.map(|b| b.int_lower()).transpose().map_err(|r| unsupported("minimum", path, &r))?,
+            hi: hi.map(|b| b.int_upper()).transpose().map_err(|r| unsupported("maximum", path, &r))?,
         };
         Ok(numeric::integer_in(bounds).unwrap_or_else(|| NEVER.into()))
     }
@@ -387,14 +339,8 @@ impl<'a> Ctx<'a> {
     fn number(&mut self, map: &Map<String, Value>, path: &str) -> Result<String, FsmError> {
         check_multiple_of(map, path, false)?;
         let (lo, hi) = keywords::numeric_bounds(map, path)?;
-        let lo = lo
-            .map(|b| b.integral())
-            .transpose()
-            .map_err(|r| unsupported("minimum", path, &r))?;
-        let hi = hi
-            .map(|b| b.integral())
-            .transpose()
-            .map_err(|r| unsupported("maximum", path, &r))?;
+        let lo = lo.map(|b| b.integral()).transpose().map_err(|r| unsupported("minimum", path, &r))?;
+        let hi = hi.map(|b| b.integral()).transpose().map_err(|r| unsupported("maximum", path, &r))?;
         Ok(numeric::number_in(lo, hi).unwrap_or_else(|| NEVER.into()))
     }
 
@@ -413,33 +359,18 @@ impl<'a> Ctx<'a> {
             None => Ok(None),
             Some(value) => value
                 .as_u64()
-                .or_else(|| {
-                    value
-                        .as_f64()
-                        .filter(|f| f.fract() == 0.0 && *f >= 0.0)
-                        .map(|f| f as u64)
-                })
+                .or_else(|| value.as_f64().filter(|f| f.fract() == 0.0 && *f >= 0.0).map(|f| f as u64))
                 .map(|n| Some(n.min(usize::MAX as u64) as usize))
-                .ok_or_else(|| {
-                    invalid(path, format!("'{keyword}' must be a non-negative integer"))
-                }),
+                .ok_or_else(|| invalid(path, format!("'{keyword}' must be a non-negative integer"))),
         }
     }
 }
 
-fn check_multiple_of(
-    map: &Map<String, Value>,
-    path: &str,
-    is_integer: bool,
-) -> Result<(), FsmError> {
+fn check_multiple_of(map: &Map<String, Value>, path: &str, is_integer: bool) -> Result<(), FsmError> {
     match map.get("multipleOf") {
         None => Ok(()),
         Some(value) if is_integer && value.as_f64() == Some(1.0) => Ok(()),
-        Some(_) => Err(unsupported(
-            "multipleOf",
-            path,
-            "divisibility is not expressible as a regex here",
-        )),
+        Some(_) => Err(unsupported("multipleOf", path, "divisibility is not expressible as a regex here")),
     }
 }
 

@@ -30,10 +30,7 @@ pub(crate) fn integer_in(bounds: IntBounds) -> Option<String> {
         let x_lo = hi.map_or(1, |hi| (-hi).max(1));
         let x_hi = lo.map(|lo| -lo);
         if x_hi.is_none_or(|x_hi| x_lo <= x_hi) {
-            parts.push(format!(
-                "-(?:{})",
-                natural_in(x_lo as u128, x_hi.map(|h| h as u128))
-            ));
+            parts.push(format!("-(?:{})", natural_in(x_lo as u128, x_hi.map(|h| h as u128))));
         }
     }
     // Non-negative part: [max(0, lo), hi].
@@ -59,10 +56,7 @@ fn natural_in(lo: u128, hi: Option<u128>) -> String {
     }
     if hi.is_none() {
         // Every number with more digits than `lo`.
-        parts.push(format!(
-            "[1-9]{}",
-            super::literal::repeat("[0-9]", lo_len, None)
-        ));
+        parts.push(format!("[1-9]{}", super::literal::repeat("[0-9]", lo_len, None)));
     }
     parts.join("|")
 }
@@ -97,28 +91,17 @@ fn same_length(lo: &str, hi: &str) -> String {
     let mut first_full = lo[0];
     let mut last_full = hi[0];
     if !lo_rest_is_min {
-        parts.push(format!(
-            "{}(?:{})",
-            lo[0] as char,
-            same_length(lo_rest, &"9".repeat(tail))
-        ));
+        parts.push(format!("{}(?:{})", lo[0] as char, same_length(lo_rest, &"9".repeat(tail))));
         first_full += 1;
     }
     if !hi_rest_is_max {
         last_full -= 1;
     }
     if first_full <= last_full {
-        parts.push(format!(
-            "{}[0-9]{{{tail}}}",
-            digit_class(first_full, last_full)
-        ));
+        parts.push(format!("{}[0-9]{{{tail}}}", digit_class(first_full, last_full)));
     }
     if !hi_rest_is_max {
-        parts.push(format!(
-            "{}(?:{})",
-            hi[0] as char,
-            same_length(&"0".repeat(tail), hi_rest)
-        ));
+        parts.push(format!("{}(?:{})", hi[0] as char, same_length(&"0".repeat(tail), hi_rest)));
     }
     parts.join("|")
 }
@@ -172,18 +155,9 @@ pub(crate) fn number_in(lo: Option<NumBound>, hi: Option<NumBound>) -> Option<St
 
 /// Non-negative decimals `k(.f)?` between `lo` and `hi` (integers, each possibly strict).
 fn magnitude((lo, lo_strict): NumBound, hi: Option<NumBound>) -> Option<String> {
-    let int = |from: i128, to: Option<i128>| {
-        integer_in(IntBounds {
-            lo: Some(from),
-            hi: to,
-        })
-    };
+    let int = |from: i128, to: Option<i128>| integer_in(IntBounds { lo: Some(from), hi: to });
     let mut parts = Vec::new();
-    let at_lo = if lo_strict {
-        NONZERO_FRACTION
-    } else {
-        FRACTION
-    };
+    let at_lo = if lo_strict { NONZERO_FRACTION } else { FRACTION };
     match hi {
         None => {
             parts.push(format!("{}{FRACTION}", int(lo + 1, None)?));
@@ -239,11 +213,7 @@ mod tests {
             }
             assert!(!re.is_match("-0") && !re.is_match("007"));
         }
-        assert!(integer_in(IntBounds {
-            lo: Some(3),
-            hi: Some(2)
-        })
-        .is_none());
+        assert!(integer_in(IntBounds { lo: Some(3), hi: Some(2) }).is_none());
     }
 
     #[test]
@@ -261,17 +231,15 @@ mod tests {
             (Some((-1, true)), Some((1, true))),
         ];
         let samples = [
-            "0", "0.5", "1", "1.0", "1.5", "-0.5", "-1", "-1.5", "-2", "-2.0", "-2.5", "3", "3.00",
-            "3.01", "2.999", "-5", "-5.1", "-4.9", "10", "-10.25", "-0", "-0.0", "0.0", "-0.25",
+            "0", "0.5", "1", "1.0", "1.5", "-0.5", "-1", "-1.5", "-2", "-2.0", "-2.5", "3", "3.00", "3.01",
+            "2.999", "-5", "-5.1", "-4.9", "10", "-10.25", "-0", "-0.0", "0.0", "-0.25",
         ];
         for &(lo, hi) in cases {
             let re = full(&number_in(lo, hi).unwrap());
             for text in samples {
                 let x: f64 = text.parse().unwrap();
-                let above =
-                    lo.is_none_or(|(l, strict)| if strict { x > l as f64 } else { x >= l as f64 });
-                let below =
-                    hi.is_none_or(|(h, strict)| if strict { x < h as f64 } else { x <= h as f64 });
+                let above = lo.is_none_or(|(l, strict)| if strict { x > l as f64 } else { x >= l as f64 });
+                let below = hi.is_none_or(|(h, strict)| if strict { x < h as f64 } else { x <= h as f64 });
                 let inside = above && below;
                 if text.starts_with("-0") && x == 0.0 {
                     // "-0" spells zero; admitting it is optional, admitting it wrongly is not.

@@ -12,11 +12,7 @@ struct Property {
     required: bool,
 }
 
-pub(crate) fn object_schema(
-    ctx: &mut Ctx,
-    map: &Map<String, Value>,
-    path: &str,
-) -> Result<String, FsmError> {
+pub(crate) fn object_schema(ctx: &mut Ctx, map: &Map<String, Value>, path: &str) -> Result<String, FsmError> {
     for keyword in ["patternProperties", "dependencies", "dependentRequired"] {
         if map.get(keyword).is_some_and(|v| !is_empty_object(v)) {
             return Err(unsupported(
@@ -26,15 +22,8 @@ pub(crate) fn object_schema(
             ));
         }
     }
-    if map
-        .get("propertyNames")
-        .is_some_and(|v| v != &Value::Bool(true) && !is_empty_object(v))
-    {
-        return Err(unsupported(
-            "propertyNames",
-            path,
-            "constraints on property names are not supported",
-        ));
+    if map.get("propertyNames").is_some_and(|v| v != &Value::Bool(true) && !is_empty_object(v)) {
+        return Err(unsupported("propertyNames", path, "constraints on property names are not supported"));
     }
     let empty = Map::new();
     let properties = match map.get("properties") {
@@ -46,17 +35,11 @@ pub(crate) fn object_schema(
         None => Vec::new(),
         Some(Value::Array(names)) => names
             .iter()
-            .map(|n| {
-                n.as_str()
-                    .ok_or_else(|| invalid(path, "'required' entries must be strings"))
-            })
+            .map(|n| n.as_str().ok_or_else(|| invalid(path, "'required' entries must be strings")))
             .collect::<Result<_, _>>()?,
         Some(_) => return Err(invalid(path, "'required' must be an array")),
     };
-    let additional = match map
-        .get("additionalProperties")
-        .or_else(|| map.get("unevaluatedProperties"))
-    {
+    let additional = match map.get("additionalProperties").or_else(|| map.get("unevaluatedProperties")) {
         None => Value::Bool(ctx.options().additional_properties_default),
         Some(value) => value.clone(),
     };
@@ -73,24 +56,12 @@ pub(crate) fn object_schema(
             required
                 .iter()
                 .filter(|name| !properties.contains_key(**name))
-                .map(|name| {
-                    (
-                        *name,
-                        if allows_extra {
-                            additional.clone()
-                        } else {
-                            Value::Bool(true)
-                        },
-                    )
-                }),
+                .map(|name| (*name, if allows_extra { additional.clone() } else { Value::Bool(true) })),
         )
         .collect::<Vec<_>>();
     for (name, schema) in &declared_schemas {
         let is_required = required.contains(name);
-        let value = ctx.schema(
-            schema,
-            &format!("{path}/properties/{}", escape_pointer(name)),
-        )?;
+        let value = ctx.schema(schema, &format!("{path}/properties/{}", escape_pointer(name)))?;
         names.push(name);
         if value == NEVER {
             if is_required {
@@ -178,20 +149,11 @@ fn declared_sequence(props: &[Property], sep: &str) -> Declared {
     let tail = |from: usize| -> String {
         props[from..]
             .iter()
-            .map(|p| {
-                if p.required {
-                    format!("{sep}{}", p.regex)
-                } else {
-                    format!("(?:{sep}{})?", p.regex)
-                }
-            })
+            .map(|p| if p.required { format!("{sep}{}", p.regex) } else { format!("(?:{sep}{})?", p.regex) })
             .collect()
     };
     if let Some(first_required) = props.iter().position(|p| p.required) {
-        let head: String = props[..first_required]
-            .iter()
-            .map(|p| format!("(?:{}{sep})?", p.regex))
-            .collect();
+        let head: String = props[..first_required].iter().map(|p| format!("(?:{}{sep})?", p.regex)).collect();
         return Declared::NonEmpty(format!(
             "{head}{}{}",
             props[first_required].regex,
@@ -200,9 +162,8 @@ fn declared_sequence(props: &[Property], sep: &str) -> Declared {
     }
     if props.len() <= SMALL_OPTIONAL_SET {
         // No property is required: branch on which one comes first.
-        let branches = (0..props.len())
-            .map(|first| format!("{}{}", props[first].regex, tail(first + 1)))
-            .collect();
+        let branches =
+            (0..props.len()).map(|first| format!("{}{}", props[first].regex, tail(first + 1))).collect();
         return Declared::Optional(alternation(branches));
     }
     // Linear form for many optional properties, built from the last one backwards:
@@ -243,26 +204,15 @@ fn not_in_set(words: &[&[char]]) -> String {
     if words.iter().all(|w| !w.is_empty()) {
         parts.push(String::new());
     }
-    let excluded: String = firsts
-        .iter()
-        .map(|&c| super::literal::class_char(c))
-        .collect();
+    let excluded: String = firsts.iter().map(|&c| super::literal::class_char(c)).collect();
     parts.push(format!("[{KEY_CHAR_CLASS}{excluded}]{any}"));
     for &c in &firsts {
-        let rests: Vec<&[char]> = words
-            .iter()
-            .filter(|w| w.first() == Some(&c))
-            .map(|w| &w[1..])
-            .collect();
+        let rests: Vec<&[char]> = words.iter().filter(|w| w.first() == Some(&c)).map(|w| &w[1..]).collect();
         // Characters needing escapes never appear unescaped in our keys.
         if c == '"' || c == '\\' || (c as u32) < 0x20 {
             continue;
         }
-        parts.push(format!(
-            "{}{}",
-            super::literal::literal_char(c),
-            not_in_set(&rests)
-        ));
+        parts.push(format!("{}{}", super::literal::literal_char(c), not_in_set(&rests)));
     }
     format!("(?:{})", parts.join("|"))
 }
@@ -271,44 +221,25 @@ fn escape_pointer(name: &str) -> String {
     name.replace('~', "~0").replace('/', "~1")
 }
 
-pub(crate) fn array_schema(
-    ctx: &mut Ctx,
-    map: &Map<String, Value>,
-    path: &str,
-) -> Result<String, FsmError> {
+pub(crate) fn array_schema(ctx: &mut Ctx, map: &Map<String, Value>, path: &str) -> Result<String, FsmError> {
     if map.get("uniqueItems") == Some(&Value::Bool(true))
-        && ctx
-            .usize_keyword(map, "maxItems", path)?
-            .is_none_or(|m| m > 1)
+        && ctx.usize_keyword(map, "maxItems", path)?.is_none_or(|m| m > 1)
     {
-        return Err(unsupported(
-            "uniqueItems",
-            path,
-            "uniqueness of items is not expressible as a regex",
-        ));
+        return Err(unsupported("uniqueItems", path, "uniqueness of items is not expressible as a regex"));
     }
     for keyword in ["contains", "minContains", "maxContains", "unevaluatedItems"] {
         if map.contains_key(keyword) {
-            return Err(unsupported(
-                keyword,
-                path,
-                "not expressible as a regex here",
-            ));
+            return Err(unsupported(keyword, path, "not expressible as a regex here"));
         }
     }
     let min_items = ctx.usize_keyword(map, "minItems", path)?.unwrap_or(0);
     let max_items = ctx.usize_keyword(map, "maxItems", path)?;
     // Tuple positions (`prefixItems`, or draft-4 `items: [...]`) and the schema of the rest.
     let (tuple, rest): (Vec<Value>, Value) = match (map.get("prefixItems"), map.get("items")) {
-        (Some(Value::Array(prefix)), items) => {
-            (prefix.clone(), items.cloned().unwrap_or(Value::Bool(true)))
+        (Some(Value::Array(prefix)), items) => (prefix.clone(), items.cloned().unwrap_or(Value::Bool(true))),
+        (None, Some(Value::Array(prefix))) => {
+            (prefix.clone(), map.get("additionalItems").cloned().unwrap_or(Value::Bool(true)))
         }
-        (None, Some(Value::Array(prefix))) => (
-            prefix.clone(),
-            map.get("additionalItems")
-                .cloned()
-                .unwrap_or(Value::Bool(true)),
-        ),
         (None, Some(items)) => (Vec::new(), items.clone()),
         (None, None) => (Vec::new(), Value::Bool(true)),
         (Some(_), _) => return Err(invalid(path, "'prefixItems' must be an array")),
@@ -345,11 +276,7 @@ pub(crate) fn array_schema(
         if !rest_allowed || rest_max == Some(0) {
             return (rest_min == 0).then(String::new);
         }
-        let item = if leading_sep {
-            format!("{sep}{rest_regex}")
-        } else {
-            rest_regex.clone()
-        };
+        let item = if leading_sep { format!("{sep}{rest_regex}") } else { rest_regex.clone() };
         Some(match (leading_sep, rest_max) {
             (true, Some(max)) => super::literal::repeat(&item, rest_min, Some(max)),
             (true, None) => super::literal::repeat(&item, rest_min, None),
@@ -357,11 +284,9 @@ pub(crate) fn array_schema(
                 // First item without separator, then the others with one.
                 let others_min = rest_min.saturating_sub(1);
                 let others = match max {
-                    Some(max) => super::literal::repeat(
-                        &format!("{sep}{rest_regex}"),
-                        others_min,
-                        Some(max - 1),
-                    ),
+                    Some(max) => {
+                        super::literal::repeat(&format!("{sep}{rest_regex}"), others_min, Some(max - 1))
+                    }
                     None => super::literal::repeat(&format!("{sep}{rest_regex}"), others_min, None),
                 };
                 if rest_min == 0 {
@@ -379,17 +304,9 @@ pub(crate) fn array_schema(
         // minItems needs more.
         let mut body = rest_counts(true).unwrap_or_else(|| NEVER.into());
         for index in (0..num_tuple).rev() {
-            let here = if index == 0 {
-                positions[0].clone()
-            } else {
-                format!("{sep}{}", positions[index])
-            };
+            let here = if index == 0 { positions[0].clone() } else { format!("{sep}{}", positions[index]) };
             let required = index < min_items;
-            body = if required {
-                format!("{here}{body}")
-            } else {
-                format!("(?:{here}{body})?")
-            };
+            body = if required { format!("{here}{body}") } else { format!("(?:{here}{body})?") };
         }
         body
     };

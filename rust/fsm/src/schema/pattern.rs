@@ -64,18 +64,12 @@ fn char_bounds(hir: &Hir) -> (usize, Option<usize>) {
         }
         HirKind::Capture(capture) => char_bounds(&capture.sub),
         HirKind::Concat(items) => items.iter().map(char_bounds).fold((0, Some(0)), |a, b| {
-            (
-                a.0.saturating_add(b.0),
-                a.1.zip(b.1).and_then(|(x, y)| x.checked_add(y)),
-            )
+            (a.0.saturating_add(b.0), a.1.zip(b.1).and_then(|(x, y)| x.checked_add(y)))
         }),
         HirKind::Alternation(branches) => {
             let all: Vec<_> = branches.iter().map(char_bounds).collect();
             let min = all.iter().map(|b| b.0).min().unwrap_or(0);
-            let max = all
-                .iter()
-                .map(|b| b.1)
-                .try_fold(0, |acc, b| b.map(|b| acc.max(b)));
+            let max = all.iter().map(|b| b.1).try_fold(0, |acc, b| b.map(|b| acc.max(b)));
             (min, max)
         }
     }
@@ -89,9 +83,7 @@ fn search(hir: &Hir) -> Result<PatternBody, String> {
             Ok(PatternBody {
                 regex: format!("(?:{})", regexes.join("|")),
                 min_chars: parts.iter().map(|p| p.min_chars).min().unwrap_or(0),
-                max_chars: parts
-                    .iter()
-                    .try_fold(0, |acc, p| p.max_chars.map(|m| acc.max(m))),
+                max_chars: parts.iter().try_fold(0, |acc, p| p.max_chars.map(|m| acc.max(m))),
             })
         }
         HirKind::Capture(capture) => search(&capture.sub),
@@ -102,17 +94,13 @@ fn search(hir: &Hir) -> Result<PatternBody, String> {
 
 fn search_concat(items: &[Hir]) -> Result<PatternBody, String> {
     let mut items = items;
-    let is_look =
-        |hir: &Hir, want: &[Look]| matches!(hir.kind(), HirKind::Look(l) if want.contains(l));
-    let anchored_start = items
-        .first()
-        .is_some_and(|h| is_look(h, &[Look::Start, Look::StartLF, Look::StartCRLF]));
+    let is_look = |hir: &Hir, want: &[Look]| matches!(hir.kind(), HirKind::Look(l) if want.contains(l));
+    let anchored_start =
+        items.first().is_some_and(|h| is_look(h, &[Look::Start, Look::StartLF, Look::StartCRLF]));
     if anchored_start {
         items = &items[1..];
     }
-    let anchored_end = items
-        .last()
-        .is_some_and(|h| is_look(h, &[Look::End, Look::EndLF, Look::EndCRLF]));
+    let anchored_end = items.last().is_some_and(|h| is_look(h, &[Look::End, Look::EndLF, Look::EndCRLF]));
     if anchored_end {
         items = &items[..items.len() - 1];
     }
@@ -133,28 +121,20 @@ fn search_concat(items: &[Hir]) -> Result<PatternBody, String> {
     if !(anchored_start && anchored_end) {
         max_chars = None;
     }
-    Ok(PatternBody {
-        regex: out,
-        min_chars,
-        max_chars,
-    })
+    Ok(PatternBody { regex: out, min_chars, max_chars })
 }
 
 fn encode(hir: &Hir) -> Result<String, String> {
     Ok(match hir.kind() {
         HirKind::Empty => String::new(),
         HirKind::Literal(literal) => {
-            let text = std::str::from_utf8(&literal.0)
-                .map_err(|_| "pattern matches invalid UTF-8".to_string())?;
-            text.chars()
-                .map(|c| format!("(?:{})", encoded_char(c)))
-                .collect()
+            let text =
+                std::str::from_utf8(&literal.0).map_err(|_| "pattern matches invalid UTF-8".to_string())?;
+            text.chars().map(|c| format!("(?:{})", encoded_char(c))).collect()
         }
         HirKind::Class(Class::Unicode(class)) => encode_class(class.ranges()),
         HirKind::Class(Class::Bytes(_)) => return Err("byte classes are not supported".into()),
-        HirKind::Look(_) => {
-            return Err("anchors and word boundaries are only supported at the ends".into())
-        }
+        HirKind::Look(_) => return Err("anchors and word boundaries are only supported at the ends".into()),
         HirKind::Repetition(rep) => {
             let sub = encode(&rep.sub)?;
             repeat(&sub, rep.min as usize, rep.max.map(|m| m as usize))
@@ -176,11 +156,7 @@ fn encode_class(ranges: &[ClassUnicodeRange]) -> String {
     for range in ranges {
         let (lo, hi) = (range.start() as u32, range.end() as u32);
         // Characters that must be escaped inside a JSON string.
-        for special in [0x22u32, 0x5C]
-            .into_iter()
-            .chain(0..0x20)
-            .filter(|c| (lo..=hi).contains(c))
-        {
+        for special in [0x22u32, 0x5C].into_iter().chain(0..0x20).filter(|c| (lo..=hi).contains(c)) {
             escapes.push(encoded_char(char::from_u32(special).expect("ascii")));
         }
         // Raw characters: the range minus controls, `"` and `\`.
@@ -213,10 +189,7 @@ fn encode_class(ranges: &[ClassUnicodeRange]) -> String {
         let body: String = raw
             .iter()
             .map(|&(lo, hi)| {
-                let (lo, hi) = (
-                    char::from_u32(lo).expect("valid"),
-                    char::from_u32(hi).expect("valid"),
-                );
+                let (lo, hi) = (char::from_u32(lo).expect("valid"), char::from_u32(hi).expect("valid"));
                 if lo == hi {
                     class_char(lo)
                 } else {
@@ -249,11 +222,7 @@ fn unicode_escapes(lo: u32, hi: u32) -> Vec<String> {
         };
         let ((hi_a, lo_a), (hi_b, lo_b)) = (split(lo), split(hi));
         let pair = |h: (u32, u32), l: (u32, u32)| {
-            format!(
-                r"\\u{}\\u{}",
-                hex_range(h.0, h.1, 4),
-                hex_range(l.0, l.1, 4)
-            )
+            format!(r"\\u{}\\u{}", hex_range(h.0, h.1, 4), hex_range(l.0, l.1, 4))
         };
         if hi_a == hi_b {
             out.push(pair((hi_a, hi_a), (lo_a, lo_b)));
@@ -282,11 +251,7 @@ fn hex_same_length(lo: &[u32], hi: &[u32]) -> String {
         return hex_class(lo[0], hi[0]);
     }
     if lo[0] == hi[0] {
-        return format!(
-            "{}{}",
-            hex_class(lo[0], lo[0]),
-            hex_same_length(&lo[1..], &hi[1..])
-        );
+        return format!("{}{}", hex_class(lo[0], lo[0]), hex_same_length(&lo[1..], &hi[1..]));
     }
     let tail = lo.len() - 1;
     let any_tail = || format!("{}{{{tail}}}", hex_class(0, 15));
@@ -295,11 +260,7 @@ fn hex_same_length(lo: &[u32], hi: &[u32]) -> String {
     let mut parts = Vec::new();
     let (mut first, mut last) = (lo[0], hi[0]);
     if !lo_min {
-        parts.push(format!(
-            "{}(?:{})",
-            hex_class(lo[0], lo[0]),
-            hex_same_length(&lo[1..], &vec![15; tail])
-        ));
+        parts.push(format!("{}(?:{})", hex_class(lo[0], lo[0]), hex_same_length(&lo[1..], &vec![15; tail])));
         first += 1;
     }
     if !hi_max {
@@ -309,11 +270,7 @@ fn hex_same_length(lo: &[u32], hi: &[u32]) -> String {
         parts.push(format!("{}{}", hex_class(first, last), any_tail()));
     }
     if !hi_max {
-        parts.push(format!(
-            "{}(?:{})",
-            hex_class(hi[0], hi[0]),
-            hex_same_length(&vec![0; tail], &hi[1..])
-        ));
+        parts.push(format!("{}(?:{})", hex_class(hi[0], hi[0]), hex_same_length(&vec![0; tail], &hi[1..])));
     }
     format!("(?:{})", parts.join("|"))
 }
@@ -329,13 +286,7 @@ fn hex_class(lo: u32, hi: u32) -> String {
         let (alo, ahi) = (lo.max(10) - 10, hi - 10);
         let upper = |v: u32| char::from(b'A' + v as u8);
         let lower = |v: u32| char::from(b'a' + v as u8);
-        body.push_str(&format!(
-            "{}-{}{}-{}",
-            upper(alo),
-            upper(ahi),
-            lower(alo),
-            lower(ahi)
-        ));
+        body.push_str(&format!("{}-{}{}-{}", upper(alo), upper(ahi), lower(alo), lower(ahi)));
     }
     format!("[{body}]")
 }
@@ -394,10 +345,7 @@ mod tests {
         assert_eq!((body.min_chars, body.max_chars), (3, Some(7)));
         let body = pattern_body("^ab").unwrap();
         assert_eq!((body.min_chars, body.max_chars), (2, None));
-        assert_eq!(
-            full_match_char_bounds("[0-9]{4}-[0-9]{2}"),
-            Some((7, Some(7)))
-        );
+        assert_eq!(full_match_char_bounds("[0-9]{4}-[0-9]{2}"), Some((7, Some(7))));
     }
 
     #[test]

@@ -40,11 +40,7 @@ fn format_body(format: &str) -> Option<String> {
 }
 
 /// A string value under the string keywords of `schema`.
-pub(crate) fn string_schema(
-    ctx: &Ctx,
-    schema: &Map<String, Value>,
-    path: &str,
-) -> Result<String, FsmError> {
+pub(crate) fn string_schema(ctx: &Ctx, schema: &Map<String, Value>, path: &str) -> Result<String, FsmError> {
     let min_len = ctx.usize_keyword(schema, "minLength", path)?.unwrap_or(0);
     let max_len = ctx.usize_keyword(schema, "maxLength", path)?;
     let format = match schema.get("format") {
@@ -80,8 +76,7 @@ pub(crate) fn string_schema(
             body
         }
         (None, Some(pattern)) => {
-            let body =
-                pattern_body(pattern).map_err(|reason| unsupported("pattern", path, &reason))?;
+            let body = pattern_body(pattern).map_err(|reason| unsupported("pattern", path, &reason))?;
             let bounds = (body.min_chars, body.max_chars);
             check_length_implied(bounds, min_len, max_len, path, "'pattern'")?;
             body.regex
@@ -104,16 +99,12 @@ fn check_length_implied(
     path: &str,
     what: &str,
 ) -> Result<(), FsmError> {
-    let implied = min_chars >= min_len
-        && max_len.is_none_or(|max| max_chars.is_some_and(|max_chars| max_chars <= max));
+    let implied =
+        min_chars >= min_len && max_len.is_none_or(|max| max_chars.is_some_and(|max_chars| max_chars <= max));
     if implied {
         Ok(())
     } else {
-        let keyword = if min_len > 0 {
-            "minLength"
-        } else {
-            "maxLength"
-        };
+        let keyword = if min_len > 0 { "minLength" } else { "maxLength" };
         Err(unsupported(
             keyword,
             path,

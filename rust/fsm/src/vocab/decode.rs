@@ -47,9 +47,8 @@ fn byte_level_char(byte: u8) -> char {
     if is_printable {
         return char::from(byte);
     }
-    let shifted_rank = (0..byte)
-        .filter(|&b| !matches!(b, b'!'..=b'~' | 0xA1..=0xAC | 0xAE..=0xFF))
-        .count() as u32;
+    let shifted_rank =
+        (0..byte).filter(|&b| !matches!(b, b'!'..=b'~' | 0xA1..=0xAC | 0xAE..=0xFF)).count() as u32;
     char::from_u32(256 + shifted_rank).expect("U+0100..U+0143 are valid chars")
 }
 
@@ -64,9 +63,7 @@ fn byte_level_byte(c: char) -> Option<u8> {
     if rank >= 68 {
         return None;
     }
-    (0..=255u8)
-        .filter(|&b| !matches!(b, b'!'..=b'~' | 0xA1..=0xAC | 0xAE..=0xFF))
-        .nth(rank as usize)
+    (0..=255u8).filter(|&b| !matches!(b, b'!'..=b'~' | 0xA1..=0xAC | 0xAE..=0xFF)).nth(rank as usize)
 }
 
 /// Decodes a byte-level BPE token string; a character outside the 256-character alphabet
@@ -123,10 +120,7 @@ mod tests {
 
     #[test]
     fn byte_level_rejects_foreign_characters() {
-        assert!(matches!(
-            decode_byte_level("<think>\u{4e2d}"),
-            Err(FsmError::InvalidVocabulary(_))
-        ));
+        assert!(matches!(decode_byte_level("<think>\u{4e2d}"), Err(FsmError::InvalidVocabulary(_))));
     }
 
     #[test]

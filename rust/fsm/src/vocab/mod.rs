@@ -46,10 +46,7 @@ type ComponentCache = (FxHashMap<Vec<u16>, Arc<ComponentWalk>>, usize);
 impl Vocabulary {
     /// Builds a vocabulary from raw token bytes indexed by token id. `None` (or empty bytes)
     /// marks a special or unused id; EOS ids are special whatever bytes they carry.
-    pub fn new(
-        tokens: Vec<Option<Vec<u8>>>,
-        eos_token_ids: Vec<TokenId>,
-    ) -> Result<Self, FsmError> {
+    pub fn new(tokens: Vec<Option<Vec<u8>>>, eos_token_ids: Vec<TokenId>) -> Result<Self, FsmError> {
         let vocab_size = tokens.len();
         if vocab_size >= u32::MAX as usize {
             return Err(FsmError::InvalidVocabulary(format!(
@@ -79,9 +76,8 @@ impl Vocabulary {
                 }
                 bytes.extend_from_slice(token);
             }
-            let end = u32::try_from(bytes.len()).map_err(|_| {
-                FsmError::InvalidVocabulary("token bytes exceed 4 GiB in total".into())
-            })?;
+            let end = u32::try_from(bytes.len())
+                .map_err(|_| FsmError::InvalidVocabulary("token bytes exceed 4 GiB in total".into()))?;
             offsets.push(end);
         }
         let mut vocab = Self {
@@ -93,12 +89,10 @@ impl Vocabulary {
             fingerprint: 0,
             components: Mutex::default(),
         };
-        vocab.trie = TokenTrie::build(
-            (0..vocab_size as u32).filter_map(|id| vocab.token_bytes(id).map(|b| (id, b))),
-        );
-        vocab.first_bytes = (0..vocab_size as u32)
-            .map(|id| vocab.token_bytes(id).map_or(256, |b| u16::from(b[0])))
-            .collect();
+        vocab.trie =
+            TokenTrie::build((0..vocab_size as u32).filter_map(|id| vocab.token_bytes(id).map(|b| (id, b))));
+        vocab.first_bytes =
+            (0..vocab_size as u32).map(|id| vocab.token_bytes(id).map_or(256, |b| u16::from(b[0]))).collect();
         vocab.fingerprint = vocab.compute_fingerprint();
         Ok(vocab)
     }
@@ -139,10 +133,7 @@ impl Vocabulary {
     /// First byte of a token (256 for specials and out-of-range ids).
     #[inline]
     pub(crate) fn first_byte(&self, token_id: TokenId) -> u16 {
-        self.first_bytes
-            .get(token_id as usize)
-            .copied()
-            .unwrap_or(256)
+        self.first_bytes.get(token_id as usize).copied().unwrap_or(256)
     }
 
     /// Sorted, de-duplicated EOS ids.
@@ -191,11 +182,7 @@ impl Vocabulary {
             *cache = Default::default();
         }
         cache.1 += computed.memory_bytes();
-        cache
-            .0
-            .entry(signature.to_vec())
-            .or_insert(computed)
-            .clone()
+        cache.0.entry(signature.to_vec()).or_insert(computed).clone()
     }
 
     /// Number of distinct component walks cached.
@@ -228,12 +215,7 @@ mod tests {
     #[test]
     fn specials_and_eos_have_no_bytes() {
         let vocab = Vocabulary::new(
-            vec![
-                Some(b"a".to_vec()),
-                None,
-                Some(b"</s>".to_vec()),
-                Some(vec![]),
-            ],
+            vec![Some(b"a".to_vec()), None, Some(b"</s>".to_vec()), Some(vec![])],
             vec![2, 2],
         )
         .unwrap();

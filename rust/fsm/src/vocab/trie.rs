@@ -34,23 +34,14 @@ impl TokenTrie {
         let mut sorted: Vec<(u32, &[u8])> = tokens.filter(|(_, b)| !b.is_empty()).collect();
         sorted.sort_unstable_by(|a, b| a.1.cmp(b.1).then(a.0.cmp(&b.0)));
 
-        let mut nodes = vec![TrieNode {
-            subtree_end: 0,
-            token_start: 0,
-            depth: 0,
-            byte: 0,
-        }];
+        let mut nodes = vec![TrieNode { subtree_end: 0, token_start: 0, depth: 0, byte: 0 }];
         let mut token_ids = Vec::with_capacity(sorted.len());
         // `path[d]` is the node at depth d on the path to the previous token.
         let mut path: Vec<u32> = vec![0];
         let mut previous: &[u8] = &[];
         let mut max_depth = 0;
         for &(token_id, bytes) in &sorted {
-            let shared = previous
-                .iter()
-                .zip(bytes)
-                .take_while(|(a, b)| a == b)
-                .count();
+            let shared = previous.iter().zip(bytes).take_while(|(a, b)| a == b).count();
             while path.len() > shared + 1 {
                 let closed = path.pop().expect("path is never empty") as usize;
                 nodes[closed].subtree_end = nodes.len() as u32;
@@ -80,12 +71,7 @@ impl TokenTrie {
             byte: 0,
         });
         let id_bound = token_ids.iter().max().map_or(0, |&t| t as usize + 1);
-        Self {
-            nodes,
-            token_ids,
-            max_depth,
-            id_bound,
-        }
+        Self { nodes, token_ids, max_depth, id_bound }
     }
 
     /// Number of real nodes (root included, sentinel excluded).
@@ -127,15 +113,8 @@ mod tests {
 
     #[test]
     fn dfs_order_spells_every_token_once() {
-        let tokens: Vec<(u32, &[u8])> = vec![
-            (0, b"ab"),
-            (1, b"a"),
-            (2, b"abc"),
-            (3, b"b"),
-            (4, b"ab"),
-            (5, b""),
-            (6, b"\xff\x00"),
-        ];
+        let tokens: Vec<(u32, &[u8])> =
+            vec![(0, b"ab"), (1, b"a"), (2, b"abc"), (3, b"b"), (4, b"ab"), (5, b""), (6, b"\xff\x00")];
         let trie = TokenTrie::build(tokens.into_iter());
         let paths = collect_paths(&trie);
         assert_eq!(

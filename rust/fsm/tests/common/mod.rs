@@ -23,16 +23,10 @@ pub struct Oracle {
 impl Oracle {
     pub fn new(pattern: &str) -> Self {
         let dfa = dense::Builder::new()
-            .configure(
-                dense::Config::new()
-                    .match_kind(MatchKind::All)
-                    .start_kind(StartKind::Anchored),
-            )
+            .configure(dense::Config::new().match_kind(MatchKind::All).start_kind(StartKind::Anchored))
             .build(pattern)
             .expect("oracle pattern compiles");
-        let start = dfa
-            .start_state(&start::Config::new().anchored(Anchored::Yes))
-            .unwrap();
+        let start = dfa.start_state(&start::Config::new().anchored(Anchored::Yes)).unwrap();
         // All states reachable from the start.
         let mut states = vec![start];
         let mut seen: std::collections::HashSet<StateID> = [start].into();
@@ -47,11 +41,8 @@ impl Oracle {
                 }
             }
         }
-        let mut live: std::collections::HashSet<StateID> = states
-            .iter()
-            .copied()
-            .filter(|&s| dfa.is_match_state(dfa.next_eoi_state(s)))
-            .collect();
+        let mut live: std::collections::HashSet<StateID> =
+            states.iter().copied().filter(|&s| dfa.is_match_state(dfa.next_eoi_state(s))).collect();
         loop {
             let before = live.len();
             for &s in &states {
@@ -87,9 +78,7 @@ impl Oracle {
 
     /// Bytes that keep `state` live.
     pub fn live_bytes(&self, state: StateID) -> Vec<u8> {
-        (0..=255u8)
-            .filter(|&b| self.is_live(self.step(state, b)))
-            .collect()
+        (0..=255u8).filter(|&b| self.is_live(self.step(state, b))).collect()
     }
 
     /// A random full match over `alphabet` continuing from `state` (`choose(n)` picks in `0..n`), stopping at
