@@ -65,4 +65,5 @@ pub fn heavy_trace() -> Vec<Vec<u32>> {
     grouped_trace(2, 64, 157, (512, 2048), (512, 2048))
 }
 
+pub mod fsm_inputs;
 pub mod sched_trace;

@@ -186,3 +186,118 @@ class Scheduler:
     def on_retract(self, num_decoded_tokens: int, num_max_new_tokens: int, num_running: int) -> float:
         """After a retraction, with sums over the requests still running."""
     def check_invariants(self) -> None: ...
+
+# --- constraints (rust/fsm): regex / JSON-schema FSMs over a tokenizer's vocabulary ---
+
+StateId: TypeAlias = int
+
+class Vocabulary:
+    """Token id -> bytes of a tokenizer, immutable and shareable (build it once per model).
+
+    `tokens[i]` is `bytes` (raw), `str` (decoded with `encoding`: "utf8", "byte_level" for
+    the GPT-2 alphabet, "sentencepiece" for `▁` and `<0xNN>`) or `None` (special / unused:
+    never allowed). EOS ids are allowed exactly in accepting states.
+    Errors: `sglr.errors.VocabularyError`; `TypeError` for other item types.
+    """
+
+    def __init__(
+        self, tokens: Sequence[bytes | str | None], eos_token_ids: IdArray, encoding: str = "utf8"
+    ) -> None: ...
+    @property
+    def vocab_size(self) -> int: ...
+    @property
+    def num_mask_words(self) -> int:
+        """int32 words per bitmask row: ceil(vocab_size / 32)."""
+    @property
+    def eos_token_ids(self) -> list[int]: ...
+    @property
+    def fingerprint(self) -> int:
+        """Content hash; equal vocabularies have equal fingerprints (a cache key)."""
+    def token_bytes(self, token_id: int) -> bytes | None: ...
+    def memory_bytes(self) -> int: ...
+    def clear_caches(self) -> None:
+        """Forgets trie walks shared between FSMs of this vocabulary."""
+    def __len__(self) -> int: ...
+
+class TokenFsm:
+    """A compiled constraint: per-state allowed-token masks (memoised on first use) and
+    jump-forward strings. Immutable and thread-safe; share one per (constraint, vocabulary).
+
+    Errors: `sglr.errors.InvalidRegexError`, `UnsupportedRegexError`,
+    `ConstraintTooLargeError`, `EmptyConstraintError`, `InvalidSchemaError`,
+    `UnsupportedSchemaError` (with `.keyword`, `.path`), `UnknownStateError`,
+    `TokenNotAllowedError`, `BitmaskShapeError`.
+    """
+
+    @staticmethod
+    def from_regex(
+        pattern: str,
+        vocabulary: Vocabulary,
+        *,
+        dfa_size_limit: int | None = None,
+        nfa_size_limit: int | None = None,
+    ) -> TokenFsm:
+        """The whole output must match `pattern` (anchored at both ends)."""
+    @staticmethod
+    def from_json_schema(
+        schema: str,
+        vocabulary: Vocabulary,
+        *,
+        whitespace_pattern: str | None = None,
+        additional_properties: bool = False,
+        max_any_depth: int | None = None,
+        max_recursion_depth: int | None = None,
+        dfa_size_limit: int | None = None,
+        nfa_size_limit: int | None = None,
+    ) -> TokenFsm: ...
+    @property
+    def pattern(self) -> str:
+        """The regex enforced (for a schema, the regex it compiled to)."""
+    @property
+    def start_state(self) -> StateId: ...
+    @property
+    def terminal_state(self) -> StateId:
+        """The state after EOS; only EOS is allowed from it."""
+    @property
+    def num_states(self) -> int: ...
+    @property
+    def vocab_size(self) -> int: ...
+    @property
+    def num_mask_words(self) -> int: ...
+    def is_accepting(self, state: StateId) -> bool: ...
+    def is_terminal(self, state: StateId) -> bool: ...
+    def fill_bitmask(self, state: StateId, out: npt.NDArray[np.int32]) -> None:
+        """Writes the mask into `out` (1-D int32, >= num_mask_words; extra words zeroed):
+        bit t of word t // 32 set iff token t is allowed."""
+    def allowed_token_ids(self, state: StateId) -> npt.NDArray[np.int32]: ...
+    def advance(self, state: StateId, token: int) -> StateId:
+        """Raises `TokenNotAllowedError` when the mask of `state` forbids `token`."""
+    def try_advance(self, state: StateId, token: int) -> StateId | None: ...
+    def advance_many(self, state: StateId, tokens: IdArray) -> StateId: ...
+    def advance_bytes(self, state: StateId, data: bytes) -> StateId | None: ...
+    def jump_forward(self, state: StateId) -> tuple[bytes, StateId]:
+        """Longest forced byte string from `state` (never past an accepting state, never
+        ending inside a UTF-8 character) and the state after it."""
+    def build_all(self, max_states: int = ...) -> int:
+        """Computes the masks of every token-reachable state (at most `max_states`)."""
+    def stats(self) -> dict[str, int]:
+        """num_states, num_rows_built, num_dense_rows, memory_bytes."""
+    def check_invariants(self) -> None: ...
+
+def fill_bitmasks(
+    fsms: Sequence[TokenFsm],
+    states: IdArray,
+    out: npt.NDArray[np.int32],
+    rows: IdArray | None = None,
+) -> None:
+    """Row `rows[i]` (default `i`) of the 2-D int32 `out` gets the mask of `fsms[i]` in
+    `states[i]`; all inputs are checked before writing; the GIL is released."""
+
+def json_schema_to_regex(
+    schema: str,
+    *,
+    whitespace_pattern: str | None = None,
+    additional_properties: bool = False,
+    max_any_depth: int | None = None,
+    max_recursion_depth: int | None = None,
+) -> str: ...

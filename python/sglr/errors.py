@@ -155,3 +155,54 @@ class KVCacheCapacityError(ModelError, ValueError):
 
 class SamplingError(SglrError, ValueError):
     """Sampling parameters or a token mask are invalid."""
+
+
+class ConstraintError(SglrError):
+    """A regex / JSON-schema output constraint that cannot be compiled or used."""
+
+
+class InvalidRegexError(ConstraintError, ValueError):
+    """The constraint regex does not parse."""
+
+
+class UnsupportedRegexError(ConstraintError, ValueError):
+    """The regex uses a feature a finite automaton cannot express (look-around, backreference,
+    Unicode word boundary, ...)."""
+
+
+class ConstraintTooLargeError(ConstraintError, ValueError):
+    """The constraint's automaton exceeds a size limit (a huge bounded repetition, say)."""
+
+
+class EmptyConstraintError(ConstraintError, ValueError):
+    """The constraint matches no string at all."""
+
+
+class InvalidSchemaError(ConstraintError, ValueError):
+    """The JSON schema is not valid JSON or not a valid schema."""
+
+
+class UnsupportedSchemaError(ConstraintError, ValueError):
+    """The JSON schema uses a keyword that cannot be enforced; `keyword` and `path` say which
+    and where. Refused up front so that no invalid output is ever admitted."""
+
+    def __init__(self, message: str, keyword: str | None = None, path: str | None = None) -> None:
+        super().__init__(message)
+        self.keyword = keyword
+        self.path = path
+
+
+class VocabularyError(ConstraintError, ValueError):
+    """A malformed token table, or FSMs over different vocabularies mixed in one batch."""
+
+
+class UnknownStateError(ConstraintError, ValueError):
+    """A state id that the FSM never issued."""
+
+
+class TokenNotAllowedError(ConstraintError, ValueError):
+    """A token the constraint forbids in the current state (or an id outside the vocabulary)."""
+
+
+class BitmaskShapeError(ConstraintError, ValueError):
+    """A token bitmask buffer too small for the vocabulary or the batch."""

@@ -1,3 +1,35 @@
 //! Regex and JSON-schema constraints compiled to a token-level compressed DFA.
 //!
-//! Filled in by the constrained-decoding work; the crate exists so the workspace layout is final.
+//! Pipeline: pattern (or JSON schema -> pattern) -> byte DFA over the pattern's language
+//! (`regex-automata`, anchored full match, only live states kept) -> [`TokenFsm`] over a
+//! [`Vocabulary`]: per-state allowed-token bitmasks (walked once over a byte trie of the
+//! vocabulary, memoised) and compressed edges ([`TokenFsm::jump_forward`]) that return the
+//! longest forced byte string so the runtime can append it in one step.
+//!
+//! Everything is pure Rust with integer ids: `TokenId = u32`, `StateId = u32`.
+
+mod batch;
+mod component;
+mod delegate;
+mod dfa;
+mod error;
+mod fsm;
+mod jump;
+mod row;
+pub mod schema;
+mod vocab;
+mod walk;
+
+pub use batch::{fill_bitmask_rows, fill_bitmasks};
+pub use dfa::CompileLimits;
+pub use error::FsmError;
+pub use fsm::{FsmStats, TokenFsm};
+pub use jump::JumpForward;
+pub use vocab::{
+    decode_byte_level, decode_sentencepiece, encode_byte_level, TokenEncoding, Vocabulary, MAX_TOKEN_LEN,
+};
+
+/// Index of a token in the model's vocabulary.
+pub type TokenId = u32;
+/// Index of a token-level automaton state; valid for the FSM that issued it.
+pub type StateId = u32;

@@ -2,6 +2,7 @@
 
 mod buffers;
 mod errors;
+mod fsm;
 mod radix;
 mod sched;
 mod sched_decision;
@@ -15,6 +16,10 @@ fn _core(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<sched::PyScheduler>()?;
     module.add_class::<sched_decision::PyDecision>()?;
     module.add_class::<sched_decision::PyAdmission>()?;
+    module.add_class::<fsm::PyVocabulary>()?;
+    module.add_class::<fsm::PyTokenFsm>()?;
+    module.add_function(wrap_pyfunction!(fsm::fill_bitmasks, module)?)?;
+    module.add_function(wrap_pyfunction!(fsm::json_schema_to_regex_py, module)?)?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -1,0 +1,126 @@
+//! Rows borrowed from a loop state: when most first bytes take state s to one state L that
+//! loops on those same bytes (a key-name prefix inside a free-text key, the first character of
+//! a `[a-z]+` run), every token starting with such a byte is allowed from s exactly when it is
+//! allowed from L. The row of s is then L's row restricted to those first bytes, plus short
+//! walks under the remaining first bytes, instead of a whole-vocabulary walk.
+
+use crate::dfa::{ByteDfa, DEAD};
+use crate::vocab::Vocabulary;
+use crate::walk::{allow_tokens_at, walk_below};
+
+/// Fewest first bytes worth delegating.
+const MIN_DELEGATED_BYTES: usize = 48;
+
+/// The bytes delegated from a state to its donor.
+pub(crate) struct Delegation {
+    pub donor: u32,
+    /// Bit b set: first byte b is delegated.
+    pub bytes: [u64; 4],
+}
+
+impl Delegation {
+    fn contains(&self, byte: u16) -> bool {
+        byte < 256 && self.bytes[byte as usize >> 6] & (1 << (byte & 63)) != 0
+    }
+}
+
+/// The state most bytes lead to from `state`, if any (ties: lowest id).
+fn main_target(dfa: &ByteDfa, state: u32) -> Option<(u32, usize)> {
+    let mut targets: Vec<u32> = (0..=255u8).map(|b| dfa.next(state, b)).filter(|&t| t != DEAD).collect();
+    targets.sort_unstable();
+    let mut best: Option<(u32, usize)> = None;
+    for run in targets.chunk_by(|a, b| a == b) {
+        if best.is_none_or(|(_, count)| run.len() > count) {
+            best = Some((run[0], run.len()));
+        }
+    }
+    best
+}
+
+/// A donor for `state`: a state L (not `state`) whose own main target is itself, reached from
+/// `state` by at least `MIN_DELEGATED_BYTES` bytes on which L loops. Donors never delegate
+/// themselves, so rows never wait on each other in a cycle.
+pub(crate) fn delegation(dfa: &ByteDfa, state: u32) -> Option<Delegation> {
+    let (donor, _) = main_target(dfa, state)?;
+    if donor == state || main_target(dfa, donor).map(|(t, _)| t) != Some(donor) {
+        return None;
+    }
+    let mut bytes = [0u64; 4];
+    let mut count = 0;
+    for byte in 0..=255u8 {
+        if dfa.next(state, byte) == donor && dfa.next(donor, byte) == donor {
+            bytes[byte as usize >> 6] |= 1 << (byte & 63);
+            count += 1;
+        }
+    }
+    (count >= MIN_DELEGATED_BYTES).then_some(Delegation { donor, bytes })
+}
+
+/// Whether `state` would delegate (donor rows are computed directly, never delegated).
+pub(crate) fn is_donor(dfa: &ByteDfa, state: u32) -> bool {
+    main_target(dfa, state).map(|(t, _)| t) == Some(state)
+}
+
+/// The row of `state` from the donor's `donor_words` (its full bitmask): donor bits of tokens
+/// whose first byte is delegated, plus walks under every other first byte.
+pub(crate) fn delegated_row(
+    dfa: &ByteDfa,
+    vocab: &Vocabulary,
+    state: u32,
+    delegation: &Delegation,
+    donor_words: &[u32],
+    mask: &mut [u32],
+) -> usize {
+    let mut num_allowed = 0;
+    for (index, &word) in donor_words.iter().enumerate() {
+        let mut rest = word;
+        let mut kept = 0u32;
+        while rest != 0 {
+            let bit = rest.trailing_zeros();
+            rest &= rest - 1;
+            if delegation.contains(vocab.first_byte(index as u32 * 32 + bit)) {
+                kept |= 1 << bit;
+            }
+        }
+        mask[index] = kept;
+        num_allowed += kept.count_ones() as usize;
+    }
+    let trie = &vocab.trie;
+    let mut stack = vec![DEAD; trie.max_depth + 1];
+    let end = trie.nodes[0].subtree_end as usize;
+    let mut child = 1;
+    while child < end {
+        let node = trie.nodes[child];
+        let next_child = node.subtree_end as usize;
+        if !delegation.contains(node.byte as u16) {
+            let target = dfa.next(state, node.byte);
+            if target != DEAD {
+                num_allowed += allow_tokens_at(trie, child, mask);
+                num_allowed += walk_below(dfa, trie, child, target, mask, &mut stack, None);
+            }
+        }
+        child = next_child;
+    }
+    num_allowed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dfa::CompileLimits;
+
+    #[test]
+    fn a_plus_run_start_delegates_to_its_loop() {
+        let dfa = ByteDfa::build(r#""[^"]+""#, &CompileLimits::default()).unwrap();
+        let first = dfa.walk(dfa.start(), b"\"");
+        let body = dfa.walk(first, b"x");
+        assert!(is_donor(&dfa, body));
+        let found = delegation(&dfa, first).expect("the first character delegates");
+        assert_eq!(found.donor, body);
+        assert!(found.contains(b'x' as u16) && !found.contains(b'"' as u16));
+        assert!(delegation(&dfa, body).is_none());
+        // A state without a dominant loop target does not delegate.
+        let digits = ByteDfa::build("[0-9]{3}", &CompileLimits::default()).unwrap();
+        assert!(delegation(&digits, digits.start()).is_none());
+    }
+}

@@ -1,0 +1,366 @@
+//! Regex -> a compact byte-level DFA over the pattern's language (anchored, full match).
+//!
+//! Built with `regex-automata` and then copied into our own table, keeping only *live* states
+//! (states from which some accepting state is reachable). Two details matter for constrained
+//! decoding and are easy to get wrong:
+//! - `MatchKind::All`: the default leftmost-first semantics prune alternatives that a match
+//!   would never prefer (`a|ab` would forbid `b` after `a`), but a constraint is a language.
+//! - `regex-automata` reports matches one byte late, so a state accepts iff its end-of-input
+//!   transition is a match state; `is_match_state(s)` alone is the wrong test.
+
+use regex_automata::dfa::{dense, Automaton, StartKind};
+use regex_automata::nfa::thompson::{self, WhichCaptures};
+use regex_automata::util::primitives::StateID;
+use regex_automata::util::start;
+use regex_automata::{Anchored, MatchKind};
+
+use crate::error::FsmError;
+
+/// Transition target meaning "no accepting state is reachable any more".
+pub(crate) const DEAD: u32 = u32::MAX;
+
+/// Size limits that bound compile time and memory; exceeding one is a typed error, so a
+/// hostile or accidental pattern can neither hang nor exhaust memory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompileLimits {
+    /// Heap bytes for the Thompson NFA.
+    pub nfa_size_limit: usize,
+    /// Heap bytes for the determinized DFA.
+    pub dfa_size_limit: usize,
+    /// Heap bytes of scratch space used during determinization.
+    pub determinize_size_limit: usize,
+    /// Maximum nesting depth of groups/repetitions in the pattern.
+    pub nest_limit: u32,
+}
+
+impl Default for CompileLimits {
+    fn default() -> Self {
+        Self {
+            nfa_size_limit: 64 << 20,
+            dfa_size_limit: 128 << 20,
+            determinize_size_limit: 64 << 20,
+            nest_limit: 1000,
+        }
+    }
+}
+
+/// A DFA over bytes with equivalence classes, holding only live states. State 0 is the start.
+#[derive(Debug, Clone)]
+pub(crate) struct ByteDfa {
+    classes: [u8; 256],
+    num_classes: usize,
+    /// Number of bytes in each class, and one byte of it.
+    class_len: Vec<u16>,
+    class_byte: Vec<u8>,
+    /// `trans[state * num_classes + class]`: next live state or `DEAD`.
+    trans: Vec<u32>,
+    accepting: Vec<bool>,
+}
+
+impl ByteDfa {
+    pub fn build(pattern: &str, limits: &CompileLimits) -> Result<Self, FsmError> {
+        let hir = regex_syntax::ParserBuilder::new()
+            .unicode(true)
+            .utf8(true)
+            .nest_limit(limits.nest_limit)
+            .build()
+            .parse(pattern)
+            .map_err(|e| FsmError::InvalidRegex(e.to_string()))?;
+        let nfa = thompson::Compiler::new()
+            .configure(
+                thompson::Config::new()
+                    .nfa_size_limit(Some(limits.nfa_size_limit))
+                    .which_captures(WhichCaptures::None),
+            )
+            .build_from_hir(&hir)
+            .map_err(|e| match e.size_limit() {
+                Some(limit) => FsmError::AutomatonTooLarge { what: "NFA", limit },
+                None => FsmError::UnsupportedRegex(e.to_string()),
+            })?;
+        let dfa = dense::Builder::new()
+            .configure(
+                dense::Config::new()
+                    .match_kind(MatchKind::All)
+                    .start_kind(StartKind::Anchored)
+                    .accelerate(false)
+                    .minimize(false)
+                    .dfa_size_limit(Some(limits.dfa_size_limit))
+                    .determinize_size_limit(Some(limits.determinize_size_limit)),
+            )
+            .build_from_nfa(&nfa)
+            .map_err(|e| {
+                if e.is_size_limit_exceeded() {
+                    FsmError::AutomatonTooLarge { what: "DFA", limit: limits.dfa_size_limit }
+                } else {
+                    FsmError::UnsupportedRegex(e.to_string())
+                }
+            })?;
+        Self::from_dense(&dfa)
+    }
+
+    fn from_dense(dfa: &dense::DFA<Vec<u32>>) -> Result<Self, FsmError> {
+        let byte_classes = dfa.byte_classes();
+        let mut classes = [0u8; 256];
+        for byte in 0..=255u8 {
+            classes[byte as usize] = byte_classes.get(byte);
+        }
+        let num_classes = byte_classes.alphabet_len() - 1;
+        let mut class_len = vec![0u16; num_classes];
+        let mut class_byte = vec![0u8; num_classes];
+        for byte in (0..=255u8).rev() {
+            let class = classes[byte as usize] as usize;
+            class_len[class] += 1;
+            class_byte[class] = byte;
+        }
+        let start = dfa
+            .start_state(&start::Config::new().anchored(Anchored::Yes))
+            .map_err(|e| FsmError::UnsupportedRegex(e.to_string()))?;
+
+        // Pass 1: every state reachable from the start, numbered in BFS order.
+        let stride2 = dfa.stride2();
+        let slot = |id: StateID| id.as_usize() >> stride2;
+        let mut number_of: Vec<u32> = Vec::new();
+        let mut dense_ids: Vec<StateID> = Vec::new();
+        let mut raw_trans: Vec<u32> = Vec::new();
+        let mut accepting = Vec::new();
+        let intern = |id: StateID, number_of: &mut Vec<u32>, dense_ids: &mut Vec<StateID>| {
+            if dfa.is_dead_state(id) || dfa.is_quit_state(id) {
+                return DEAD;
+            }
+            let index = slot(id);
+            if index >= number_of.len() {
+                number_of.resize(index + 1, DEAD);
+            }
+            if number_of[index] == DEAD {
+                number_of[index] = dense_ids.len() as u32;
+                dense_ids.push(id);
+            }
+            number_of[index]
+        };
+        if intern(start, &mut number_of, &mut dense_ids) == DEAD {
+            return Err(FsmError::EmptyLanguage);
+        }
+        let mut next_to_expand = 0;
+        while next_to_expand < dense_ids.len() {
+            let id = dense_ids[next_to_expand];
+            next_to_expand += 1;
+            accepting.push(dfa.is_match_state(dfa.next_eoi_state(id)));
+            for &byte in &class_byte {
+                let next = dfa.next_state(id, byte);
+                raw_trans.push(intern(next, &mut number_of, &mut dense_ids));
+            }
+        }
+        let live = live_states(&raw_trans, &accepting, num_classes);
+        if !live[0] {
+            return Err(FsmError::EmptyLanguage);
+        }
+
+        // Pass 2: renumber the live states (BFS order again, so the start stays 0).
+        let num_raw = accepting.len();
+        let mut renumber = vec![DEAD; num_raw];
+        let mut order = vec![0u32];
+        renumber[0] = 0;
+        let mut head = 0;
+        while head < order.len() {
+            let raw = order[head] as usize;
+            head += 1;
+            for &next in &raw_trans[raw * num_classes..(raw + 1) * num_classes] {
+                if next != DEAD && live[next as usize] && renumber[next as usize] == DEAD {
+                    renumber[next as usize] = order.len() as u32;
+                    order.push(next);
+                }
+            }
+        }
+        let mut trans = Vec::with_capacity(order.len() * num_classes);
+        let mut live_accepting = Vec::with_capacity(order.len());
+        for &raw in &order {
+            let raw = raw as usize;
+            live_accepting.push(accepting[raw]);
+            trans.extend(raw_trans[raw * num_classes..(raw + 1) * num_classes].iter().map(|&next| {
+                if next == DEAD {
+                    DEAD
+                } else {
+                    renumber[next as usize]
+                }
+            }));
+        }
+        Ok(Self { classes, num_classes, class_len, class_byte, trans, accepting: live_accepting })
+    }
+
+    pub fn num_states(&self) -> usize {
+        self.accepting.len()
+    }
+
+    pub fn start(&self) -> u32 {
+        0
+    }
+
+    #[inline(always)]
+    pub fn next(&self, state: u32, byte: u8) -> u32 {
+        self.trans[state as usize * self.num_classes + self.classes[byte as usize] as usize]
+    }
+
+    /// [`ByteDfa::next`] without the bounds check, for the trie walks.
+    ///
+    /// # Safety
+    /// `state` must be a state of this DFA (not `DEAD`).
+    #[inline(always)]
+    pub unsafe fn next_unchecked(&self, state: u32, byte: u8) -> u32 {
+        debug_assert!((state as usize) < self.num_states());
+        // SAFETY: classes has 256 entries; state < num_states and class < num_classes keep the
+        // index inside trans (num_states * num_classes entries).
+        unsafe {
+            let class = *self.classes.get_unchecked(byte as usize) as usize;
+            *self.trans.get_unchecked(state as usize * self.num_classes + class)
+        }
+    }
+
+    /// The DFA state after `bytes`, or `DEAD`.
+    pub fn walk(&self, mut state: u32, bytes: &[u8]) -> u32 {
+        for &byte in bytes {
+            state = self.next(state, byte);
+            if state == DEAD {
+                return DEAD;
+            }
+        }
+        state
+    }
+
+    pub fn is_accepting(&self, state: u32) -> bool {
+        self.accepting[state as usize]
+    }
+
+    /// The only byte that keeps `state` live, if exactly one does.
+    pub fn forced_byte(&self, state: u32) -> Option<u8> {
+        let row = &self.trans[state as usize * self.num_classes..][..self.num_classes];
+        let mut forced = None;
+        for (class, &next) in row.iter().enumerate() {
+            if next == DEAD {
+                continue;
+            }
+            if forced.is_some() || self.class_len[class] != 1 {
+                return None;
+            }
+            forced = Some(self.class_byte[class]);
+        }
+        forced
+    }
+
+    /// Live successor states of `state` (with repeats), for invariant checks and tests.
+    pub fn successors(&self, state: u32) -> impl Iterator<Item = u32> + '_ {
+        self.trans[state as usize * self.num_classes..][..self.num_classes]
+            .iter()
+            .copied()
+            .filter(|&next| next != DEAD)
+    }
+
+    pub fn memory_bytes(&self) -> usize {
+        self.trans.capacity() * 4 + self.accepting.capacity() + 256 + self.num_classes * 3
+    }
+}
+
+/// States from which an accepting state is reachable (reverse BFS over a CSR of in-edges).
+fn live_states(trans: &[u32], accepting: &[bool], num_classes: usize) -> Vec<bool> {
+    let num_states = accepting.len();
+    let mut in_degree = vec![0u32; num_states + 1];
+    for &next in trans {
+        if next != DEAD {
+            in_degree[next as usize + 1] += 1;
+        }
+    }
+    for i in 0..num_states {
+        in_degree[i + 1] += in_degree[i];
+    }
+    let starts = in_degree;
+    let mut fill = starts.clone();
+    let mut sources = vec![0u32; trans.len()];
+    for (edge, &next) in trans.iter().enumerate() {
+        if next != DEAD {
+            let at = &mut fill[next as usize];
+            sources[*at as usize] = (edge / num_classes) as u32;
+            *at += 1;
+        }
+    }
+    let mut live = accepting.to_vec();
+    let mut queue: Vec<u32> = (0..num_states as u32).filter(|&s| accepting[s as usize]).collect();
+    while let Some(state) = queue.pop() {
+        let range = starts[state as usize] as usize..starts[state as usize + 1] as usize;
+        for &source in &sources[range] {
+            if !live[source as usize] {
+                live[source as usize] = true;
+                queue.push(source);
+            }
+        }
+    }
+    live
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dfa(pattern: &str) -> ByteDfa {
+        ByteDfa::build(pattern, &CompileLimits::default()).unwrap()
+    }
+
+    fn full_match(dfa: &ByteDfa, text: &str) -> bool {
+        let state = dfa.walk(dfa.start(), text.as_bytes());
+        state != DEAD && dfa.is_accepting(state)
+    }
+
+    #[test]
+    fn language_semantics_not_leftmost_first() {
+        let d = dfa("a|ab");
+        assert!(full_match(&d, "a") && full_match(&d, "ab"));
+        let d = dfa("a+?");
+        assert!(full_match(&d, "aaa"));
+        let d = dfa("a(b)??");
+        assert!(full_match(&d, "ab"));
+    }
+
+    #[test]
+    fn acceptance_is_not_delayed() {
+        let d = dfa("a(bc)?");
+        let after_a = d.walk(d.start(), b"a");
+        assert!(d.is_accepting(after_a));
+        let after_ab = d.walk(d.start(), b"ab");
+        assert!(after_ab != DEAD && !d.is_accepting(after_ab));
+        assert!(full_match(&d, "abc"));
+        let d = dfa(r"[1-9][0-9]*(\.[0-9]+)?");
+        assert!(full_match(&d, "1.5") && !full_match(&d, "1."));
+    }
+
+    #[test]
+    fn full_match_is_anchored_both_ends() {
+        let d = dfa("[0-9]+");
+        assert!(full_match(&d, "123"));
+        assert!(!full_match(&d, "x123"));
+        assert_eq!(d.walk(d.start(), b"12x"), DEAD);
+    }
+
+    #[test]
+    fn unsatisfiable_branches_are_pruned() {
+        // After "a" the only continuation ("b" after end of text) is impossible.
+        let d = dfa("a$b|c");
+        assert_eq!(d.walk(d.start(), b"a"), DEAD);
+        assert!(full_match(&d, "c"));
+        assert!(matches!(ByteDfa::build("a$b", &CompileLimits::default()), Err(FsmError::EmptyLanguage)));
+    }
+
+    #[test]
+    fn forced_bytes() {
+        let d = dfa("abc|abd");
+        assert_eq!(d.forced_byte(d.start()), Some(b'a'));
+        let after_ab = d.walk(d.start(), b"ab");
+        assert_eq!(d.forced_byte(after_ab), None);
+    }
+
+    #[test]
+    fn errors_are_typed() {
+        let limits = CompileLimits::default();
+        assert!(matches!(ByteDfa::build("(ab", &limits), Err(FsmError::InvalidRegex(_))));
+        assert!(matches!(ByteDfa::build(r"\bfoo\b", &limits), Err(FsmError::UnsupportedRegex(_))));
+        let small = CompileLimits { nfa_size_limit: 1 << 16, ..CompileLimits::default() };
+        assert!(matches!(ByteDfa::build(r"\w{1000}", &small), Err(FsmError::AutomatonTooLarge { .. })));
+    }
+}

@@ -1,0 +1,120 @@
+//! `oneOf` as an alternation is exact only when no value matches two branches: a cheap,
+//! conservative disjointness check.
+
+use serde_json::{Map, Value};
+
+use super::keywords::{literal_values, value_has_type};
+use super::merge::merge_all_of;
+use super::{invalid, unsupported, Ctx};
+use crate::error::FsmError;
+
+/// What a branch can produce, for the `oneOf` disjointness check.
+struct Shape {
+    /// Admitted types with `number` split into integer and non-integer.
+    types: Vec<&'static str>,
+    values: Option<Vec<Value>>,
+    /// Required properties whose values are pinned by `const` / `enum`.
+    discriminators: Vec<(String, Vec<Value>)>,
+}
+
+fn shape(ctx: &Ctx, schema: &Value, path: &str) -> Result<Shape, FsmError> {
+    let map = match schema {
+        Value::Object(map) => map.clone(),
+        Value::Bool(true) => Map::new(),
+        Value::Bool(false) => return Ok(Shape { types: vec![], values: None, discriminators: vec![] }),
+        _ => return Err(invalid(path, "a schema must be an object or a boolean")),
+    };
+    let map = if map.contains_key("$ref") || map.contains_key("allOf") {
+        match merge_all_of(ctx, &map, path)?.schema {
+            Some(merged) => merged,
+            None => return Ok(Shape { types: vec![], values: None, discriminators: vec![] }),
+        }
+    } else {
+        map
+    };
+    let mut types: Vec<&'static str> = ctx.types(&map, path)?;
+    if types.contains(&"number") {
+        types.push("fraction");
+        types.push("integer");
+        types.retain(|t| *t != "number");
+    }
+    let values = literal_values(&map);
+    if let Some(values) = &values {
+        types.retain(|t| {
+            values.iter().any(|v| match *t {
+                "fraction" => v.as_f64().is_some_and(|f| f.fract() != 0.0),
+                t => value_has_type(v, t),
+            })
+        });
+    }
+    let required: Vec<&str> = match map.get("required") {
+        Some(Value::Array(names)) => names.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    };
+    let mut discriminators = Vec::new();
+    if let Some(Value::Object(props)) = map.get("properties") {
+        for (name, prop) in props {
+            if !required.contains(&name.as_str()) {
+                continue;
+            }
+            let prop = match prop {
+                Value::Object(p) if p.contains_key("$ref") => match merge_all_of(ctx, p, path)?.schema {
+                    Some(m) => m,
+                    None => continue,
+                },
+                Value::Object(p) => p.clone(),
+                _ => continue,
+            };
+            if let Some(values) = literal_values(&prop) {
+                discriminators.push((name.clone(), values));
+            }
+        }
+    }
+    Ok(Shape { types, values, discriminators })
+}
+
+fn disjoint_values(a: &[Value], b: &[Value]) -> bool {
+    !a.iter().any(|v| b.contains(v))
+}
+
+fn provably_disjoint(a: &Shape, b: &Shape) -> bool {
+    let common: Vec<&str> = a.types.iter().copied().filter(|t| b.types.contains(t)).collect();
+    if common.is_empty() {
+        return true;
+    }
+    if let (Some(va), Some(vb)) = (&a.values, &b.values) {
+        if disjoint_values(va, vb) {
+            return true;
+        }
+    }
+    if common == ["object"] {
+        return a.discriminators.iter().any(|(name, va)| {
+            b.discriminators.iter().any(|(other, vb)| other == name && disjoint_values(va, vb))
+        });
+    }
+    false
+}
+
+/// `oneOf` is compiled as an alternation, which is exact only when no value can match two
+/// branches; refuse it unless that is evident (different types, different constants, or a
+/// required discriminator property with different constants).
+pub(crate) fn check_disjoint(ctx: &Ctx, branches: &[(Value, String)], path: &str) -> Result<(), FsmError> {
+    let shapes: Vec<Shape> = branches
+        .iter()
+        .map(|(schema, branch_path)| shape(ctx, schema, branch_path))
+        .collect::<Result<_, _>>()?;
+    for i in 0..shapes.len() {
+        for j in i + 1..shapes.len() {
+            if !provably_disjoint(&shapes[i], &shapes[j]) {
+                return Err(unsupported(
+                    "oneOf",
+                    path,
+                    &format!(
+                        "branches {i} and {j} may both match one value, so 'exactly one' cannot be enforced"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}

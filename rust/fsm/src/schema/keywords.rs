@@ -1,0 +1,223 @@
+//! Keyword bookkeeping: which keywords constrain values, the types a schema implies and its
+//! numeric bounds.
+
+use serde_json::{Map, Value};
+
+use super::{invalid, ALL_TYPES};
+use crate::error::FsmError;
+
+/// Keywords that never constrain a value.
+pub(crate) fn is_annotation(keyword: &str) -> bool {
+    matches!(
+        keyword,
+        "$schema"
+            | "$id"
+            | "id"
+            | "$comment"
+            | "$anchor"
+            | "$vocabulary"
+            | "title"
+            | "description"
+            | "default"
+            | "examples"
+            | "example"
+            | "deprecated"
+            | "readOnly"
+            | "writeOnly"
+            | "definitions"
+            | "$defs"
+            | "contentEncoding"
+            | "contentMediaType"
+            | "contentSchema"
+            | "then"
+            | "else"
+    ) || !is_known_keyword(keyword)
+}
+
+/// Keywords whose meaning we know (validation or applicator); anything else is an extension
+/// that validators ignore, and so do we.
+fn is_known_keyword(keyword: &str) -> bool {
+    matches!(
+        keyword,
+        "type"
+            | "enum"
+            | "const"
+            | "nullable"
+            | "$ref"
+            | "allOf"
+            | "anyOf"
+            | "oneOf"
+            | "not"
+            | "if"
+            | "properties"
+            | "required"
+            | "additionalProperties"
+            | "patternProperties"
+            | "propertyNames"
+            | "minProperties"
+            | "maxProperties"
+            | "dependencies"
+            | "dependentRequired"
+            | "dependentSchemas"
+            | "unevaluatedProperties"
+            | "items"
+            | "prefixItems"
+            | "additionalItems"
+            | "minItems"
+            | "maxItems"
+            | "uniqueItems"
+            | "contains"
+            | "minContains"
+            | "maxContains"
+            | "unevaluatedItems"
+            | "minLength"
+            | "maxLength"
+            | "pattern"
+            | "format"
+            | "minimum"
+            | "maximum"
+            | "exclusiveMinimum"
+            | "exclusiveMaximum"
+            | "multipleOf"
+            | "$dynamicRef"
+            | "$recursiveRef"
+    )
+}
+
+/// Types implied by the keywords present (every type if none is specific).
+pub(crate) fn implied_types(map: &Map<String, Value>) -> Vec<&'static str> {
+    let has = |keys: &[&str]| keys.iter().any(|k| map.contains_key(*k));
+    let mut types = Vec::new();
+    if has(&[
+        "properties",
+        "required",
+        "additionalProperties",
+        "patternProperties",
+        "minProperties",
+        "maxProperties",
+        "propertyNames",
+        "dependencies",
+        "dependentRequired",
+    ]) {
+        types.push("object");
+    }
+    if has(&["items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems", "contains"]) {
+        types.push("array");
+    }
+    // NOTE: `format` alone implies nothing: it is often written without `type`.
+    if has(&["minLength", "maxLength", "pattern"]) {
+        types.push("string");
+    }
+    if has(&["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"]) {
+        types.push("number");
+    }
+    if types.is_empty() {
+        if let Some(values) = literal_values(map) {
+            for ty in ALL_TYPES {
+                if values.iter().any(|v| value_has_type(v, ty)) {
+                    types.push(ty);
+                }
+            }
+            return types;
+        }
+        return ALL_TYPES.to_vec();
+    }
+    types
+}
+
+pub(crate) fn value_has_type(value: &Value, ty: &str) -> bool {
+    match (value, ty) {
+        (Value::Null, "null") | (Value::Bool(_), "boolean") | (Value::String(_), "string") => true,
+        (Value::Array(_), "array") | (Value::Object(_), "object") | (Value::Number(_), "number") => true,
+        (Value::Number(n), "integer") => {
+            n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0)
+        }
+        _ => false,
+    }
+}
+
+/// The values an `enum` / `const` restricts to, if any.
+pub(crate) fn literal_values(map: &Map<String, Value>) -> Option<Vec<Value>> {
+    let mut values = match map.get("enum") {
+        Some(Value::Array(values)) => Some(values.clone()),
+        _ => None,
+    };
+    if let Some(constant) = map.get("const") {
+        values = Some(match values {
+            Some(values) => values.into_iter().filter(|v| v == constant).collect(),
+            None => vec![constant.clone()],
+        });
+    }
+    values
+}
+
+/// A numeric bound: `value`, strict when `exclusive`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Bound {
+    pub value: f64,
+    pub exclusive: bool,
+}
+
+const MAX_BOUND: f64 = 1e30;
+
+impl Bound {
+    fn checked(self) -> Result<f64, String> {
+        if self.value.is_finite() && self.value.abs() < MAX_BOUND {
+            Ok(self.value)
+        } else {
+            Err(format!("bound {} is outside the supported range", self.value))
+        }
+    }
+
+    /// Smallest integer above (or at, if inclusive) the bound.
+    pub fn int_lower(self) -> Result<i128, String> {
+        let v = self.checked()?;
+        Ok(if self.exclusive { v.floor() as i128 + 1 } else { v.ceil() as i128 })
+    }
+
+    /// Largest integer below (or at, if inclusive) the bound.
+    pub fn int_upper(self) -> Result<i128, String> {
+        let v = self.checked()?;
+        Ok(if self.exclusive { v.ceil() as i128 - 1 } else { v.floor() as i128 })
+    }
+
+    /// The bound as an integer with its strictness (numbers support integral bounds only).
+    pub fn integral(self) -> Result<(i128, bool), String> {
+        let v = self.checked()?;
+        if v.fract() != 0.0 {
+            return Err(format!("fractional bound {v} on a non-integer number is not supported"));
+        }
+        Ok((v as i128, self.exclusive))
+    }
+}
+
+/// `(lower, upper)` bounds from `minimum` / `maximum` / `exclusive*` (draft 4 booleans too).
+pub(crate) fn numeric_bounds(
+    map: &Map<String, Value>,
+    path: &str,
+) -> Result<(Option<Bound>, Option<Bound>), FsmError> {
+    let number = |key: &str| -> Result<Option<f64>, FsmError> {
+        match map.get(key) {
+            None | Some(Value::Bool(_)) => Ok(None),
+            Some(v) => v.as_f64().map(Some).ok_or_else(|| invalid(path, format!("'{key}' must be a number"))),
+        }
+    };
+    let flag = |key: &str| map.get(key) == Some(&Value::Bool(true));
+    let tighter_lo = |a: Option<Bound>, b: Option<Bound>| match (a, b) {
+        (Some(a), Some(b)) => {
+            Some(if b.value > a.value || (b.value == a.value && b.exclusive) { b } else { a })
+        }
+        (a, b) => a.or(b),
+    };
+    let tighter_hi = |a: Option<Bound>, b: Option<Bound>| match (a, b) {
+        (Some(a), Some(b)) => {
+            Some(if b.value < a.value || (b.value == a.value && b.exclusive) { b } else { a })
+        }
+        (a, b) => a.or(b),
+    };
+    let lo = number("minimum")?.map(|value| Bound { value, exclusive: flag("exclusiveMinimum") });
+    let lo = tighter_lo(lo, number("exclusiveMinimum")?.map(|value| Bound { value, exclusive: true }));
+    let hi = number("maximum")?.map(|value| Bound { value, exclusive: flag("exclusiveMaximum") });
+    let hi = tighter_hi(hi, number("exclusiveMaximum")?.map(|value| Bound { value, exclusive: true }));
+    Ok((lo, hi))
+}

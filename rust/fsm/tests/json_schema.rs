@@ -1,0 +1,237 @@
+//! JSON schema -> regex: documents that validate match, documents that do not are refused,
+//! unsupported keywords are named.
+
+use serde_json::json;
+use sglr_fsm::schema::{json_value_to_regex, JsonSchemaOptions};
+use sglr_fsm::FsmError;
+
+fn matcher(schema: serde_json::Value, options: &JsonSchemaOptions) -> regex::Regex {
+    let regex = json_value_to_regex(&schema, options).unwrap();
+    regex::Regex::new(&format!("^(?:{regex})$")).unwrap()
+}
+
+fn check(schema: serde_json::Value, valid: &[&str], invalid: &[&str]) {
+    let re = matcher(schema.clone(), &JsonSchemaOptions::default());
+    for doc in valid {
+        assert!(re.is_match(doc), "{schema} should accept {doc}");
+    }
+    for doc in invalid {
+        assert!(!re.is_match(doc), "{schema} should refuse {doc}");
+    }
+}
+
+#[test]
+fn objects_required_optional_and_order() {
+    let schema = json!({
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "string"}, "c": {"type": "boolean"}},
+        "required": ["b"]
+    });
+    check(
+        schema,
+        &[
+            r#"{"b": "x"}"#,
+            r#"{"a": 1, "b": "x"}"#,
+            r#"{"a":1,"b":"x","c":true}"#,
+            r#"{"b": "x", "c": false}"#,
+        ],
+        &[r#"{}"#, r#"{"a": 1}"#, r#"{"b": "x", "d": 1}"#, r#"{"b": "x",}"#, r#"{"a": "1", "b": "x"}"#],
+    );
+}
+
+#[test]
+fn many_optional_properties_use_the_linear_form() {
+    let props: serde_json::Map<String, serde_json::Value> =
+        (0..12).map(|i| (format!("p{i}"), json!({"type": "integer"}))).collect();
+    let schema = json!({"type": "object", "properties": props});
+    check(
+        schema,
+        &[r#"{}"#, r#"{"p0": 1}"#, r#"{"p11": 1}"#, r#"{"p1": 1, "p5": 2, "p11": 3}"#],
+        &[r#"{"p5": 1, "p1": 2}"#, r#"{"p1": 1 "p2": 2}"#, r#"{, "p1": 1}"#, r#"{"p1": 1,}"#],
+    );
+}
+
+#[test]
+fn additional_properties_false_true_and_schema() {
+    let closed =
+        json!({"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": false});
+    check(closed, &[r#"{"a": 1}"#, "{}"], &[r#"{"a": 1, "b": 2}"#]);
+    let open =
+        json!({"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": true});
+    check(
+        open,
+        &[r#"{"a": 1, "b": [1, {"c": null}]}"#, r#"{"zz": "x"}"#],
+        // An extra property may not repeat a declared name.
+        &[r#"{"a": 1, "a": "x"}"#, r#"{"a": "x"}"#],
+    );
+    let map = json!({"type": "object", "additionalProperties": {"type": "number"}});
+    check(map, &[r#"{"x": 1.5, "y": -2}"#, "{}"], &[r#"{"x": "1"}"#]);
+}
+
+#[test]
+fn strings_lengths_patterns_formats_and_escapes() {
+    check(
+        json!({"type": "string", "minLength": 2, "maxLength": 3}),
+        &[r#""ab""#, r#""a\"c""#, r#""\u00e9\u00e9""#],
+        &[r#""a""#, r#""abcd""#],
+    );
+    check(
+        json!({"type": "string", "pattern": "^[A-Z]{2}[0-9]+$"}),
+        &[r#""AB12""#],
+        &[r#""Ab12""#, r#""AB""#, r#""xAB1""#],
+    );
+    check(json!({"type": "string", "pattern": "[0-9]"}), &[r#""ab1cd""#, r#""9""#], &[r#""abc""#]);
+    check(
+        json!({"type": "string", "format": "date"}),
+        &[r#""2024-02-29""#, r#""1999-12-31""#],
+        &[r#""2024-13-01""#, r#""2024-04-31""#, r#""24-01-01""#],
+    );
+    check(
+        json!({"type": "string", "format": "date-time"}),
+        &[r#""2024-01-02T03:04:05Z""#, r#""2024-01-02T03:04:05.123+02:00""#],
+        &[r#""2024-01-02 03:04:05""#],
+    );
+    check(
+        json!({"type": "string", "format": "uuid"}),
+        &[r#""123e4567-e89b-12d3-a456-426614174000""#],
+        &[r#""123e4567e89b12d3a456426614174000""#],
+    );
+    check(
+        json!({"type": "string", "format": "email"}),
+        &[r#""john.smith+tag@mail.example.co.uk""#],
+        &[r#""john@""#, r#""@x.org""#],
+    );
+    check(json!({"type": "string", "format": "ipv4"}), &[r#""192.168.0.255""#], &[r#""256.1.1.1""#]);
+    check(
+        json!({"type": "string"}),
+        &[r#""tab\tquote\"nl\n\u00e9""#, r#""""#],
+        &["\"raw\ttab\"", r#""bad \x""#],
+    );
+}
+
+#[test]
+fn numbers_with_bounds() {
+    check(
+        json!({"type": "integer", "minimum": -5, "exclusiveMaximum": 100}),
+        &["-5", "0", "99"],
+        &["-6", "100", "1.5", "01"],
+    );
+    check(json!({"type": "integer", "minimum": 1.5, "maximum": 3.5}), &["2", "3"], &["1", "4"]);
+    check(
+        json!({"type": "number", "exclusiveMinimum": 0, "maximum": 1}),
+        &["0.5", "1", "1.000"],
+        &["0", "-0.5", "1.01", "2"],
+    );
+    check(json!({"type": "number"}), &["-1.5e+10", "0", "3.25"], &["+1", ".5", "1."]);
+    // Draft-4 boolean exclusivity.
+    check(json!({"type": "integer", "minimum": 0, "exclusiveMinimum": true}), &["1"], &["0"]);
+}
+
+#[test]
+fn arrays_enums_consts_and_unions() {
+    check(
+        json!({"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3}),
+        &["[1]", "[1, 2, 3]"],
+        &["[]", "[1, 2, 3, 4]", r#"["a"]"#],
+    );
+    check(
+        json!({"type": "array", "prefixItems": [{"type": "string"}, {"type": "integer"}], "items": false}),
+        &["[]", r#"["a"]"#, r#"["a", 1]"#],
+        &[r#"["a", 1, 2]"#, "[1]"],
+    );
+    check(
+        json!({"enum": ["red", 2, null, {"a": [1]}]}),
+        &[r#""red""#, "2", "2.0", "null", r#"{"a": [1]}"#],
+        &[r#""blue""#, "3"],
+    );
+    check(json!({"const": "caf\u{e9}"}), &["\"caf\u{e9}\"", r#""caf\u00e9""#], &[r#""cafe""#]);
+    check(
+        json!({"anyOf": [{"type": "integer"}, {"type": "string", "maxLength": 1}]}),
+        &["1", r#""x""#],
+        &[r#""xy""#, "true"],
+    );
+    check(json!({"type": ["string", "null"]}), &["null", r#""a""#], &["1"]);
+    check(
+        json!({"oneOf": [
+            {"type": "object", "properties": {"kind": {"const": "a"}, "x": {"type": "integer"}}, "required": ["kind", "x"]},
+            {"type": "object", "properties": {"kind": {"const": "b"}}, "required": ["kind"]}
+        ]}),
+        &[r#"{"kind": "a", "x": 1}"#, r#"{"kind": "b"}"#],
+        &[r#"{"kind": "c"}"#],
+    );
+}
+
+#[test]
+fn refs_all_of_and_recursion() {
+    check(
+        json!({"definitions": {"p": {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}},
+               "type": "array", "items": {"$ref": "#/definitions/p"}}),
+        &[r#"[{"x": 1}, {"x": 2}]"#],
+        &[r#"[{"y": 1}]"#],
+    );
+    check(
+        json!({"allOf": [
+            {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+            {"properties": {"b": {"type": "string"}}, "required": ["b"]}
+        ]}),
+        &[r#"{"a": 1, "b": "x"}"#],
+        &[r#"{"a": 1}"#, r#"{"b": "x"}"#],
+    );
+    // A recursive tree unrolls a few levels; deeper nesting is cut, never wrongly admitted.
+    let tree = json!({"type": "object", "properties": {"v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#"}}}, "required": ["v"]});
+    check(
+        tree,
+        &[r#"{"v": 1, "kids": [{"v": 2}, {"v": 3, "kids": []}]}"#],
+        &[r#"{"v": 1, "kids": [{"w": 2}]}"#],
+    );
+}
+
+#[test]
+fn whitespace_pattern_is_configurable() {
+    let schema = json!({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]});
+    let compact = JsonSchemaOptions { whitespace_pattern: String::new(), ..JsonSchemaOptions::default() };
+    let re = matcher(schema.clone(), &compact);
+    assert!(re.is_match(r#"{"a":1}"#) && !re.is_match(r#"{"a": 1}"#));
+    let flexible =
+        JsonSchemaOptions { whitespace_pattern: r"[ \t\n\r]*".into(), ..JsonSchemaOptions::default() };
+    let re = matcher(schema, &flexible);
+    assert!(re.is_match("{\n  \"a\" :\t1\n}"));
+    let bad = JsonSchemaOptions { whitespace_pattern: "(".into(), ..JsonSchemaOptions::default() };
+    assert!(matches!(json_value_to_regex(&json!({}), &bad), Err(FsmError::InvalidRegex(_))));
+}
+
+#[test]
+fn unsupported_keywords_are_named() {
+    let cases = [
+        (json!({"not": {"type": "string"}}), "not"),
+        (json!({"if": {}, "then": {}}), "if"),
+        (json!({"type": "array", "uniqueItems": true}), "uniqueItems"),
+        (json!({"type": "object", "patternProperties": {"^x": {}}}), "patternProperties"),
+        (json!({"type": "integer", "multipleOf": 3}), "multipleOf"),
+        (json!({"type": "number", "minimum": 0.5}), "minimum"),
+        (json!({"type": "string", "format": "email", "pattern": "x"}), "pattern"),
+        (json!({"type": "string", "pattern": "(?=x)"}), "pattern"),
+        (json!({"oneOf": [{"type": "integer"}, {"type": "number"}]}), "oneOf"),
+        (json!({"$ref": "https://example.com/schema.json"}), "$ref"),
+        (json!({"type": "object", "minProperties": 2}), "minProperties"),
+    ];
+    for (schema, keyword) in cases {
+        match json_value_to_regex(&schema, &JsonSchemaOptions::default()) {
+            Err(FsmError::UnsupportedSchema { keyword: got, .. }) => {
+                assert_eq!(got, keyword, "{schema}")
+            }
+            other => panic!("{schema}: expected unsupported '{keyword}', got {other:?}"),
+        }
+    }
+    let invalid =
+        [json!({"type": "strin"}), json!({"required": "a"}), json!({"$ref": "#/nowhere"}), json!(3)];
+    for schema in invalid {
+        assert!(
+            matches!(
+                json_value_to_regex(&schema, &JsonSchemaOptions::default()),
+                Err(FsmError::InvalidSchema { .. })
+            ),
+            "{schema}"
+        );
+    }
+}

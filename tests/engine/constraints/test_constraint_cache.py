@@ -1,0 +1,94 @@
+"""The compile cache and the batched bitmask helpers of `sglr.engine.constraints`."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from sglr import errors
+from sglr._core import Vocabulary
+from sglr.engine.constraints import (
+    ConstraintCache,
+    JsonSchemaConfig,
+    allocate_token_bitmask,
+    allowed_token_ids_from_bitmask,
+    fill_token_bitmasks,
+)
+
+
+@pytest.fixture()
+def vocab() -> Vocabulary:
+    return Vocabulary([bytes([b]) for b in range(32, 127)] + [None], [95])
+
+
+def test_cache_keys_on_text_options_and_vocabulary(vocab: Vocabulary) -> None:
+    cache = ConstraintCache(max_entries=8)
+    first = cache.regex("[0-9]+", vocab)
+    assert cache.regex("[0-9]+", vocab) is first
+    assert cache.regex("[0-9]+", Vocabulary([bytes([b]) for b in range(32, 127)] + [None], [95])) is first
+    assert cache.regex("[0-9]*", vocab) is not first
+    other_vocab = Vocabulary([b"0", b"1", None], [2])
+    assert cache.regex("[0-9]+", other_vocab) is not first
+    schema = {"type": "integer"}
+    loose = cache.json_schema(schema, vocab)
+    assert cache.json_schema('{"type":"integer"}', vocab) is not loose  # different text
+    assert cache.json_schema(schema, vocab) is loose
+    assert cache.json_schema(schema, vocab, JsonSchemaConfig(whitespace_pattern="")) is not loose
+    assert (cache.num_hits, cache.num_misses) == (3, 6)
+    assert len(cache) == 6
+
+
+def test_cache_evicts_least_recently_used(vocab: Vocabulary) -> None:
+    cache = ConstraintCache(max_entries=2)
+    a = cache.regex("a", vocab)
+    cache.regex("b", vocab)
+    assert cache.regex("a", vocab) is a
+    cache.regex("c", vocab)  # evicts "b"
+    assert len(cache) == 2
+    assert cache.regex("a", vocab) is a
+
+
+def test_errors_propagate_and_are_not_cached(vocab: Vocabulary) -> None:
+    cache = ConstraintCache()
+    for _ in range(2):
+        with pytest.raises(errors.InvalidRegexError):
+            cache.regex("(", vocab)
+    with pytest.raises(errors.UnsupportedSchemaError):
+        cache.json_schema({"not": {}}, vocab)
+    assert len(cache) == 0
+    with pytest.raises(ValueError):
+        JsonSchemaConfig(max_any_depth=-1)
+
+
+def test_concurrent_callers_share_one_compile(vocab: Vocabulary) -> None:
+    cache = ConstraintCache()
+    results = []
+    barrier = threading.Barrier(8)
+
+    def worker() -> None:
+        barrier.wait()
+        results.append(cache.regex(r"(\w|\d){1,40}", vocab))
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(results) == 8 and all(r is results[0] for r in results)
+    assert cache.num_misses == 1
+
+
+def test_batched_fill_into_a_padded_bitmask(vocab: Vocabulary) -> None:
+    cache = ConstraintCache()
+    digits, word = cache.regex("[0-9]+", vocab), cache.regex("yes|no", vocab)
+    bitmask = allocate_token_bitmask(3, vocab_size=128)  # logits wider than the vocabulary
+    assert bitmask.shape == (3, 4) and bitmask.dtype == np.int32
+    bitmask[:] = -1
+    fill_token_bitmasks([digits, word], [digits.start_state, word.start_state], bitmask, rows=[2, 0])
+    assert allowed_token_ids_from_bitmask(bitmask[2], 128).tolist() == [b - 32 for b in b"0123456789"]
+    assert allowed_token_ids_from_bitmask(bitmask[0], 128).tolist() == sorted([ord("y") - 32, ord("n") - 32])
+    assert (bitmask[1] == -1).all()
+    with pytest.raises(ValueError):
+        allocate_token_bitmask(1, 0)
