@@ -21,7 +21,9 @@ def fan_out(s, num_branches, num_tokens):
     s += sgl.system("You are a helpful assistant.")
     s += sgl.user("Give me one idea for a short story about the sea.")
     forks = s.fork(num_branches)
-    forks += lambda i: sgl.assistant(f"Idea {i + 1}:" + sgl.gen("idea", max_tokens=num_tokens, ignore_eos=True))
+    forks += lambda i: sgl.assistant(
+        f"Idea {i + 1}:" + sgl.gen("idea", max_tokens=num_tokens, ignore_eos=True)
+    )
     forks.join()
 
 

@@ -37,7 +37,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
 
     started = time.perf_counter()
     engine = lang_backends.shared_engine(args.model_path, args.device)
-    print(f"model: {engine.model_path} on {engine.runner.device} (ready in {time.perf_counter() - started:.1f} s)")
+    print(
+        f"model: {engine.model_path} on {engine.runner.device} (ready in {time.perf_counter() - started:.1f} s)"
+    )
     programs_started = time.perf_counter()
     failures = []
     for title, module_name in PROGRAMS:
