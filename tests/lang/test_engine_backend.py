@@ -148,6 +148,42 @@ def test_errors_name_the_primitive_and_are_raised_where_read(tiny_engine):
         too_long.run(backend=tiny_engine).text()
 
 
+def test_run_batch_caches_the_constant_prefix_and_compiled_runs_match_eager(tiny_engine):
+    instructions = "You are a careful assistant. Read the question and answer it in a few words. " * 2
+
+    @sgl.function
+    def answer(s, question):
+        s += sgl.system(instructions)
+        s += sgl.user(question)
+        s += sgl.assistant(sgl.gen("answer", max_tokens=6))
+
+    sgl.flush_cache(tiny_engine)
+    questions = [f"Question number {i}?" for i in range(4)]
+    states = answer.run_batch([{"question": q} for q in questions], backend=tiny_engine, **GREEDY)
+    prefix_len = len(tiny_engine.tokenizer.encode(answer.cache(tiny_engine)))
+    assert all(st.get_meta_info("answer")["cached_tokens"] >= prefix_len - 1 for st in states)
+    compiled = answer.compile()
+    for question, state in zip(questions, states, strict=True):
+        graph_run = compiled.run(question=question, backend=tiny_engine, **GREEDY)
+        assert graph_run.text() == state.text()
+
+
+def test_text_async_iter_on_the_engine(tiny_engine):
+    import asyncio
+
+    state = short_chat.run(question="Stream?", max_tokens=10, backend=tiny_engine, stream=True, **GREEDY)
+
+    async def collect():
+        return [chunk async for chunk in state.text_async_iter("answer")]
+
+    chunks = asyncio.run(collect())
+    assert "".join(chunks) == state["answer"]
+    assert (
+        state["answer"]
+        == short_chat.run(question="Stream?", max_tokens=10, backend=tiny_engine, **GREEDY)["answer"]
+    )
+
+
 def test_a_backend_built_from_options_owns_its_engine(tiny_llama_dir, tiny_engine):
     backend = EngineBackend(model_path=str(tiny_llama_dir), device="cpu", max_total_tokens=2048)
     assert short_chat.run(question="Hi", backend=backend, max_tokens=3, **GREEDY)["answer"] is not None
