@@ -1,9 +1,8 @@
 """The main job (`scripts/setup-and-run`): LM programs from this directory on one in-process
 engine, by default the embedded SmolLM2-135M-Instruct, offline.
 
-It runs a multi-turn chat, a fork/join program, multiple choice with `select` and a
-JSON-schema-constrained extraction, prints each result, then the engine's prefix-cache hit
-rate and generation speed.
+It runs a multi-turn chat, a fork/join program and multiple choice with `select`, prints each
+result, then the engine's prefix-cache hit rate and generation speed.
 
     python examples/main_job.py [--model-path PATH] [--device cpu|cuda]
 """
@@ -15,6 +14,7 @@ import importlib
 import sys
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import lang_backends
 
@@ -22,11 +22,10 @@ PROGRAMS = [
     ("multi-turn chat", "multi_turn_chat"),
     ("fork/join: one question per branch, answers joined", "parallel_questions"),
     ("select: multiple choice by token logprobs", "multiple_choice"),
-    ("JSON extraction constrained by a JSON schema", "json_extraction"),
 ]
 
 
-def main(argv: Sequence[str] | None = None) -> dict[str, float]:
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model-path", default=None, help="default: the embedded SmolLM2-135M-Instruct")
     parser.add_argument("--device", default="auto")
@@ -41,12 +40,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
         f"model: {engine.model_path} on {engine.runner.device} (ready in {time.perf_counter() - started:.1f} s)"
     )
     programs_started = time.perf_counter()
-    failures = []
+    failures, results = [], {}
     for title, module_name in PROGRAMS:
         print(f"\n== {title} (examples/{module_name}.py) ==", flush=True)
         program_started = time.perf_counter()
         try:
-            importlib.import_module(module_name).main(example_argv)
+            results[module_name] = importlib.import_module(module_name).main(example_argv)
         except Exception as exc:  # report and go on: the other programs still show their results
             failures.append(module_name)
             print(f"FAILED: {type(exc).__name__}: {exc}")
@@ -60,6 +59,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
         "generation_tokens_per_s": stats["generation_tokens_per_s"],
         "num_generated_tokens": stats["num_generated_tokens"],
         "num_failed_programs": len(failures),
+        "results": results,
     }
     print("\n== engine ==")
     print(f"{len(PROGRAMS)} programs, {stats['num_requests']} generation calls in {programs_seconds:.1f} s")

@@ -17,7 +17,9 @@ from lang_serve import serve
 
 EXAMPLES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples")
 
-CITY_JSON = '{"name": "Paris", "country": "France", "population": 2100000, "landmarks": ["Eiffel Tower"]}'
+CITY_JSON = (
+    '{"name": "Paris", "country": "France", "population_millions": 2.1, "landmarks": ["Eiffel Tower"]}'
+)
 ANSWERS = {"largest ocean": "Pacific Ocean", "Hamlet": "Shakespeare", "frozen water": "Ice"}
 
 
