@@ -1,4 +1,5 @@
-"""`sgl.Runtime`: a clear error while sglr has no server; process handling with a stand-in server."""
+"""`sgl.Runtime`: process handling with stand-in servers; a clear error when the server module
+is missing."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ uvicorn.run(server.app(), host=args.host, port=args.port, log_level="error")
 
 
 def test_missing_server_module_raises_a_clear_error():
-    with pytest.raises(BackendUnavailableError, match=r"no server yet.*RuntimeEndpoint\(url\)"):
+    with pytest.raises(BackendUnavailableError, match=r"is missing.*RuntimeEndpoint\(url\)"):
         sgl.Runtime(model_path="m", server_module="sglr.server.no_such_launcher")
     assert issubclass(BackendUnavailableError, NotImplementedError)
 
