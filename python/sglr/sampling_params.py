@@ -135,7 +135,10 @@ class SamplingParams:
                 fail("stop_regex patterns must be non-empty strings.", "stop_regex")
             num_bytes = len(pattern.encode("utf-8"))
             if num_bytes > MAX_STOP_REGEX_BYTES:
-                fail(f"stop_regex is {num_bytes} bytes, over the {MAX_STOP_REGEX_BYTES}-byte limit", "stop_regex")
+                fail(
+                    f"stop_regex is {num_bytes} bytes, over the {MAX_STOP_REGEX_BYTES}-byte limit",
+                    "stop_regex",
+                )
             try:
                 re.compile(pattern)
             except re.error as exc:
