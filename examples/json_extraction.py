@@ -1,7 +1,7 @@
 """JSON extraction with a schema: the output is constrained to the JSON schema (on backends with
 constrained decoding) and parsed.
 
-    python examples/json_extraction.py --backend runtime --url http://127.0.0.1:30000
+    python examples/json_extraction.py [--backend engine --model-path PATH]
 """
 
 from __future__ import annotations
@@ -16,15 +16,15 @@ CITY_SCHEMA = {
     "properties": {
         "name": {"type": "string"},
         "country": {"type": "string"},
-        "population": {"type": "integer"},
-        "landmarks": {"type": "array", "items": {"type": "string"}, "maxItems": 3},
+        "population_millions": {"type": "number"},
+        "landmarks": {"type": "array", "items": {"type": "string"}, "maxItems": 2},
     },
-    "required": ["name", "country", "population", "landmarks"],
+    "required": ["name", "country", "population_millions", "landmarks"],
     "additionalProperties": False,
 }
 DOCUMENT = (
     "Paris, the capital of France, has about 2.1 million inhabitants. Visitors come for the "
-    "Eiffel Tower, the Louvre and Notre-Dame."
+    "Eiffel Tower and the Louvre."
 )
 
 

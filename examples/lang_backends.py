@@ -1,18 +1,23 @@
 """The command line every language example shares: which backend to run on.
 
+--backend engine [--model-path PATH]                   in-process engine (the default; without a
+                                                       path: the embedded SmolLM2-135M-Instruct)
 --backend runtime --url http://127.0.0.1:30000        sglr-server or an SGLang server
 --backend openai --base-url URL/v1 --model NAME        any OpenAI-compatible endpoint
---backend engine --model PATH                          in-process engine (not available yet)
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import sglr as sgl
+
+# Examples run in one process (the main job, the tests) share one engine per model and device.
+_ENGINES: dict[tuple[str | None, str], Any] = {}
 
 
 def example_args(
@@ -22,10 +27,16 @@ def example_args(
 ) -> tuple[argparse.Namespace, Any]:
     """Parses the shared flags (plus the example's own, added by `add`) and makes the backend."""
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--backend", choices=["runtime", "openai", "engine"], default="runtime")
+    parser.add_argument("--backend", choices=["engine", "runtime", "openai"], default="engine")
+    parser.add_argument(
+        "--model-path",
+        default=None,
+        help="engine: a model directory, .gguf file or Hub id (default: the embedded SmolLM2-135M-Instruct)",
+    )
+    parser.add_argument("--device", default="auto", help="engine: cpu, cuda or auto")
     parser.add_argument("--url", default="http://127.0.0.1:30000", help="native server URL (runtime)")
     parser.add_argument("--base-url", default=None, help="OpenAI-compatible base URL (openai)")
-    parser.add_argument("--model", default="gpt-4o-mini", help="model name (openai) or path (engine)")
+    parser.add_argument("--model", default="gpt-4o-mini", help="model name (openai)")
     parser.add_argument("--api-key", default=os.environ.get("OPENAI_API_KEY"))
     parser.add_argument("--num-api-spec-tokens", type=int, default=None, help="API speculative execution")
     if add is not None:
@@ -39,4 +50,21 @@ def make_backend(args: argparse.Namespace) -> Any:
         return sgl.RuntimeEndpoint(args.url, api_key=args.api_key)
     if args.backend == "openai":
         return sgl.OpenAI(args.model, base_url=args.base_url, api_key=args.api_key or "EMPTY")
-    raise SystemExit("the in-process engine backend is not available yet: use --backend runtime or openai")
+    return shared_engine(args.model_path, args.device)
+
+
+def shared_engine(model_path: str | None = None, device: str = "auto") -> Any:
+    """The process's engine for `model_path` (built on first use, shut down at exit)."""
+    key = (model_path, device)
+    if key not in _ENGINES:
+        engine = sgl.Engine(model_path=model_path, device=device)
+        atexit.register(engine.shutdown)
+        _ENGINES[key] = engine
+    return _ENGINES[key]
+
+
+def close_engines() -> None:
+    """Shuts down the engines `shared_engine` built."""
+    while _ENGINES:
+        _, engine = _ENGINES.popitem()
+        engine.shutdown()

@@ -41,8 +41,9 @@ from sglr.lang.choices import (
 )
 from sglr.lang.global_config import global_config
 
-# Backends import their HTTP clients only when first used (see __getattr__).
+# Backends import their HTTP clients (and the engine, torch) only when first used (see __getattr__).
 _LAZY_BACKENDS = {
+    "Engine": "sglr.engine.engine",
     "RuntimeEndpoint": "sglr.lang.backend.runtime_endpoint",
     "Runtime": "sglr.lang.backend.runtime",
     "OpenAI": "sglr.lang.backend.openai_backend",
@@ -60,6 +61,7 @@ def __getattr__(name: str):
 
 __all__ = [
     "BaseBackend",
+    "Engine",
     "InvariantError",
     "LengthMismatchError",
     "OpenAI",

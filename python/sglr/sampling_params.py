@@ -11,6 +11,7 @@ import dataclasses
 import functools
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +19,7 @@ from sglr.errors import InvalidRequestError
 
 TOP_K_ALL = 1 << 30
 MAX_STOP_STRINGS = 32
+MAX_STOP_REGEX_BYTES = 256
 GREEDY_TEMPERATURE = 1e-6
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
@@ -28,6 +30,7 @@ class SamplingParams:
     min_new_tokens: int = 0
     stop: tuple[str, ...] = ()
     stop_token_ids: frozenset[int] = frozenset()
+    stop_regex: tuple[str, ...] = ()
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = TOP_K_ALL
@@ -44,9 +47,8 @@ class SamplingParams:
     no_stop_trim: bool = False
     logit_bias: dict[int, float] | None = field(default=None, hash=False)
     seed: int | None = None
-    # Known to SGLang clients, which send them empty with every request; not implemented, so
-    # only an empty value is accepted.
-    stop_regex: tuple[str, ...] = ()
+    # Known to SGLang clients, which send it empty with every request; not implemented, so only
+    # an empty value is accepted.
     ebnf: str | None = None
 
     def __post_init__(self) -> None:
@@ -55,6 +57,10 @@ class SamplingParams:
             set_(self, "stop", (self.stop,))
         else:
             set_(self, "stop", tuple(self.stop or ()))
+        if isinstance(self.stop_regex, str):
+            set_(self, "stop_regex", (self.stop_regex,))
+        else:
+            set_(self, "stop_regex", tuple(self.stop_regex or ()))
         set_(self, "stop_token_ids", frozenset(t for t in (self.stop_token_ids or ()) if t is not None))
         if self.top_k == -1:
             set_(self, "top_k", TOP_K_ALL)
@@ -64,11 +70,6 @@ class SamplingParams:
             set_(self, "regex", None)
         if self.ebnf == "":
             set_(self, "ebnf", None)
-        set_(
-            self,
-            "stop_regex",
-            (self.stop_regex,) if isinstance(self.stop_regex, str) else tuple(self.stop_regex or ()),
-        )
         if isinstance(self.temperature, (int, float)) and 0 <= self.temperature < GREEDY_TEMPERATURE:
             set_(self, "temperature", 1.0)
             set_(self, "top_k", 1)
@@ -124,10 +125,26 @@ class SamplingParams:
             fail(f"at most {MAX_STOP_STRINGS} stop strings are allowed, got {len(self.stop)}", "stop")
         if any(not isinstance(s, str) or not s for s in self.stop):
             fail("stop strings must be non-empty strings.", "stop")
+        if len(self.stop_regex) > MAX_STOP_STRINGS:
+            fail(
+                f"at most {MAX_STOP_STRINGS} stop_regex patterns are allowed, got {len(self.stop_regex)}",
+                "stop_regex",
+            )
+        for pattern in self.stop_regex:
+            if not isinstance(pattern, str) or not pattern:
+                fail("stop_regex patterns must be non-empty strings.", "stop_regex")
+            num_bytes = len(pattern.encode("utf-8"))
+            if num_bytes > MAX_STOP_REGEX_BYTES:
+                fail(
+                    f"stop_regex is {num_bytes} bytes, over the {MAX_STOP_REGEX_BYTES}-byte limit",
+                    "stop_regex",
+                )
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                fail(f"invalid stop_regex {pattern!r}: {exc}", "stop_regex")
         if any(not isinstance(t, int) or t < 0 for t in self.stop_token_ids):
             fail("stop_token_ids must be non-negative integers.", "stop_token_ids")
-        if self.stop_regex:
-            fail("stop_regex is not supported by sglr yet; use stop strings.", "stop_regex")
         if self.ebnf is not None:
             fail("ebnf is not supported by sglr yet; use regex or json_schema.", "ebnf")
         if self.json_schema is not None:

@@ -81,8 +81,8 @@ def test_seeded_n_samples_differ_and_sample_zero_matches_n_1(engine: Engine) -> 
 def test_sglang_clients_empty_stop_regex_and_ebnf_are_accepted() -> None:
     params = SamplingParams.from_dict({"stop_regex": [], "ebnf": None, "regex": None, "json_schema": None})
     assert params.stop_regex == () and params.ebnf is None
-    with pytest.raises(InvalidRequestError, match="stop_regex is not supported") as excinfo:
-        SamplingParams.from_dict({"stop_regex": ["a+"]})
+    with pytest.raises(InvalidRequestError, match="invalid stop_regex") as excinfo:
+        SamplingParams.from_dict({"stop_regex": ["(a"]})
     assert excinfo.value.param == "sampling_params.stop_regex"
     with pytest.raises(InvalidRequestError, match="ebnf is not supported"):
         SamplingParams.from_dict({"ebnf": "root ::= 'a'"})

@@ -1,7 +1,10 @@
-"""`sgl.Runtime`: a clear error while sglr has no server; process handling with a stand-in server."""
+"""`sgl.Runtime`: starts a real sglr-server (tiny model) that programs run on, with the same
+results as the in-process engine; process handling with stand-in servers; a clear error when the
+server module is missing."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 
@@ -33,7 +36,7 @@ uvicorn.run(server.app(), host=args.host, port=args.port, log_level="error")
 
 
 def test_missing_server_module_raises_a_clear_error():
-    with pytest.raises(BackendUnavailableError, match=r"no server yet.*RuntimeEndpoint\(url\)"):
+    with pytest.raises(BackendUnavailableError, match=r"is missing.*RuntimeEndpoint\(url\)"):
         sgl.Runtime(model_path="m", server_module="sglr.server.no_such_launcher")
     assert issubclass(BackendUnavailableError, NotImplementedError)
 
@@ -78,3 +81,34 @@ def test_runtime_starts_serves_and_shuts_down(stand_in_module):
 def test_runtime_reports_a_server_that_dies_during_startup(stand_in_module):
     with pytest.raises(RuntimeError, match=r"Initialization failed.*code 3"):
         sgl.Runtime(model_path="m", server_module="dying_launch", launch_timeout=60)
+
+
+@sgl.function
+def plain_program(s, topic):
+    s += "Topic: " + topic + "\nKind:" + sgl.select("kind", choices=[" animal", " plant", " stone"]) + "\n"
+    forks = s.fork(2)
+    forks += lambda i: f"Fact {i + 1}:" + sgl.gen("fact", max_tokens=6, ignore_eos=True)
+    forks.join()
+    s += "Summary:" + sgl.gen("summary", max_tokens=8, stop_regex=r"\n\n")
+
+
+def test_runtime_runs_programs_on_a_real_sglr_server(tiny_llama_dir, tiny_engine):
+    runtime = sgl.Runtime(
+        model_path=str(tiny_llama_dir), device="cpu", max_total_tokens=8192, port=31500, launch_timeout=180
+    )
+    try:
+        over_http = plain_program.run(topic="cats", backend=runtime, temperature=0)
+        endpoint = sgl.RuntimeEndpoint(runtime.url)
+        again = plain_program.run(topic="cats", backend=endpoint, temperature=0)
+        raw = json.loads(runtime.generate("Topic: dogs", {"max_new_tokens": 5, "temperature": 0}))
+        assert sgl.get_server_info(runtime)["model_path"] == str(tiny_llama_dir)
+        assert sgl.flush_cache(runtime) is True
+    finally:
+        process = runtime.process
+        runtime.shutdown()
+    assert process.returncode == 0  # SIGTERM: a clean shutdown
+    in_process = plain_program.run(topic="cats", backend=tiny_engine, temperature=0)
+    for name in ("kind", "fact", "summary"):
+        assert over_http[name] == again[name] == in_process[name], name
+    assert over_http.text() == in_process.text()
+    assert raw["text"] == tiny_engine.generate("Topic: dogs", {"max_new_tokens": 5, "temperature": 0})["text"]

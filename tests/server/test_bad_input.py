@@ -90,7 +90,7 @@ NATIVE_CASES = [
     ({"text": "hi", "sampling_params": {"stop_token_ids": [-1]}}, "sampling_params.stop_token_ids", "non-negative"),
     ({"text": "hi", "sampling_params": {"stop_token_ids": [10**20]}}, "sampling_params.stop_token_ids", "stop_token_ids must be in [0, 4095]"),
     ({"text": "hi", "sampling_params": {"logit_bias": {"99999": 1.0}}}, "sampling_params.logit_bias", "logit_bias must has keys in"),
-    ({"text": "hi", "sampling_params": {"stop_regex": ["a+"]}}, "sampling_params.stop_regex", "stop_regex is not supported"),
+    ({"text": "hi", "sampling_params": {"stop_regex": ["(a"]}}, "sampling_params.stop_regex", "invalid stop_regex"),
     ({"text": "hi", "sampling_params": {"ebnf": "root ::= 'a'"}}, "sampling_params.ebnf", "ebnf is not supported"),
     ({"text": "hi", "sampling_params": {"json_schema": "{not json"}}, "sampling_params.json_schema", "json_schema is not valid JSON"),
     ({"text": "hi", "sampling_params": {"regex": "a", "json_schema": "{}"}}, "sampling_params.regex", "Only one of"),

@@ -1,4 +1,4 @@
-"""`sgl.Runtime(...)` starts a real sglr-server process (`python -m sglr.server.launch`) and
+"""`sgl.Runtime(...)` starts a real sglr-server process (`python -m sglr`) and
 programs run against it; and with no `--model-path` the server serves the embedded default."""
 
 from __future__ import annotations

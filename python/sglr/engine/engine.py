@@ -261,7 +261,7 @@ class Engine:
             stop_token_ids=frozenset(stop_ids),
             sink=sink,
             detokenizer=IncrementalDetokenizer(self.tokenizer, ids, params.skip_special_tokens),
-            stop_matcher=StopStringMatcher(params.stop),
+            stop_matcher=StopStringMatcher(params.stop, params.stop_regex),
             logprobs=LogprobRecord() if spec.return_logprob else None,
         )
 

@@ -283,6 +283,7 @@ class SchedulerLoop:
         outcome = self.executor.extend(items)
         self.stats.num_extend_passes += 1
         self.stats.num_extend_tokens += sum(int(item.new_slots.size) for item in items)
+        self.stats.num_extend_seqs += len(items)
         for item in items:
             self.kv.add_computed(item.req, item.new_slots)
         self._unrecorded_slots.clear()
@@ -325,6 +326,8 @@ class SchedulerLoop:
         self._unrecorded_slots.append(new_slots)
         sampled = self.executor.decode(reqs, new_slots)
         self.stats.num_decode_passes += 1
+        self.stats.num_decode_seqs += len(reqs)
+        self.stats.max_decode_batch_size = max(self.stats.max_decode_batch_size, len(reqs))
         for i, req in enumerate(reqs):
             self.kv.add_computed(req, new_slots[i : i + 1])
         self._unrecorded_slots.clear()

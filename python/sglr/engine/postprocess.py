@@ -39,7 +39,7 @@ class OutputProcessor:
                 match = req.stop_matcher.find(req.text, len(new_text))
                 if match is not None:
                     req.finish_reason = {"type": "stop", "matched": match.stop}
-                    end = match.start + (len(match.stop) if params.no_stop_trim else 0)
+                    end = match.end if params.no_stop_trim else match.start
                     req.text = req.text[:end]
         if req.finish_reason is None and num_output >= req.max_new_tokens:
             req.finish_reason = {"type": "length", "length": req.max_new_tokens}

@@ -19,6 +19,10 @@ class EngineStats:
     num_extend_passes: int = 0
     num_extend_tokens: int = 0
     num_decode_passes: int = 0
+    # Sequences summed over passes: their ratio to the pass counts is the mean batch size.
+    num_extend_seqs: int = 0
+    num_decode_seqs: int = 0
+    max_decode_batch_size: int = 0
     num_retractions: int = 0
     busy_seconds: float = 0.0
 
@@ -45,6 +49,10 @@ class EngineStats:
             "num_extend_passes": self.num_extend_passes,
             "num_extend_tokens": self.num_extend_tokens,
             "num_decode_passes": self.num_decode_passes,
+            "num_extend_seqs": self.num_extend_seqs,
+            "num_decode_seqs": self.num_decode_seqs,
+            "max_decode_batch_size": self.max_decode_batch_size,
+            "mean_decode_batch_size": self.num_decode_seqs / max(self.num_decode_passes, 1),
             "num_retractions": self.num_retractions,
             "busy_seconds": self.busy_seconds,
             "generation_tokens_per_s": self.num_generated_tokens / busy,

@@ -1,38 +1,48 @@
 """Stop strings over streamed text: found even when they span token boundaries, and never
-half-emitted to a streaming client."""
+half-emitted to a streaming client. Stop regexes (`stop_regex`) end the text at their first
+match; unlike stop strings, a streaming client may already have seen the start of a match."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
 class StopMatch:
-    stop: str
-    start: int  # where the stop string begins in the text
+    stop: str  # the stop string, or the text a stop regex matched
+    start: int  # where the match begins in the text
+    end: int  # where it ends
 
 
 class StopStringMatcher:
-    def __init__(self, stops: Sequence[str]) -> None:
+    def __init__(self, stops: Sequence[str], stop_regexes: Sequence[str] = ()) -> None:
         self._stops = tuple(stops)
         self._longest = max((len(s) for s in self._stops), default=0)
+        self._regexes = tuple(re.compile(pattern) for pattern in stop_regexes)
 
     @property
     def is_empty(self) -> bool:
-        return not self._stops
+        return not self._stops and not self._regexes
 
     def find(self, text: str, num_new_chars: int) -> StopMatch | None:
         """The earliest stop string in `text` that overlaps its last `num_new_chars` characters
-        (earlier text was checked when it arrived)."""
-        if not self._stops or num_new_chars <= 0:
+        (earlier text was checked when it arrived), or the earliest stop-regex match."""
+        if num_new_chars <= 0:
             return None
         search_from = max(0, len(text) - num_new_chars - self._longest + 1)
         best: StopMatch | None = None
         for stop in self._stops:
             start = text.find(stop, search_from)
             if start >= 0 and (best is None or start < best.start):
-                best = StopMatch(stop, start)
+                best = StopMatch(stop, start, start + len(stop))
+        # NOTE: a regex match may begin anywhere, so regexes scan the whole text; any match is
+        # new, because the text was scanned when it was shorter and generation did not stop.
+        for regex in self._regexes:
+            found = next((m for m in regex.finditer(text) if m.end() > m.start()), None)
+            if found is not None and (best is None or found.start() < best.start):
+                best = StopMatch(found.group(0), found.start(), found.end())
         return best
 
     def safe_len(self, text: str) -> int:

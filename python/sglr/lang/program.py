@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextvars
 import inspect
 import os
+import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -54,14 +55,25 @@ _RUNNING_BACKEND: contextvars.ContextVar[Any] = contextvars.ContextVar("sglr_bac
 
 
 def resolve_backend(backend: Any) -> Any:
-    """The given backend, else the calling program's, else the default; a `Runtime` stands for its
-    endpoint."""
+    """The given backend, else the calling program's, else the default, as a backend object."""
     if backend is None:
         backend = _RUNNING_BACKEND.get()
     backend = backend if backend is not None else global_config.default_backend
     if backend is None:
         raise ValueError("Please specify a backend: pass backend=... or call sgl.set_default_backend(...)")
-    return getattr(backend, "endpoint", backend)
+    return as_backend(backend)
+
+
+def as_backend(backend: Any) -> Any:
+    """A `Runtime` stands for its endpoint; an in-process `Engine` is wrapped in an `EngineBackend`."""
+    backend = getattr(backend, "endpoint", backend)
+    # NOTE: looked up in sys.modules, so that checking never imports the engine (and torch).
+    engine_module = sys.modules.get("sglr.engine.engine")
+    if engine_module is not None and isinstance(backend, engine_module.Engine):
+        from sglr.lang.backend.engine_backend import EngineBackend
+
+        return EngineBackend(backend)
+    return backend
 
 
 class Program:

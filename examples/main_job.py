@@ -1,0 +1,82 @@
+"""The main job (`scripts/setup-and-run`): LM programs from this directory on one in-process
+engine, by default the embedded SmolLM2-135M-Instruct, offline.
+
+It runs a multi-turn chat, a fork/join program and multiple choice with `select`, prints each
+result, then the engine's prefix-cache hit rate and generation speed.
+
+    python examples/main_job.py [--model-path PATH] [--device cpu|cuda]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import lang_backends
+
+PROGRAMS = [
+    ("multi-turn chat", "multi_turn_chat"),
+    ("fork/join: one question per branch, answers joined", "parallel_questions"),
+    ("select: multiple choice by token logprobs", "multiple_choice"),
+]
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model-path", default=None, help="default: the embedded SmolLM2-135M-Instruct")
+    parser.add_argument("--device", default="auto")
+    args = parser.parse_args(argv)
+    example_argv = ["--backend", "engine", "--device", args.device]
+    if args.model_path is not None:
+        example_argv += ["--model-path", args.model_path]
+
+    started = time.perf_counter()
+    engine = lang_backends.shared_engine(args.model_path, args.device)
+    print(
+        f"model: {engine.model_path} on {engine.runner.device} (ready in {time.perf_counter() - started:.1f} s)"
+    )
+    programs_started = time.perf_counter()
+    failures, results = [], {}
+    for title, module_name in PROGRAMS:
+        print(f"\n== {title} (examples/{module_name}.py) ==", flush=True)
+        program_started = time.perf_counter()
+        try:
+            results[module_name] = importlib.import_module(module_name).main(example_argv)
+        except Exception as exc:  # report and go on: the other programs still show their results
+            failures.append(module_name)
+            print(f"FAILED: {type(exc).__name__}: {exc}")
+        print(f"   [{time.perf_counter() - program_started:.1f} s]", flush=True)
+    programs_seconds = time.perf_counter() - programs_started
+
+    stats = engine.get_stats()
+    summary = {
+        "programs_seconds": programs_seconds,
+        "cache_hit_rate": stats["cache_hit_rate"],
+        "generation_tokens_per_s": stats["generation_tokens_per_s"],
+        "num_generated_tokens": stats["num_generated_tokens"],
+        "num_failed_programs": len(failures),
+        "results": results,
+    }
+    print("\n== engine ==")
+    print(f"{len(PROGRAMS)} programs, {stats['num_requests']} generation calls in {programs_seconds:.1f} s")
+    print(
+        f"prompt tokens: {stats['num_prompt_tokens']}, {stats['num_cached_prompt_tokens']} of them from the "
+        f"prefix cache: cache hit rate {stats['cache_hit_rate']:.1%}"
+    )
+    print(
+        f"generated tokens: {stats['num_generated_tokens']} at {stats['generation_tokens_per_s']:.1f} tokens/s "
+        f"(engine busy time; {stats['num_generated_tokens'] / programs_seconds:.1f} tokens/s over the whole run), "
+        f"mean decode batch {stats['mean_decode_batch_size']:.1f}"
+    )
+    if failures:
+        print(f"failed programs: {', '.join(failures)}")
+    lang_backends.close_engines()
+    return summary
+
+
+if __name__ == "__main__":
+    sys.exit(1 if main()["num_failed_programs"] else 0)

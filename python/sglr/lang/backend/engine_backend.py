@@ -1,0 +1,214 @@
+"""`EngineBackend`: runs LM programs on an in-process `Engine` (no HTTP, no server).
+
+    engine = sgl.Engine()                  # the embedded SmolLM2, or Engine(model_path=...)
+    sgl.set_default_backend(engine)        # an Engine is wrapped in an EngineBackend
+
+Each prompt state calls `Engine.generate` from its own worker thread, so the calls of forks and
+of `run_batch` programs reach the scheduler loop together and run in the same batches. The
+fork hint and the `run_batch` prefix hint are prefill-only requests (`max_new_tokens: 0`): the
+shared prefix lands in the radix cache before the branches start. `select` scores all choices
+with prompt logprobs in one batch request (see `select`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from sglr.errors import InvalidRequestError, RequestAbortedError
+from sglr.lang.backend.base import BaseBackend
+from sglr.lang.chat_template import choose_chat_template
+from sglr.lang.choices import ChoicesDecision, ChoicesSamplingMethod, decide
+from sglr.lang.sampling import SamplingParams
+
+# `select` is a greedy decision; SGLang rejects a sampling temperature above this.
+MAX_SELECT_TEMPERATURE = 1e-5
+
+
+class EngineBackend(BaseBackend):
+    """The backend over an `sglr.engine.engine.Engine`.
+
+    `EngineBackend(engine)` wraps an engine the caller owns (and shuts down);
+    `EngineBackend(model_path=..., **engine_options)` builds one that `shutdown()` stops.
+    """
+
+    support_concate_and_append = False  # joins re-send text; the prefix is cached anyway
+
+    def __init__(self, engine: Any = None, *, chat_template_name: str | None = None, **engine_options: Any):
+        super().__init__()
+        if engine is None:
+            from sglr.engine.engine import Engine
+
+            engine = Engine(**engine_options)
+            self._owns_engine = True
+        elif engine_options:
+            raise TypeError("pass an Engine or engine options, not both")
+        else:
+            self._owns_engine = False
+        self.engine = engine
+        self.chat_template = choose_chat_template(
+            model_path=engine.model_path,
+            tokenizer_template=engine.tokenizer.chat_template,
+            name=chat_template_name,
+        )
+
+    # --- generation ------------------------------------------------------------------------------
+    def generate(self, s: Any, sampling_params: SamplingParams) -> tuple[str | list[str], Any]:
+        result = self.engine.generate(
+            prompt=self._prompt(s),
+            sampling_params=engine_sampling_params(sampling_params),
+            **sampling_params.logprob_kwargs(),
+        )
+        if isinstance(result, list):  # n > 1
+            for item in result:
+                raise_if_aborted(item["meta_info"])
+            return [item["text"] for item in result], [item["meta_info"] for item in result]
+        raise_if_aborted(result["meta_info"])
+        return result["text"], result["meta_info"]
+
+    def generate_stream(self, s: Any, sampling_params: SamplingParams) -> Iterator[tuple[str, dict]]:
+        """Yields `(delta_text, meta_info)`; meta_info holds every output logprob so far."""
+        rid = uuid.uuid4().hex
+        chunks = self.engine.generate(
+            prompt=self._prompt(s),
+            sampling_params=engine_sampling_params(sampling_params),
+            stream=True,
+            rid=rid,
+            **sampling_params.logprob_kwargs(),
+        )
+        output_logprobs: list = []
+        finished = False
+        try:
+            for chunk in chunks:
+                meta = dict(chunk["meta_info"])
+                raise_if_aborted(meta)
+                if "output_token_logprobs" in meta:  # the engine streams logprob deltas
+                    output_logprobs.extend(meta["output_token_logprobs"])
+                    meta["output_token_logprobs"] = list(output_logprobs)
+                finished = meta.get("finish_reason") is not None
+                yield chunk["text"], meta
+        finally:
+            if not finished:  # the reader stopped early: do not keep generating for nobody
+                self.engine.abort(rid)
+
+    def select(
+        self, s: Any, choices: Sequence[str], temperature: float, choices_method: ChoicesSamplingMethod
+    ) -> ChoicesDecision:
+        """Scores every choice as a continuation of the prompt, in one batch request.
+
+        The prompt and `prompt + choice` are tokenized as the model reads them; the choice's
+        tokens are those past their common prefix (so a choice that merges with the prompt's
+        last token is scored with that merged token). Each sequence is prefilled with prompt
+        logprobs from the last shared token on: entry 0 is that token (logprob null), the
+        others are the choice's tokens. The unconditional method also scores the choice's
+        tokens alone.
+        """
+        if temperature > MAX_SELECT_TEMPERATURE:
+            raise ValueError("select on the engine is greedy: temperature must be 0")
+        self._check_text_only(s)
+        tokenizer = self.engine.tokenizer
+        prompt_ids = tokenizer.encode(s.text_)
+        sequences = [tokenizer.encode(s.text_ + choice) for choice in choices]
+        choice_starts = [common_prefix_len(prompt_ids, ids) for ids in sequences]
+        input_logprobs = self._prompt_logprobs(sequences, [max(start - 1, 0) for start in choice_starts])
+        unconditional = None
+        if choices_method.requires_unconditional_logprobs:
+            alone = [ids[start:] for ids, start in zip(sequences, choice_starts, strict=True)]
+            unconditional = self._prompt_logprobs(alone, [0] * len(alone))
+        output_logprobs: list[list] = [[] for _ in choices]
+        return decide(choices, input_logprobs, choices_method, output_logprobs, unconditional)
+
+    def _prompt_logprobs(self, sequences: list[list[int]], starts: list[int]) -> list[list]:
+        """`input_token_logprobs` of each sequence from its start (empty sequences: no entries)."""
+        todo = [i for i, ids in enumerate(sequences) if ids]
+        entries: list[list] = [[] for _ in sequences]
+        if not todo:
+            return entries
+        results = self.engine.generate(
+            input_ids=[sequences[i] for i in todo],
+            sampling_params={"max_new_tokens": 0},
+            return_logprob=True,
+            logprob_start_len=[starts[i] for i in todo],
+            return_text_in_logprobs=True,
+        )
+        for i, result in zip(todo, results, strict=True):
+            raise_if_aborted(result["meta_info"])
+            entries[i] = result["meta_info"]["input_token_logprobs"]
+        return entries
+
+    # --- hints -----------------------------------------------------------------------------------
+    def _prefill(self, text: str) -> None:
+        if text:
+            result = self.engine.generate(prompt=text, sampling_params={"max_new_tokens": 0})
+            raise_if_aborted(result["meta_info"])
+
+    def cache_prefix(self, prefix_str: str) -> None:
+        self._prefill(prefix_str)
+
+    def commit_lazy_operations(self, s: Any) -> None:
+        self._prefill(self._prompt(s))
+
+    # --- the rest of the protocol ----------------------------------------------------------------
+    def _prompt(self, s: Any) -> str:
+        self._check_text_only(s)
+        return s.text_
+
+    def _check_text_only(self, s: Any) -> None:
+        if s.images_:
+            raise ValueError("the in-process engine runs text-only models; this prompt has images")
+
+    def get_model_name(self) -> str:
+        return self.engine.served_model_name
+
+    def flush_cache(self) -> bool:
+        """Empties the engine's prefix cache; False (nothing done) while requests are in flight."""
+        return bool(self.engine.flush_cache())
+
+    def get_server_info(self) -> dict[str, Any]:
+        """The engine's configuration and counters, shaped like a server's `/server_info`."""
+        import dataclasses
+
+        from sglr import __version__
+
+        return {
+            **dataclasses.asdict(self.engine.config),
+            "model_path": self.engine.model_path,
+            "served_model_name": self.engine.served_model_name,
+            "context_length": self.engine.context_len,
+            "max_running_requests": self.engine.max_running_requests,
+            "version": __version__,
+            "internal_states": [self.engine.get_stats()],
+        }
+
+    def shutdown(self) -> None:
+        if self._owns_engine:
+            self.engine.shutdown()
+
+    def __repr__(self) -> str:
+        return f"EngineBackend({self.engine.model_path!r})"
+
+
+def engine_sampling_params(params: SamplingParams) -> dict[str, Any]:
+    """The engine's `sampling_params` for a resolved `gen` (dtype already lowered to a regex)."""
+    return {"skip_special_tokens": True, "spaces_between_special_tokens": True, **params.to_native_kwargs()}
+
+
+def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def raise_if_aborted(meta_info: dict[str, Any]) -> None:
+    """Engine results carry failures as an abort finish reason; the language raises them."""
+    finish = meta_info.get("finish_reason")
+    if not isinstance(finish, dict) or finish.get("type") != "abort":
+        return
+    message = finish.get("message") or "the request was aborted"
+    if finish.get("status_code") == 400:
+        raise InvalidRequestError(message)
+    raise RequestAbortedError(f"the engine aborted the request: {message}")

@@ -1,0 +1,28 @@
+"""The README's main job on the real SmolLM2-135M-Instruct (converted once per test session):
+its programs give the correct answers and it reports the cache hit rate and tokens/s."""
+
+from __future__ import annotations
+
+import importlib
+import os
+
+EXAMPLES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples")
+
+
+def test_main_job_answers_correctly_on_smollm2(smollm2_dir, monkeypatch, capsys):
+    monkeypatch.syspath_prepend(EXAMPLES_DIR)
+    main_job = importlib.import_module("main_job")
+    summary = main_job.main(["--model-path", str(smollm2_dir), "--device", "cpu"])
+    out = capsys.readouterr().out
+    assert summary["num_failed_programs"] == 0, out
+    results = summary["results"]
+
+    replies = [m["content"] for m in results["multi_turn_chat"] if m["role"] == "assistant"]
+    assert ["Paris" in replies[0], "Berlin" in replies[1], "5" in replies[2]] == [True] * 3, replies
+    capitals = ["Paris", "Tokyo", "Rome", "Madrid"]
+    answers = results["parallel_questions"]
+    assert [c in a for c, a in zip(capitals, answers, strict=True)] == [True] * 4, answers
+    assert results["multiple_choice"] == ["Tokyo", "a cat", "honey", "cold", "yes"]
+
+    assert 0.2 < summary["cache_hit_rate"] < 1 and summary["generation_tokens_per_s"] > 0
+    assert "cache hit rate" in out and "tokens/s" in out
