@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from sglr.engine.constraints import fill_token_bitmasks
 from sglr.engine.request import Req
 from sglr.model.forward_batch import ExtendRequest
 from sglr.model.logprobs import TokenLogprobs, score_tokens
@@ -169,8 +170,10 @@ class ConstraintMasker:
         return mask
 
     def fill_constraints(self, reqs: Sequence[Req], mask: np.ndarray, rows: Sequence[int]) -> None:
-        for req, row in zip(reqs, rows, strict=True):
-            req.constraint.fill_mask(mask[row])
+        # One call into Rust for the whole batch (GIL released while it fills).
+        fill_token_bitmasks(
+            [req.constraint.fsm for req in reqs], [req.constraint.state for req in reqs], mask, list(rows)
+        )
 
 
 def _logprob_start(item: ExtendItem) -> int | None:

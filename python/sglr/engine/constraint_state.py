@@ -17,8 +17,6 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-import numpy as np
-
 from sglr.engine.constraints import ConstraintCache, vocabulary_from_hf
 from sglr.engine.request import Req
 from sglr.engine.tokenizer import EngineTokenizer
@@ -33,9 +31,6 @@ class ConstraintState:
         self.fsm = fsm
         self.state: int = fsm.start_state  # a property of the TokenFsm binding
         self.state_before_last: int = self.state
-
-    def fill_mask(self, row: np.ndarray) -> None:
-        self.fsm.fill_bitmask(self.state, row)
 
     def advance(self, token_id: int) -> bool:
         nxt = self.fsm.try_advance(self.state, token_id)
