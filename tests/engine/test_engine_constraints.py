@@ -210,3 +210,25 @@ def test_compiled_constraints_are_cached(engine: Engine) -> None:
     for _ in range(3):
         engine.generate(PROMPTS[0], sampling(0.0, 0, regex=r"(red|green|blue)"))
     assert engine.get_stats()["constraint_cache_hits"] >= before + 2
+
+
+def test_a_compile_that_finishes_before_the_loop_sees_the_request_is_not_lost(tiny_dir, make_engine) -> None:
+    # A compile-cache hit can finish on the compile thread before the scheduler thread has
+    # taken the request in; run compiles inline to make that ordering certain.
+    eng = make_engine(tiny_dir)
+    try:
+
+        class InlinePool:
+            def submit(self, fn, *args):
+                fn(*args)
+
+            def shutdown(self, *args, **kwargs):
+                pass
+
+        eng._compile_pool = InlinePool()
+        results = eng.generate(
+            [PROMPTS[0]] * 4, [sampling(0.0, seed, regex=r"[0-9]{2}") for seed in range(4)]
+        )
+        assert all(re.fullmatch(r"[0-9]{2}", r["text"]) for r in results)
+    finally:
+        eng.shutdown()
