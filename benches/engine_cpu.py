@@ -6,6 +6,9 @@ Workloads (token ids generated locally, seeded):
 - multi-turn chat: C sessions x T turns behind one system prompt; each turn appends 40-100 user
   tokens to the session's history (with the previous answer) and generates an answer.
 
+- JSON decoding: a whole-object JSON schema whose keys are long constants, jump-forward on vs
+  off (forward passes, tokens/s); every output is validated against the schema.
+
 Every system runs the same requests on its own engine (same weights) in one process, one
 after the other. The table reports requests/s, output tokens/s, the measured cache hit rate and
 the optimal one (from the requests' token trie), and the speedup over the no-cache baseline.
@@ -83,6 +86,95 @@ def multi_turn(engine, args, vocab: int) -> tuple[list[tuple[list[int], list[int
 
 WORKLOADS = {"few-shot": few_shot, "multi-turn chat": multi_turn}
 
+# The jump-forward showcase: most of each output is forced (keys, punctuation, enum tails).
+LONG_KEY_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "customer_identification_number": {"type": "integer", "minimum": 0, "maximum": 99999},
+        "preferred_communication_channel": {"type": "string", "enum": ["electronic_mail", "telephone_call"]},
+        "has_accepted_the_terms_and_conditions": {"type": "boolean"},
+        "primary_shipping_address_city_name": {"type": "string", "maxLength": 16},
+        "number_of_previous_orders_on_record": {"type": "integer", "minimum": 0, "maximum": 999},
+    },
+    "required": [
+        "customer_identification_number",
+        "preferred_communication_channel",
+        "has_accepted_the_terms_and_conditions",
+        "primary_shipping_address_city_name",
+        "number_of_previous_orders_on_record",
+    ],
+    "additionalProperties": False,
+}
+JSON_SYSTEMS = {"jump-forward": {}, "no-jump-forward": {"disable_jump_forward": True}}
+
+
+@dataclass
+class JsonRow:
+    system: str
+    seconds: float
+    num_requests: int
+    num_output_tokens: int
+    num_forward_passes: int
+    num_jump_forward_tokens: int
+
+
+def json_decode(name: str, options: dict, args) -> JsonRow:
+    """Concurrent JSON-constrained requests (sampled, seeded) on one engine."""
+    import json
+
+    import jsonschema
+
+    from sglr.engine.engine import Engine
+
+    engine = Engine(model_path=args.model_path, device="cpu", max_total_tokens=args.kv_tokens, **options)
+    try:
+        schema = json.dumps(LONG_KEY_SCHEMA)
+        cities = ["Paris", "Lima", "Oslo", "Cairo", "Tokyo", "Quito", "Rome", "Accra"]
+        prompts = [
+            f"Customer {i} lives in {cities[i % len(cities)]} and prefers email. Record as JSON:\n"
+            for i in range(args.json_requests)
+        ]
+        params = [
+            {"json_schema": schema, "temperature": 0.7, "seed": i, "max_new_tokens": 256}
+            for i in range(args.json_requests)
+        ]
+        engine.generate(prompts[0], params[0])  # compiles the schema (cached) outside the timing
+        before = engine.get_stats()
+        start = args.clock()
+        results = engine.generate(prompts, params)
+        seconds = args.clock() - start
+        after = engine.get_stats()
+        for result in results:
+            jsonschema.validate(json.loads(result["text"]), LONG_KEY_SCHEMA)
+        row = JsonRow(
+            name,
+            seconds,
+            len(results),
+            sum(len(r["output_ids"]) for r in results),
+            after["num_forward_passes"] - before["num_forward_passes"],
+            after["num_jump_forward_tokens"] - before["num_jump_forward_tokens"],
+        )
+        print(f"  json-decode      {name:<22} {seconds:7.2f} s  passes {row.num_forward_passes}", flush=True)
+        return row
+    finally:
+        engine.shutdown()
+
+
+def print_json_table(rows: list[JsonRow]) -> None:
+    base = next((r for r in rows if r.system == "no-jump-forward"), None)
+    print()
+    print(
+        "| JSON decode | requests/s | output tok/s | forward passes | jump-forward tokens | speedup | fewer passes |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for row in rows:
+        speedup = f"{base.seconds / row.seconds:.2f}x" if base else "n/a"
+        fewer = f"{base.num_forward_passes / max(row.num_forward_passes, 1):.2f}x" if base else "n/a"
+        print(
+            f"| {row.system} | {row.num_requests / row.seconds:.2f} | {row.num_output_tokens / row.seconds:.1f} | "
+            f"{row.num_forward_passes} | {row.num_jump_forward_tokens} | {speedup} | {fewer} |"
+        )
+
 
 def run_system(name: str, options: dict, args) -> list[Row]:
     from sglr.engine.engine import Engine
@@ -140,6 +232,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=4)
     parser.add_argument("--turn-output", type=int, default=16)
     parser.add_argument("--systems", default=",".join(SYSTEMS), help="comma-separated subset of the systems")
+    parser.add_argument("--json-requests", type=int, default=16, help="JSON-decode requests (0: skip)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--clock",
@@ -163,8 +256,11 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     print(f"model: {args.model}; torch threads: {torch.get_num_threads()}; KV cache {args.kv_tokens} tokens")
     rows: list[Row] = []
-    for name in args.systems.split(","):
+    for name in filter(None, args.systems.split(",")):  # --systems "" runs only the JSON part
         rows += run_system(name, SYSTEMS[name], args)
+    json_rows = [
+        json_decode(name, options, args) for name, options in JSON_SYSTEMS.items() if args.json_requests
+    ]
     print()
     print(
         "| workload | system | requests/s | output tok/s | hit rate | optimal | % of optimal | speedup vs no cache |"
@@ -178,6 +274,8 @@ def main() -> None:
             f"| {row.workload} | {row.system} | {row.num_requests / row.seconds:.2f} | "
             f"{row.num_output_tokens / row.seconds:.1f} | {row.hit_rate:.1%} | {row.optimal:.1%} | {share:.1%} | {speedup} |"
         )
+    if json_rows:
+        print_json_table(json_rows)
 
 
 if __name__ == "__main__":
