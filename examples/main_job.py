@@ -1,8 +1,9 @@
 """The main job (`scripts/setup-and-run`): LM programs from this directory on one in-process
 engine, by default the embedded SmolLM2-135M-Instruct, offline.
 
-It runs a multi-turn chat, a fork/join program and multiple choice with `select`, prints each
-result, then the engine's prefix-cache hit rate and generation speed.
+It runs a multi-turn chat, a fork/join program, multiple choice with `select` and a JSON
+schema-constrained extraction, prints each result, then the engine's prefix-cache hit rate and
+generation speed.
 
     python examples/main_job.py [--model-path PATH] [--device cpu|cuda]
 """
@@ -22,6 +23,7 @@ PROGRAMS = [
     ("multi-turn chat", "multi_turn_chat"),
     ("fork/join: one question per branch, answers joined", "parallel_questions"),
     ("select: multiple choice by token logprobs", "multiple_choice"),
+    ("JSON schema: constrained extraction", "json_extraction"),
 ]
 
 

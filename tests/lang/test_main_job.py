@@ -23,6 +23,8 @@ def test_main_job_answers_correctly_on_smollm2(smollm2_dir, monkeypatch, capsys)
     answers = results["parallel_questions"]
     assert [c in a for c, a in zip(capitals, answers, strict=True)] == [True] * 4, answers
     assert results["multiple_choice"] == ["Tokyo", "a cat", "honey", "cold", "yes"]
+    city = results["json_extraction"]  # parsed from schema-constrained output
+    assert (city["name"], city["country"], city["population_millions"]) == ("Paris", "France", 2.1), city
 
     assert 0.2 < summary["cache_hit_rate"] < 1 and summary["generation_tokens_per_s"] > 0
     assert "cache hit rate" in out and "tokens/s" in out
