@@ -17,6 +17,7 @@ is the process's CPU time with one thread, which other jobs on a shared machine 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -161,8 +162,9 @@ def main() -> None:
         )
 
     cfg = runner.config
+    model_label = f"tiny {args.arch}" if args.model == "tiny" else os.path.basename(str(path))
     print(
-        f"\nmodel: tiny {args.arch} ({cfg.num_params / 1e6:.2f}M params, hidden {cfg.hidden_size}, "
+        f"\nmodel: {model_label} ({cfg.num_params / 1e6:.2f}M params, hidden {cfg.hidden_size}, "
         f"{cfg.num_hidden_layers} layers, vocab {cfg.vocab_size}); torch {torch.__version__}, "
         f"{torch.get_num_threads()} thread(s), {args.clock} clock, best of {args.repeats}"
     )
