@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -51,8 +52,17 @@ class FileResult:
 
 
 def data_dir(override: str | None = None) -> Path | None:
-    path = Path(override) if override else DEFAULT_DATA
-    return path if path.is_dir() else None
+    """The sample's directory: `override`, else $SGLR_MASKBENCH_DIR, else `shared/data/maskbench-dev`
+    beside the checkout or beside any folder above it (a CI checkout may sit deeper than the
+    working copy), else the workspace's shared folder."""
+    if override:
+        candidates = [Path(override)]
+    else:
+        env = os.environ.get("SGLR_MASKBENCH_DIR")
+        candidates = [Path(env)] if env else []
+        candidates += [folder / "shared" / "data" / "maskbench-dev" for folder in REPO.parents]
+        candidates.append(Path("/work/shared/data/maskbench-dev"))
+    return next((path for path in candidates if path.is_dir()), None)
 
 
 def select_files(directory: Path, limit: int | None) -> list[Path]:

@@ -31,7 +31,9 @@ def load_oracle():
 def oracle():
     module = load_oracle()
     if module.data_dir() is None:
-        pytest.skip(f"MaskBench sample not found at {module.DEFAULT_DATA} (CI has it at ../shared)")
+        pytest.skip(
+            f"MaskBench sample not found beside the checkout ({module.DEFAULT_DATA}); set SGLR_MASKBENCH_DIR"
+        )
     pytest.importorskip("tiktoken")
     return module
 
