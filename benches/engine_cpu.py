@@ -261,6 +261,13 @@ def main() -> None:
     json_rows = [
         json_decode(name, options, args) for name, options in JSON_SYSTEMS.items() if args.json_requests
     ]
+    if rows:
+        print_table(rows)
+    if json_rows:
+        print_json_table(json_rows)
+
+
+def print_table(rows: list[Row]) -> None:
     print()
     print(
         "| workload | system | requests/s | output tok/s | hit rate | optimal | % of optimal | speedup vs no cache |"
@@ -274,8 +281,6 @@ def main() -> None:
             f"| {row.workload} | {row.system} | {row.num_requests / row.seconds:.2f} | "
             f"{row.num_output_tokens / row.seconds:.1f} | {row.hit_rate:.1%} | {row.optimal:.1%} | {share:.1%} | {speedup} |"
         )
-    if json_rows:
-        print_json_table(json_rows)
 
 
 if __name__ == "__main__":
