@@ -209,10 +209,15 @@ class Engine:
         self._check_open()
         reqs = [self._make_req(spec, sink) for spec, sink in zip(batch.specs, sinks, strict=True)]
         for req in reqs:  # validated as a whole first: a bad item rejects the batch
-            if req.spec.params.has_constraint:
+            compiling = req.spec.params.has_constraint
+            if compiling:
                 req.phase = Phase.COMPILING
-                self._compile_pool.submit(self._compile_constraint, req)
+            # The loop must see "add" before "constraint_ready" (its inbox is FIFO): a compile
+            # that finishes first (a cache hit) would otherwise be taken for an aborted request
+            # and the request would never be scheduled.
             self._loop.submit(req)
+            if compiling:
+                self._compile_pool.submit(self._compile_constraint, req)
 
     def _make_req(self, spec: SequenceSpec, sink: OutputSink) -> Req:
         params = spec.params
