@@ -20,7 +20,7 @@ import platform
 import shlex
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +29,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from benchlib.hit_rate import optimal_hit_rate
 from benchlib.systems import BASELINE, SYSTEMS, System
-from benchlib.workload_report import Row, markdown_table, shapes_table, write_chart
-from workloads.base import ProgramWorkload, ServingWorkload
+from benchlib.workload_report import Row, engine_deltas, markdown_table, shapes_table, work_table, write_chart
+from workloads.base import ServingWorkload
 from workloads.registry import BUILDERS
 
 BENCHES_DIR = Path(__file__).resolve().parent
@@ -38,7 +38,8 @@ BENCHES_DIR = Path(__file__).resolve().parent
 
 @dataclass(frozen=True)
 class Profile:
-    """model: "tiny" (the seeded test model's weights) or a benches/model_gpu.py preset (dummy weights).
+    """model: a seeded test model (benchlib.bench_models.TINY_MODELS, real weights) or a
+        benches/model_gpu.py preset (dummy weights).
 
     transformers_max_programs: the transformers baseline runs one call at a time; on the GPU
         profile's counts it would take hours, so it runs the first programs only (its programs/s
@@ -51,11 +52,17 @@ class Profile:
     engine_options: dict[str, Any] = field(default_factory=dict)
     torch_threads: int | None = None
     transformers_max_programs: int | None = None
+    warmup: bool = True
 
 
 PROFILES = {
-    "smoke": Profile("smoke", "tiny", "cpu", {"max_total_tokens": 16384, "max_running_requests": 32}, 1),
-    "cpu": Profile("cpu", "tiny", "cpu", {"max_total_tokens": 32768, "max_running_requests": 64}, 1),
+    # No warm-up: the smoke run checks that everything completes, not how fast.
+    "smoke": Profile(
+        "smoke", "tiny", "cpu", {"max_total_tokens": 16384, "max_running_requests": 32}, 1, warmup=False
+    ),
+    # 64k KV slots hold every CPU workload's working set (so lpm can reach the optimum, which
+    # assumes an unbounded cache); --kv-tokens shrinks it to study eviction.
+    "cpu": Profile("cpu", "tiny-wide", "cpu", {"max_total_tokens": 65536, "max_running_requests": 64}, 1),
     "gpu": Profile("gpu", "llama3-8b", "cuda", {"dtype": "bfloat16", "load_format": "dummy"}, None, 32),
 }
 
@@ -63,10 +70,13 @@ PROFILES = {
 class CellRunner:
     """Runs cells (one workload on one system) and turns each into a `Row`."""
 
-    def __init__(self, profile: Profile, model_dir: str, seed: int) -> None:
+    def __init__(self, profile: Profile, model_dir: str, seed: int, repeats: int, warmups: list[Any]) -> None:
         self.profile = profile
         self.model_dir = model_dir
         self.seed = seed
+        self.repeats = repeats
+        # Small versions of the workloads, run untimed on every new engine and backend first.
+        self.warmups = warmups
         self.num_done = 0
         self.num_cells = 0
         self.started = time.perf_counter()
@@ -92,17 +102,21 @@ class CellRunner:
         engine = Engine(model_path=self.model_dir, device=self.profile.device, seed=self.seed, **options)
         rows = []
         try:
-            # Warm-up: first-call allocations and kernel selection stay out of the timings.
-            engine.generate(
-                input_ids=[[1000 + i for i in range(64)]] * 2, sampling_params={"max_new_tokens": 4}
-            )
             recorder = RecordingEngine(engine)
             for system in systems:
                 backend_class = EngineBackend if system.hint else HintlessEngineBackend
                 backend = backend_class(recorder)
+                # Warm-up: first-call allocations, kernel and grammar compiles stay out of the timings.
+                for warmup in self.warmups:
+                    if system.applies_to(warmup):
+                        self._engine_cell(engine, recorder, backend, system, warmup)
                 for workload in workloads:
                     if system.applies_to(workload):
-                        rows.append(self._engine_cell(engine, recorder, backend, system, workload))
+                        runs = [
+                            self._engine_cell(engine, recorder, backend, system, workload)
+                            for _ in range(self.repeats)
+                        ]
+                        rows.append(min(runs, key=lambda row: row.seconds))
                         self._progress(rows[-1])
         finally:
             engine.shutdown()
@@ -149,30 +163,33 @@ class CellRunner:
             num_prompt_tokens=sum(len(p) for p, _ in requests),
             num_output_tokens=num_output,
             errors=errors,
+            engine=engine_deltas(before, after),
         )
 
     def run_transformers(self, system: System, workloads: list[Any]) -> list[Row]:
         from benchlib.backends import TransformersBackend
-        from benchlib.bench_models import load_transformers
+        from benchlib.bench_models import TINY_MODELS, load_transformers
         from benchlib.program_runs import run_programs
 
-        dummy_preset = None if self.profile.model == "tiny" else self.profile.model
+        dummy_preset = None if self.profile.model in TINY_MODELS else self.profile.model
         model, tokenizer = load_transformers(self.model_dir, self.profile.device, dummy_preset)
         backend = TransformersBackend(model, tokenizer, self.model_dir)
         rows = []
         limit = self.profile.transformers_max_programs
+        for warmup in self.warmups:
+            if system.applies_to(warmup):
+                run_programs(warmup, backend, parallel=system.parallel, hint=False)
         for workload in workloads:
             if not system.applies_to(workload):
                 continue
-            subset = ProgramWorkload(
-                workload.name,
-                workload.program,
-                workload.arguments[:limit] if limit else workload.arguments,
-                workload.sampling,
-                workload.plain_generation,
-                workload.constrained,
+            subset = replace(workload, arguments=workload.arguments[:limit] if limit else workload.arguments)
+            outcome = min(
+                (
+                    run_programs(subset, backend, parallel=system.parallel, hint=False)
+                    for _ in range(self.repeats)
+                ),
+                key=lambda outcome: outcome.seconds,
             )
-            outcome = run_programs(subset, backend, parallel=system.parallel, hint=False)
             rows.append(
                 Row(
                     workload.name,
@@ -190,9 +207,9 @@ class CellRunner:
 
 
 def resolve_model_dir(profile: Profile) -> str:
-    from benchlib.bench_models import dummy_model_dir, tiny_model_dir
+    from benchlib.bench_models import TINY_MODELS, dummy_model_dir, tiny_model_dir
 
-    return tiny_model_dir() if profile.model == "tiny" else dummy_model_dir(profile.model)
+    return tiny_model_dir(profile.model) if profile.model in TINY_MODELS else dummy_model_dir(profile.model)
 
 
 def run(
@@ -202,12 +219,24 @@ def run(
     seed: int = 0,
     output_dir: str | None = None,
     command: str | None = None,
+    kv_tokens: int | None = None,
+    model: str | None = None,
+    repeats: int = 1,
 ) -> list[Row]:
-    """Runs the workloads on the systems; prints and writes the table and chart; returns the rows."""
+    """Runs the workloads on the systems; prints and writes the table and chart; returns the rows.
+
+    kv_tokens / model: instead of the profile's. repeats: runs per cell; the fastest counts (on a
+    shared machine, other processes only ever add time).
+    """
     unknown = [n for n in workload_names if n not in BUILDERS] + [n for n in system_names if n not in SYSTEMS]
     if unknown:
         raise SystemExit(f"unknown workload(s) or system(s): {', '.join(unknown)}")
     profile = PROFILES[profile_name]
+    if model is not None:
+        profile = replace(profile, model=model)
+    if kv_tokens is not None:
+        options = {k: v for k, v in profile.engine_options.items() if k != "mem_fraction_static"}
+        profile = replace(profile, engine_options={**options, "max_total_tokens": kv_tokens})
     import torch
 
     if profile.torch_threads:
@@ -217,8 +246,11 @@ def run(
     model_dir = resolve_model_dir(profile)
     vocab_size = json.loads(Path(model_dir, "config.json").read_text())["vocab_size"]
     workloads = [BUILDERS[name](profile.name, seed, vocab_size) for name in workload_names]
+    warmups = (
+        [BUILDERS[name]("smoke", seed + 1, vocab_size) for name in workload_names] if profile.warmup else []
+    )
     systems = [SYSTEMS[name] for name in system_names]
-    runner = CellRunner(profile, model_dir, seed)
+    runner = CellRunner(profile, model_dir, seed, repeats, warmups)
     runner.num_cells = sum(system.applies_to(w) for system in systems for w in workloads)
     print(
         f"profile {profile.name}: model {model_dir} on {profile.device}; {runner.num_cells} cells", flush=True
@@ -265,7 +297,11 @@ def report(
         f"{machine_description(profile.device)}; {time.strftime('%Y-%m-%d')}.\n"
         + (f"Command: `{command}`\n" if command else "")
     )
-    text = f"{header}\n{table}\n\nSystems:\n{legend}\n\nWorkload shapes (on `sglr`):\n\n{shapes}\n"
+    work = work_table(rows)
+    text = (
+        f"{header}\n{table}\n\nSystems:\n{legend}\n\nWorkload shapes (on `sglr`):\n\n{shapes}\n\n"
+        f"Engine work per program:\n\n{work}\n"
+    )
     print()
     print(text)
     out = Path(output_dir)
@@ -290,9 +326,22 @@ def main() -> None:
     parser.add_argument("--systems", default=",".join(SYSTEMS), help="comma-separated subset")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--output-dir", default=None, help="default: benches/results/<profile>")
+    parser.add_argument(
+        "--kv-tokens", type=int, default=None, help="KV-cache size in tokens (default: the profile's)"
+    )
     args = parser.parse_args()
     command = "python benches/run_workloads.py " + shlex.join(sys.argv[1:])
-    run(args.profile, args.workloads.split(","), args.systems.split(","), args.seed, args.output_dir, command)
+    run(
+        args.profile,
+        args.workloads.split(","),
+        args.systems.split(","),
+        args.seed,
+        args.output_dir,
+        command,
+        kv_tokens=args.kv_tokens,
+        model=args.model,
+        repeats=args.repeats,
+    )
 
 
 if __name__ == "__main__":

@@ -15,15 +15,31 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-# The tiny model with room for the multi-turn-long workload (4 turns of up to 512 + 512 tokens).
-TINY_OVERRIDES = {"max_position_embeddings": 8192}
+#: Seeded test models by name (`sglr.model.tiny.TinyModelSpec` overrides), all with room for the
+#: multi-turn-long workload (4 turns of up to 512 + 512 tokens).
+TINY_MODELS = {
+    # The 64-wide test model: fastest; the smoke profile runs it.
+    "tiny": {"max_position_embeddings": 8192},
+    # 256 wide, 4 layers (~5M parameters): the CPU profile. On the 64-wide model a decode token
+    # costs ~40 prefill tokens (per-request Python work dominates), which makes prefill, the
+    # part the cache saves, unrealistically cheap; here the ratio is ~8, in the range of an 8B
+    # model on a GPU (see benches/README.md).
+    "tiny-wide": {
+        "max_position_embeddings": 8192,
+        "hidden_size": 256,
+        "intermediate_size": 768,
+        "num_layers": 4,
+        "num_heads": 8,
+        "num_kv_heads": 2,
+    },
+}
 DUMMY_TOKENIZER_VOCAB = 4096
 
 
-def tiny_model_dir() -> str:
+def tiny_model_dir(name: str) -> str:
     from sglr.model.tiny import tiny_model_path
 
-    return str(tiny_model_path("llama", **TINY_OVERRIDES))
+    return str(tiny_model_path("llama", **TINY_MODELS[name]))
 
 
 def dummy_model_dir(preset_name: str) -> str:

@@ -26,6 +26,8 @@ class Row:
     num_prompt_tokens: int = 0
     num_output_tokens: int = 0
     errors: list[str] = field(default_factory=list)
+    # Engine counter deltas over the cell (ENGINE_COUNTERS); empty for transformers.
+    engine: dict[str, float] = field(default_factory=dict)
 
     @property
     def programs_per_s(self) -> float:
@@ -40,6 +42,21 @@ class Row:
         if self.hit_rate is None or not self.optimal:
             return None
         return self.hit_rate / self.optimal
+
+
+#: Engine counters a row keeps (differences over its cell), to show where the time went.
+ENGINE_COUNTERS = (
+    "busy_seconds",
+    "num_extend_passes",
+    "num_extend_tokens",
+    "num_decode_passes",
+    "num_decode_seqs",
+    "num_retractions",
+)
+
+
+def engine_deltas(before: dict, after: dict) -> dict[str, float]:
+    return {key: after[key] - before[key] for key in ENGINE_COUNTERS}
 
 
 def _percent(value: float | None) -> str:
@@ -81,6 +98,25 @@ def shapes_table(rows: list[Row], system: str) -> str:
         lines.append(
             f"| {row.workload} | {row.num_programs} | {row.num_requests / row.num_programs:.1f} | "
             f"{row.num_prompt_tokens / row.num_requests:.0f} | {row.num_output_tokens / row.num_requests:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def work_table(rows: list[Row]) -> str:
+    """Where the engine's time went, per program: tokens prefilled (computed, not cached), decode
+    steps and their mean batch size, and the engine's busy time against the wall time."""
+    lines = [
+        "| workload | system | prefill tokens/program | decode steps/program | mean decode batch | engine busy share |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        if not row.engine:
+            continue
+        counters, n = row.engine, row.num_programs
+        batch = counters["num_decode_seqs"] / max(counters["num_decode_passes"], 1)
+        lines.append(
+            f"| {row.workload} | {row.system} | {counters['num_extend_tokens'] / n:.0f} | "
+            f"{counters['num_decode_passes'] / n:.1f} | {batch:.1f} | {counters['busy_seconds'] / row.seconds:.0%} |"
         )
     return "\n".join(lines)
 

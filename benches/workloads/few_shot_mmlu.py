@@ -14,7 +14,7 @@ from workloads.synthetic import words
 
 SIZES = {
     "smoke": {"num_subjects": 2, "questions_per_subject": 3, "shot_words": 40},
-    "cpu": {"num_subjects": 4, "questions_per_subject": 24, "shot_words": 280},
+    "cpu": {"num_subjects": 4, "questions_per_subject": 12, "shot_words": 280},
     "gpu": {"num_subjects": 16, "questions_per_subject": 64, "shot_words": 280},
 }
 NUM_SHOTS = 5

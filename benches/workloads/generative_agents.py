@@ -12,7 +12,7 @@ from workloads.synthetic import name, words
 
 SIZES = {
     "smoke": {"num_agents": 2, "num_ticks": 2, "ticks_per_day": 2, "persona_words": 80, "summary_words": 20},
-    "cpu": {"num_agents": 8, "num_ticks": 8, "ticks_per_day": 4, "persona_words": 600, "summary_words": 120},
+    "cpu": {"num_agents": 8, "num_ticks": 4, "ticks_per_day": 2, "persona_words": 600, "summary_words": 120},
     "gpu": {
         "num_agents": 25,
         "num_ticks": 40,

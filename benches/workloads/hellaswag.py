@@ -11,7 +11,7 @@ from workloads.synthetic import words
 
 SIZES = {
     "smoke": {"num_questions": 4, "num_shots": 4, "context_words": 20, "ending_words": 8},
-    "cpu": {"num_questions": 64, "num_shots": 20, "context_words": 40, "ending_words": 16},
+    "cpu": {"num_questions": 32, "num_shots": 20, "context_words": 40, "ending_words": 16},
     "gpu": {"num_questions": 512, "num_shots": 20, "context_words": 40, "ending_words": 16},
 }
 

@@ -11,7 +11,7 @@ from workloads.synthetic import words
 
 SIZES = {
     "smoke": {"num_documents": 2, "document_words": 150},
-    "cpu": {"num_documents": 12, "document_words": 3000},
+    "cpu": {"num_documents": 6, "document_words": 3000},
     "gpu": {"num_documents": 128, "document_words": 3000},
 }
 FIELDS = (

@@ -12,7 +12,7 @@ from workloads.synthetic import name, words
 
 SIZES = {
     "smoke": {"num_requests": 3, "description_words": 30},
-    "cpu": {"num_requests": 32, "description_words": 120},
+    "cpu": {"num_requests": 16, "description_words": 120},
     "gpu": {"num_requests": 256, "description_words": 200},
 }
 PROPERTIES = {

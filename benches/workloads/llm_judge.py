@@ -11,7 +11,7 @@ from workloads.synthetic import words
 
 SIZES = {
     "smoke": {"num_articles": 2, "article_words": 100, "judgment_tokens": 8},
-    "cpu": {"num_articles": 16, "article_words": 1200, "judgment_tokens": 32},
+    "cpu": {"num_articles": 8, "article_words": 1200, "judgment_tokens": 32},
     "gpu": {"num_articles": 64, "article_words": 1500, "judgment_tokens": 128},
 }
 DIMENSIONS = ("clarity", "originality", "evidence", "structure", "grammar", "persuasiveness")

@@ -18,8 +18,8 @@ SIZES = {
         "answer_tokens": 4,
     },
     "cpu": {
-        "num_documents": 3,
-        "questions_per_document": 12,
+        "num_documents": 2,
+        "questions_per_document": 8,
         "num_segments": 4,
         "segment_words": 700,
         "answer_tokens": 16,

@@ -11,7 +11,7 @@ from workloads.synthetic import words
 
 SIZES = {
     "smoke": {"num_questions": 3, "prompt_words": 60, "chain_tokens": 8, "answer_tokens": 4},
-    "cpu": {"num_questions": 24, "prompt_words": 500, "chain_tokens": 48, "answer_tokens": 16},
+    "cpu": {"num_questions": 12, "prompt_words": 500, "chain_tokens": 48, "answer_tokens": 16},
     "gpu": {"num_questions": 128, "prompt_words": 600, "chain_tokens": 256, "answer_tokens": 32},
 }
 NUM_CHAINS = 5

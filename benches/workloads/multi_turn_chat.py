@@ -18,7 +18,7 @@ SIZES = {
         "long_output": (8, 16),
     },
     "cpu": {
-        "num_sessions": 24,
+        "num_sessions": 12,
         "num_turns": 4,
         "input_words": (256, 512),
         "short_output": (4, 8),
@@ -34,7 +34,7 @@ SIZES = {
 }
 # Long answers decode ~40x more tokens per turn than short ones: fewer sessions keep the CPU
 # profile's run time in proportion.
-LONG_SESSIONS_DIVISOR = {"smoke": 1, "cpu": 4, "gpu": 2}
+LONG_SESSIONS_DIVISOR = {"smoke": 1, "cpu": 3, "gpu": 2}
 
 
 @sgl.function

@@ -19,7 +19,7 @@ SIZES = {
         "observation_words": 10,
     },
     "cpu": {
-        "num_agents": 32,
+        "num_agents": 16,
         "prompt_words": 1500,
         "num_steps": 4,
         "step_tokens": 24,

@@ -8,13 +8,13 @@ from workloads.base import ServingWorkload, sized
 
 RANDOM_SIZES = {
     "smoke": {"num_prompts": 4, "input_len": 64, "output_len": 8},
-    "cpu": {"num_prompts": 64, "input_len": 512, "output_len": 32},
+    "cpu": {"num_prompts": 32, "input_len": 512, "output_len": 32},
     "gpu": {"num_prompts": 1000, "input_len": 1024, "output_len": 256},
 }
 SHARED_PREFIX_SIZES = {
     "smoke": {"num_groups": 2, "prompts_per_group": 2, "system_len": 64, "question_len": 16, "output_len": 8},
     "cpu": {
-        "num_groups": 8,
+        "num_groups": 4,
         "prompts_per_group": 16,
         "system_len": 2048,
         "question_len": 128,

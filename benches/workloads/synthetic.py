@@ -1,8 +1,9 @@
 """Seeded synthetic text: words drawn from a fixed list of common English words.
 
-Common English words are about one token each in byte-level BPE vocabularies (Llama 3, SmolLM2
-and the tiny test tokenizer alike), so a length in words stands in for a length in tokens; the
-runner prints the measured prompt tokens per request, which shows how close that is.
+Each word is one token (with its leading space) in cl100k_base (a vocabulary like Llama 3's), in
+SmolLM2's, and in the tiny test tokenizer, which is trained on Python source (so the list keeps to
+words common in code and prose alike). A length in words thus stands in for a length
+in tokens; the runner's shapes table shows the measured prompt tokens per request.
 """
 
 from __future__ import annotations
@@ -10,14 +11,15 @@ from __future__ import annotations
 import random
 
 _WORDS_TEXT = """
-    the of and to in is for that with as on by this from are be or at an it not can which have
-    all more their will one has other when there also into time use these some may would two like
-    then first any such been new over only most data way even well made used each work need much
-    part call value state name list line type text code form point case end set test result
-    order field node item group class level start city river water light house road market school
-    music story night money power paper table window garden science history number answer question
-    people world family friend morning evening winter summer spring autumn mountain forest
-    island village doctor teacher student farmer engineer writer painter player leader member
+    the of and to in is for that with as on by this from are be or at an it not can which have all
+    more their will one has other when there also into time use these some may would two like then
+    first any such been new over only most data way even used each work need much part call value
+    state name list line type text code form point case end set test result order field node item
+    group class level start power table number file path string error default return object key
+    user date size message process system option index input output format source version module
+    local global public parent child section current simple given found same next last left right
+    open close read write check find make take keep show run long small large old different able
+    short full real sure clear true year day week month place man hand
 """
 _NAMES_TEXT = """
     Alice Bruno Clara Diego Elena Farid Grace Hiro Ines Jonas Kira Liam Maya Nils Olga Pavel Quinn

@@ -11,7 +11,7 @@ from workloads.synthetic import words
 
 SIZES = {
     "smoke": {"num_topics": 3, "num_tips": 2, "prompt_words": 60, "tip_tokens": 6, "expansion_tokens": 8},
-    "cpu": {"num_topics": 24, "num_tips": 3, "prompt_words": 400, "tip_tokens": 16, "expansion_tokens": 48},
+    "cpu": {"num_topics": 12, "num_tips": 3, "prompt_words": 400, "tip_tokens": 16, "expansion_tokens": 48},
     "gpu": {"num_topics": 128, "num_tips": 3, "prompt_words": 500, "tip_tokens": 32, "expansion_tokens": 256},
 }
 

@@ -12,7 +12,7 @@ from workloads.synthetic import words
 
 SIZES = {
     "smoke": {"num_questions": 2, "num_branches": 2, "prompt_words": 60, "step_tokens": 6},
-    "cpu": {"num_questions": 12, "num_branches": 2, "prompt_words": 500, "step_tokens": 24},
+    "cpu": {"num_questions": 8, "num_branches": 2, "prompt_words": 500, "step_tokens": 24},
     "gpu": {"num_questions": 64, "num_branches": 3, "prompt_words": 600, "step_tokens": 128},
 }
 STAGES = (
