@@ -329,6 +329,10 @@ def main() -> None:
     parser.add_argument(
         "--kv-tokens", type=int, default=None, help="KV-cache size in tokens (default: the profile's)"
     )
+    parser.add_argument(
+        "--model", default=None, help="tiny, tiny-wide or a model_gpu.py preset (default: the profile's)"
+    )
+    parser.add_argument("--repeats", type=int, default=1, help="runs per cell; the fastest is reported")
     args = parser.parse_args()
     command = "python benches/run_workloads.py " + shlex.join(sys.argv[1:])
     run(
