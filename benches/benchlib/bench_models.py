@@ -20,10 +20,9 @@ from typing import Any
 TINY_MODELS = {
     # The 64-wide test model: fastest; the smoke profile runs it.
     "tiny": {"max_position_embeddings": 8192},
-    # 256 wide, 4 layers (~5M parameters): the CPU profile. On the 64-wide model a decode token
-    # costs ~40 prefill tokens (per-request Python work dominates), which makes prefill, the
-    # part the cache saves, unrealistically cheap; here the ratio is ~8, in the range of an 8B
-    # model on a GPU (see benches/README.md).
+    # 256 wide, 4 layers (~5M parameters): the CPU profile. On the 64-wide model the engine's
+    # per-request and per-step Python work outweighs the model's compute (see benches/README.md),
+    # which understates what the cache saves on a GPU, where the model's compute dominates.
     "tiny-wide": {
         "max_position_embeddings": 8192,
         "hidden_size": 256,
