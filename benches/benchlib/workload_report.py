@@ -131,7 +131,7 @@ def write_chart(rows: list[Row], systems: list[str], path: str, title: str) -> N
     workloads = list(dict.fromkeys(row.workload for row in rows))
     by_key = {(row.workload, row.system): row for row in rows}
     width = 0.8 / max(len(systems), 1)
-    figure, axes = plt.subplots(figsize=(max(8.0, 1.1 * len(workloads) + 2), 4.5))
+    figure, axes = plt.subplots(figsize=(max(8.0, 1.1 * len(workloads) + 2), 5.5))
     for index, system in enumerate(systems):
         heights, positions = [], []
         for position, workload in enumerate(workloads):
@@ -146,7 +146,8 @@ def write_chart(rows: list[Row], systems: list[str], path: str, title: str) -> N
     axes.set_ylabel("normalized throughput")
     axes.set_ylim(0, 1.05)
     axes.set_title(title)
-    axes.legend(fontsize="small", ncol=min(len(systems), 4))
+    # Below the plot: inside, it would cover the bars of the last workloads.
+    axes.legend(fontsize="small", ncol=len(systems), loc="upper center", bbox_to_anchor=(0.5, -0.32))
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)
