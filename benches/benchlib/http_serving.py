@@ -6,8 +6,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,25 +15,11 @@ _START_TIMEOUT_S = 60.0
 @contextlib.contextmanager
 def serve_engine(engine: Any) -> Iterator[str]:
     """Serves `engine` on a free loopback port; yields the base URL, stops the server at exit."""
-    import uvicorn
-
     from sglr.server import build_app
+    from sglr.server.background import serve_in_background
 
-    config = uvicorn.Config(build_app(engine), host="127.0.0.1", port=0, log_level="warning")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name="bench-uvicorn", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + _START_TIMEOUT_S
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("the benchmark's sglr-server did not start")
-        time.sleep(0.01)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
+    with serve_in_background(build_app(engine), start_timeout_s=_START_TIMEOUT_S) as url:
+        yield url
 
 
 def send_all(base_url: str, requests: list[Any], seed: int) -> tuple[list[Any], float]:

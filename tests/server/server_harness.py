@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import uvicorn
-
 from sglr.engine.engine import Engine
 from sglr.server import ServerSettings, build_app
+from sglr.server.background import serve_in_background
 
 
 @dataclass
@@ -40,21 +38,8 @@ class Served:
 @contextlib.contextmanager
 def serve(app) -> Iterator[str]:
     """Runs `app` with uvicorn on a free loopback port in a background thread."""
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", timeout_graceful_shutdown=5)
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("the test server did not start")
-        time.sleep(0.01)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
+    with serve_in_background(app, timeout_graceful_shutdown=5) as url:
+        yield url
 
 
 def make_engine(model_dir: Path, **kwargs) -> Engine:
