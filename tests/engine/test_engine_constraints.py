@@ -232,3 +232,12 @@ def test_a_compile_that_finishes_before_the_loop_sees_the_request_is_not_lost(ti
         assert all(re.fullmatch(r"[0-9]{2}", r["text"]) for r in results)
     finally:
         eng.shutdown()
+
+
+def test_a_finished_constraint_ends_the_request_even_with_ignore_eos(engine: Engine) -> None:
+    result = engine.generate(
+        PROMPTS[0], sampling(0.0, 0, max_new_tokens=64, regex=r"(yes|no)", ignore_eos=True)
+    )
+    assert result["text"] in ("yes", "no")
+    assert result["meta_info"]["finish_reason"]["type"] == "stop"
+    assert result["meta_info"]["completion_tokens"] < 64

@@ -32,6 +32,11 @@ class ConstraintState:
         self.state: int = fsm.start_state  # a property of the TokenFsm binding
         self.state_before_last: int = self.state
 
+    @property
+    def is_complete(self) -> bool:
+        """The FSM has taken EOS: only EOS could follow."""
+        return self.fsm.is_terminal(self.state)
+
     def advance(self, token_id: int) -> bool:
         nxt = self.fsm.try_advance(self.state, token_id)
         if nxt is None:

@@ -389,6 +389,9 @@ class SchedulerLoop:
             if req.finish_reason is not None:
                 break
         self.stats.num_jump_forward_tokens += len(token_ids) - 1
+        if req.finish_reason is None and req.constraint is not None and req.constraint.is_complete:
+            # The constraint took EOS: nothing may follow, even with ignore_eos.
+            req.finish_reason = {"type": "stop", "matched": token_ids[-1]}
         if req.finish_reason is not None:
             self._finish(req)
         else:
