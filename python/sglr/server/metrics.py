@@ -93,11 +93,12 @@ class SequenceTimer:
         now = time.monotonic()
         name = self.metrics.model_name
         if self.last_token_at is None:
-            self.first_token_at = now
+            self.first_token_at = self.last_token_at = now
             self.metrics.ttft.labels(name).observe(now - self.start)
             num_tokens -= 1  # the first token has no inter-token gap
-        if num_tokens > 0 and self.last_token_at is not None:
-            # Tokens that arrive together (jump-forward) share the gap.
+        if num_tokens > 0:
+            # Tokens that arrive together (jump-forward, or a stream reader that fell behind and
+            # got one merged chunk) share the gap, so every token after the first is counted once.
             gap = (now - self.last_token_at) / num_tokens
             itl = self.metrics.itl.labels(name)
             for _ in range(num_tokens):
