@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from sglr.engine.io import normalize_generate_input
+from sglr.server.accumulate import SequenceAccumulator
 from sglr.server.errors import ApiError, abort_error
 
 if TYPE_CHECKING:
@@ -131,3 +132,19 @@ class Generation:
                     await aclose()
         finally:
             self.state.inflight.discard(self.rids)
+
+
+async def collect(gen: Generation) -> list[dict[str, Any]]:
+    """Every sequence's whole response, in sequence order; raises for an engine-side error."""
+    accumulators = [SequenceAccumulator() for _ in range(gen.num_sequences)]
+    try:
+        async for delta in gen:
+            accumulators[delta["index"]].add(delta)
+    finally:
+        await gen.aclose()
+    results = [acc.snapshot() for acc in accumulators]
+    for result in results:
+        error = abort_error(result["meta_info"].get("finish_reason") or {})
+        if error is not None:
+            raise error
+    return results

@@ -21,7 +21,7 @@ from sglr.server.accumulate import SequenceAccumulator
 from sglr.server.body import read_json_object
 from sglr.server.errors import abort_error, as_api_error
 from sglr.server.fields import check_known_fields, get_bool, require_null
-from sglr.server.generation import Generation, start_generation
+from sglr.server.generation import Generation, collect, start_generation
 from sglr.server.jsonout import JSONOut
 from sglr.server.sse import (
     DONE,
@@ -101,17 +101,7 @@ async def generate(state: ServerState, request: Request) -> Response:
 
 
 async def _collect(gen: Generation) -> dict[str, Any] | list[dict[str, Any]]:
-    accumulators = [SequenceAccumulator() for _ in range(gen.num_sequences)]
-    try:
-        async for delta in gen:
-            accumulators[delta["index"]].add(delta)
-    finally:
-        await gen.aclose()
-    results = [acc.snapshot() for acc in accumulators]
-    for result in results:
-        error = abort_error(result["meta_info"].get("finish_reason") or {})
-        if error is not None:
-            raise error
+    results = await collect(gen)
     return results if gen.is_batch else results[0]
 
 

@@ -19,13 +19,12 @@ from sglr.server.body import read_json_object
 from sglr.server.chat_messages import normalize_messages
 from sglr.server.errors import ApiError, abort_error, as_api_error
 from sglr.server.fields import check_known_fields, get_bool, get_dict, get_int, get_str
-from sglr.server.generation import Generation, start_generation
+from sglr.server.generation import Generation, collect, start_generation
 from sglr.server.jsonout import JSONOut
 from sglr.server.openai_common import (
     ChoiceLayout,
     ResponseIds,
     chat_logprobs,
-    collect,
     finish_reason,
     matched_stop,
     usage,

@@ -8,10 +8,6 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from sglr.server.accumulate import SequenceAccumulator
-from sglr.server.errors import abort_error
-from sglr.server.generation import Generation
-
 
 @dataclass
 class ResponseIds:
@@ -71,22 +67,6 @@ def usage(metas: list[dict[str, Any]], layout: ChoiceLayout) -> dict[str, Any]:
         "total_tokens": prompt_tokens + completion_tokens,
         "prompt_tokens_details": {"cached_tokens": sum(m.get("cached_tokens", 0) for m in firsts)},
     }
-
-
-async def collect(gen: Generation) -> list[dict[str, Any]]:
-    """Every sequence's whole response, in sequence order; raises for an engine-side error."""
-    accumulators = [SequenceAccumulator() for _ in range(gen.num_sequences)]
-    try:
-        async for delta in gen:
-            accumulators[delta["index"]].add(delta)
-    finally:
-        await gen.aclose()
-    results = [acc.snapshot() for acc in accumulators]
-    for result in results:
-        error = abort_error(result["meta_info"].get("finish_reason") or {})
-        if error is not None:
-            raise error
-    return results
 
 
 def _token_text(entry: list[Any]) -> str:

@@ -16,12 +16,11 @@ from starlette.responses import Response
 from sglr.server.body import read_json_object
 from sglr.server.errors import ApiError, abort_error, as_api_error
 from sglr.server.fields import check_known_fields, get_bool, get_int, get_str
-from sglr.server.generation import Generation, start_generation
+from sglr.server.generation import Generation, collect, start_generation
 from sglr.server.jsonout import JSONOut
 from sglr.server.openai_common import (
     ChoiceLayout,
     ResponseIds,
-    collect,
     completion_logprobs,
     finish_reason,
     matched_stop,
