@@ -44,6 +44,22 @@ class Outcome:
     input_tokens: int = 0
     output_tokens: int = 0
     itls: list[float] = field(default_factory=list)
+    started_at: float = field(default_factory=time.perf_counter)
+    last_token_at: float = 0.0
+
+    def on_tokens(self, num_new: int) -> None:
+        """Records `num_new` tokens that arrived now; tokens that arrive together share the gap
+        since the previous arrival (the first token's gap is the TTFT instead)."""
+        if num_new <= 0:
+            return
+        now = time.perf_counter()
+        if self.ttft == 0.0:
+            self.ttft = now - self.started_at
+            self.last_token_at = now
+            num_new -= 1
+        if num_new > 0:
+            self.itls.extend([(now - self.last_token_at) / num_new] * num_new)
+        self.last_token_at = now
 
 
 def _request_body(api: str, req: BenchRequest) -> tuple[str, dict]:
@@ -74,7 +90,7 @@ def _tokens_in(api: str, event: dict, seen: int) -> tuple[int, int, int | None]:
 async def _one(client: httpx.AsyncClient, api: str, req: BenchRequest) -> Outcome:
     route, body = _request_body(api, req)
     out = Outcome()
-    start = last = time.perf_counter()
+
     seen = 0
     try:
         async with client.stream("POST", route, json=body) as response:
@@ -91,17 +107,11 @@ async def _one(client: httpx.AsyncClient, api: str, req: BenchRequest) -> Outcom
                 new, seen, prompt_tokens = _tokens_in(api, event, seen)
                 if prompt_tokens is not None:
                     out.input_tokens = prompt_tokens
-                if new > 0:
-                    now = time.perf_counter()
-                    if out.ttft == 0.0:
-                        out.ttft = now - start
-                    else:
-                        out.itls.extend([(now - last) / new] * new)
-                    last = now
+                out.on_tokens(new)
     except httpx.HTTPError as exc:
         out.error = f"{type(exc).__name__}: {exc}"
         return out
-    out.latency = time.perf_counter() - start
+    out.latency = time.perf_counter() - out.started_at
     out.output_tokens = seen
     out.ok = seen > 0
     return out
@@ -146,19 +156,13 @@ async def _one_in_process(engine: Any, req: BenchRequest) -> Outcome:
     """The same request through `Engine.async_generate` (streaming, detokenized), no HTTP."""
     out = Outcome(input_tokens=len(req.prompt_ids))
     params = {"max_new_tokens": req.output_len, "ignore_eos": True, "temperature": 0}
-    start = last = time.perf_counter()
+
     stream = await engine.async_generate(input_ids=req.prompt_ids, sampling_params=params, stream=True)
     async for delta in stream:
         new = len(delta["output_ids"])
-        if new > 0:
-            now = time.perf_counter()
-            if out.ttft == 0.0:
-                out.ttft = now - start
-            else:
-                out.itls.extend([(now - last) / new] * new)
-            last = now
-            out.output_tokens += new
-    out.latency = time.perf_counter() - start
+        out.on_tokens(new)
+        out.output_tokens += new
+    out.latency = time.perf_counter() - out.started_at
     out.ok = out.output_tokens > 0
     return out
 
