@@ -172,10 +172,11 @@ def test_constraint_with_stop_string_and_max_tokens(engine: Engine) -> None:
 
 
 def assert_rejected(result: dict, field: str) -> None:
-    # A constraint that does not compile aborts its request with a 400-style reason naming the
+    # A constraint that does not compile aborts its request with the typed error naming the
     # field (the server turns it into an HTTP 400), as SGLang reports aborted requests.
     reason = result["meta_info"]["finish_reason"]
-    assert reason["type"] == "abort" and reason["status_code"] == 400, reason
+    assert reason["type"] == "abort" and isinstance(reason.error, InvalidRequestError), reason
+    assert reason.error.param == f"sampling_params.{field}", reason.error.param
     assert field in reason["message"], reason
     assert result["output_ids"] == []
 

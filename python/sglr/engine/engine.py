@@ -26,6 +26,7 @@ import numpy as np
 
 from sglr.engine.config import EngineConfig
 from sglr.engine.detokenizer import IncrementalDetokenizer
+from sglr.engine.finish import FinishAbort
 from sglr.engine.io import NormalizedInput, SequenceSpec, normalize_generate_input
 from sglr.engine.loop import SchedulerLoop
 from sglr.engine.output import AsyncQueueSink, OutputSink, QueueSink, StreamEvent, merge_deltas
@@ -285,21 +286,11 @@ class Engine:
         try:
             req.constraint = self._constraints().compile(req.spec.params)
         except InvalidRequestError as exc:
-            req.finish_reason = {
-                "type": "abort",
-                "message": str(exc),
-                "status_code": 400,
-                "err_type": "invalid_request",
-            }
+            req.finish_reason = FinishAbort(exc)
             req.phase = Phase.FINISHED
         except Exception as exc:  # never let a compile failure hang the request
             logger.exception("constraint compilation failed")
-            req.finish_reason = {
-                "type": "abort",
-                "message": f"constraint error: {exc}",
-                "status_code": 400,
-                "err_type": "invalid_request",
-            }
+            req.finish_reason = FinishAbort(InvalidRequestError(f"constraint error: {exc}"))
             req.phase = Phase.FINISHED
         self._loop.notify_constraint_ready(req)
 

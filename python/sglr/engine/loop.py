@@ -23,6 +23,7 @@ import numpy as np
 from sglr._core import Scheduler
 from sglr.engine.batch_executor import BatchExecutor, ExtendItem, SampledToken
 from sglr.engine.config import EngineConfig
+from sglr.engine.finish import FinishStop
 from sglr.engine.kv_manager import KVManager
 from sglr.engine.kv_slots import KVSlotAllocator
 from sglr.engine.postprocess import OutputProcessor
@@ -30,6 +31,13 @@ from sglr.engine.prefix_cache import NullPrefixCache, RadixPrefixCache
 from sglr.engine.request import Phase, Req
 from sglr.engine.stats import EngineStats
 from sglr.engine.tokenizer import EngineTokenizer
+from sglr.errors import (
+    EngineClosedError,
+    EngineInternalError,
+    InvalidRequestError,
+    RequestAbortedError,
+    SglrError,
+)
 from sglr.model.runner import ModelRunner
 
 logger = logging.getLogger("sglr.engine")
@@ -144,7 +152,7 @@ class SchedulerLoop:
             if command == "add":
                 self._add(payload)
             elif command == "abort":
-                self._abort(payload, "aborted by the client")
+                self._abort(payload, RequestAbortedError("aborted by the client"))
             elif command == "flush":
                 payload.set_result(self._flush())
             elif command == "constraint_ready":
@@ -204,10 +212,7 @@ class SchedulerLoop:
             for req in list(self.reqs.values()):
                 if req.row is not None or req.phase is Phase.PREFILLING:
                     self._abort(
-                        req.rid,
-                        f"internal error while running the request: {exc}",
-                        status_code=500,
-                        err_type="internal",
+                        req.rid, EngineInternalError(f"internal error while running the request: {exc}")
                     )
             progressed = True
         self.stats.busy_seconds += time.monotonic() - started
@@ -376,7 +381,7 @@ class SchedulerLoop:
         if req.constraint is not None:
             if not req.constraint.advance(token.token_id):
                 self.out.mark_aborted(
-                    req, "the sampled token violates the output constraint", 500, "internal"
+                    req, EngineInternalError("the sampled token violates the output constraint")
                 )
                 self._finish(req)
                 return
@@ -391,7 +396,7 @@ class SchedulerLoop:
         self.stats.num_jump_forward_tokens += len(token_ids) - 1
         if req.finish_reason is None and req.constraint is not None and req.constraint.is_complete:
             # The constraint took EOS: nothing may follow, even with ignore_eos.
-            req.finish_reason = {"type": "stop", "matched": token_ids[-1]}
+            req.finish_reason = FinishStop(token_ids[-1])
         if req.finish_reason is not None:
             self._finish(req)
         else:
@@ -399,13 +404,13 @@ class SchedulerLoop:
 
     def _finish(self, req: Req) -> None:
         if req.row is not None:
-            self.kv.release(req, keep_kv=req.finish_reason.get("type") != "abort")
+            self.kv.release(req, keep_kv=not req.finish_reason.is_abort)
         if req in self.decoding:
             self.decoding.remove(req)
         self.reqs.pop(req.uid, None)
         if self.uid_by_rid.get(req.rid) == req.uid:
             del self.uid_by_rid[req.rid]
-        if req.finish_reason.get("type") == "abort":
+        if req.finish_reason.is_abort:
             self.stats.num_aborted += 1
         else:
             self.stats.num_finished += 1
@@ -413,13 +418,13 @@ class SchedulerLoop:
         if not self.reqs:
             self.scheduler.reset_new_token_ratio()
 
-    def _abort(self, rid: str, message: str, status_code: int = 400, err_type: str = "abort") -> None:
+    def _abort(self, rid: str, error: SglrError) -> None:
         uid = self.uid_by_rid.get(rid)
         req = self.reqs.get(uid) if uid is not None else None
         if req is None or req.phase is Phase.FINISHED:
             return
         self.scheduler.remove(req.uid)
-        self.out.mark_aborted(req, message, status_code, err_type)
+        self.out.mark_aborted(req, error)
         self._finish(req)
 
     def _abort_unfittable(self) -> None:
@@ -431,9 +436,11 @@ class SchedulerLoop:
             req = waiting[0]
             self._abort(
                 req.rid,
-                f"the request needs more KV cache than the engine has ({self.runner.num_kv_slots} tokens); "
-                "lower max_new_tokens or raise max_total_tokens",
-                err_type="invalid_request",  # the caller's request, not the caller's abort
+                InvalidRequestError(
+                    f"the request needs more KV cache than the engine has ({self.runner.num_kv_slots} tokens); "
+                    "lower max_new_tokens or raise max_total_tokens",
+                    param="sampling_params.max_new_tokens",
+                ),
             )
 
     def _flush(self) -> bool:
@@ -447,7 +454,7 @@ class SchedulerLoop:
         for req in list(self.reqs.values()):
             if req.phase is Phase.FINISHED:
                 continue
-            self.out.mark_aborted(req, message, 503, "engine_unavailable")
+            self.out.mark_aborted(req, EngineClosedError(message))
             try:
                 self._finish(req)
             except Exception:  # the loop's state is broken: still answer the caller
@@ -458,7 +465,7 @@ class SchedulerLoop:
             except queue.Empty:
                 break
             if command == "add":
-                self.out.mark_aborted(payload, message, 503, "engine_unavailable")
+                self.out.mark_aborted(payload, EngineClosedError(message))
                 self.out.publish(payload)
             elif command == "flush":
                 payload.set_result(False)

@@ -12,9 +12,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from sglr.engine.finish import FinishAbort, FinishLength, FinishStop
 from sglr.engine.output import StreamEvent
 from sglr.engine.request import LogprobRecord, Phase, Req
 from sglr.engine.tokenizer import EngineTokenizer
+from sglr.errors import SglrError
 
 
 class OutputProcessor:
@@ -31,39 +33,34 @@ class OutputProcessor:
         params = req.params
         can_stop = num_output >= params.min_new_tokens
         if can_stop and token_id in req.stop_token_ids:
-            req.finish_reason = {"type": "stop", "matched": token_id}
+            req.finish_reason = FinishStop(token_id)
         else:
             new_text = req.detokenizer.append([token_id])
             req.text += new_text
             if can_stop and new_text and not req.stop_matcher.is_empty:
                 match = req.stop_matcher.find(req.text, len(new_text))
                 if match is not None:
-                    req.finish_reason = {"type": "stop", "matched": match.stop}
+                    req.finish_reason = FinishStop(match.stop)
                     end = match.end if params.no_stop_trim else match.start
                     req.text = req.text[:end]
         if req.finish_reason is None and num_output >= req.max_new_tokens:
-            req.finish_reason = {"type": "length", "length": req.max_new_tokens}
+            req.finish_reason = FinishLength(req.max_new_tokens)
         if req.finish_reason is None and req.fill_len >= self.context_len:
-            req.finish_reason = {"type": "length", "length": num_output}
+            req.finish_reason = FinishLength(num_output)
 
     def finish_without_output(self, req: Req) -> None:
         """`max_new_tokens == 0`: prefill (and cache) only."""
-        req.finish_reason = {"type": "length", "length": 0}
+        req.finish_reason = FinishLength(0)
 
-    def mark_aborted(self, req: Req, message: str, status_code: int = 400, err_type: str = "abort") -> None:
-        req.finish_reason = {
-            "type": "abort",
-            "message": message,
-            "status_code": status_code,
-            "err_type": err_type,
-        }
+    def mark_aborted(self, req: Req, error: SglrError) -> None:
+        req.finish_reason = FinishAbort(error)
 
     def publish(self, req: Req) -> None:
         """Sends what is new to the request's sink: a delta while streaming, the result at the end."""
         finished = req.finish_reason is not None
         if finished:
             req.phase = Phase.FINISHED
-            if req.finish_reason.get("type") != "stop" or isinstance(req.finish_reason.get("matched"), int):
+            if not isinstance(req.finish_reason, FinishStop) or isinstance(req.finish_reason.matched, int):
                 req.text += req.detokenizer.flush()
         if req.sink.wants_stream:
             visible = req.text if finished else req.text[: req.stop_matcher.safe_len(req.text)]

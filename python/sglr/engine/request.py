@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from sglr.engine.detokenizer import IncrementalDetokenizer
+from sglr.engine.finish import FinishReason
 from sglr.engine.io import SequenceSpec
 from sglr.engine.output import OutputSink
 from sglr.engine.stop_strings import StopStringMatcher
@@ -74,7 +75,7 @@ class Req:
     num_sent_chars: int = 0
     num_sent_ids: int = 0
     num_sent_logprobs: int = 0
-    finish_reason: dict[str, Any] | None = None
+    finish_reason: FinishReason | None = None
     first_token_time: float | None = None
     error: str | None = None
 

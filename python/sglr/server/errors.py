@@ -14,7 +14,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from sglr.errors import EngineClosedError, InvalidRequestError
+from sglr.engine.finish import FinishAbort, FinishReason
+from sglr.errors import EngineClosedError, EngineInternalError, InvalidRequestError
 from sglr.server.jsonout import JSONOut
 
 logger = logging.getLogger("sglr.server")
@@ -68,19 +69,21 @@ def as_api_error(exc: BaseException) -> ApiError:
         return ApiError(400, exc.message, exc.param)
     if isinstance(exc, EngineClosedError):
         return ApiError(503, "the engine is not running")
+    if isinstance(exc, EngineInternalError):
+        return ApiError(500, str(exc))
     if isinstance(exc, ValueError):  # every sglr user mistake is a ValueError
         return ApiError(400, str(exc))
     logger.exception("unexpected error while serving a request", exc_info=exc)
     return ApiError(500, "internal server error (see the server log)")
 
 
-def abort_error(finish_reason: dict[str, Any]) -> ApiError | None:
+def abort_error(finish_reason: FinishReason | None) -> ApiError | None:
     """The error for a result the engine aborted on its own (a bad constraint, an engine failure);
-    None for a deliberate abort (`/abort_request`), whose partial result is returned as is."""
-    if finish_reason.get("type") != "abort" or finish_reason.get("err_type") == "abort":
+    None for a deliberate abort (`/abort_request`, a client that went away), whose partial result
+    is returned as is."""
+    if not isinstance(finish_reason, FinishAbort) or finish_reason.by_caller:
         return None
-    status = finish_reason.get("status_code") or 500
-    return ApiError(status, str(finish_reason.get("message") or "the request was aborted"))
+    return as_api_error(finish_reason.error)
 
 
 async def handle_http_exception(request: Request, exc: Exception) -> Response:

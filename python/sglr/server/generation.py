@@ -117,7 +117,7 @@ class Generation:
         first = await self.__anext__()
         self._pending = first
         reason = first.get("meta_info", {}).get("finish_reason")
-        return abort_error(reason) if reason is not None else None
+        return abort_error(reason)
 
     async def aclose(self) -> None:
         """Aborts what is still running and forgets the request ids (idempotent)."""
@@ -144,7 +144,7 @@ async def collect(gen: Generation) -> list[dict[str, Any]]:
         await gen.aclose()
     results = [acc.snapshot() for acc in accumulators]
     for result in results:
-        error = abort_error(result["meta_info"].get("finish_reason") or {})
+        error = abort_error(result["meta_info"].get("finish_reason"))
         if error is not None:
             raise error
     return results

@@ -110,7 +110,7 @@ async def _events(gen: Generation, incremental: bool) -> AsyncIterator[bytes]:
     try:
         async for delta in gen:
             index = delta.pop("index")
-            error = abort_error(delta["meta_info"].get("finish_reason") or {})
+            error = abort_error(delta["meta_info"].get("finish_reason"))
             if error is not None:
                 yield sse_error(error)
                 break

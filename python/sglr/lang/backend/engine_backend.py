@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from sglr.engine.finish import FinishAbort
 from sglr.errors import InvalidRequestError, RequestAbortedError
 from sglr.lang.backend.base import BaseBackend
 from sglr.lang.chat_template import choose_chat_template
@@ -206,9 +207,8 @@ def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
 def raise_if_aborted(meta_info: dict[str, Any]) -> None:
     """Engine results carry failures as an abort finish reason; the language raises them."""
     finish = meta_info.get("finish_reason")
-    if not isinstance(finish, dict) or finish.get("type") != "abort":
+    if not isinstance(finish, FinishAbort):
         return
-    message = finish.get("message") or "the request was aborted"
-    if finish.get("status_code") == 400:
-        raise InvalidRequestError(message)
-    raise RequestAbortedError(f"the engine aborted the request: {message}")
+    if isinstance(finish.error, InvalidRequestError):
+        raise finish.error
+    raise RequestAbortedError(f"the engine aborted the request: {finish.error}")
