@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from sglr.errors import BatchError, KVCacheCapacityError, ModelConfigError, SlotAccountingError
-from sglr.model.forward_batch import BatchLimits, ExtendRequest, ForwardBatch, ForwardMode
+from sglr.model.forward_batch import BatchLimits, ExtendRequest, ForwardBatch, ForwardMode, RowWrites
 from sglr.model.kv_cache import KVCache, KVCacheShape, kv_slots_for_memory_fraction
 from sglr.model.req_to_token import ReqToTokenTable
 from sglr.model.runner import ModelRunner, RunnerConfig
@@ -38,6 +38,23 @@ def test_decode_batch_puts_each_token_at_seq_len_minus_one() -> None:
     batch = ForwardBatch.decode([3, 1], [7, 8], [5, 1], [9, 10], "cpu", LIMITS)
     assert batch.positions.tolist() == [4, 0] and batch.prefix_lens.tolist() == [4, 0]
     assert batch.extend_lens.tolist() == [1, 1]
+
+
+def test_decode_batch_carries_its_column_and_row_writes_for_the_table() -> None:
+    writes = RowWrites(np.array([3, 3]), np.array([0, 2]), np.array([40, 41]))
+    batch = ForwardBatch.decode([3, 1], [7, 8], [5, 1], [9, 10], "cpu", LIMITS, row_writes=writes)
+    assert batch.table_rows.tolist() == [3, 3, 3, 1]
+    assert batch.table_cols.tolist() == [0, 2, 4, 0]
+    assert batch.table_slots.tolist() == [40, 41, 9, 10]
+    plain = ForwardBatch.decode([3, 1], [7, 8], [5, 1], [9, 10], "cpu", LIMITS)
+    assert plain.table_rows.tolist() == [3, 1] and plain.table_cols.tolist() == [4, 0]
+    for bad, message in [
+        (RowWrites(np.array([2]), np.array([0]), np.array([5])), "outside the batch"),  # row 2 not in it
+        (RowWrites(np.array([3]), np.array([4]), np.array([5])), "outside the batch"),  # the new column
+        (RowWrites(np.array([3]), np.array([0]), np.array([51])), "KV slot outside"),
+    ]:
+        with pytest.raises(BatchError, match=message):
+            ForwardBatch.decode([3, 1], [7, 8], [5, 1], [9, 10], "cpu", LIMITS, row_writes=bad)
 
 
 @pytest.mark.parametrize(

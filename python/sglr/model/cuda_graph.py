@@ -91,6 +91,10 @@ class DecodeCudaGraphs:
             extend_lens_cpu=ones,
             extend_starts_cpu=np.arange(bs, dtype=np.int64),
             req_rows_cpu=np.zeros(bs, dtype=np.int64),
+            # The graph never writes the table: the runner does before each replay.
+            table_rows=self._req_rows[:0],
+            table_cols=self._positions[:0],
+            table_slots=self._out_slots[:0],
             logprob_starts=(None,) * bs,
             top_logprobs_nums=(0,) * bs,
         )

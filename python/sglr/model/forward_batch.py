@@ -47,6 +47,25 @@ class BatchLimits:
             )
 
 
+@dataclass(frozen=True)
+class RowWrites:
+    """Req-to-token entries to (re)write: `table[rows[i], cols[i]] = slots[i]` (int64 arrays)."""
+
+    rows: np.ndarray
+    cols: np.ndarray
+    slots: np.ndarray
+
+    def check(self, batch_rows: np.ndarray, seq_lens: np.ndarray, limits: BatchLimits | None) -> None:
+        if not self.rows.size == self.cols.size == self.slots.size:
+            raise BatchError("row_writes arrays differ in length")
+        lens_by_row = dict(zip(batch_rows.tolist(), seq_lens.tolist(), strict=True))
+        for row, col in zip(self.rows.tolist(), self.cols.tolist(), strict=True):
+            if row not in lens_by_row or not 0 <= col < lens_by_row[row] - 1:
+                raise BatchError(f"row write ({row}, {col}) outside the batch's cached positions")
+        if limits is not None and (self.slots.min() < 1 or self.slots.max() > limits.num_slots):
+            raise BatchError(f"KV slot outside 1..{limits.num_slots}")
+
+
 class ForwardMode(enum.Enum):
     EXTEND = "extend"
     DECODE = "decode"
@@ -107,10 +126,12 @@ class ForwardBatch:
     extend_lens_cpu: np.ndarray
     extend_starts_cpu: np.ndarray
     req_rows_cpu: np.ndarray
-    # Extend only: flattened (row, column, slot) writes into the req-to-token table.
-    table_rows: torch.Tensor | None = None
-    table_cols: torch.Tensor | None = None
-    table_slots: torch.Tensor | None = None
+    # Flattened (row, column, slot) writes into the req-to-token table, applied by the runner
+    # before attention: an extend writes each request's whole row, a decode its new column plus
+    # any `row_writes` (columns whose slots the engine switched to the prefix cache's).
+    table_rows: torch.Tensor
+    table_cols: torch.Tensor
+    table_slots: torch.Tensor
     logprob_starts: tuple[int | None, ...] = ()
     top_logprobs_nums: tuple[int, ...] = ()
 
@@ -187,9 +208,11 @@ class ForwardBatch:
         out_cache_slots: Sequence[int] | np.ndarray,
         device: torch.device | str,
         limits: BatchLimits | None = None,
+        row_writes: RowWrites | None = None,
     ) -> ForwardBatch:
         """One token per request. `seq_lens[i]` counts request i's tokens *including* this one,
-        so the token sits at position `seq_lens[i] - 1`; its K/V go to `out_cache_slots[i]`."""
+        so the token sits at position `seq_lens[i] - 1`; its K/V go to `out_cache_slots[i]`.
+        `row_writes`: extra req-to-token entries to set in the same step (rows of this batch)."""
         rows = np.asarray(req_rows, dtype=np.int64)
         ids = np.asarray(input_ids, dtype=np.int64)
         lens = np.asarray(seq_lens, dtype=np.int64)
@@ -208,7 +231,16 @@ class ForwardBatch:
             limits.check(ids, slots, rows, lens)
         ones = np.ones(batch_size, dtype=np.int64)
         starts = np.arange(batch_size, dtype=np.int64)
-        dev = _to_device([ids, lens - 1, slots, rows, lens, lens - 1, ones, starts], device)
+        table_rows, table_cols, table_slots = rows, lens - 1, slots
+        if row_writes is not None and row_writes.rows.size:
+            row_writes.check(rows, lens, limits)
+            table_rows = np.concatenate((row_writes.rows, rows))
+            table_cols = np.concatenate((row_writes.cols, lens - 1))
+            table_slots = np.concatenate((row_writes.slots, slots))
+        dev = _to_device(
+            [ids, lens - 1, slots, rows, lens, lens - 1, ones, starts, table_rows, table_cols, table_slots],
+            device,
+        )
         return cls(
             mode=ForwardMode.DECODE,
             batch_size=batch_size,
@@ -226,6 +258,9 @@ class ForwardBatch:
             extend_lens_cpu=ones,
             extend_starts_cpu=starts,
             req_rows_cpu=rows,
+            table_rows=dev[8],
+            table_cols=dev[9],
+            table_slots=dev[10],
             logprob_starts=(None,) * batch_size,
             top_logprobs_nums=(0,) * batch_size,
         )

@@ -22,7 +22,7 @@ import torch
 from sglr.errors import ModelConfigError
 from sglr.kernels.attention import ATTENTION_BACKENDS, create_attention_backend
 from sglr.model.config import ModelConfig, load_model_config
-from sglr.model.forward_batch import BatchLimits, ExtendRequest, ForwardBatch, ForwardMode
+from sglr.model.forward_batch import BatchLimits, ExtendRequest, ForwardBatch, ForwardMode, RowWrites
 from sglr.model.kv_cache import KVCache, KVCacheShape, kv_slots_for_memory_fraction
 from sglr.model.loader import fill_dummy_weights, iter_checkpoint_tensors, resolve_checkpoint_dir
 from sglr.model.logprobs import TokenLogprobs, score_tokens
@@ -151,18 +151,19 @@ class ModelRunner:
         input_ids: Sequence[int] | np.ndarray,
         seq_lens: Sequence[int] | np.ndarray,
         out_cache_slots: Sequence[int] | np.ndarray,
+        row_writes: RowWrites | None = None,
     ) -> ForwardBatch:
-        return ForwardBatch.decode(req_rows, input_ids, seq_lens, out_cache_slots, self.device, self.limits)
+        return ForwardBatch.decode(
+            req_rows, input_ids, seq_lens, out_cache_slots, self.device, self.limits, row_writes
+        )
 
     @torch.inference_mode()
     def forward(self, batch: ForwardBatch) -> ForwardOutput:
         """Runs one step. Mutates the KV cache (this batch's K/V) and the request table rows."""
         table = self.req_to_token.table
-        if batch.mode is ForwardMode.EXTEND:
-            assert batch.table_rows is not None and batch.table_cols is not None
-            table[batch.table_rows, batch.table_cols] = batch.table_slots.to(table.dtype)
-        else:
-            table[batch.req_rows.long(), batch.positions] = batch.out_cache_slots.to(table.dtype)
+        # The runner is the table's only writer: every batch brings the entries it needs.
+        table[batch.table_rows, batch.table_cols] = batch.table_slots.to(table.dtype)
+        if batch.mode is ForwardMode.DECODE:
             if self.cuda_graphs is not None and self.cuda_graphs.can_run(batch.batch_size):
                 logits = self.cuda_graphs.replay(batch)
                 return ForwardOutput(logits, [None] * batch.batch_size)
