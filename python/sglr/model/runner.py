@@ -163,10 +163,10 @@ class ModelRunner:
         table = self.req_to_token.table
         # The runner is the table's only writer: every batch brings the entries it needs.
         table[batch.table_rows, batch.table_cols] = batch.table_slots.to(table.dtype)
-        if batch.mode is ForwardMode.DECODE:
-            if self.cuda_graphs is not None and self.cuda_graphs.can_run(batch.batch_size):
-                logits = self.cuda_graphs.replay(batch)
-                return ForwardOutput(logits, [None] * batch.batch_size)
+        graphs = self.cuda_graphs
+        if batch.mode is ForwardMode.DECODE and graphs is not None and graphs.can_run(batch.batch_size):
+            logits = graphs.replay(batch)
+            return ForwardOutput(logits, [None] * batch.batch_size)
         self.attn.begin(batch)
         hidden = self.model(batch.input_ids, batch.positions, self.attn)  # [T, hidden]
         last = torch.from_numpy(batch.extend_starts_cpu + batch.extend_lens_cpu - 1).to(self.device)
