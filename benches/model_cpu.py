@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from sglr.model.batch_generate import generate
+from sglr.engine.offline import generate_token_ids as generate
 from sglr.model.runner import ModelRunner, RunnerConfig
 from sglr.model.tiny import tiny_model_path
 

@@ -109,39 +109,31 @@ def prefill(runner: ModelRunner, rows: list[int], prompt_len: int, slots: Slots,
 
 def bench_decode(runner: ModelRunner, batch_size: int, context: int, steps: int) -> float:
     """tokens/s of `steps` decode steps for `batch_size` requests after a `context` prefill."""
-    rows = [runner.req_to_token.try_alloc() for _ in range(batch_size)]
+    rows = list(range(1, batch_size + 1))  # the runner writes whole rows from each batch
     slots = Slots()
-    try:
-        prefill(runner, rows, context, slots, chunk_reqs=max(1, 8192 // context))
-        token_ids = np.zeros(batch_size, dtype=np.int64)
-        seq_len = context
-        warmup = 3
-        for step in range(warmup + steps):
-            if step == warmup:
-                sync(runner.device)
-                start = time.perf_counter()
-            seq_len += 1
-            batch = runner.decode_batch(rows, token_ids, [seq_len] * batch_size, slots.take(batch_size))
-            logits = runner.forward(batch).next_token_logits
-            token_ids = logits.argmax(dim=-1).cpu().numpy()  # the host needs the tokens every step
-        return batch_size * steps / (time.perf_counter() - start)
-    finally:
-        for row in rows:
-            runner.req_to_token.free(row)
+    prefill(runner, rows, context, slots, chunk_reqs=max(1, 8192 // context))
+    token_ids = np.zeros(batch_size, dtype=np.int64)
+    seq_len = context
+    warmup = 3
+    for step in range(warmup + steps):
+        if step == warmup:
+            sync(runner.device)
+            start = time.perf_counter()
+        seq_len += 1
+        batch = runner.decode_batch(rows, token_ids, [seq_len] * batch_size, slots.take(batch_size))
+        logits = runner.forward(batch).next_token_logits
+        token_ids = logits.argmax(dim=-1).cpu().numpy()  # the host needs the tokens every step
+    return batch_size * steps / (time.perf_counter() - start)
 
 
 def bench_prefill(runner: ModelRunner, num_reqs: int, prompt_len: int, repeats: int = 3) -> float:
-    rows = [runner.req_to_token.try_alloc() for _ in range(num_reqs)]
-    try:
-        best = float("inf")
-        for _ in range(repeats + 1):  # the first run compiles kernels
-            start = time.perf_counter()
-            prefill(runner, rows, prompt_len, Slots(), chunk_reqs=num_reqs)
-            best = min(best, time.perf_counter() - start)
-        return num_reqs * prompt_len / best
-    finally:
-        for row in rows:
-            runner.req_to_token.free(row)
+    rows = list(range(1, num_reqs + 1))
+    best = float("inf")
+    for _ in range(repeats + 1):  # the first run compiles kernels
+        start = time.perf_counter()
+        prefill(runner, rows, prompt_len, Slots(), chunk_reqs=num_reqs)
+        best = min(best, time.perf_counter() - start)
+    return num_reqs * prompt_len / best
 
 
 def hf_model(preset: dict, device: torch.device) -> torch.nn.Module:

@@ -15,8 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sglr.engine.kv_slots import KVSlotAllocator
-from sglr.engine.prefix_cache import RadixPrefixCache
+from sglr.engine.kv import KVPool, RequestKV
 
 VOCAB_SIZE = 32_000
 
@@ -81,25 +80,26 @@ class ReplayStats:
 
 
 def replay(trace: list[Request], capacity: int) -> ReplayStats:
-    cache = RadixPrefixCache(KVSlotAllocator(capacity))
+    pool = KVPool(capacity, max_num_reqs=1)
     num_prompt = num_cached = num_evicted = 0
     start = time.perf_counter()
     for request in trace:
-        match = cache.match(request.prompt_ids)
-        cache.lock(match.node)
-        num_new = request.prompt_ids.size - match.matched_len + request.output_ids.size
-        evictable_before = cache.evictable_size()
-        new_slots = cache.try_alloc(num_new)
-        if new_slots is None:
+        kv = RequestKV()
+        matched, node = pool.tree.match_prefix(request.prompt_ids)
+        if node is not None:
+            pool.tree.lock(node)  # what the scheduler does for an admitted request
+        pool.admit(kv, matched, node)
+        num_new = request.prompt_ids.size - matched.size + request.output_ids.size
+        evictable_before = pool.index.evictable_size()
+        if not pool.reserve([kv], [num_new]):
             raise RuntimeError(f"a request of {num_new} new tokens does not fit a pool of {capacity}")
-        num_evicted += evictable_before - cache.evictable_size()
-        sequence = np.concatenate([request.prompt_ids, request.output_ids])
-        cache.cache(sequence, np.concatenate([match.slots, new_slots]))
-        cache.unlock(match.node)
+        num_evicted += evictable_before - pool.index.evictable_size()
+        pool.commit(kv)
+        pool.release(kv, np.concatenate([request.prompt_ids, request.output_ids]), None, keep=True)
         num_prompt += request.prompt_ids.size
-        num_cached += match.matched_len
+        num_cached += matched.size
     seconds = time.perf_counter() - start
-    cache.check_invariants(num_slots_held=0)
+    pool.check_invariants()
     return ReplayStats(len(trace), num_prompt, num_cached, num_evicted, seconds)
 
 

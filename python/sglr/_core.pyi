@@ -49,7 +49,7 @@ class RadixTree:
     def unlock(self, node: NodeHandle) -> None: ...
     def lock_ref(self, node: NodeHandle) -> int: ...
     def evict(self, num_tokens: int) -> npt.NDArray[np.int32]:
-        """Frees at least `num_tokens` (or all evictable) tokens, LRU leaves first."""
+        """Drops at least `num_tokens` (or all evictable) tokens, LRU leaves first; returns their slots."""
     def evictable_size(self) -> int: ...
     def protected_size(self) -> int: ...
     def total_size(self) -> int: ...
@@ -78,8 +78,9 @@ class Admission:
     """Offered ahead of the policy order (requeued, or by the starvation guard)."""
 
 class Decision:
-    """The outcome of one `Scheduler.select`, applied by the engine in one go: free
-    `evicted_slots` into the KV pool, allocate `num_prefill_tokens` slots, run the admissions."""
+    """The outcome of one `Scheduler.select`, applied by the engine in one go: its KV pool takes
+    the locks, evicts `num_tokens_to_evict` cached tokens, allocates `num_prefill_tokens` slots
+    and runs the admissions. The scheduler itself never evicts or frees anything."""
 
     step: int
     admitted: list[Admission]
@@ -87,8 +88,8 @@ class Decision:
     """Matched prefix slots of all admissions, concatenated."""
     prefix_offsets: npt.NDArray[np.int64]
     """`prefix_slots[prefix_offsets[i]:prefix_offsets[i + 1]]` belongs to `admitted[i]`."""
-    evicted_slots: npt.NDArray[np.int32]
-    """Slots the tree gave up for this step's prefill: free them into the KV pool."""
+    num_tokens_to_evict: int
+    """Cached (unlocked) tokens to evict before `num_prefill_tokens` slots can be allocated."""
     num_prefill_tokens: int
     stop_reason: str
     """'queue_exhausted', 'prefill_budget', 'memory' or 'running_cap'."""
@@ -164,7 +165,7 @@ class Scheduler:
         now: float | None = None,
     ) -> Decision:
         """One admission step. `running_tokens_left[i]`: output tokens running request i may
-        still generate. Mutates `tree` (matches, locks, evicts)."""
+        still generate. Mutates `tree` (matches and locks; never evicts)."""
     def __len__(self) -> int: ...
     def __contains__(self, rid: object) -> bool: ...
     @property

@@ -162,6 +162,10 @@ class SamplingError(SglrError, ValueError):
     """Sampling parameters or a token mask are invalid."""
 
 
+class InvalidSamplingParamsError(InvalidRequestError, SamplingError):
+    """A request's sampling parameters are out of range (rejected before anything runs)."""
+
+
 class ConstraintError(SglrError):
     """A regex / JSON-schema output constraint that cannot be compiled or used."""
 

@@ -15,11 +15,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from sglr.errors import InvalidRequestError
+from sglr.errors import InvalidRequestError, InvalidSamplingParamsError
 
 TOP_K_ALL = 1 << 30
 MAX_STOP_STRINGS = 32
 MAX_STOP_REGEX_BYTES = 256
+# Below this, a temperature means greedy decoding (as in SGLang and vLLM).
 GREEDY_TEMPERATURE = 1e-6
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
@@ -80,12 +81,16 @@ class SamplingParams:
         return self.top_k == 1
 
     @property
+    def has_penalty(self) -> bool:
+        return self.repetition_penalty != 1.0 or self.frequency_penalty != 0.0 or self.presence_penalty != 0.0
+
+    @property
     def has_constraint(self) -> bool:
         return self.json_schema is not None or self.regex is not None
 
     def _validate(self) -> None:
         def fail(message: str, name: str) -> None:
-            raise InvalidRequestError(message, param=f"sampling_params.{name}")
+            raise InvalidSamplingParamsError(message, param=f"sampling_params.{name}")
 
         if (
             not isinstance(self.temperature, (int, float))

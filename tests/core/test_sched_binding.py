@@ -11,8 +11,7 @@ import pytest
 
 from sglr import errors
 from sglr._core import Admission, Decision, RadixTree, Scheduler
-from sglr.engine.kv_slots import KVSlotAllocator
-from sglr.engine.prefix_cache import RadixPrefixCache
+from sglr.engine.kv import KVPool, RequestKV
 
 
 def ids(*values: int) -> np.ndarray:
@@ -43,7 +42,7 @@ def test_select_returns_typed_decision_and_locks_the_prefix() -> None:
     assert decision.prefix_offsets.tolist() == [0, 4, 4]
     assert decision.prefix_slots_of(0).tolist() == [100, 101, 102, 103]
     assert decision.prefix_slots_of(-1).size == 0
-    assert decision.evicted_slots.dtype == np.int32 and decision.evicted_slots.size == 0
+    assert decision.num_tokens_to_evict == 0
     assert decision.num_prefill_tokens == 4 and decision.stop_reason == "queue_exhausted"
     assert [a.rid for a in decision] == [8, 7]
     assert "num_admitted=2" in repr(decision) and "rid=8" in repr(first)
@@ -57,10 +56,10 @@ def test_select_returns_typed_decision_and_locks_the_prefix() -> None:
 
 
 def test_engine_loop_keeps_slot_accounting_exact() -> None:
-    """The engine's calling pattern: free evicted slots, allocate the prefill, cache each chunk
-    (moving the lock), release finished requests. free + cached + held == total every step."""
-    allocator = KVSlotAllocator(300)
-    cache = RadixPrefixCache(allocator)
+    """The engine's calling pattern: the KV pool takes the admitted locks, evicts what the
+    decision reports, allocates the prefill, shares each chunk (moving the lock) and releases
+    finished requests. free + cached + held == total every step."""
+    pool = KVPool(300, max_num_reqs=8)
     sched = Scheduler("lpm", max_prefill_tokens=96, max_running_requests=4)
     rng = np.random.default_rng(0)
     system = rng.integers(0, 1000, size=60, dtype=np.int32)
@@ -69,32 +68,31 @@ def test_engine_loop_keeps_slot_accounting_exact() -> None:
         tail = rng.integers(1000, 2000, size=int(rng.integers(5, 120)), dtype=np.int32)
         prompts[rid] = np.concatenate([system if rid % 3 else system[:20], tail])
         sched.add_request(rid, prompts[rid], max_new_tokens=0)
-    held: dict[int, tuple[np.ndarray, int]] = {}  # chunked request -> (its slots, its locked node)
+    held: dict[int, RequestKV] = {}  # chunked requests
     num_hits = 0
     while len(sched):
-        decision = sched.select(cache.tree, allocator.num_free)
-        allocator.free(decision.evicted_slots)
-        assert decision.num_prefill_tokens <= allocator.num_free
+        decision = sched.select(pool.tree, pool.num_free_slots)
+        assert decision.num_tokens_to_evict == max(0, decision.num_prefill_tokens - pool.num_free_slots)
+        assert pool.can_reserve(decision.num_prefill_tokens)
         for i, admission in enumerate(decision.admitted):
             tokens = prompts[admission.rid]
             if admission.is_continuation:
-                prefix, old_node = held.pop(admission.rid)
+                kv = held.pop(admission.rid)
             else:
-                prefix, old_node = decision.prefix_slots_of(i), admission.node
+                kv = RequestKV()
+                assert pool.admit(kv, decision.prefix_slots_of(i), admission.node)
                 num_hits += admission.prefix_len
-            new = allocator.try_alloc(admission.extend_len)
-            assert new is not None
+            assert pool.reserve([kv], [admission.extend_len])
+            pool.commit(kv)
             end = admission.prefix_len + admission.extend_len
-            match = cache.cache(tokens[:end], np.concatenate([prefix, new]))
-            cache.lock(match.node)
-            cache.unlock(old_node)
+            pool.share(kv, tokens[:end], None)
             if admission.is_prompt_done:
-                cache.unlock(match.node)  # finishes at once (no decode in this test)
+                pool.release(kv, tokens[:end], None, keep=True)  # finishes at once (no decode here)
             else:
-                held[admission.rid] = (match.slots, match.node)
-        cache.check_invariants(num_slots_held=0)
+                held[admission.rid] = kv
+        pool.check_invariants()
         sched.check_invariants()
-    assert not held and cache.protected_size() == 0
+    assert not held and pool.tree.protected_size() == 0
     assert num_hits > 0
 
 

@@ -6,10 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from sglr.errors import BatchError, KVCacheCapacityError, ModelConfigError, SlotAccountingError
+from sglr.errors import BatchError, KVCacheCapacityError, ModelConfigError
 from sglr.model.forward_batch import BatchLimits, ExtendRequest, ForwardBatch, ForwardMode, RowWrites
 from sglr.model.kv_cache import KVCache, KVCacheShape, kv_slots_for_memory_fraction
-from sglr.model.req_to_token import ReqToTokenTable
 from sglr.model.runner import ModelRunner, RunnerConfig
 from sglr.model.tiny import tiny_model_path
 
@@ -112,20 +111,6 @@ def test_kv_cache_sized_from_memory_fraction() -> None:
         kv_slots_for_memory_fraction(shape, torch.device("cpu"), 1.5)
 
 
-def test_request_table_allocates_rows_and_detects_double_free() -> None:
-    table = ReqToTokenTable(max_num_reqs=3, max_context_len=8, device="cpu")
-    rows = [table.try_alloc() for _ in range(3)]
-    assert sorted(rows) == [1, 2, 3] and table.try_alloc() is None
-    table.check_invariants()
-    table.free(rows[1])
-    with pytest.raises(SlotAccountingError):
-        table.free(rows[1])
-    with pytest.raises(SlotAccountingError):
-        table.free(0)  # the padding row is never handed out
-    assert table.try_alloc() == rows[1]
-    table.check_invariants()
-
-
 def test_runner_config_validation_and_runner_limits() -> None:
     with pytest.raises(ModelConfigError, match="not both"):
         RunnerConfig("x", kv_num_tokens=10, mem_fraction=0.5)
@@ -137,7 +122,7 @@ def test_runner_config_validation_and_runner_limits() -> None:
         RunnerConfig(tiny_model_path("llama"), device="cpu", kv_num_tokens=32, max_context_len=64)
     )
     assert runner.num_kv_slots == 32 and runner.dtype == torch.float32
-    row = runner.req_to_token.try_alloc()
+    row = 1
     with pytest.raises(BatchError, match="KV slot outside"):
         runner.extend_batch([req(row, 0, 2, first_slot=32)])
     with pytest.raises(BatchError, match="vocabulary"):

@@ -9,8 +9,8 @@ import pytest
 import torch
 from hf_twin import hf_greedy
 
-from sglr.engine.kv_slots import KVSlotAllocator
-from sglr.model.batch_generate import generate
+from sglr.engine.kv import KVSlotAllocator
+from sglr.engine.offline import generate_token_ids as generate
 from sglr.model.forward_batch import ExtendRequest
 from sglr.model.runner import ModelRunner, RunnerConfig
 
@@ -57,7 +57,7 @@ def test_cuda_graph_logits_match_eager_logits(tiny_path: Path) -> None:
     for runner in runners:
         allocator = KVSlotAllocator(runner.num_kv_slots)
         prompts = ragged_prompts(5, 5)
-        rows = [runner.req_to_token.try_alloc() for _ in prompts]
+        rows = list(range(1, len(prompts) + 1))
         extends = [ExtendRequest(r, np.array(p), np.zeros(0, np.int32), allocator.try_alloc(len(p)))
                    for r, p in zip(rows, prompts, strict=True)]  # fmt: skip
         runner.forward(runner.extend_batch(extends))

@@ -12,8 +12,8 @@ import pytest
 import torch
 from hf_twin import hf_greedy, hf_logits
 
-from sglr.engine.kv_slots import KVSlotAllocator
-from sglr.model.batch_generate import generate
+from sglr.engine.kv import KVSlotAllocator
+from sglr.engine.offline import generate_token_ids as generate
 from sglr.model.forward_batch import ExtendRequest
 from sglr.model.runner import ModelRunner, RunnerConfig
 from sglr.model.tiny import write_tiny_model
@@ -71,20 +71,16 @@ def test_extend_on_cached_prefix_matches_full_prefill(tiny_path: Path) -> None:
     runner = runner_for(tiny_path)
     allocator = KVSlotAllocator(runner.num_kv_slots)
     shared, suffix = prompts(3, [21, 6])
-    row_a, row_b = runner.req_to_token.try_alloc(), runner.req_to_token.try_alloc()
-    try:
-        slots_a = allocator.try_alloc(len(shared))
-        runner.forward(runner.extend_batch([ExtendRequest(row_a, np.array(shared), slots_a[:0], slots_a)]))
-        slots_b = allocator.try_alloc(len(suffix))
-        cached = ExtendRequest(row_b, np.array(suffix), slots_a, slots_b, logprob_start=len(shared))
-        out = runner.forward(runner.extend_batch([cached]))
-        reference = hf_logits(tiny_path, shared + suffix)
-        torch.testing.assert_close(out.next_token_logits[0], reference[-1], atol=LOGIT_ATOL, rtol=0)
-        expected = reference.log_softmax(-1)[len(shared) : -1].gather(1, torch.tensor(suffix[1:])[:, None])
-        np.testing.assert_allclose(out.prompt_logprobs[0].logprobs, expected.squeeze(1).numpy(), atol=1e-4)
-    finally:
-        runner.req_to_token.free(row_a)
-        runner.req_to_token.free(row_b)
+    row_a, row_b = 1, 2  # the runner writes whole rows from each extend batch
+    slots_a = allocator.try_alloc(len(shared))
+    runner.forward(runner.extend_batch([ExtendRequest(row_a, np.array(shared), slots_a[:0], slots_a)]))
+    slots_b = allocator.try_alloc(len(suffix))
+    cached = ExtendRequest(row_b, np.array(suffix), slots_a, slots_b, logprob_start=len(shared))
+    out = runner.forward(runner.extend_batch([cached]))
+    reference = hf_logits(tiny_path, shared + suffix)
+    torch.testing.assert_close(out.next_token_logits[0], reference[-1], atol=LOGIT_ATOL, rtol=0)
+    expected = reference.log_softmax(-1)[len(shared) : -1].gather(1, torch.tensor(suffix[1:])[:, None])
+    np.testing.assert_allclose(out.prompt_logprobs[0].logprobs, expected.squeeze(1).numpy(), atol=1e-4)
 
 
 def test_decode_logits_match_transformers_at_every_step(tiny_path: Path) -> None:
@@ -94,50 +90,43 @@ def test_decode_logits_match_transformers_at_every_step(tiny_path: Path) -> None
     sequence = prompts(4, [20])[0]
     reference = hf_logits(tiny_path, sequence)
     prefill_len = 8
-    row = runner.req_to_token.try_alloc()
-    try:
-        slots = allocator.try_alloc(prefill_len)
-        out = runner.forward(
-            runner.extend_batch([ExtendRequest(row, np.array(sequence[:prefill_len]), slots[:0], slots)])
-        )
-        logits = [out.next_token_logits[0]]
-        for pos in range(prefill_len, len(sequence)):
-            slot = allocator.try_alloc(1)
-            out = runner.forward(runner.decode_batch([row], [sequence[pos]], [pos + 1], slot))
-            logits.append(out.next_token_logits[0])
-        torch.testing.assert_close(torch.stack(logits), reference[prefill_len - 1 :], atol=LOGIT_ATOL, rtol=0)
-    finally:
-        runner.req_to_token.free(row)
+    row = 1
+    slots = allocator.try_alloc(prefill_len)
+    out = runner.forward(
+        runner.extend_batch([ExtendRequest(row, np.array(sequence[:prefill_len]), slots[:0], slots)])
+    )
+    logits = [out.next_token_logits[0]]
+    for pos in range(prefill_len, len(sequence)):
+        slot = allocator.try_alloc(1)
+        out = runner.forward(runner.decode_batch([row], [sequence[pos]], [pos + 1], slot))
+        logits.append(out.next_token_logits[0])
+    torch.testing.assert_close(torch.stack(logits), reference[prefill_len - 1 :], atol=LOGIT_ATOL, rtol=0)
 
 
 def test_prompt_logprobs_match_reference_log_softmax(tiny_path: Path) -> None:
     runner = runner_for(tiny_path)
     allocator = KVSlotAllocator(runner.num_kv_slots)
     seq_a, seq_b = prompts(5, [15, 9])
-    rows = [runner.req_to_token.try_alloc() for _ in range(2)]
-    try:
-        slots_a, slots_b = allocator.try_alloc(len(seq_a)), allocator.try_alloc(len(seq_b))
-        batch = runner.extend_batch(
-            [
-                ExtendRequest(
-                    rows[0], np.array(seq_a), slots_a[:0], slots_a, logprob_start=4, top_logprobs_num=5
-                ),
-                ExtendRequest(rows[1], np.array(seq_b), slots_b[:0], slots_b),
-            ]
-        )
-        out = runner.forward(batch)
-        assert out.prompt_logprobs[1] is None
-        scored = out.prompt_logprobs[0]
-        reference = hf_logits(tiny_path, seq_a).log_softmax(-1)[4:-1]  # positions 4 .. len-2
-        assert scored.token_ids.tolist() == seq_a[5:]
-        expected = reference.gather(1, torch.tensor(seq_a[5:])[:, None]).squeeze(1)
-        np.testing.assert_allclose(scored.logprobs, expected.numpy(), atol=1e-4)
-        top_vals, top_ids = reference.topk(5, dim=-1)
-        np.testing.assert_allclose(scored.top_logprobs, top_vals.numpy(), atol=1e-4)
-        assert (scored.top_ids == top_ids.numpy()).mean() > 0.95  # ids may swap on near-ties only
-    finally:
-        for row in rows:
-            runner.req_to_token.free(row)
+    rows = [1, 2]
+    slots_a, slots_b = allocator.try_alloc(len(seq_a)), allocator.try_alloc(len(seq_b))
+    batch = runner.extend_batch(
+        [
+            ExtendRequest(
+                rows[0], np.array(seq_a), slots_a[:0], slots_a, logprob_start=4, top_logprobs_num=5
+            ),
+            ExtendRequest(rows[1], np.array(seq_b), slots_b[:0], slots_b),
+        ]
+    )
+    out = runner.forward(batch)
+    assert out.prompt_logprobs[1] is None
+    scored = out.prompt_logprobs[0]
+    reference = hf_logits(tiny_path, seq_a).log_softmax(-1)[4:-1]  # positions 4 .. len-2
+    assert scored.token_ids.tolist() == seq_a[5:]
+    expected = reference.gather(1, torch.tensor(seq_a[5:])[:, None]).squeeze(1)
+    np.testing.assert_allclose(scored.logprobs, expected.numpy(), atol=1e-4)
+    top_vals, top_ids = reference.topk(5, dim=-1)
+    np.testing.assert_allclose(scored.top_logprobs, top_vals.numpy(), atol=1e-4)
+    assert (scored.top_ids == top_ids.numpy()).mean() > 0.95  # ids may swap on near-ties only
 
 
 @pytest.mark.parametrize("arch", ["llama", "qwen2"])

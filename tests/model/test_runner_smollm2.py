@@ -7,7 +7,7 @@ from pathlib import Path
 
 from hf_twin import hf_greedy
 
-from sglr.model.batch_generate import generate
+from sglr.engine.offline import generate_token_ids as generate
 from sglr.model.runner import ModelRunner, RunnerConfig
 
 NUM_NEW = 8

@@ -1,44 +1,45 @@
 """`BatchExecutor`: turns the loop's decisions into model steps and sampled tokens.
 
-It builds extend/decode batches, runs the model, applies token masks (constraints, and
-`min_new_tokens` holding back EOS/stop tokens), samples, and collects logprobs. It owns no
-KV and changes no request state: the loop applies what it returns.
+It builds extend/decode batches from the requests' reserved KV, runs the model, applies token
+masks (constraints, and `min_new_tokens` holding back EOS/stop tokens), samples, and collects
+logprobs. It owns no KV and changes no request state: the loop applies what it returns.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
-from sglr.engine.constraints import fill_token_bitmasks
 from sglr.engine.request import Req
-from sglr.model.forward_batch import ExtendRequest
+from sglr.model.forward_batch import ExtendRequest, RowWrites
 from sglr.model.logprobs import TokenLogprobs, score_tokens
 from sglr.model.runner import ModelRunner
 from sglr.model.sampler import sample
-from sglr.model.sampling import SamplingBatch, SamplingConfig
+from sglr.model.sampling import SamplingBatch
+
+TokenMasks = Callable[[Sequence[Req], int], "np.ndarray | None"]
 
 
 @dataclass
 class ExtendItem:
-    """Run `fill_ids[start : start + len(new_slots)]` of `req` (its KV prefix is `slots[:start]`).
+    """Run `fill_ids[start:end]` of `req` into its reserved slots (its KV prefix is
+    `kv.slots[:start]`, the new tokens go to `kv.pending_slots()`).
 
     sample: take the next token from the last position (the prompt, or a jump-forward run, is
-    complete). score_from: prompt position from which to return logprobs (see `_prompt_logprob_start`).
+    complete). score_from: prompt position from which to return logprobs (see `prompt_logprobs`).
     """
 
     req: Req
     start: int
-    new_slots: np.ndarray
     sample: bool
     score_from: int | None = None
 
     @property
     def end(self) -> int:
-        return self.start + int(self.new_slots.size)
+        return self.req.kv.num_reserved
 
 
 @dataclass
@@ -56,21 +57,23 @@ class ExtendOutcome:
 
 
 class BatchExecutor:
-    def __init__(self, runner: ModelRunner, constraint_masks: ConstraintMasker | None = None) -> None:
+    def __init__(self, runner: ModelRunner, token_masks: TokenMasks) -> None:
         self.runner = runner
         self.vocab_size = runner.vocab_size
-        self.masker = constraint_masks or ConstraintMasker()
+        self.token_masks = token_masks
 
     def extend(self, items: Sequence[ExtendItem]) -> ExtendOutcome:
         requests = []
         for item in items:
             fill = item.req.fill_ids()
+            kv = item.req.kv
+            assert kv.row is not None and kv.num_computed == item.start
             requests.append(
                 ExtendRequest(
-                    row=item.req.row,
+                    row=kv.row,
                     input_ids=fill[item.start : item.end],
-                    prefix_slots=item.req.slots[: item.start],
-                    new_slots=item.new_slots,
+                    prefix_slots=kv.slots[: item.start],
+                    new_slots=kv.pending_slots(),
                     logprob_start=_logprob_start(item),
                     top_logprobs_num=item.req.spec.top_logprobs_num,
                 )
@@ -102,27 +105,29 @@ class BatchExecutor:
             sampled = {req.uid: token for req, token in zip(reqs, tokens, strict=True)}
         return ExtendOutcome(sampled, scores)
 
-    def decode(self, reqs: Sequence[Req], new_slots: np.ndarray) -> list[SampledToken]:
+    def decode(self, reqs: Sequence[Req], row_writes: RowWrites | None = None) -> list[SampledToken]:
+        """One token per request into its one reserved slot."""
         batch = self.runner.decode_batch(
-            [req.row for req in reqs],
+            [req.kv.row for req in reqs],
             [req.output_ids[-1] for req in reqs],
             [req.num_computed + 1 for req in reqs],
-            new_slots,
+            np.concatenate([req.kv.pending_slots() for req in reqs]),
+            row_writes,
         )
         output = self.runner.forward(batch)
         return self._sample(reqs, output.next_token_logits)
 
     def _sample(self, reqs: Sequence[Req], logits: torch.Tensor) -> list[SampledToken]:
-        configs = [_sampling_config(req) for req in reqs]
-        penalized = any(c.has_penalty for c in configs)
+        params = [req.params for req in reqs]
+        penalized = any(p.has_penalty for p in params)
         batch = SamplingBatch.build(
-            configs,
+            params,
             logits.shape[1],
             logits.device,
             output_ids=[req.output_ids for req in reqs] if penalized else None,
             steps=[len(req.output_ids) for req in reqs],
         )
-        mask = self.masker.build(reqs, logits.shape[1])
+        mask = self.token_masks(reqs, logits.shape[1])
         want_logprobs = any(req.spec.return_logprob for req in reqs)
         top_k = max((req.spec.top_logprobs_num for req in reqs if req.spec.return_logprob), default=0)
         result = sample(
@@ -148,45 +153,11 @@ class BatchExecutor:
         return tokens
 
 
-class ConstraintMasker:
-    """Builds the allowed-token mask of a sampling step, or None when nothing is masked."""
-
-    def build(self, reqs: Sequence[Req], vocab_size: int) -> np.ndarray | None:
-        constrained = [i for i, req in enumerate(reqs) if req.constraint is not None]
-        holding = [i for i, req in enumerate(reqs) if len(req.output_ids) < req.params.min_new_tokens]
-        if not constrained and not holding:
-            return None
-        num_words = (vocab_size + 31) // 32
-        mask = np.full((len(reqs), num_words), -1, dtype=np.int32)
-        if constrained:
-            self.fill_constraints([reqs[i] for i in constrained], mask, constrained)
-        bits = mask.view(np.uint32)
-        for i in holding:
-            for token_id in reqs[i].stop_token_ids:
-                if token_id < vocab_size:
-                    bits[i, token_id >> 5] &= np.uint32(~(1 << (token_id & 31)) & 0xFFFFFFFF)
-            if not bits[i].any():
-                mask[i] = -1  # every allowed token is a stop token: let the constraint win
-        return mask
-
-    def fill_constraints(self, reqs: Sequence[Req], mask: np.ndarray, rows: Sequence[int]) -> None:
-        # One call into Rust for the whole batch (GIL released while it fills).
-        fill_token_bitmasks(
-            [req.constraint.fsm for req in reqs], [req.constraint.state for req in reqs], mask, list(rows)
-        )
-
-
 def _logprob_start(item: ExtendItem) -> int | None:
     """First position of this run whose logits score the next prompt token (None: none do)."""
     if item.score_from is None or item.score_from > item.end - 1:
         return None
     return max(item.score_from, item.start)
-
-
-def _sampling_config(req: Req) -> SamplingConfig:
-    if req.sampling_config is None:
-        req.sampling_config = SamplingConfig.from_params(req.params)
-    return req.sampling_config
 
 
 def _entries(scored: TokenLogprobs) -> tuple[list[tuple[float, int]], list[list[tuple[float, int]]]]:

@@ -48,10 +48,6 @@ class OutputProcessor:
         if req.finish_reason is None and req.fill_len >= self.context_len:
             req.finish_reason = FinishLength(num_output)
 
-    def finish_without_output(self, req: Req) -> None:
-        """`max_new_tokens == 0`: prefill (and cache) only."""
-        req.finish_reason = FinishLength(0)
-
     def mark_aborted(self, req: Req, error: SglrError) -> None:
         req.finish_reason = FinishAbort(error)
 

@@ -1,9 +1,9 @@
 """`Req`: everything the scheduler loop knows about one sequence in flight.
 
-Token bookkeeping: `fill_ids = prompt + output`. `num_computed` of them have KV in `slots`
-(`slots[:num_computed]`); the rest (normally just the last sampled token) still has to run
-through the model. Ownership: while running, the request owns `row`, the slots past the
-tree-owned prefix, and one lock on `locked_node`.
+Token bookkeeping: `fill_ids = prompt + output`. `kv.num_computed` of them have KV (in
+`kv.slots`); the rest (normally just the last sampled token) still has to run through the
+model. The request's hold on KV memory (`kv`: its row, slots and prefix lock) is a record that
+only the engine's `KVPool` changes.
 """
 
 from __future__ import annotations
@@ -18,11 +18,10 @@ import numpy as np
 from sglr.engine.detokenizer import IncrementalDetokenizer
 from sglr.engine.finish import FinishReason
 from sglr.engine.io import SequenceSpec
+from sglr.engine.kv import RequestKV
 from sglr.engine.output import OutputSink
 from sglr.engine.stop_strings import StopStringMatcher
 from sglr.sampling_params import SamplingParams
-
-SLOT_DTYPE = np.int32
 
 
 class Phase(enum.Enum):
@@ -56,16 +55,10 @@ class Req:
     arrival_time: float = field(default_factory=time.monotonic)
     phase: Phase = Phase.WAITING
     output_ids: list[int] = field(default_factory=list)
-    row: int | None = None
-    slots: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=SLOT_DTYPE))
-    num_computed: int = 0
-    # Slots `[:num_tree_owned]` belong to the tree (matched or handed over); the rest are ours.
-    num_tree_owned: int = 0
-    locked_node: int | None = None
+    kv: RequestKV = field(default_factory=RequestKV)
     cached_tokens: int | None = None
     num_retractions: int = 0
     constraint: Any = None  # a ConstraintState when the request has a regex / JSON schema
-    sampling_config: Any = None  # the sampler's view of `params`, built on first use
     has_prefilled: bool = False  # the prompt ran once (re-admissions after retraction skip
     # prompt-only work: max_new_tokens == 0, prompt logprobs)
     logprobs: LogprobRecord | None = None
@@ -77,7 +70,6 @@ class Req:
     num_sent_logprobs: int = 0
     finish_reason: FinishReason | None = None
     first_token_time: float | None = None
-    error: str | None = None
 
     @property
     def rid(self) -> str:
@@ -98,7 +90,7 @@ class Req:
     def fill_ids(self) -> np.ndarray:
         if not self.output_ids:
             return self.prompt_ids
-        return np.concatenate([self.prompt_ids, np.asarray(self.output_ids, dtype=SLOT_DTYPE)])
+        return np.concatenate([self.prompt_ids, np.asarray(self.output_ids, dtype=np.int32)])
 
     @property
     def tokens_left(self) -> int:
@@ -106,14 +98,10 @@ class Req:
         return max(self.max_new_tokens - len(self.output_ids), 0)
 
     @property
-    def num_owned_slots(self) -> int:
-        return self.num_computed - self.num_tree_owned
+    def num_computed(self) -> int:
+        """Tokens of `fill_ids` whose KV is written."""
+        return self.kv.num_computed
 
-    def ensure_slot_capacity(self, num_tokens: int) -> None:
-        if self.slots.size < num_tokens:
-            grown = np.zeros(max(num_tokens, 2 * self.slots.size, 64), dtype=SLOT_DTYPE)
-            grown[: self.num_computed] = self.slots[: self.num_computed]
-            self.slots = grown
-
-    def computed_slots(self) -> np.ndarray:
-        return self.slots[: self.num_computed]
+    def computed_ids(self) -> np.ndarray:
+        """`fill_ids[:num_computed]`: the tokens whose KV the request holds."""
+        return self.fill_ids()[: self.kv.num_computed]

@@ -24,6 +24,7 @@ class EngineStats:
     num_decode_seqs: int = 0
     max_decode_batch_size: int = 0
     num_retractions: int = 0
+    num_invariant_checks: int = 0  # with `debug_invariants`: KV accounting checked after each step
     busy_seconds: float = 0.0
 
     @property
@@ -54,6 +55,7 @@ class EngineStats:
             "max_decode_batch_size": self.max_decode_batch_size,
             "mean_decode_batch_size": self.num_decode_seqs / max(self.num_decode_passes, 1),
             "num_retractions": self.num_retractions,
+            "num_invariant_checks": self.num_invariant_checks,
             "busy_seconds": self.busy_seconds,
             "generation_tokens_per_s": self.num_generated_tokens / busy,
             "prompt_tokens_per_s": (self.num_prompt_tokens - self.num_cached_prompt_tokens) / busy,

@@ -1,8 +1,8 @@
 """`ModelRunner`: a loaded model, its KV cache and request table, and one `forward` per step.
 
 The engine's side of the contract:
-- slot ids come from `KVSlotAllocator(runner.num_kv_slots)`; request rows from
-  `runner.req_to_token.try_alloc()` / `.free(row)`;
+- slot ids are `1..runner.num_kv_slots` and request rows `1..max_num_reqs` (the engine's
+  `KVPool` hands them out; a caller driving the runner alone picks its own);
 - build a batch with `runner.extend_batch([...ExtendRequest])` or `runner.decode_batch(...)`
   (validated against the runner's limits), call `runner.forward(batch)`, sample from
   `output.next_token_logits` with `sglr.model.sampler.sample`.

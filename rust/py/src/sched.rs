@@ -254,7 +254,7 @@ impl PyScheduler {
         Ok(self.state().core.remove(rid))
     }
 
-    /// One admission step: matches, locks and evicts in `tree`, with the GIL released.
+    /// One admission step: matches and locks in `tree` (never evicts), with the GIL released.
     ///
     /// `num_free_slots`: free slots of the KV pool; `running_tokens_left`: for each running
     /// (decoding) request, the output tokens it may still generate; `now`: seconds on

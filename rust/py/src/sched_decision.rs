@@ -51,13 +51,12 @@ pub(crate) struct PyDecision {
     #[pyo3(get)]
     prefix_offsets: Py<PyArray1<i64>>,
     #[pyo3(get)]
-    evicted_slots: Py<PyArray1<i32>>,
+    num_tokens_to_evict: usize,
     #[pyo3(get)]
     num_prefill_tokens: usize,
     #[pyo3(get)]
     stop_reason: &'static str,
     offsets: Vec<i64>,
-    num_evicted: usize,
 }
 
 impl PyDecision {
@@ -81,17 +80,15 @@ impl PyDecision {
                 },
             )?)?;
         }
-        let num_evicted = decision.evicted_slots.len();
         Ok(Self {
             step: decision.step,
             admitted: admitted.unbind(),
             prefix_slots: slots_to_numpy(py, decision.prefix_slots).unbind(),
             prefix_offsets: PyArray1::from_slice(py, &offsets).unbind(),
-            evicted_slots: slots_to_numpy(py, decision.evicted_slots).unbind(),
+            num_tokens_to_evict: decision.num_tokens_to_evict,
             num_prefill_tokens: decision.num_prefill_tokens,
             stop_reason: decision.stop.name(),
             offsets,
-            num_evicted,
         })
     }
 }
@@ -122,11 +119,11 @@ impl PyDecision {
 
     fn __repr__(&self) -> String {
         format!(
-            "Decision(step={}, num_admitted={}, num_prefill_tokens={}, num_evicted={}, stop_reason={:?})",
+            "Decision(step={}, num_admitted={}, num_prefill_tokens={}, num_tokens_to_evict={}, stop_reason={:?})",
             self.step,
             self.offsets.len() - 1,
             self.num_prefill_tokens,
-            self.num_evicted,
+            self.num_tokens_to_evict,
             self.stop_reason
         )
     }

@@ -57,8 +57,4 @@ impl PrefixIndex for NamespacedTree<'_> {
     fn evictable_size(&self) -> usize {
         self.tree.evictable_size()
     }
-
-    fn evict(&mut self, num_tokens: usize) -> Vec<SlotId> {
-        self.tree.evict(num_tokens)
-    }
 }

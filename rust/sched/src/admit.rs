@@ -10,7 +10,8 @@
 //!     match its prefix, lock the node (the prefix stops being evictable), then
 //!     admit it if its need fits `available`, else unlock and stop
 //! offer the deferred candidates the same way
-//! evict (num_prefill_tokens - free) cached tokens so the prefill can be allocated
+//! report (num_prefill_tokens - free) cached tokens to evict so the prefill can be allocated
+//! (the caller's KV owner evicts them; the scheduler never frees memory)
 //! ```
 //!
 //! Nothing about the queue changes until the pass succeeds; on an index error every lock the
@@ -89,10 +90,8 @@ impl<N: Copy + Eq + std::fmt::Debug> Scheduler<N> {
         match self.offer_all(index, &mut pass, input.now_s) {
             Ok(stop) => {
                 pass.decision.stop = stop;
-                let shortfall = pass.decision.num_prefill_tokens.saturating_sub(pass.num_free_slots);
-                if shortfall > 0 {
-                    pass.decision.evicted_slots = index.evict(shortfall);
-                }
+                pass.decision.num_tokens_to_evict =
+                    pass.decision.num_prefill_tokens.saturating_sub(pass.num_free_slots);
                 Ok(pass)
             }
             Err(error) => {

@@ -65,9 +65,9 @@ pub struct Decision<N> {
     pub admissions: Vec<Admission<N>>,
     /// Matched prefix slots of all new admissions, concatenated.
     pub prefix_slots: Vec<SlotId>,
-    /// Slots the cache evicted so the step's prefill fits: the engine must free them into its
-    /// KV pool before allocating `num_prefill_tokens` slots.
-    pub evicted_slots: Vec<SlotId>,
+    /// Cached (unpinned) tokens the engine's KV owner must evict before it can allocate
+    /// `num_prefill_tokens` slots; 0 when the free slots suffice.
+    pub num_tokens_to_evict: usize,
     /// Sum of `extend_len`: slots the engine allocates for this step's prefill.
     pub num_prefill_tokens: usize,
     pub stop: StopReason,
@@ -79,7 +79,7 @@ impl<N> Decision<N> {
             step,
             admissions: Vec::new(),
             prefix_slots: Vec::new(),
-            evicted_slots: Vec::new(),
+            num_tokens_to_evict: 0,
             num_prefill_tokens: 0,
             stop: StopReason::QueueExhausted,
         }

@@ -8,7 +8,8 @@ use sglr_radix::{Namespace, NodeId, RadixError, RadixTree, SlotId, TokenId};
 /// What the scheduler asks of the prefix index.
 ///
 /// Matching may reshape the index (split an edge where a match ends, mark a path as recently
-/// used) but never changes which tokens are cached. Only `evict` drops cached tokens.
+/// used) but never changes which tokens are cached: the scheduler never evicts; it reports how
+/// many cached tokens must go (`Decision::num_tokens_to_evict`) and the KV owner evicts them.
 pub trait PrefixIndex {
     /// A handle to the place where a matched prefix ends; lock it to pin the prefix.
     type Node: Copy + Eq + Debug;
@@ -44,12 +45,8 @@ pub trait PrefixIndex {
     /// Undoes one `lock`.
     fn unlock(&mut self, node: Self::Node) -> Result<(), Self::Error>;
 
-    /// Cached tokens that `evict` could reclaim.
+    /// Cached tokens that eviction could reclaim (unpinned).
     fn evictable_size(&self) -> usize;
-
-    /// Reclaims at least `num_tokens` unpinned cached tokens (or all there are); returns their
-    /// slots, which the caller's KV pool takes back.
-    fn evict(&mut self, num_tokens: usize) -> Vec<SlotId>;
 }
 
 impl PrefixIndex for RadixTree {
@@ -93,7 +90,4 @@ impl PrefixIndex for RadixTree {
         RadixTree::evictable_size(self)
     }
 
-    fn evict(&mut self, num_tokens: usize) -> Vec<SlotId> {
-        RadixTree::evict(self, num_tokens)
-    }
 }

@@ -10,7 +10,7 @@
 //!
 //! The scheduler talks to the cache through [`PrefixIndex`] (implemented by
 //! `sglr_radix::RadixTree`), returns each step's outcome as a [`Decision`] and owns nothing but
-//! the waiting requests: locks, slots and evicted slots pass to the caller.
+//! the waiting requests: locks and slots pass to the caller, which evicts what the decision says.
 
 mod admit;
 mod config;

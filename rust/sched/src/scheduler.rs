@@ -45,7 +45,7 @@ pub struct StepInput<'a> {
 /// Cache-aware admission of waiting requests. Generic over the index's node handle `N`.
 ///
 /// Ownership: the scheduler holds waiting requests (and the one whose chunked prefill is in
-/// progress) and nothing else. A decision's locks, prefix slots and evicted slots pass to the
+/// progress) and nothing else. A decision's locks and prefix slots pass to the
 /// engine the moment `select` returns.
 #[derive(Debug)]
 pub struct Scheduler<N> {
@@ -160,7 +160,7 @@ impl<N: Copy + Eq + Debug> Scheduler<N> {
 
     /// One step of admission against `index`; see the `admit` module for the algorithm.
     ///
-    /// Mutates `index`: matches (splits, LRU touches), locks the admitted prefixes and evicts
+    /// Mutates `index`: matches (splits, LRU touches), locks the admitted prefixes and reports how much to evict
     /// what the step's prefill needs. Admitted requests whose prompt completes leave the queue.
     pub fn select<I: PrefixIndex<Node = N>>(
         &mut self,

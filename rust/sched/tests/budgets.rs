@@ -76,21 +76,21 @@ fn zero_memory_budget_admits_nothing() {
     let decision = select(&mut sched, &mut index, step(0));
     assert!(decision.is_empty());
     assert_eq!(decision.stop, StopReason::Memory);
-    assert!(decision.evicted_slots.is_empty());
+    assert_eq!(decision.num_tokens_to_evict, 0);
     sched.check_invariants().unwrap();
 }
 
 #[test]
-fn evictable_cache_counts_as_available_and_is_evicted_for_the_prefill() {
+fn evictable_cache_counts_as_available_and_the_shortfall_is_reported() {
     let mut index = FakeIndex::default();
     let unrelated = index.cache(&[9; 8], 200);
     let mut sched = scheduler(fcfs());
     sched.add(request(1, &[5; 6], 0)).unwrap();
     let decision = select(&mut sched, &mut index, step(2));
     assert_eq!(decision.num_prefill_tokens, 6);
-    // 4 more slots were needed; the fake evicts whole sequences.
-    assert_eq!(decision.evicted_slots, (200..208).collect::<Vec<_>>());
-    assert!(!index.is_cached(unrelated));
+    // 4 more slots were needed: the engine evicts them; the scheduler itself frees nothing.
+    assert_eq!(decision.num_tokens_to_evict, 4);
+    assert!(index.is_cached(unrelated));
 }
 
 #[test]
@@ -105,7 +105,7 @@ fn a_matched_prefix_is_locked_and_never_evicted_for_its_own_prefill() {
     assert_eq!(decision.admissions[0].node.unwrap().seq, Some(prefix));
     assert_eq!(decision.slots_of(0), &[100, 101, 102, 103]);
     assert_eq!(index.lock_ref(prefix), 1, "the engine now owns this lock");
-    assert!(decision.evicted_slots.is_empty());
+    assert_eq!(decision.num_tokens_to_evict, 0);
 }
 
 #[test]
@@ -117,7 +117,7 @@ fn all_cache_locked_leaves_only_free_slots() {
     sched.add(request(1, &[5; 4], 0)).unwrap();
     let decision = select(&mut sched, &mut index, step(3));
     assert_eq!(decision.stop, StopReason::Memory);
-    assert!(decision.evicted_slots.is_empty());
+    assert_eq!(decision.num_tokens_to_evict, 0);
     assert_eq!(select(&mut sched, &mut index, step(4)).admissions.len(), 1);
     assert_eq!(index.protected_size(), 50);
 }
@@ -306,9 +306,6 @@ fn index_errors_release_every_lock_of_the_pass() {
         }
         fn evictable_size(&self) -> usize {
             self.inner.evictable_size()
-        }
-        fn evict(&mut self, n: usize) -> Vec<u32> {
-            self.inner.evict(n)
         }
     }
     let mut index = Flaky { inner: FakeIndex::default(), num_locks: 0 };

@@ -93,7 +93,7 @@ fn computed_tokens(requests: &[Vec<TokenId>], policy: Policy) -> usize {
         let input = StepInput { num_free_slots: pool.len(), running_tokens_left: &[], now_s: 0.0 };
         let decision = sched.select(&mut tree, &input).unwrap();
         sched.check_invariants().unwrap();
-        pool.extend_from_slice(&decision.evicted_slots);
+        pool.extend(tree.evict(decision.num_tokens_to_evict));
         assert_eq!(decision.admissions.len(), 1, "one request per step");
         let admission = &decision.admissions[0];
         assert!(admission.is_prompt_done);

@@ -1,6 +1,8 @@
 """Output constraints for decoding: regexes and JSON schemas compiled to token-level FSMs.
 
-The only place (with `sglr.errors`) that talks to `sglr._core` about constraints:
+The engine uses them through one interface, `Constraints` (`runtime.py`): compile off the loop,
+batched masks, accepting sampled tokens with jump-forward. Underneath, the only place (with
+`sglr.errors`) that talks to `sglr._core` about constraints:
 
 - `vocabulary_from_hf` / `vocabulary_from_tiktoken`: a tokenizer's token bytes as a
   `Vocabulary` (byte-level BPE, sentencepiece with byte fallback, tiktoken raw bytes).

@@ -135,22 +135,6 @@ impl PrefixIndex for FakeIndex {
         self.seqs.iter().filter(|s| s.is_alive && s.lock_ref == 0).map(|s| s.tokens.len()).sum()
     }
 
-    fn evict(&mut self, num_tokens: usize) -> Vec<SlotId> {
-        let mut freed = Vec::new();
-        while freed.len() < num_tokens {
-            let victim = self
-                .seqs
-                .iter()
-                .enumerate()
-                .filter(|(_, s)| s.is_alive && s.lock_ref == 0)
-                .min_by_key(|(_, s)| s.last_use)
-                .map(|(i, _)| i);
-            let Some(i) = victim else { break };
-            self.seqs[i].is_alive = false;
-            freed.append(&mut self.seqs[i].slots);
-        }
-        freed
-    }
 }
 
 pub fn config() -> SchedConfig {

@@ -1,4 +1,4 @@
-"""`KVSlotAllocator`: the single owner of KV-cache slot ids.
+"""`KVSlotAllocator`: the free list of KV-cache slot ids (used only by `KVPool`).
 
 Slot ids index the per-layer K/V tensors of the KV pool (one slot per token). Slot 0 is
 reserved as the padding target for padded batches and is never handed out. Everything else

@@ -1,0 +1,84 @@
+"""`Constraints`: everything the scheduler loop does with output constraints, behind one interface.
+
+- `start_compile(req, on_ready)`: compiles the request's `regex` / `json_schema` on a worker
+  thread (one slow pattern never stalls the loop) and calls `on_ready(req, error)`; a pattern
+  that does not compile fails only its own request, with an `InvalidRequestError` naming the
+  field.
+- `token_masks(reqs, vocab_size)`: the allowed-token mask of a sampling step (see `masker`).
+- `accept(req, token_id)`: advances the request's FSM by a sampled token and returns the tokens
+  to append (the sampled one, plus the forced run when jump-forward applies), or None when the
+  token breaks the constraint.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from sglr.engine.constraints.compiler import ConstraintCompiler
+from sglr.engine.constraints.jump_forward import jump_forward
+from sglr.engine.constraints.masker import build_token_masks
+from sglr.engine.tokenizer import EngineTokenizer
+from sglr.errors import InvalidRequestError
+
+logger = logging.getLogger("sglr.engine")
+
+OnReady = Callable[[Any, InvalidRequestError | None], None]
+
+
+class Constraints:
+    def __init__(self, tokenizer: EngineTokenizer, use_jump_forward: bool = True) -> None:
+        self.tokenizer = tokenizer
+        self.use_jump_forward = use_jump_forward
+        self._compiler: ConstraintCompiler | None = None  # built on the first constrained request
+        self._compiler_lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="sglr-compile")
+
+    @property
+    def num_cache_hits(self) -> int:
+        return self._compiler.num_hits if self._compiler is not None else 0
+
+    def compiler(self) -> ConstraintCompiler:
+        with self._compiler_lock:
+            if self._compiler is None:
+                self._compiler = ConstraintCompiler(self.tokenizer)
+            return self._compiler
+
+    def start_compile(self, req: Any, on_ready: OnReady) -> None:
+        self._pool.submit(self._compile, req, on_ready)
+
+    def _compile(self, req: Any, on_ready: OnReady) -> None:
+        error = None
+        try:
+            req.constraint = self.compiler().compile(req.params)
+        except InvalidRequestError as exc:
+            error = exc
+        except Exception as exc:  # never let a compile failure hang the request
+            logger.exception("constraint compilation failed")
+            error = InvalidRequestError(f"constraint error: {exc}")
+        on_ready(req, error)
+
+    def token_masks(self, reqs: Sequence[Any], vocab_size: int) -> np.ndarray | None:
+        return build_token_masks(reqs, vocab_size)
+
+    def accept(self, req: Any, token_id: int) -> list[int] | None:
+        constraint = req.constraint
+        if constraint is None:
+            return [token_id]
+        if not constraint.advance(token_id):
+            return None
+        # Jump-forward tokens have no sampled logprobs, so requests that want them step.
+        if self.use_jump_forward and req.logprobs is None:
+            compiler = self.compiler()
+            forced = jump_forward(constraint, token_id, compiler.vocabulary(), self.tokenizer.hf)
+            if forced:
+                return forced
+        return [token_id]
+
+    def shutdown(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)

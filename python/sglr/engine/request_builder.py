@@ -1,0 +1,87 @@
+"""`RequestBuilder`: one validated `Req` per sequence spec, before anything is submitted.
+
+Tokenizes the prompt, checks token ids against the vocabulary and the lengths against the
+context and the KV cache, resolves `max_new_tokens` and the stop token set. Every failure is an
+`InvalidRequestError` naming the field, raised to the caller (a bad item rejects its batch).
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+
+import numpy as np
+
+from sglr.engine.detokenizer import IncrementalDetokenizer
+from sglr.engine.io import SequenceSpec
+from sglr.engine.output import OutputSink
+from sglr.engine.request import LogprobRecord, Req
+from sglr.engine.stop_strings import StopStringMatcher
+from sglr.engine.tokenizer import EngineTokenizer
+from sglr.errors import InvalidRequestError
+
+
+class RequestBuilder:
+    def __init__(
+        self, tokenizer: EngineTokenizer, vocab_size: int, context_len: int, num_kv_slots: int
+    ) -> None:
+        self.tokenizer = tokenizer
+        self.vocab_size = vocab_size
+        self.context_len = context_len
+        self.num_kv_slots = num_kv_slots
+        self._uids = itertools.count(1)
+        self._uid_lock = threading.Lock()
+
+    def build(self, spec: SequenceSpec, sink: OutputSink) -> Req:
+        params = spec.params
+        ids = self.tokenizer.encode(spec.text) if spec.text is not None else list(spec.input_ids or ())
+        prompt_field = "text" if spec.text is not None else "input_ids"
+        if not ids:
+            raise InvalidRequestError("The prompt is empty after tokenization.", param=prompt_field)
+        vocab = self.vocab_size
+        # Checked before the int32 conversion, which would overflow on huge ids.
+        if min(ids) < 0 or max(ids) >= vocab:
+            raise InvalidRequestError(f"input_ids must be in [0, {vocab - 1}].", param="input_ids")
+        params.verify_vocab(vocab)
+        prompt_len = len(ids)
+        max_new = self._max_new_tokens(prompt_len, params.max_new_tokens, prompt_field)
+        stop_ids = set(params.stop_token_ids)
+        if not params.ignore_eos:
+            stop_ids |= self.tokenizer.eos_token_ids
+        with self._uid_lock:
+            uid = next(self._uids)
+        return Req(
+            uid=uid,
+            spec=spec,
+            prompt_ids=np.asarray(ids, dtype=np.int32),
+            max_new_tokens=max_new,
+            stop_token_ids=frozenset(stop_ids),
+            sink=sink,
+            detokenizer=IncrementalDetokenizer(self.tokenizer, ids, params.skip_special_tokens),
+            stop_matcher=StopStringMatcher(params.stop, params.stop_regex),
+            logprobs=LogprobRecord() if spec.return_logprob else None,
+        )
+
+    def _max_new_tokens(self, prompt_len: int, max_new: int | None, prompt_field: str) -> int:
+        context_len = self.context_len
+        if prompt_len >= context_len:
+            raise InvalidRequestError(
+                f"The input ({prompt_len} tokens) is longer than the model's context length ({context_len} tokens).",
+                param=prompt_field,
+            )
+        if max_new is None:
+            max_new = context_len - prompt_len
+        elif prompt_len + max_new > context_len:
+            raise InvalidRequestError(
+                f"Requested token count exceeds the model's maximum context length of {context_len} tokens. "
+                f"You requested a total of {prompt_len + max_new} tokens: {prompt_len} tokens from the input "
+                f"messages and {max_new} tokens for the completion. Please reduce the number of tokens in the "
+                "input messages or the completion to fit within the limit.",
+                param="sampling_params.max_new_tokens",
+            )
+        if prompt_len + 1 > self.num_kv_slots:
+            raise InvalidRequestError(
+                f"The input ({prompt_len} tokens) does not fit the KV cache ({self.num_kv_slots} tokens).",
+                param=prompt_field,
+            )
+        return max_new
