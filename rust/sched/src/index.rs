@@ -89,5 +89,4 @@ impl PrefixIndex for RadixTree {
     fn evictable_size(&self) -> usize {
         RadixTree::evictable_size(self)
     }
-
 }

@@ -134,7 +134,6 @@ impl PrefixIndex for FakeIndex {
     fn evictable_size(&self) -> usize {
         self.seqs.iter().filter(|s| s.is_alive && s.lock_ref == 0).map(|s| s.tokens.len()).sum()
     }
-
 }
 
 pub fn config() -> SchedConfig {
