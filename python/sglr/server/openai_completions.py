@@ -23,6 +23,9 @@ from sglr.server.openai_request import OpenAIRequest
 from sglr.server.openai_stream import OpenAIChunks
 from sglr.server.state import ServerState
 
+_FIELDS = SAMPLING_FIELDS | {"prompt", "echo", "logprobs", "suffix", "best_of", "json_schema"}
+_UNSUPPORTED = {"suffix": "insertion (suffix) is not supported"}
+
 
 def _prompts(body: dict[str, Any]) -> tuple[list[str] | None, list[list[int]] | None]:
     prompt = body.get("prompt")
@@ -46,10 +49,6 @@ def _prompts(body: dict[str, Any]) -> tuple[list[str] | None, list[list[int]] | 
         "prompt must be a string, an array of strings, an array of token ids or an array of non-empty arrays of token ids",
         "prompt",
     )
-
-
-_FIELDS = SAMPLING_FIELDS | {"prompt", "echo", "logprobs", "suffix", "best_of", "json_schema"}
-_UNSUPPORTED = {"suffix": "insertion (suffix) is not supported"}
 
 
 class _CompletionRequest(OpenAIRequest):
