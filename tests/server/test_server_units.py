@@ -1,5 +1,5 @@
 """Small server pieces without a server: stream accumulation, choice numbering, JSON output,
-settings validation, the auth check, and health while shutting down."""
+settings validation, the auth check, health while shutting down, and per-sequence metrics."""
 
 from __future__ import annotations
 
@@ -11,7 +11,10 @@ from starlette.testclient import TestClient
 from sglr.errors import EngineConfigError
 from sglr.server.accumulate import SequenceAccumulator
 from sglr.server.jsonout import dumps
+from sglr.server.metrics import ServerMetrics
 from sglr.server.openai_common import ChoiceLayout, ResponseIds, usage
+from sglr.server.param_names import ENGINE_NAMES, ParamNames
+from sglr.server.sequence_metrics import SequenceMetrics
 from sglr.server.settings import ServerSettings
 
 
@@ -109,3 +112,35 @@ def test_health_is_503_while_shutting_down_and_auth_is_constant_time_bearer() ->
         app.state.sglr.shutting_down = True
         assert client.get("/health").status_code == 503
         assert client.get("/health_generate").status_code == 503
+
+
+def _counter_values(counter) -> dict[str, float]:
+    """finish_reason (or "") -> value, of a counter's `_total` samples."""
+    [family] = counter.collect()
+    return {s.labels.get("finish_reason", ""): s.value for s in family.samples if s.name.endswith("_total")}
+
+
+def test_a_sequence_counts_once_whether_it_ends_or_its_generation_is_closed_first() -> None:
+    metrics = ServerMetrics(_FakeEngine(), "fake")  # type: ignore[arg-type]
+    meta = {"prompt_tokens": 4, "completion_tokens": 2, "cached_tokens": 1}
+    ended, cut_short, never_started = (SequenceMetrics(metrics) for _ in range(3))
+    ended.on_delta({"output_ids": [5, 6], "meta_info": {**meta, "finish_reason": {"type": "length"}}})
+    cut_short.on_delta(
+        {"output_ids": [5], "meta_info": {**meta, "completion_tokens": 1, "finish_reason": None}}
+    )
+    for sequence in (ended, cut_short, never_started):  # the generation closes: twice is harmless
+        sequence.on_close()
+        sequence.on_close()
+    assert _counter_values(metrics.num_requests) == {"length": 1, "abort": 2}
+    assert _counter_values(metrics.prompt_tokens) == {"": 8}  # nothing was reported for the third
+    assert _counter_values(metrics.generation_tokens) == {"": 3}
+    assert _counter_values(metrics.cached_tokens) == {"": 2}
+
+
+def test_engine_field_names_become_the_ones_the_request_used() -> None:
+    openai_names = ParamNames({"max_new_tokens": "max_completion_tokens", "json_schema": "response_format"})
+    assert openai_names.client_name("sampling_params.max_new_tokens") == "max_completion_tokens"
+    assert openai_names.client_name("sampling_params.json_schema") == "response_format"
+    assert openai_names.client_name("sampling_params.temperature") == "temperature"
+    assert openai_names.client_name("input_ids") == "input_ids" and openai_names.client_name(None) is None
+    assert ENGINE_NAMES.client_name("sampling_params.regex") == "sampling_params.regex"

@@ -21,16 +21,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from sglr.server import native, native_generate, openai_chat, openai_completions, openai_models
 from sglr.server.auth import BearerAuthMiddleware
 from sglr.server.errors import as_api_error, error_response, handle_http_exception, handle_unexpected
+from sglr.server.routes import NATIVE_ROUTES, OPENAI_ROUTES, Handler, RouteSpec
 from sglr.server.settings import ServerSettings
 from sglr.server.state import ServerState
 
 if TYPE_CHECKING:
     from sglr.engine.engine import Engine
-
-Handler = Callable[[ServerState, Request], Awaitable[Response]]
 
 
 def _bind(state: ServerState, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
@@ -48,26 +46,10 @@ def _bind(state: ServerState, handler: Handler) -> Callable[[Request], Awaitable
 
 
 def _routes(state: ServerState) -> list[Route]:
-    table: list[tuple[str, Handler, list[str]]] = [
-        ("/generate", native_generate.generate, ["POST", "PUT"]),
-        ("/health", native.health, ["GET"]),
-        ("/health_generate", native.health_generate, ["GET"]),
-        ("/model_info", native.model_info, ["GET"]),
-        ("/get_model_info", native.model_info, ["GET"]),
-        ("/server_info", native.server_info, ["GET"]),
-        ("/get_server_info", native.server_info, ["GET"]),
-        ("/flush_cache", native.flush_cache, ["GET", "POST"]),
-        ("/abort_request", native.abort_request, ["POST"]),
-        ("/concate_and_append_request", native.concate_and_append_request, ["POST"]),
-        ("/v1/models", openai_models.list_models, ["GET"]),
-        ("/v1/models/{model:path}", openai_models.get_model, ["GET"]),
-        ("/v1/completions", openai_completions.completions, ["POST"]),
-        ("/v1/chat/completions", openai_chat.chat_completions, ["POST"]),
-        ("/", native.root, ["GET"]),
-    ]
+    table: list[RouteSpec] = [*NATIVE_ROUTES, *OPENAI_ROUTES]
     if state.metrics is not None:
-        table.append(("/metrics", _metrics, ["GET"]))
-    return [Route(path, _bind(state, handler), methods=methods) for path, handler, methods in table]
+        table.append(RouteSpec("/metrics", _metrics, ("GET",)))
+    return [Route(spec.path, _bind(state, spec.handler), methods=list(spec.methods)) for spec in table]
 
 
 async def _metrics(state: ServerState, request: Request) -> Response:

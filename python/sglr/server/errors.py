@@ -17,6 +17,7 @@ from starlette.responses import Response
 from sglr.engine.finish import FinishAbort, FinishReason
 from sglr.errors import EngineClosedError, EngineInternalError, InvalidRequestError
 from sglr.server.jsonout import JSONOut
+from sglr.server.param_names import ENGINE_NAMES, ParamNames
 
 logger = logging.getLogger("sglr.server")
 
@@ -61,12 +62,13 @@ def error_response(status: int, message: str, param: str | None = None) -> Respo
     return JSONOut(error_body(status, message, param), status_code=status)
 
 
-def as_api_error(exc: BaseException) -> ApiError:
-    """Maps an exception from the engine to what the client is told."""
+def as_api_error(exc: BaseException, names: ParamNames = ENGINE_NAMES) -> ApiError:
+    """Maps an exception from the engine to what the client is told; `names` turns the engine's
+    name of a bad field into the request's."""
     if isinstance(exc, ApiError):
         return exc
     if isinstance(exc, InvalidRequestError):
-        return ApiError(400, exc.message, exc.param)
+        return ApiError(400, exc.message, names.client_name(exc.param))
     if isinstance(exc, EngineClosedError):
         return ApiError(503, "the engine is not running")
     if isinstance(exc, EngineInternalError):
@@ -77,13 +79,13 @@ def as_api_error(exc: BaseException) -> ApiError:
     return ApiError(500, "internal server error (see the server log)")
 
 
-def abort_error(finish_reason: FinishReason | None) -> ApiError | None:
+def abort_error(finish_reason: FinishReason | None, names: ParamNames = ENGINE_NAMES) -> ApiError | None:
     """The error for a result the engine aborted on its own (a bad constraint, an engine failure);
     None for a deliberate abort (`/abort_request`, a client that went away), whose partial result
     is returned as is."""
     if not isinstance(finish_reason, FinishAbort) or finish_reason.by_caller:
         return None
-    return as_api_error(finish_reason.error)
+    return as_api_error(finish_reason.error, names)
 
 
 async def handle_http_exception(request: Request, exc: Exception) -> Response:

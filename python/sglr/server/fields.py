@@ -3,114 +3,133 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from sglr.server.body import json_type
 from sglr.server.errors import ApiError
 
+JSONObject = dict[str, Any]
+Bound = float | None  # an inclusive range limit; None: unbounded
+
 _MISSING = object()
+_WRONG_TYPE = object()  # what a converter below returns for a value of the wrong JSON type
 
 
 def _wrong(name: str, expected: str, value: Any) -> ApiError:
     return ApiError.bad_request(f"{name} must be {expected}, got {json_type(value)}", param=name)
 
 
-def check_known_fields(body: dict[str, Any], known: set[str] | frozenset[str], where: str) -> None:
+def check_known_fields(body: JSONObject, known: set[str] | frozenset[str], where: str) -> None:
     unknown = sorted(set(body) - known)
     if unknown:
         raise ApiError.bad_request(f"unknown field `{unknown[0]}` in {where}", param=unknown[0])
 
 
-def get_bool(body: dict[str, Any], name: str, default: bool | None) -> bool | None:
+def _read(body: JSONObject, name: str, expected: str, convert: Callable[[Any], Any]) -> Any:
+    """`body[name]` through `convert` (None when absent or null); 400 for the wrong type."""
     value = body.get(name)
     if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise _wrong(name, "a boolean", value)
+        return None
+    converted = convert(value)
+    if converted is _WRONG_TYPE:
+        raise _wrong(name, expected, value)
+    return converted
+
+
+def _bool(value: Any) -> Any:
+    return value if isinstance(value, bool) else _WRONG_TYPE
+
+
+def _int(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value if isinstance(value, int) and not isinstance(value, bool) else _WRONG_TYPE
+
+
+def _finite_number(value: Any) -> Any:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return _WRONG_TYPE
     return value
+
+
+def _str(value: Any) -> Any:
+    return value if isinstance(value, str) else _WRONG_TYPE
+
+
+def _object(value: Any) -> Any:
+    return value if isinstance(value, dict) else _WRONG_TYPE
+
+
+def _stop_list(value: Any) -> Any:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list) and all(isinstance(s, str) for s in value):
+        return list(value)
+    return _WRONG_TYPE
+
+
+def _int_list(value: Any) -> Any:
+    if isinstance(value, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in value):
+        return list(value)
+    return _WRONG_TYPE
+
+
+def get_bool(body: JSONObject, name: str, default: bool | None) -> bool | None:
+    value = _read(body, name, "a boolean", _bool)
+    return default if value is None else value
 
 
 def get_int(
-    body: dict[str, Any],
-    name: str,
-    default: int | None,
-    minimum: int | None = None,
-    maximum: int | None = None,
+    body: JSONObject, name: str, default: int | None, minimum: Bound = None, maximum: Bound = None
 ) -> int | None:
-    value = body.get(name)
-    if value is None:
-        return default
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _wrong(name, "an integer", value)
-    _check_range(name, value, minimum, maximum)
-    return value
+    value = _read_in_range(body, name, "an integer", _int, minimum, maximum)
+    return default if value is None else value
 
 
 def get_number(
-    body: dict[str, Any],
-    name: str,
-    default: float | None,
-    minimum: float | None = None,
-    maximum: float | None = None,
+    body: JSONObject, name: str, default: float | None, minimum: Bound = None, maximum: Bound = None
 ) -> float | None:
-    value = body.get(name)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise _wrong(name, "a finite number", value)
-    _check_range(name, value, minimum, maximum)
-    return float(value)
+    # Range-checked before float(): messages show the number as it was sent.
+    value = _read_in_range(body, name, "a finite number", _finite_number, minimum, maximum)
+    return default if value is None else float(value)
 
 
-def _check_range(name: str, value: float, minimum: float | None, maximum: float | None) -> None:
+def _read_in_range(
+    body: JSONObject, name: str, expected: str, convert: Callable[[Any], Any], minimum: Bound, maximum: Bound
+) -> Any:
+    value = _read(body, name, expected, convert)
+    if value is not None:
+        _check_range(name, value, minimum, maximum)
+    return value
+
+
+def _check_range(name: str, value: float, minimum: Bound, maximum: Bound) -> None:
     if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
         low = "-inf" if minimum is None else minimum
         high = "inf" if maximum is None else maximum
         raise ApiError.bad_request(f"{name} must be in [{low}, {high}], got {value}", param=name)
 
 
-def get_str(body: dict[str, Any], name: str, default: str | None = None) -> str | None:
-    value = body.get(name)
-    if value is None:
-        return default
-    if not isinstance(value, str):
-        raise _wrong(name, "a string", value)
-    return value
+def get_str(body: JSONObject, name: str, default: str | None = None) -> str | None:
+    value = _read(body, name, "a string", _str)
+    return default if value is None else value
 
 
-def get_dict(body: dict[str, Any], name: str) -> dict[str, Any] | None:
-    value = body.get(name)
-    if value is None:
-        return None
-    if not isinstance(value, dict):
-        raise _wrong(name, "an object", value)
-    return value
+def get_dict(body: JSONObject, name: str) -> dict[str, Any] | None:
+    return _read(body, name, "an object", _object)
 
 
-def get_stop(body: dict[str, Any], name: str = "stop") -> list[str] | None:
+def get_stop(body: JSONObject, name: str = "stop") -> list[str] | None:
     """`stop`: a string or a list of strings (null or [] for none)."""
-    value = body.get(name)
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, list) and all(isinstance(s, str) for s in value):
-        return list(value)
-    raise _wrong(name, "a string or an array of strings", value)
+    return _read(body, name, "a string or an array of strings", _stop_list)
 
 
-def get_int_list(body: dict[str, Any], name: str) -> list[int] | None:
-    value = body.get(name)
-    if value is None:
-        return None
-    if isinstance(value, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in value):
-        return list(value)
-    raise _wrong(name, "an array of integers", value)
+def get_int_list(body: JSONObject, name: str) -> list[int] | None:
+    return _read(body, name, "an array of integers", _int_list)
 
 
-def require_null(body: dict[str, Any], name: str, reason: str) -> None:
+def require_null(body: JSONObject, name: str, reason: str) -> None:
     """A field sglr knows but does not support: accepted only when absent, null, false or empty."""
     value = body.get(name, _MISSING)
     if value is _MISSING or value is None or value is False or value in ("", [], {}):

@@ -1,4 +1,5 @@
-"""One HTTP request's generation in the engine: submit, stream deltas, time them, clean up.
+"""One HTTP request's generation in the engine: submit, stream deltas (observed in the metrics),
+clean up.
 
 `start_generation` validates and normalises the request exactly as the engine will (so the
 server knows every sequence's request id before anything runs), refuses ids already in flight
@@ -14,8 +15,11 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from sglr.engine.io import normalize_generate_input
+from sglr.errors import InvalidRequestError
 from sglr.server.accumulate import SequenceAccumulator
-from sglr.server.errors import ApiError, abort_error
+from sglr.server.errors import ApiError, abort_error, as_api_error
+from sglr.server.param_names import ENGINE_NAMES, ParamNames
+from sglr.server.sequence_metrics import SequenceMetrics
 
 if TYPE_CHECKING:
     from sglr.server.state import ServerState
@@ -26,26 +30,31 @@ _NORMALIZE_KEYS = (
 )  # fmt: skip
 
 
-async def start_generation(state: ServerState, **kwargs: Any) -> Generation:
-    """`kwargs` are `Engine.async_generate`'s (without `stream`). Raises `InvalidRequestError`
-    or `ApiError` for bad input, before anything is submitted."""
-    args = {k: kwargs.get(k) for k in _NORMALIZE_KEYS}
+async def start_generation(
+    state: ServerState, engine_kwargs: dict[str, Any], names: ParamNames = ENGINE_NAMES
+) -> Generation:
+    """`engine_kwargs` are `Engine.async_generate`'s (without `stream`); `names` says how the
+    request spelled the fields the engine may name in an error. Raises `ApiError` for bad input,
+    before anything is submitted."""
+    args = {k: engine_kwargs.get(k) for k in _NORMALIZE_KEYS}
     limit = state.settings.max_sequences_per_request
     # Before normalising, which builds one spec per sequence: `n: 100000000` must cost nothing.
     _check_fan_out(args["prompt"], args["input_ids"], args["sampling_params"], limit)
-    batch = normalize_generate_input(
-        args["prompt"], args["input_ids"], args["sampling_params"], args["rid"], args["return_logprob"],
-        args["logprob_start_len"], args["top_logprobs_num"], bool(args["return_text_in_logprobs"]),
-    )  # fmt: skip
-    rids = [spec.rid for spec in batch.specs]
-    state.inflight.add(rids)
     try:
-        stream = await state.engine.async_generate(**dict(kwargs, rid=rids, stream=True))
-    except BaseException:
-        state.inflight.discard(rids)
-        raise
-    timers = [state.metrics.sequence_timer() for _ in rids] if state.metrics is not None else None
-    return Generation(state, stream, rids, batch.is_batch, timers)
+        batch = normalize_generate_input(
+            args["prompt"], args["input_ids"], args["sampling_params"], args["rid"], args["return_logprob"],
+            args["logprob_start_len"], args["top_logprobs_num"], bool(args["return_text_in_logprobs"]),
+        )  # fmt: skip
+        rids = [spec.rid for spec in batch.specs]
+        state.inflight.add(rids)
+        try:
+            stream = await state.engine.async_generate(**dict(engine_kwargs, rid=rids, stream=True))
+        except BaseException:
+            state.inflight.discard(rids)
+            raise
+    except InvalidRequestError as exc:
+        raise as_api_error(exc, names) from exc
+    return Generation(state, stream, rids, batch.is_batch, names)
 
 
 def _check_fan_out(prompt: Any, input_ids: Any, sampling_params: Any, limit: int) -> None:
@@ -66,7 +75,8 @@ def _check_fan_out(prompt: Any, input_ids: Any, sampling_params: Any, limit: int
 
 
 class Generation:
-    """Deltas of all sequences of one request, interleaved; every delta carries `index`."""
+    """Deltas of all sequences of one request, interleaved; every delta carries `index`. Each
+    sequence's deltas are observed into the server metrics as they pass."""
 
     def __init__(
         self,
@@ -74,14 +84,16 @@ class Generation:
         stream: AsyncIterator[dict[str, Any]],
         rids: list[str],
         is_batch: bool,
-        timers: list[Any] | None,
+        names: ParamNames = ENGINE_NAMES,
     ) -> None:
         self.state = state
         self.rids = rids
         self.is_batch = is_batch
         self.num_sequences = len(rids)
+        self.names = names
         self._stream = stream
-        self._timers = timers
+        metrics = state.metrics
+        self._metrics = [SequenceMetrics(metrics) for _ in rids] if metrics is not None else []
         self._pending: dict[str, Any] | None = None
         self._closed = False
 
@@ -96,35 +108,37 @@ class Generation:
             raise StopAsyncIteration
         try:
             delta = await self._stream.__anext__()
-        except StopAsyncIteration:
-            await self.aclose()
-            raise
-        except BaseException:
+        except BaseException:  # the end, an engine failure, or cancelled: abort what still runs
             await self.aclose()
             raise
         delta.setdefault("index", 0)
-        if self._timers is not None:
-            timer = self._timers[delta["index"]]
-            timer.on_tokens(len(delta.get("output_ids", ())))
-            meta = delta.get("meta_info", {})
-            if meta.get("finish_reason") is not None:
-                timer.on_finish(meta)
+        if self._metrics:
+            self._metrics[delta["index"]].on_delta(delta)
         return delta
+
+    def abort_error(self, delta: dict[str, Any]) -> ApiError | None:
+        """The error to tell the client when the engine aborted this delta's sequence on its own."""
+        return abort_error(delta.get("meta_info", {}).get("finish_reason"), self.names)
+
+    def api_error(self, exc: BaseException) -> ApiError:
+        """What the client is told about an exception raised while generating."""
+        return as_api_error(exc, self.names)
 
     async def peek_error(self) -> ApiError | None:
         """Waits for the first delta; the error to answer with instead of streaming when the
         engine refused the request outright (e.g. a regex that does not compile)."""
-        first = await self.__anext__()
-        self._pending = first
-        reason = first.get("meta_info", {}).get("finish_reason")
-        return abort_error(reason)
+        self._pending = await self.__anext__()
+        return self.abort_error(self._pending)
 
     async def aclose(self) -> None:
-        """Aborts what is still running and forgets the request ids (idempotent)."""
+        """Aborts what is still running and forgets the request ids (idempotent). Sequences that
+        had not ended are counted in the metrics as aborted, before the engine hears of it."""
         if self._closed:
             return
         self._closed = True
         self._pending = None
+        for sequence in self._metrics:
+            sequence.on_close()
         try:
             aclose = getattr(self._stream, "aclose", None)
             if aclose is not None:
@@ -144,7 +158,7 @@ async def collect(gen: Generation) -> list[dict[str, Any]]:
         await gen.aclose()
     results = [acc.snapshot() for acc in accumulators]
     for result in results:
-        error = abort_error(result["meta_info"].get("finish_reason"))
+        error = gen.abort_error(result)
         if error is not None:
             raise error
     return results

@@ -1,14 +1,13 @@
 """Prometheus metrics (`/metrics`), one registry per app.
 
 Request counters and latency histograms are observed by the server as results stream out of
-the engine (so TTFT and inter-token latency include queueing, prefill and the HTTP layer's own
-delay); gauges (running / waiting requests, KV usage, cache hit rate) are read from the engine
-when scraped. Names follow SGLang's with an `sglr:` prefix.
+the engine (`sglr.server.sequence_metrics`: TTFT and inter-token latency include queueing,
+prefill and the HTTP layer's own delay); gauges (running / waiting requests, KV usage, cache hit
+rate) are read from the engine when scraped. Names follow SGLang's with an `sglr:` prefix.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -69,55 +68,10 @@ class ServerMetrics:
         )
         reg.register(_EngineGauges(engine, model_name))
 
-    def sequence_timer(self) -> SequenceTimer:
-        return SequenceTimer(self)
-
     def render(self) -> tuple[bytes, str]:
         from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
-
-
-class SequenceTimer:
-    """Times one sequence from submission to its last token."""
-
-    def __init__(self, metrics: ServerMetrics) -> None:
-        self.metrics = metrics
-        self.start = time.monotonic()
-        self.first_token_at: float | None = None
-        self.last_token_at: float | None = None
-
-    def on_tokens(self, num_tokens: int) -> None:
-        if num_tokens <= 0:
-            return
-        now = time.monotonic()
-        name = self.metrics.model_name
-        if self.last_token_at is None:
-            self.first_token_at = self.last_token_at = now
-            self.metrics.ttft.labels(name).observe(now - self.start)
-            num_tokens -= 1  # the first token has no inter-token gap
-        if num_tokens > 0:
-            # Tokens that arrive together (jump-forward, or a stream reader that fell behind and
-            # got one merged chunk) share the gap, so every token after the first is counted once.
-            gap = (now - self.last_token_at) / num_tokens
-            itl = self.metrics.itl.labels(name)
-            for _ in range(num_tokens):
-                itl.observe(gap)
-        self.last_token_at = now
-
-    def on_finish(self, meta: dict[str, Any]) -> None:
-        m = self.metrics
-        name = m.model_name
-        now = time.monotonic()
-        finish = (meta.get("finish_reason") or {}).get("type", "unknown")
-        m.num_requests.labels(name, finish).inc()
-        m.prompt_tokens.labels(name).inc(meta.get("prompt_tokens", 0))
-        completion = meta.get("completion_tokens", 0)
-        m.generation_tokens.labels(name).inc(completion)
-        m.cached_tokens.labels(name).inc(meta.get("cached_tokens", 0))
-        m.e2e.labels(name).observe(now - self.start)
-        if self.first_token_at is not None and completion > 1:
-            m.tpot.labels(name).observe((now - self.first_token_at) / (completion - 1))
 
 
 class _EngineGauges:

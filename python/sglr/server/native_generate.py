@@ -11,7 +11,6 @@ with `data: [DONE]`.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 from starlette.requests import Request
@@ -19,18 +18,9 @@ from starlette.responses import Response
 
 from sglr.server.accumulate import SequenceAccumulator
 from sglr.server.body import read_json_object
-from sglr.server.errors import abort_error, as_api_error
 from sglr.server.fields import check_known_fields, get_bool, require_null
-from sglr.server.generation import Generation, collect, start_generation
-from sglr.server.jsonout import JSONOut
-from sglr.server.sse import (
-    DONE,
-    ClientDisconnected,
-    EventStreamResponse,
-    run_until_disconnect,
-    sse_error,
-    sse_event,
-)
+from sglr.server.generation import Generation, start_generation
+from sglr.server.generation_response import DeltaRenderer, json_response, stream_response
 from sglr.server.state import ServerState
 
 _FIELDS = frozenset({
@@ -82,48 +72,30 @@ def parse_generate_request(body: dict[str, Any]) -> tuple[dict[str, Any], bool]:
 async def generate(state: ServerState, request: Request) -> Response:
     body = await read_json_object(request, state.settings.max_body_bytes)
     kwargs, stream = parse_generate_request(body)
-    gen = await start_generation(state, **kwargs)
-    handed_over = False  # the event stream closes the generation from then on
-    try:
-        if stream:
-            # Wait for the first event: a request the engine refuses gets an HTTP error status.
-            error = await run_until_disconnect(request.receive, gen.peek_error())
-            if error is not None:
-                raise error
-            handed_over = True
-            return EventStreamResponse(_events(gen, state.settings.incremental_streaming_output))
-        return JSONOut(await run_until_disconnect(request.receive, _collect(gen)))
-    except ClientDisconnected:
-        return Response(status_code=499)  # nobody reads it; the generation was aborted
-    finally:
-        if not handed_over:
-            await gen.aclose()
+    gen = await start_generation(state, kwargs)
+    if stream:
+        return await stream_response(
+            request, gen, _NativeEvents(gen, state.settings.incremental_streaming_output)
+        )
+    return await json_response(request, gen, lambda results: results if gen.is_batch else results[0])
 
 
-async def _collect(gen: Generation) -> dict[str, Any] | list[dict[str, Any]]:
-    results = await collect(gen)
-    return results if gen.is_batch else results[0]
+class _NativeEvents(DeltaRenderer):
+    """Each event is a sequence's whole response so far or, `incremental`, only what is new;
+    batch events say which sequence with `index`."""
 
+    def __init__(self, gen: Generation, incremental: bool) -> None:
+        self.is_batch = gen.is_batch
+        self.incremental = incremental
+        self.accumulators = [SequenceAccumulator() for _ in range(gen.num_sequences)]
 
-async def _events(gen: Generation, incremental: bool) -> AsyncIterator[bytes]:
-    accumulators = [SequenceAccumulator() for _ in range(gen.num_sequences)]
-    try:
-        async for delta in gen:
-            index = delta.pop("index")
-            error = abort_error(delta["meta_info"].get("finish_reason"))
-            if error is not None:
-                yield sse_error(error)
-                break
-            if incremental:
-                event = delta
-            else:
-                accumulators[index].add(delta)
-                event = accumulators[index].snapshot()
-            if gen.is_batch:
-                event["index"] = index
-            yield sse_event(event)
-    except Exception as exc:
-        yield sse_error(as_api_error(exc))
-    finally:
-        await gen.aclose()
-    yield DONE
+    def on_delta(self, delta: dict[str, Any]) -> list[Any]:
+        index = delta.pop("index")
+        if self.incremental:
+            event = delta
+        else:
+            self.accumulators[index].add(delta)
+            event = self.accumulators[index].snapshot()
+        if self.is_batch:
+            event["index"] = index
+        return [event]

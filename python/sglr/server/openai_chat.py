@@ -9,7 +9,6 @@ then (with `stream_options.include_usage`) a usage chunk, and `data: [DONE]`.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 from starlette.requests import Request
@@ -17,35 +16,14 @@ from starlette.responses import Response
 
 from sglr.server.body import read_json_object
 from sglr.server.chat_messages import normalize_messages
-from sglr.server.errors import ApiError, abort_error, as_api_error
-from sglr.server.fields import check_known_fields, get_bool, get_dict, get_int, get_str
-from sglr.server.generation import Generation, collect, start_generation
-from sglr.server.jsonout import JSONOut
-from sglr.server.openai_common import (
-    ChoiceLayout,
-    ResponseIds,
-    chat_logprobs,
-    finish_reason,
-    matched_stop,
-    usage,
-)
-from sglr.server.openai_params import (
-    MAX_LOGPROBS,
-    SAMPLING_FIELDS,
-    StreamOptions,
-    check_model,
-    reject_unsupported,
-    sampling_params,
-    stream_options,
-)
-from sglr.server.sse import (
-    DONE,
-    ClientDisconnected,
-    EventStreamResponse,
-    run_until_disconnect,
-    sse_error,
-    sse_event,
-)
+from sglr.server.errors import ApiError
+from sglr.server.fields import get_bool, get_dict, get_int
+from sglr.server.generation import start_generation
+from sglr.server.generation_response import json_response, stream_response
+from sglr.server.openai_common import chat_logprobs, finish_reason, matched_stop
+from sglr.server.openai_params import MAX_LOGPROBS, SAMPLING_FIELDS
+from sglr.server.openai_request import OpenAIRequest
+from sglr.server.openai_stream import OpenAIChunks
 from sglr.server.state import ServerState
 
 _FIELDS = SAMPLING_FIELDS | {
@@ -61,13 +39,11 @@ _UNSUPPORTED = {
 }
 
 
-class _Request:
+class _ChatRequest(OpenAIRequest):
     """A validated chat request, rendered to prompt token ids."""
 
     def __init__(self, state: ServerState, body: dict[str, Any]) -> None:
-        check_known_fields(body, _FIELDS, "the chat completions request")
-        reject_unsupported(body, _UNSUPPORTED)
-        self.model = check_model(state, body)
+        super().__init__(state, body, _FIELDS, _UNSUPPORTED, "the chat completions request")
         tool_choice = body.get("tool_choice")
         if body.get("tools") and tool_choice != "none":
             raise ApiError.bad_request(
@@ -84,18 +60,17 @@ class _Request:
         self.prompt_ids = state.engine.tokenizer.encode(text, add_special_tokens=False)
         if not self.prompt_ids:
             raise ApiError.bad_request("the messages render to an empty prompt", "messages")
-        max_tokens = get_int(body, "max_completion_tokens", None, 1)
-        if max_tokens is None:
-            max_tokens = get_int(body, "max_tokens", None, 1)
+        max_tokens_field = "max_completion_tokens"
+        max_tokens = get_int(body, max_tokens_field, None, 1)
+        if max_tokens is None and body.get("max_tokens") is not None:
+            max_tokens_field = "max_tokens"
+            max_tokens = get_int(body, max_tokens_field, None, 1)
         self.logprobs = bool(get_bool(body, "logprobs", False))
         self.top_logprobs = get_int(body, "top_logprobs", 0, 0, MAX_LOGPROBS)
         if self.top_logprobs and not self.logprobs:
             raise ApiError.bad_request("top_logprobs requires logprobs to be true", "top_logprobs")
-        self.stream = bool(get_bool(body, "stream", False))
-        self.options: StreamOptions = stream_options(body, self.stream)
-        self.params = sampling_params(body, max_tokens)
-        self.layout = ChoiceLayout(1, self.params["n"])
-        self.ids = ResponseIds("chatcmpl", get_str(body, "rid"))
+        self._read_sampling(body, max_tokens, max_tokens_field)
+        self._number_choices(body, num_prompts=1, id_prefix="chatcmpl")
 
     def engine_kwargs(self) -> dict[str, Any]:
         return {
@@ -108,13 +83,7 @@ class _Request:
         }
 
     def header(self, kind: str) -> dict[str, Any]:
-        return {
-            "id": self.ids.response_id,
-            "object": kind,
-            "created": self.ids.created,
-            "model": self.model,
-            "system_fingerprint": None,
-        }
+        return {**super().header(kind), "system_fingerprint": None}
 
     def logprobs_of(self, meta: dict[str, Any]) -> dict[str, Any] | None:
         if not self.logprobs:
@@ -125,97 +94,66 @@ class _Request:
 
 async def chat_completions(state: ServerState, request: Request) -> Response:
     body = await read_json_object(request, state.settings.max_body_bytes)
-    req = _Request(state, body)
-    gen = await start_generation(state, **req.engine_kwargs())
-    handed_over = False
-    try:
-        if req.stream:
-            error = await run_until_disconnect(request.receive, gen.peek_error())
-            if error is not None:
-                raise error
-            handed_over = True
-            return EventStreamResponse(_events(req, gen))
-        results = await run_until_disconnect(request.receive, collect(gen))
-        return JSONOut(_response(req, results))
-    except ClientDisconnected:
-        return Response(status_code=499)
-    finally:
-        if not handed_over:
-            await gen.aclose()
+    req = _ChatRequest(state, body)
+    gen = await start_generation(state, req.engine_kwargs(), req.names)
+    if req.stream:
+        return await stream_response(request, gen, _ChatChunks(req))
+    return await json_response(request, gen, lambda results: _response(req, results))
 
 
-def _response(req: _Request, results: list[dict[str, Any]]) -> dict[str, Any]:
-    choices: list[dict[str, Any]] = [{}] * req.layout.num_sequences
-    for sequence, result in enumerate(results):
-        meta = result["meta_info"]
-        reason = meta.get("finish_reason")
-        index = req.layout.choice_of(sequence)
-        choices[index] = {
-            "index": index,
+def _response(req: _ChatRequest, results: list[dict[str, Any]]) -> dict[str, Any]:
+    def content(sequence: int, result: dict[str, Any]) -> dict[str, Any]:
+        return {
             "message": {"role": "assistant", "content": result["text"], "tool_calls": None, "refusal": None},
-            "logprobs": req.logprobs_of(meta),
-            "finish_reason": finish_reason(reason),
-            "matched_stop": matched_stop(reason),
+            "logprobs": req.logprobs_of(result["meta_info"]),
         }
-    metas = [r["meta_info"] for r in results]
-    return {**req.header("chat.completion"), "choices": choices, "usage": usage(metas, req.layout)}
+
+    return req.whole_response("chat.completion", results, content)
 
 
-async def _events(req: _Request, gen: Generation) -> AsyncIterator[bytes]:
-    header = req.header("chat.completion.chunk")
-    metas: list[dict[str, Any]] = [{} for _ in range(req.layout.num_sequences)]
+class _ChatChunks(OpenAIChunks):
+    """A role chunk per choice first, then content deltas, then a finish chunk per choice."""
 
-    def chunk(choice: dict[str, Any]) -> bytes:
-        payload = {**header, "choices": [choice]}
-        if req.options.include_usage:
-            payload["usage"] = usage(metas, req.layout) if req.options.continuous_usage_stats else None
-        return sse_event(payload)
+    def __init__(self, req: _ChatRequest) -> None:
+        super().__init__(req, "chat.completion.chunk")
+        self.chat = req
 
-    try:
-        for sequence in range(req.layout.num_sequences):
-            yield chunk(
+    def opening(self) -> list[Any]:
+        role = {"role": "assistant", "content": ""}
+        return [
+            self.chunk(
                 {
-                    "index": req.layout.choice_of(sequence),
-                    "delta": {"role": "assistant", "content": ""},
+                    "index": self.req.layout.choice_of(s),
+                    "delta": role,
                     "logprobs": None,
                     "finish_reason": None,
                 }
             )
-        async for delta in gen:
-            sequence = delta["index"]
-            meta = delta["meta_info"]
-            reason = meta.get("finish_reason")
-            error = abort_error(reason or {})
-            if error is not None:
-                yield sse_error(error)
-                break
-            metas[sequence] = {**metas[sequence], **meta}
-            index = req.layout.choice_of(sequence)
-            logprobs = req.logprobs_of(meta)
-            if delta["text"] or (logprobs is not None and logprobs["content"]):
-                yield chunk(
-                    {
-                        "index": index,
-                        "delta": {"content": delta["text"]},
-                        "logprobs": logprobs,
-                        "finish_reason": None,
-                    }
-                )
-            if reason is not None:
-                yield chunk(
-                    {
-                        "index": index,
-                        "delta": {},
-                        "logprobs": None,
-                        "finish_reason": finish_reason(reason),
-                        "matched_stop": matched_stop(reason),
-                    }
-                )
-        else:
-            if req.options.include_usage:
-                yield sse_event({**header, "choices": [], "usage": usage(metas, req.layout)})
-    except Exception as exc:
-        yield sse_error(as_api_error(exc))
-    finally:
-        await gen.aclose()
-    yield DONE
+            for s in range(self.req.layout.num_sequences)
+        ]
+
+    def choices_of(self, sequence: int, delta: dict[str, Any]) -> list[dict[str, Any]]:
+        index = self.req.layout.choice_of(sequence)
+        logprobs = self.chat.logprobs_of(delta["meta_info"])
+        choices = []
+        if delta["text"] or (logprobs is not None and logprobs["content"]):
+            choices.append(
+                {
+                    "index": index,
+                    "delta": {"content": delta["text"]},
+                    "logprobs": logprobs,
+                    "finish_reason": None,
+                }
+            )
+        reason = delta["meta_info"].get("finish_reason")
+        if reason is not None:
+            choices.append(
+                {
+                    "index": index,
+                    "delta": {},
+                    "logprobs": None,
+                    "finish_reason": finish_reason(reason),
+                    "matched_stop": matched_stop(reason),
+                }
+            )
+        return choices

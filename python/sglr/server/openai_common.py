@@ -1,5 +1,5 @@
-"""Pieces shared by the OpenAI-compatible routes: choice numbering, finish reasons, usage,
-logprob formats, and running a generation to its end."""
+"""Pieces shared by the OpenAI-compatible routes: response ids, choice numbering, finish
+reasons, usage and logprob formats."""
 
 from __future__ import annotations
 

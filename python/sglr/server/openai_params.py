@@ -13,17 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from sglr.server.errors import ApiError
-from sglr.server.fields import (
-    get_bool,
-    get_dict,
-    get_int,
-    get_int_list,
-    get_number,
-    get_stop,
-    get_str,
-    require_null,
-)
-from sglr.server.state import ServerState
+from sglr.server.fields import get_bool, get_dict, get_int, get_int_list, get_number, get_stop, get_str
+from sglr.server.param_names import ParamNames
 
 MAX_N = 128
 MAX_LOGPROBS = 20
@@ -38,27 +29,18 @@ SAMPLING_FIELDS = frozenset({
 
 
 @dataclass(frozen=True)
-class StreamOptions:
-    include_usage: bool = False
-    continuous_usage_stats: bool = False
+class Sampling:
+    """The engine's `sampling_params` dict, and which request field each engine field came from
+    (so that an engine error names the field the client sent)."""
+
+    params: dict[str, Any]
+    names: ParamNames
 
 
-def check_model(state: ServerState, body: dict[str, Any]) -> str:
-    """The `model` to echo back; 404 for a model this server does not serve."""
-    model = get_str(body, "model")
-    if model is None:
-        return state.engine.served_model_name
-    if model not in state.model_names:
-        raise ApiError(
-            404,
-            f"The model `{model}` does not exist (this server serves `{state.engine.served_model_name}`)",
-            "model",
-        )
-    return model
-
-
-def sampling_params(body: dict[str, Any], max_tokens: int | None) -> dict[str, Any]:
-    """The engine's `sampling_params` dict; `max_tokens` already resolved by the route."""
+def sampling_params(
+    body: dict[str, Any], max_tokens: int | None, max_tokens_field: str = "max_tokens"
+) -> Sampling:
+    """`max_tokens` already resolved by the route, from the request field `max_tokens_field`."""
     params: dict[str, Any] = {"max_new_tokens": max_tokens}
     numbers = {
         "temperature": (0.0, 2.0),
@@ -106,8 +88,10 @@ def sampling_params(body: dict[str, Any], max_tokens: int | None) -> dict[str, A
     logit_bias = _logit_bias(body)
     if logit_bias:
         params["logit_bias"] = logit_bias
-    params.update(_grammar(body))
-    return params
+    grammar, grammar_source = _grammar(body)
+    params.update(grammar)
+    sources = {"max_new_tokens": max_tokens_field, "min_new_tokens": "min_tokens", **grammar_source}
+    return Sampling(params, ParamNames(sources))
 
 
 def _logit_bias(body: dict[str, Any]) -> dict[str, float] | None:
@@ -130,9 +114,10 @@ def _logit_bias(body: dict[str, Any]) -> dict[str, float] | None:
     return out
 
 
-def _grammar(body: dict[str, Any]) -> dict[str, str]:
+def _grammar(body: dict[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
     """`response_format` (json_schema / json_object / text), the `regex` extension and, on
-    completions, SGLang's top-level `json_schema`: at most one of them."""
+    completions, SGLang's top-level `json_schema`: at most one of them. Returns the sampling
+    fields and, for each, the request field it came from."""
     grammars: dict[str, tuple[str, str]] = {}  # source field -> (sampling key, value)
     response_format = get_dict(body, "response_format")
     if response_format is not None:
@@ -154,7 +139,9 @@ def _grammar(body: dict[str, Any]) -> dict[str, str]:
         grammars["json_schema"] = ("json_schema", _schema_text(schema, "json_schema"))
     if len(grammars) > 1:
         raise ApiError.bad_request(f"give only one of {', '.join(sorted(grammars))}", sorted(grammars)[1])
-    return {key: value for key, value in grammars.values()}
+    params = {key: value for key, value in grammars.values()}
+    sources = {key: source for source, (key, _) in grammars.items()}
+    return params, sources
 
 
 def _response_schema(response_format: dict[str, Any]) -> str:
@@ -181,25 +168,3 @@ def _schema_text(schema: Any, field: str) -> str:
     if not isinstance(schema, (dict, bool)):
         raise ApiError.bad_request(f"{field} must be a JSON schema (an object)", field)
     return json.dumps(schema)
-
-
-def stream_options(body: dict[str, Any], stream: bool) -> StreamOptions:
-    raw = get_dict(body, "stream_options")
-    if raw is None:
-        return StreamOptions()
-    if not stream:
-        raise ApiError.bad_request("stream_options is only allowed when stream is true", "stream_options")
-    unknown = sorted(set(raw) - {"include_usage", "continuous_usage_stats"})
-    if unknown:
-        raise ApiError.bad_request(
-            f"unknown field `{unknown[0]}` in stream_options", f"stream_options.{unknown[0]}"
-        )
-    return StreamOptions(
-        include_usage=bool(get_bool(raw, "include_usage", False)),
-        continuous_usage_stats=bool(get_bool(raw, "continuous_usage_stats", False)),
-    )
-
-
-def reject_unsupported(body: dict[str, Any], names: dict[str, str]) -> None:
-    for name, reason in names.items():
-        require_null(body, name, reason)

@@ -1,0 +1,32 @@
+"""Naming a bad request field the way the client spelled it.
+
+The engine names the field behind an error in its own layout (`sampling_params.regex`,
+`sampling_params.max_new_tokens`). `/generate` requests use that layout, so the name passes
+through; OpenAI requests spell the same fields differently (`regex`, `response_format`,
+`max_tokens`), and an error's `param` must point at what the client sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+_SAMPLING_PREFIX = "sampling_params."
+
+
+@dataclass(frozen=True)
+class ParamNames:
+    """`sampling`: engine sampling field -> the request field it came from (a field missing here
+    kept its name). None: the request used the engine's own layout."""
+
+    sampling: Mapping[str, str] | None = field(default=None)
+
+    def client_name(self, engine_param: str | None) -> str | None:
+        if self.sampling is None or engine_param is None or not engine_param.startswith(_SAMPLING_PREFIX):
+            # NOTE: prompt fields (`text`, `input_ids`) keep the engine's names on every route.
+            return engine_param
+        name = engine_param.removeprefix(_SAMPLING_PREFIX)
+        return self.sampling.get(name, name)
+
+
+ENGINE_NAMES = ParamNames()

@@ -1,0 +1,58 @@
+"""The route tables: SGLang's native API and the OpenAI-compatible API."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import NamedTuple
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from sglr.server.native import (
+    abort_request,
+    concate_and_append_request,
+    flush_cache,
+    health,
+    health_generate,
+    model_info,
+    root,
+    server_info,
+)
+from sglr.server.native_generate import generate
+from sglr.server.openai_chat import chat_completions
+from sglr.server.openai_completions import completions
+from sglr.server.openai_models import get_model, list_models
+from sglr.server.state import ServerState
+
+Handler = Callable[[ServerState, Request], Awaitable[Response]]
+
+
+class RouteSpec(NamedTuple):
+    path: str
+    handler: Handler
+    methods: tuple[str, ...]
+
+
+_GET = ("GET",)
+_POST = ("POST",)
+
+NATIVE_ROUTES = (
+    RouteSpec("/generate", generate, ("POST", "PUT")),
+    RouteSpec("/health", health, _GET),
+    RouteSpec("/health_generate", health_generate, _GET),
+    RouteSpec("/model_info", model_info, _GET),
+    RouteSpec("/get_model_info", model_info, _GET),  # SGLang's older names
+    RouteSpec("/server_info", server_info, _GET),
+    RouteSpec("/get_server_info", server_info, _GET),
+    RouteSpec("/flush_cache", flush_cache, ("GET", "POST")),
+    RouteSpec("/abort_request", abort_request, _POST),
+    RouteSpec("/concate_and_append_request", concate_and_append_request, _POST),
+    RouteSpec("/", root, _GET),
+)
+
+OPENAI_ROUTES = (
+    RouteSpec("/v1/models", list_models, _GET),
+    RouteSpec("/v1/models/{model:path}", get_model, _GET),
+    RouteSpec("/v1/completions", completions, _POST),
+    RouteSpec("/v1/chat/completions", chat_completions, _POST),
+)
