@@ -23,11 +23,26 @@ def make_engine():
     return _make_engine
 
 
+_ENGINES: list[Engine] = []
+
+
 def _make_engine(model_dir: Path, **kwargs) -> Engine:
     kwargs.setdefault("debug_invariants", True)
     kwargs.setdefault("device", "cpu")
     kwargs.setdefault("max_total_tokens", 16384)
-    return Engine(model_path=str(model_dir), **kwargs)
+    engine = Engine(model_path=str(model_dir), **kwargs)
+    _ENGINES.append(engine)
+    return engine
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """How often the KV accounting was checked (after every engine step; a failure would have
+    stopped that engine's loop and failed its tests)."""
+    if _ENGINES:
+        num_checks = sum(engine.get_stats()["num_invariant_checks"] for engine in _ENGINES)
+        terminalreporter.write_line(
+            f"engine tests: KV accounting checked after {num_checks} engine steps ({len(_ENGINES)} engines)"
+        )
 
 
 @pytest.fixture(scope="module")

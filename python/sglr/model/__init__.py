@@ -2,7 +2,7 @@
 
 - `runner`: `ModelRunner(RunnerConfig(...))` — model + KV cache + request table, `forward(batch)`.
 - `forward_batch`: `ExtendRequest`, `ForwardBatch.extend/decode` (built via the runner).
-- `sampling` / `sampler`: `SamplingConfig`, `SamplingBatch.build`, `sample(...)`.
+- `sampling` / `sampler`: `SamplingBatch.build` (from `SamplingParams`), `sample(...)`.
 - `kv_cache`, `req_to_token`: the paged KV pool's memory and the per-request slot table.
 - `config`, `loader`, `llama`, `qwen2`, `registry`: checkpoints and architectures.
 - `tiny`: tiny random-weight checkpoints for tests and the offline demo.

@@ -75,7 +75,7 @@ class ForwardMode(enum.Enum):
 class ExtendRequest:
     """One request's part of an extend batch.
 
-    row: its `ReqToTokenTable` row (from `runner.req_to_token.try_alloc()`).
+    row: its `ReqToTokenTable` row (1..max_num_reqs; the engine's `KVPool` hands them out).
     input_ids: the new tokens (positions `prefix_len .. prefix_len + extend_len - 1`).
     prefix_slots: KV slots of the tokens already cached (`prefix_len` of them, may be empty).
     new_slots: freshly allocated slots for `input_ids`, one each.
