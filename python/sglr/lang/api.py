@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import re
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from sglr.lang import ir
+from sglr.lang.backend_resolution import resolve_backend, wrap_engine
 from sglr.lang.choices import ChoicesSamplingMethod, token_length_normalized
+from sglr.lang.dtype_constraints import dtype_name
+from sglr.lang.gen_params import GEN_PARAM_FIELDS, GenParams
 from sglr.lang.global_config import global_config
-from sglr.lang.program import Program, resolve_backend
-from sglr.lang.sampling import GEN_PARAM_FIELDS, SamplingParams, dtype_name
+from sglr.lang.program import Program
 
 
 def function(func: Callable[..., Any] | None = None, num_api_spec_tokens: int | None = None) -> Any:
@@ -72,14 +75,12 @@ def gen(
         except re.error as exc:
             raise ValueError(f"gen({name!r}): invalid regex {regex!r}: {exc}") from exc
     if isinstance(overrides.get("json_schema"), dict):
-        import json
-
         overrides["json_schema"] = json.dumps(overrides["json_schema"])
     for key in ("stop", "stop_regex"):
         if isinstance(overrides.get(key), (list, tuple)):
             overrides[key] = list(overrides[key])
     # Validate now, so a bad value fails at the user's line rather than inside the worker.
-    SamplingParams().merged(**overrides)
+    GenParams().merged(**overrides)
     return ir.Gen(name, overrides)
 
 
@@ -165,7 +166,9 @@ def assistant_end() -> ir.RoleEnd:
 
 
 def set_default_backend(backend: Any) -> None:
-    global_config.default_backend = backend
+    """The backend programs run on when none is passed; an `Engine` is kept as its `EngineBackend`,
+    so that `sgl.global_config.default_backend` answers the whole backend protocol."""
+    global_config.default_backend = wrap_engine(backend)
 
 
 def flush_cache(backend: Any = None) -> bool:

@@ -12,6 +12,12 @@ from typing import Any
 
 from sglr.errors import TraceError
 
+# SGLang programs import the dtype regexes from the IR module; they are defined with the dtype rules.
+from sglr.lang.dtype_constraints import REGEX_BOOL as REGEX_BOOL
+from sglr.lang.dtype_constraints import REGEX_FLOAT as REGEX_FLOAT
+from sglr.lang.dtype_constraints import REGEX_INT as REGEX_INT
+from sglr.lang.dtype_constraints import REGEX_STR as REGEX_STR
+
 
 class Expr:
     """Base of every node. `a + b` concatenates nodes (a `str` becomes `ConstantText`)."""

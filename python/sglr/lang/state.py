@@ -132,7 +132,7 @@ class ProgramState:
         self, var_name: str | None = None, return_meta_data: bool = False
     ) -> AsyncIterator[Any]:
         """Async `text_iter`; with `return_meta_data` yields `(chunk, meta_info)` pairs."""
-        import asyncio
+        import asyncio  # only async callers pay for importing asyncio
 
         executor = self.stream_executor
         loop = asyncio.get_running_loop()

@@ -11,15 +11,23 @@ import contextlib
 import contextvars
 import os
 import traceback
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
 
 from sglr.errors import TraceError
 from sglr.lang import ir
 from sglr.lang.graph import GraphNode, ProgramGraph, StreamInfo
 
-if TYPE_CHECKING:
-    from sglr.lang.program import Program
+
+class TraceableProgram(Protocol):
+    """What the tracer reads of a program (`sglr.lang.program.Program` has it): the tracer sits
+    below the program layer and never imports it."""
+
+    func: Callable[..., Any]
+    name: str
+    arg_names: list[str]
+    bind_arguments: dict[str, Any]
+
 
 _SESSION: contextvars.ContextVar[TraceSession | None] = contextvars.ContextVar("sglr_trace", default=None)
 _LANG_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -46,7 +54,7 @@ class TraceSession:
         return node_id
 
     def trace_call(
-        self, program: Program, stream_info: dict[str, Any], kwargs: dict[str, Any]
+        self, program: TraceableProgram, stream_info: dict[str, Any], kwargs: dict[str, Any]
     ) -> TracerState:
         stream_id = self.new_stream(**stream_info)
         state = TracerState(self, stream_id)
@@ -234,7 +242,7 @@ def _user_location(exc: BaseException) -> str:
     return ""
 
 
-def trace_program(program: Program, arguments: dict[str, Any]) -> ProgramGraph:
+def trace_program(program: TraceableProgram, arguments: dict[str, Any]) -> ProgramGraph:
     """Traces `program`; arguments missing from `arguments` become placeholders."""
     session = TraceSession(program.name, program.arg_names)
     kwargs = {name: arguments.get(name, ir.Argument(name)) for name in program.arg_names}
@@ -250,7 +258,7 @@ def trace_program(program: Program, arguments: dict[str, Any]) -> ProgramGraph:
     return session.graph
 
 
-def trace_prefix_graph(program: Program) -> ProgramGraph:
+def trace_prefix_graph(program: TraceableProgram) -> ProgramGraph:
     """The graph recorded up to the first point tracing fails (enough to find the constant prefix)."""
     session = TraceSession(program.name, program.arg_names)
     kwargs = {name: ir.Argument(name) for name in program.arg_names}
