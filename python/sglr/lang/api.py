@@ -6,6 +6,7 @@ import json
 import re
 import warnings
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from sglr.lang import ir
@@ -130,39 +131,28 @@ def _role(role: str, expr: Any) -> ir.ExprList:
 
 
 def system(expr: Any = None) -> ir.ExprList:
+    """A system turn around `expr` (the chat template's system prefix and suffix)."""
     return _role("system", expr)
 
 
 def user(expr: Any = None) -> ir.ExprList:
+    """A user turn around `expr`."""
     return _role("user", expr)
 
 
 def assistant(expr: Any = None) -> ir.ExprList:
+    """An assistant turn around `expr` (typically a `gen`)."""
     return _role("assistant", expr)
 
 
-def system_begin() -> ir.RoleBegin:
-    return ir.RoleBegin("system")
-
-
-def system_end() -> ir.RoleEnd:
-    return ir.RoleEnd("system")
-
-
-def user_begin() -> ir.RoleBegin:
-    return ir.RoleBegin("user")
-
-
-def user_end() -> ir.RoleEnd:
-    return ir.RoleEnd("user")
-
-
-def assistant_begin() -> ir.RoleBegin:
-    return ir.RoleBegin("assistant")
-
-
-def assistant_end() -> ir.RoleEnd:
-    return ir.RoleEnd("assistant")
+# The two halves of a turn, for prompts that open and close one apart:
+# `s += sgl.user_begin() + question + sgl.user_end()`.
+system_begin = partial(ir.RoleBegin, "system")
+system_end = partial(ir.RoleEnd, "system")
+user_begin = partial(ir.RoleBegin, "user")
+user_end = partial(ir.RoleEnd, "user")
+assistant_begin = partial(ir.RoleBegin, "assistant")
+assistant_end = partial(ir.RoleEnd, "assistant")
 
 
 def set_default_backend(backend: Any) -> None:
