@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from sglr.lang.program import map_in_threads
+from sglr.lang.thread_map import map_in_threads
 
 
 @dataclass

@@ -3,6 +3,8 @@
 This module exports the public API only; importing it has no side effects.
 """
 
+import importlib
+
 from sglr.errors import (
     InvariantError,
     LengthMismatchError,
@@ -40,6 +42,7 @@ from sglr.lang.choices import (
     unconditional_likelihood_normalized,
 )
 from sglr.lang.global_config import global_config
+from sglr.version import __version__ as __version__
 
 # Backends import their HTTP clients (and the engine, torch) only when first used (see __getattr__).
 _LAZY_BACKENDS = {
@@ -53,8 +56,6 @@ _LAZY_BACKENDS = {
 
 def __getattr__(name: str):
     if name in _LAZY_BACKENDS:
-        import importlib
-
         return getattr(importlib.import_module(_LAZY_BACKENDS[name]), name)
     raise AttributeError(f"module 'sglr' has no attribute {name!r}")
 
@@ -95,4 +96,3 @@ __all__ = [
     "user_begin",
     "user_end",
 ]
-__version__ = "0.1.0"

@@ -13,7 +13,10 @@ from lang_engine import make_tiny_engine
 import sglr as sgl
 from sglr.engine.engine import Engine
 from sglr.errors import EngineClosedError, InvalidRequestError, ProgramError
+from sglr.lang.backend.base import BaseBackend
 from sglr.lang.backend.engine_backend import EngineBackend
+from sglr.lang.backend.runtime_endpoint import RuntimeEndpoint
+from sglr.lang.chat_template import choose_chat_template
 
 GREEDY = {"temperature": 0}
 
@@ -59,6 +62,46 @@ def test_default_backend_flush_cache_and_server_info_accept_an_engine(tiny_engin
     assert info["model_path"] == tiny_engine.model_path
     assert info["internal_states"][0]["num_requests"] >= 2
     assert tiny_engine.get_stats()["num_cached_kv_slots"] == 0  # the flush emptied the cache
+
+
+def public_methods(cls: type) -> set[str]:
+    return {name for name in dir(cls) if not name.startswith("_") and callable(getattr(cls, name))}
+
+
+def test_an_engine_answers_the_whole_backend_protocol_however_it_is_given(tiny_engine):
+    @sgl.function
+    def probe(s):
+        s += "Hi" + sgl.gen("x", max_tokens=1)
+
+    @sgl.function
+    def outer(s):
+        s += "Hi"
+        s["inner"] = probe()  # a nested call runs on the calling program's backend
+
+    backends = {}
+    sgl.set_default_backend(tiny_engine)
+    try:
+        backends["set_default_backend"] = sgl.global_config.default_backend
+        backends["run on the default"] = probe.run(**GREEDY).stream_executor.backend
+        backends["nested call"] = outer.run(**GREEDY)["inner"].stream_executor.backend
+    finally:
+        sgl.set_default_backend(None)
+    backends["run(backend=)"] = probe.run(backend=tiny_engine, **GREEDY).stream_executor.backend
+    batch = probe.run_batch([{}, {}], backend=tiny_engine, **GREEDY)
+    backends["run_batch(backend=)"] = batch[0].stream_executor.backend
+    backends["compiled run(backend=)"] = probe.compile().run(backend=tiny_engine).stream_executor.backend
+    backends["EngineBackend(engine)"] = EngineBackend(tiny_engine)
+
+    expected_methods = public_methods(BaseBackend) | public_methods(RuntimeEndpoint)
+    template = choose_chat_template(
+        model_path=tiny_engine.model_path, tokenizer_template=tiny_engine.tokenizer.chat_template
+    )
+    for how, backend in backends.items():
+        assert isinstance(backend, EngineBackend) and backend.engine is tiny_engine, how
+        assert not expected_methods - public_methods(type(backend)), how
+        assert backend.get_model_name() == tiny_engine.served_model_name, how
+        assert backend.get_chat_template() == template, how
+        assert backend.get_server_info()["model_path"] == tiny_engine.model_path, how
 
 
 def test_n_samples_logprobs_and_stop_regex(tiny_engine):

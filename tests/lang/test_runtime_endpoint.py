@@ -12,7 +12,7 @@ from lang_serve import serve
 import sglr as sgl
 from sglr.errors import BackendError, ProgramError
 from sglr.lang.backend.runtime_endpoint import StreamDecoder
-from sglr.lang.sampling import REGEX_INT
+from sglr.lang.ir import REGEX_INT
 
 
 @pytest.fixture

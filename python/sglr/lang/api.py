@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import re
 import warnings
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from sglr.lang import ir
+from sglr.lang.backend_resolution import resolve_backend, wrap_engine
 from sglr.lang.choices import ChoicesSamplingMethod, token_length_normalized
+from sglr.lang.dtype_constraints import dtype_name
+from sglr.lang.gen_params import GEN_PARAM_FIELDS, GenParams
 from sglr.lang.global_config import global_config
-from sglr.lang.program import Program, resolve_backend
-from sglr.lang.sampling import GEN_PARAM_FIELDS, SamplingParams, dtype_name
+from sglr.lang.program import Program
 
 
 def function(func: Callable[..., Any] | None = None, num_api_spec_tokens: int | None = None) -> Any:
@@ -72,14 +76,12 @@ def gen(
         except re.error as exc:
             raise ValueError(f"gen({name!r}): invalid regex {regex!r}: {exc}") from exc
     if isinstance(overrides.get("json_schema"), dict):
-        import json
-
         overrides["json_schema"] = json.dumps(overrides["json_schema"])
     for key in ("stop", "stop_regex"):
         if isinstance(overrides.get(key), (list, tuple)):
             overrides[key] = list(overrides[key])
     # Validate now, so a bad value fails at the user's line rather than inside the worker.
-    SamplingParams().merged(**overrides)
+    GenParams().merged(**overrides)
     return ir.Gen(name, overrides)
 
 
@@ -129,43 +131,34 @@ def _role(role: str, expr: Any) -> ir.ExprList:
 
 
 def system(expr: Any = None) -> ir.ExprList:
+    """A system turn around `expr` (the chat template's system prefix and suffix)."""
     return _role("system", expr)
 
 
 def user(expr: Any = None) -> ir.ExprList:
+    """A user turn around `expr`."""
     return _role("user", expr)
 
 
 def assistant(expr: Any = None) -> ir.ExprList:
+    """An assistant turn around `expr` (typically a `gen`)."""
     return _role("assistant", expr)
 
 
-def system_begin() -> ir.RoleBegin:
-    return ir.RoleBegin("system")
-
-
-def system_end() -> ir.RoleEnd:
-    return ir.RoleEnd("system")
-
-
-def user_begin() -> ir.RoleBegin:
-    return ir.RoleBegin("user")
-
-
-def user_end() -> ir.RoleEnd:
-    return ir.RoleEnd("user")
-
-
-def assistant_begin() -> ir.RoleBegin:
-    return ir.RoleBegin("assistant")
-
-
-def assistant_end() -> ir.RoleEnd:
-    return ir.RoleEnd("assistant")
+# The two halves of a turn, for prompts that open and close one apart:
+# `s += sgl.user_begin() + question + sgl.user_end()`.
+system_begin = partial(ir.RoleBegin, "system")
+system_end = partial(ir.RoleEnd, "system")
+user_begin = partial(ir.RoleBegin, "user")
+user_end = partial(ir.RoleEnd, "user")
+assistant_begin = partial(ir.RoleBegin, "assistant")
+assistant_end = partial(ir.RoleEnd, "assistant")
 
 
 def set_default_backend(backend: Any) -> None:
-    global_config.default_backend = backend
+    """The backend programs run on when none is passed; an `Engine` is kept as its `EngineBackend`,
+    so that `sgl.global_config.default_backend` answers the whole backend protocol."""
+    global_config.default_backend = wrap_engine(backend)
 
 
 def flush_cache(backend: Any = None) -> bool:

@@ -55,8 +55,83 @@ class ChatTemplate:
         return text
 
 
-_TEMPLATES: dict[str, ChatTemplate] = {}
-_MATCHERS: list[Callable[[str], str | None]] = []
+def _same_tags(start: str, end: str) -> dict[str, tuple[str, str]]:
+    return {role: (start.format(role=role), end) for role in ("system", "user", "assistant")}
+
+
+# Llama-2 and Mistral both wrap a user turn in [INST] ... [/INST] and close a reply with </s><s>.
+_INST_TURNS = {"user": ("[INST] ", " [/INST]"), "assistant": ("", " </s><s>")}
+
+BUILTIN_TEMPLATES = (
+    ChatTemplate(
+        "default",
+        {"system": ("SYSTEM:", "\n"), "user": ("USER:", "\n"), "assistant": ("ASSISTANT:", "\n")},
+    ),
+    ChatTemplate("chatml", _same_tags("<|im_start|>{role}\n", "<|im_end|>\n"), stop_str=("<|im_end|>",)),
+    ChatTemplate(
+        "qwen",
+        _same_tags("<|im_start|>{role}\n", "<|im_end|>\n"),
+        default_system_prompt="You are a helpful assistant.",
+        stop_str=("<|im_end|>",),
+    ),
+    ChatTemplate(
+        "llama-3-instruct",
+        _same_tags("<|start_header_id|>{role}<|end_header_id|>\n\n", "<|eot_id|>"),
+        stop_str=("<|eot_id|>",),
+        image_token="<|image|>",
+    ),
+    ChatTemplate(
+        "mistral",
+        {"system": ("[SYSTEM_PROMPT] ", " [/SYSTEM_PROMPT]"), **_INST_TURNS},
+        stop_str=("</s>",),
+        image_token="[IMG]",
+    ),
+    ChatTemplate(
+        "llama-2-chat",
+        {"system": ("<<SYS>>\n", "\n<</SYS>>\n\n"), **_INST_TURNS},
+        style=ChatTemplateStyle.LLAMA2,
+    ),
+    ChatTemplate(
+        "gemma-it",
+        {
+            "system": ("", ""),
+            "user": ("<start_of_turn>user\n", "<end_of_turn>\n"),
+            "assistant": ("<start_of_turn>model\n", "<end_of_turn>\n"),
+        },
+        stop_str=("<end_of_turn>",),
+    ),
+    ChatTemplate(
+        "claude",
+        {"system": ("", ""), "user": ("\n\nHuman: ", ""), "assistant": ("\n\nAssistant:", "")},
+    ),
+)
+
+
+def _matcher(pattern: str, name: str, unless: str | None = None) -> Callable[[str], str | None]:
+    compiled = re.compile(pattern)
+    excluded = re.compile(unless) if unless else None
+
+    def match(model_path: str) -> str | None:
+        if compiled.search(model_path) and not (excluded and excluded.search(model_path)):
+            return name
+        return None
+
+    return match
+
+
+# Model path (lowercase) pattern -> template, unless the second pattern also matches. First hit wins.
+_MODEL_PATH_RULES = (
+    (r"llama-2.*chat|codellama.*instruct", "llama-2-chat", None),
+    (r"pixtral|(mistral|mixtral).*instruct", "mistral", None),
+    (r"llama-3.*instruct|llama3.*instruct", "llama-3-instruct", None),
+    (r"tinyllama|smollm.*instruct|chatml", "chatml", None),
+    (r"qwen.*(chat|instruct)", "qwen", r"llava"),
+    (r"gemma.*it|gemma-3", "gemma-it", None),
+)
+
+# The registries start with the built-ins; `register_*` adds to them.
+_TEMPLATES: dict[str, ChatTemplate] = {template.name: template for template in BUILTIN_TEMPLATES}
+_MATCHERS: list[Callable[[str], str | None]] = [_matcher(*rule) for rule in _MODEL_PATH_RULES]
 
 
 def register_chat_template(template: ChatTemplate) -> None:
@@ -111,97 +186,3 @@ def choose_chat_template(
     return get_chat_template_by_tokenizer_template(tokenizer_template) or get_chat_template_by_model_path(
         model_path
     )
-
-
-def _same_tags(start: str, end: str) -> dict[str, tuple[str, str]]:
-    return {role: (start.format(role=role), end) for role in ("system", "user", "assistant")}
-
-
-register_chat_template(
-    ChatTemplate(
-        "default",
-        {"system": ("SYSTEM:", "\n"), "user": ("USER:", "\n"), "assistant": ("ASSISTANT:", "\n")},
-    )
-)
-register_chat_template(
-    ChatTemplate("chatml", _same_tags("<|im_start|>{role}\n", "<|im_end|>\n"), stop_str=("<|im_end|>",))
-)
-register_chat_template(
-    ChatTemplate(
-        "qwen",
-        _same_tags("<|im_start|>{role}\n", "<|im_end|>\n"),
-        default_system_prompt="You are a helpful assistant.",
-        stop_str=("<|im_end|>",),
-    )
-)
-register_chat_template(
-    ChatTemplate(
-        "llama-3-instruct",
-        _same_tags("<|start_header_id|>{role}<|end_header_id|>\n\n", "<|eot_id|>"),
-        stop_str=("<|eot_id|>",),
-        image_token="<|image|>",
-    )
-)
-register_chat_template(
-    ChatTemplate(
-        "mistral",
-        {
-            "system": ("[SYSTEM_PROMPT] ", " [/SYSTEM_PROMPT]"),
-            "user": ("[INST] ", " [/INST]"),
-            "assistant": ("", " </s><s>"),
-        },
-        stop_str=("</s>",),
-        image_token="[IMG]",
-    )
-)
-register_chat_template(
-    ChatTemplate(
-        "llama-2-chat",
-        {
-            "system": ("<<SYS>>\n", "\n<</SYS>>\n\n"),
-            "user": ("[INST] ", " [/INST]"),
-            "assistant": ("", " </s><s>"),
-        },
-        style=ChatTemplateStyle.LLAMA2,
-    )
-)
-register_chat_template(
-    ChatTemplate(
-        "gemma-it",
-        {
-            "system": ("", ""),
-            "user": ("<start_of_turn>user\n", "<end_of_turn>\n"),
-            "assistant": ("<start_of_turn>model\n", "<end_of_turn>\n"),
-        },
-        stop_str=("<end_of_turn>",),
-    )
-)
-register_chat_template(
-    ChatTemplate(
-        "claude",
-        {"system": ("", ""), "user": ("\n\nHuman: ", ""), "assistant": ("\n\nAssistant:", "")},
-    )
-)
-
-
-def _matcher(pattern: str, name: str, unless: str | None = None) -> Callable[[str], str | None]:
-    compiled = re.compile(pattern)
-    excluded = re.compile(unless) if unless else None
-
-    def match(model_path: str) -> str | None:
-        if compiled.search(model_path) and not (excluded and excluded.search(model_path)):
-            return name
-        return None
-
-    return match
-
-
-for _pattern, _name, _unless in (
-    (r"llama-2.*chat|codellama.*instruct", "llama-2-chat", None),
-    (r"pixtral|(mistral|mixtral).*instruct", "mistral", None),
-    (r"llama-3.*instruct|llama3.*instruct", "llama-3-instruct", None),
-    (r"tinyllama|smollm.*instruct|chatml", "chatml", None),
-    (r"qwen.*(chat|instruct)", "qwen", r"llava"),
-    (r"gemma.*it|gemma-3", "gemma-it", None),
-):
-    register_chat_template_matching_function(_matcher(_pattern, _name, _unless))

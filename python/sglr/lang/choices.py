@@ -43,6 +43,23 @@ def _argmax(values: Sequence[float]) -> int:
     return best
 
 
+def _decision(
+    choice: str,
+    normalized_prompt_logprobs: Sequence[float],
+    input_token_logprobs: Sequence[Sequence[LogprobEntry]],
+    rest: dict[str, Any],
+    **method_meta: Any,
+) -> ChoicesDecision:
+    """The decision for `choice`, with the meta info every method reports and its own."""
+    meta = {
+        "normalized_prompt_logprobs": list(normalized_prompt_logprobs),
+        "input_token_logprobs": input_token_logprobs,
+        "output_token_logprobs": rest.get("output_token_logprobs"),
+        **method_meta,
+    }
+    return ChoicesDecision(choice, meta)
+
+
 class ChoicesSamplingMethod:
     """Decides a `select` from the scored choices. Stateless; compare by `name`."""
 
@@ -71,14 +88,7 @@ class TokenLengthNormalized(ChoicesSamplingMethod):
 
     def __call__(self, *, choices, normalized_prompt_logprobs, input_token_logprobs, **rest):
         best = _argmax(normalized_prompt_logprobs)
-        return ChoicesDecision(
-            choices[best],
-            {
-                "normalized_prompt_logprobs": list(normalized_prompt_logprobs),
-                "input_token_logprobs": input_token_logprobs,
-                "output_token_logprobs": rest.get("output_token_logprobs"),
-            },
-        )
+        return _decision(choices[best], normalized_prompt_logprobs, input_token_logprobs, rest)
 
 
 class GreedyTokenSelection(ChoicesSamplingMethod):
@@ -103,14 +113,12 @@ class GreedyTokenSelection(ChoicesSamplingMethod):
                 break
             best = max(matrix[row][column] for row in remaining)
             remaining = [row for row in remaining if matrix[row][column] == best]
-        return ChoicesDecision(
+        return _decision(
             choices[remaining[0]],
-            {
-                "normalized_prompt_logprobs": list(normalized_prompt_logprobs),
-                "input_token_logprobs": input_token_logprobs,
-                "output_token_logprobs": rest.get("output_token_logprobs"),
-                "greedy_logprob_matrix": matrix,
-            },
+            normalized_prompt_logprobs,
+            input_token_logprobs,
+            rest,
+            greedy_logprob_matrix=matrix,
         )
 
 
@@ -145,15 +153,13 @@ class UnconditionalLikelihoodNormalized(ChoicesSamplingMethod):
             diffs = [c - u for c, u in zip(cond, uncond, strict=False)]
             scores.append(sum(diffs) / len(diffs) if diffs else -math.inf)
         best = _argmax(scores)
-        return ChoicesDecision(
+        return _decision(
             choices[best],
-            {
-                "normalized_prompt_logprobs": list(normalized_prompt_logprobs),
-                "input_token_logprobs": input_token_logprobs,
-                "output_token_logprobs": rest.get("output_token_logprobs"),
-                "unconditional_token_logprobs": unconditional_token_logprobs,
-                "normalized_unconditional_prompt_logprobs": scores,
-            },
+            normalized_prompt_logprobs,
+            input_token_logprobs,
+            rest,
+            unconditional_token_logprobs=unconditional_token_logprobs,
+            normalized_unconditional_prompt_logprobs=scores,
         )
 
 

@@ -14,10 +14,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from sglr.lang import ir
+from sglr.lang.backend.base import BaseBackend
+from sglr.lang.backend_resolution import resolve_backend
+from sglr.lang.gen_params import GenParams, batch_run_params, split_run_kwargs
+from sglr.lang.global_config import global_config
 from sglr.lang.graph import ProgramGraph
-from sglr.lang.sampling import SamplingParams
 from sglr.lang.state import ProgramState, gather_variables
 from sglr.lang.stream_executor import StreamExecutor
+from sglr.lang.thread_map import map_in_threads
 
 
 class GraphRun:
@@ -90,10 +94,7 @@ class CompiledProgram:
         return arguments
 
     def run(self, *args: Any, backend: Any = None, **kwargs: Any) -> ProgramState:
-        from sglr.lang.program import resolve_backend, split_sampling_kwargs
-
-        sampling, arguments = split_sampling_kwargs(kwargs)
-        params = SamplingParams(**sampling)
+        params, arguments = split_run_kwargs(kwargs)
         backend = resolve_backend(backend)
         arguments = self._bind(args, arguments)
         return self._start(backend, arguments, params)
@@ -107,10 +108,8 @@ class CompiledProgram:
         progress_bar: bool = False,
         **sampling: Any,
     ) -> list[ProgramState]:
-        from sglr.lang.program import map_in_threads, resolve_backend
-
         backend = resolve_backend(backend)
-        params = SamplingParams(**sampling)
+        params = batch_run_params(sampling)
         bound = [self._bind((), dict(kwargs)) for kwargs in batch_kwargs]
         if len(bound) > 1:
             send_prefix_hint(self.graph, backend)
@@ -122,7 +121,7 @@ class CompiledProgram:
 
         return map_in_threads(run_one, bound, num_threads, progress_bar)
 
-    def _start(self, backend: Any, arguments: dict[str, Any], params: SamplingParams) -> ProgramState:
+    def _start(self, backend: Any, arguments: dict[str, Any], params: GenParams) -> ProgramState:
         executors: dict[int, StreamExecutor] = {}
         run = GraphRun(self.graph, executors)
         for stream in self.graph.streams:
@@ -142,13 +141,11 @@ class CompiledProgram:
 
 def constant_prefix_text(graph: ProgramGraph, backend: Any) -> str:
     """The prompt text the constant prefix of `graph` renders to with `backend`'s chat template."""
-    from sglr.lang.backend.base import BaseBackend
-
     nodes = graph.constant_prefix_nodes()
     if not nodes:
         return ""
     renderer = StreamExecutor(
-        BaseBackend(), {}, SamplingParams(), chat_template=backend.get_chat_template(), use_thread=False
+        BaseBackend(), {}, GenParams(), chat_template=backend.get_chat_template(), use_thread=False
     )
     for node in nodes:
         renderer.submit(node.expr)
@@ -160,8 +157,6 @@ def constant_prefix_text(graph: ProgramGraph, backend: Any) -> str:
 
 def send_prefix_hint(graph: ProgramGraph, backend: Any) -> str:
     """Sends the graph's constant prefix to the backend to be cached, if it is long enough."""
-    from sglr.lang.global_config import global_config
-
     prefix = constant_prefix_text(graph, backend)
     if len(prefix) >= global_config.min_prefix_hint_chars:
         backend.cache_prefix(prefix)

@@ -12,7 +12,7 @@ from sglr.lang import ir
 from sglr.lang.speculative import GenPart, can_speculate, earliest_stop
 
 if TYPE_CHECKING:
-    from sglr.lang.sampling import SamplingParams
+    from sglr.lang.gen_params import GenParams
 
 
 class GenerationMixin:
@@ -25,7 +25,7 @@ class GenerationMixin:
     stream: bool
     cur_role: str | None
 
-    def _resolve_sampling_params(self, expr: ir.Gen) -> SamplingParams:
+    def _resolve_sampling_params(self, expr: ir.Gen) -> GenParams:
         params = self.default_sampling_params.merged(**expr.overrides)
         return params.with_stop(self.chat_template.stop_str) if self.chat_template.stop_str else params
 
@@ -48,7 +48,7 @@ class GenerationMixin:
         self._append_text(value[0] if isinstance(value, list) else value)
         self._set_var(expr.name, value, meta)
 
-    def _speculative_gen(self, params: SamplingParams) -> tuple[str, dict]:
+    def _speculative_gen(self, params: GenParams) -> tuple[str, dict]:
         if not self.speculated_text:
             spec_params = dataclasses.replace(
                 params,
@@ -68,7 +68,7 @@ class GenerationMixin:
         value, self.speculated_text = self.speculated_text[:cut], self.speculated_text[cut:]
         return value, {"speculative": True}
 
-    def _stream_gen(self, name: str | None, params: SamplingParams) -> None:
+    def _stream_gen(self, name: str | None, params: GenParams) -> None:
         if params.n > 1:
             raise ValueError("n > 1 is not supported with stream=True")
         self.speculated_text = ""

@@ -7,30 +7,14 @@ thread, except `fork_children`, which the user thread calls after `sync()`.
 
 from __future__ import annotations
 
-import base64
-import io
-import os
 from typing import Any
 
 from sglr.errors import ProgramError
+from sglr.lang.image_encoding import encode_image_base64
 from sglr.lang.speculative import GenPart, TextPart, chat_call_params, match_chat_template
 
 # Calls per assistant turn before chat speculation gives up on a reply that ignores the template.
 NUM_CHAT_SPEC_TRIES = 3
-
-
-def encode_image_base64(source: Any) -> str:
-    """Base64 of an image given as a file path, raw bytes or a PIL image (PNG-encoded)."""
-    if isinstance(source, (bytes, bytearray)):
-        return base64.b64encode(bytes(source)).decode()
-    if isinstance(source, (str, os.PathLike)):
-        with open(source, "rb") as file:
-            return base64.b64encode(file.read()).decode()
-    if hasattr(source, "save"):  # a PIL image, without importing PIL
-        buffer = io.BytesIO()
-        source.save(buffer, format="PNG")
-        return base64.b64encode(buffer.getvalue()).decode()
-    raise TypeError(f"cannot read an image from a {type(source).__name__}; pass a path, bytes or a PIL image")
 
 
 class RoleMixin:

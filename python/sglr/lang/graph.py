@@ -15,6 +15,7 @@ from typing import Any
 
 from sglr.lang import ir
 from sglr.lang.choices import choices_method_by_name
+from sglr.lang.image_encoding import encode_image_base64
 
 
 @dataclass
@@ -157,8 +158,6 @@ def expr_to_dict(expr: ir.Expr) -> dict[str, Any]:
     if isinstance(expr, ir.Image):
         if isinstance(expr.source, str):
             return {"kind": kind, "path": expr.source}
-        from sglr.lang.executor_roles import encode_image_base64
-
         return {"kind": kind, "base64": encode_image_base64(expr.source)}
     if isinstance(expr, (ir.RoleBegin, ir.RoleEnd)):
         return {"kind": kind, "role": expr.role}

@@ -8,9 +8,18 @@ node in error messages and in the graph printer.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from sglr.errors import TraceError
+
+# SGLang programs import the dtype regexes from the IR module; they are defined with the dtype rules.
+from sglr.lang.dtype_constraints import REGEX_BOOL as REGEX_BOOL
+from sglr.lang.dtype_constraints import REGEX_FLOAT as REGEX_FLOAT
+from sglr.lang.dtype_constraints import REGEX_INT as REGEX_INT
+from sglr.lang.dtype_constraints import REGEX_STR as REGEX_STR
+
+E = TypeVar("E", bound=type)
 
 
 class Expr:
@@ -49,36 +58,33 @@ class ExprList(Expr):
         return " + ".join(expr.describe() for expr in self.exprs)
 
 
+def _node(cls: type[E]) -> type[E]:
+    """Declares a node class by its fields. Nodes compare by identity (a graph may hold equal
+    nodes at different places) and print as `describe()`."""
+    return dataclass(eq=False, repr=False)(cls)
+
+
+@_node
 class ConstantText(Expr):
     kind = "text"
-
-    def __init__(self, value: str) -> None:
-        self.value = value
+    value: str
 
     def describe(self) -> str:
         shown = self.value if len(self.value) <= 40 else self.value[:37] + "..."
         return f"Text({shown!r})"
 
 
-class Argument(Expr):
-    """A placeholder for a function argument while tracing; filled in with its value at run time."""
+class _TraceOpaque:
+    """A traced stand-in for a value that does not exist yet: reading it in Python code raises a
+    `TraceError` that says what the program did. Subclasses word the error (`_unavailable`)."""
 
-    kind = "argument"
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def describe(self) -> str:
-        return f"Argument({self.name!r})"
+    _format_action = "formats the"
 
     def _unavailable(self, what: str) -> TraceError:
-        return TraceError(
-            f"the program {what} argument {self.name!r} while tracing; a traced program may only "
-            f"append arguments with `s += ...` or `+` (pass a value for {self.name!r} to trace it)"
-        )
+        raise NotImplementedError
 
     def __format__(self, spec: str) -> str:
-        raise self._unavailable("puts in an f-string or format() the")
+        raise self._unavailable(self._format_action)
 
     def __str__(self) -> str:
         raise self._unavailable("converts to str the")
@@ -98,88 +104,102 @@ class Argument(Expr):
         raise self._unavailable(f"calls .{name} on the")
 
 
+@_node
+class _Named(Expr):
+    """A node that carries one name (of an argument or a variable scope)."""
+
+    name: str
+
+    def describe(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+
+class Argument(_TraceOpaque, _Named):
+    """A placeholder for a function argument while tracing; filled in with its value at run time."""
+
+    kind = "argument"
+    _format_action = "puts in an f-string or format() the"
+
+    def _unavailable(self, what: str) -> TraceError:
+        return TraceError(
+            f"the program {what} argument {self.name!r} while tracing; a traced program may only "
+            f"append arguments with `s += ...` or `+` (pass a value for {self.name!r} to trace it)"
+        )
+
+
+@_node
 class Gen(Expr):
     """Generate text into variable `name`; `overrides` are the sampling values the user set."""
 
     kind = "gen"
-
-    def __init__(self, name: str | None, overrides: dict[str, Any]) -> None:
-        self.name = name
-        self.overrides = overrides
+    name: str | None
+    overrides: dict[str, Any]
 
     def describe(self) -> str:
         return f"Gen({self.name!r})"
 
 
+@_node
 class Select(Expr):
     """Choose one of `choices` by likelihood and store it in variable `name`."""
 
     kind = "select"
+    name: str | None
+    choices: list[str]
+    temperature: float
+    choices_method: Any
 
-    def __init__(self, name: str | None, choices: Sequence[str], temperature: float, choices_method: Any):
-        self.name = name
-        self.choices = list(choices)
-        self.temperature = temperature
-        self.choices_method = choices_method
+    def __post_init__(self) -> None:
+        self.choices = list(self.choices)
 
     def describe(self) -> str:
         return f"Select({self.name!r}, choices={self.choices!r})"
 
 
+@_node
 class Image(Expr):
     """An image (path, bytes or PIL image) attached to the prompt at this position."""
 
     kind = "image"
-
-    def __init__(self, source: Any) -> None:
-        self.source = source
+    source: Any
 
     def describe(self) -> str:
         shown = self.source if isinstance(self.source, str) else type(self.source).__name__
         return f"Image({shown!r})"
 
 
-class RoleBegin(Expr):
+@_node
+class _RoleMarker(Expr):
+    role: str
+
+    def describe(self) -> str:
+        return f"{type(self).__name__}({self.role!r})"
+
+
+class RoleBegin(_RoleMarker):
+    """Opens a turn of `role` (the chat template's prefix)."""
+
     kind = "role_begin"
 
-    def __init__(self, role: str) -> None:
-        self.role = role
 
-    def describe(self) -> str:
-        return f"RoleBegin({self.role!r})"
+class RoleEnd(_RoleMarker):
+    """Closes the turn of `role` (the chat template's suffix)."""
 
-
-class RoleEnd(Expr):
     kind = "role_end"
 
-    def __init__(self, role: str) -> None:
-        self.role = role
 
-    def describe(self) -> str:
-        return f"RoleEnd({self.role!r})"
+class VarScopeBegin(_Named):
+    """The text appended from here to the matching `VarScopeEnd` becomes variable `name`."""
 
-
-class VarScopeBegin(Expr):
     kind = "var_scope_begin"
 
-    def __init__(self, name: str) -> None:
-        self.name = name
 
-    def describe(self) -> str:
-        return f"VarScopeBegin({self.name!r})"
-
-
-class VarScopeEnd(Expr):
+class VarScopeEnd(_Named):
     kind = "var_scope_end"
 
-    def __init__(self, name: str) -> None:
-        self.name = name
 
-    def describe(self) -> str:
-        return f"VarScopeEnd({self.name!r})"
-
-
-class Variable(Expr):
+@_node
+class Variable(_TraceOpaque, Expr):
     """The value of variable `name` produced by node `source_id` (a traced reference).
 
     Reading its value in Python (branching, formatting, comparing) is data-dependent control
@@ -187,10 +207,8 @@ class Variable(Expr):
     """
 
     kind = "variable"
-
-    def __init__(self, name: str, source_id: int | None) -> None:
-        self.name = name
-        self.source_id = source_id
+    name: str
+    source_id: int | None
 
     def describe(self) -> str:
         return f"Variable({self.name!r}, source=%{self.source_id})"
@@ -201,26 +219,11 @@ class Variable(Expr):
             "(data-dependent control flow), which cannot be traced; run it with f.run() instead"
         )
 
-    def __format__(self, spec: str) -> str:
-        raise self._unavailable("formats the")
-
-    def __str__(self) -> str:
-        raise self._unavailable("converts to str the")
-
-    def __bool__(self) -> bool:
-        raise self._unavailable("branches on the")
-
     def __eq__(self, other: object) -> bool:
         raise self._unavailable("compares the")
 
     def __hash__(self) -> int:
         return id(self)
-
-    def __iter__(self):
-        raise self._unavailable("iterates over the")
-
-    def __len__(self) -> int:
-        raise self._unavailable("takes the length of the")
 
     def __getitem__(self, key: Any) -> Any:
         raise self._unavailable("indexes the")
@@ -231,11 +234,6 @@ class Variable(Expr):
     def __float__(self) -> float:
         raise self._unavailable("converts to float the")
 
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        raise self._unavailable(f"calls .{name} on the")
-
 
 class CommitLazy(Expr):
     """Send the text so far to the backend to be cached (the fork prefix hint)."""
@@ -243,48 +241,50 @@ class CommitLazy(Expr):
     kind = "commit_lazy"
 
 
+@_node
 class ConcatenateAndAppend(Expr):
     """Append the text that forked states added since the fork (`join(mode="concate_and_append")`)."""
 
     kind = "concatenate_and_append"
+    states: list[Any]
 
-    def __init__(self, states: Sequence[Any]) -> None:
-        self.states = list(states)
+    def __post_init__(self) -> None:
+        self.states = list(self.states)
 
 
+@_node
 class Fork(Expr):
     """Tracer only: the parent stream forks `size` child streams here."""
 
     kind = "fork"
-
-    def __init__(self, size: int) -> None:
-        self.size = size
+    size: int
 
     def describe(self) -> str:
         return f"Fork({self.size})"
 
 
+@_node
 class GetForkItem(Expr):
     """Tracer only: the first node of fork child `index`; copies the parent's state at the fork."""
 
     kind = "get_fork_item"
-
-    def __init__(self, fork_id: int, index: int) -> None:
-        self.fork_id = fork_id
-        self.index = index
+    fork_id: int
+    index: int
 
     def describe(self) -> str:
         return f"GetForkItem(%{self.fork_id}, {self.index})"
 
 
+@_node
 class Join(Expr):
     """Tracer only: gather the variables of child streams into the parent (as lists)."""
 
     kind = "join"
+    child_last_ids: list[int | None]
+    mode: str = "gather_variable"
 
-    def __init__(self, child_last_ids: Sequence[int], mode: str = "gather_variable") -> None:
-        self.child_last_ids = list(child_last_ids)
-        self.mode = mode
+    def __post_init__(self) -> None:
+        self.child_last_ids = list(self.child_last_ids)
 
     def describe(self) -> str:
         children = ", ".join(f"%{node_id}" for node_id in self.child_last_ids)

@@ -2,78 +2,20 @@
 
 from __future__ import annotations
 
-import contextvars
 import inspect
-import os
-import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any
 
+from sglr.lang.backend_resolution import resolve_backend, running_on
+from sglr.lang.compiler import CompiledProgram, send_prefix_hint
+from sglr.lang.gen_params import GenParams, batch_run_params, split_run_kwargs
 from sglr.lang.global_config import global_config
-from sglr.lang.sampling import SamplingParams
+from sglr.lang.graph import ProgramGraph
 from sglr.lang.state import ProgramState
 from sglr.lang.stream_executor import StreamExecutor
-
-T = TypeVar("T")
-R = TypeVar("R")
-
-#: Run-level sampling keywords (as `run()` spells them) and their defaults.
-RUN_SAMPLING_DEFAULTS: dict[str, Any] = {
-    "max_new_tokens": 128,
-    "min_new_tokens": 0,
-    "n": 1,
-    "stop": None,
-    "stop_token_ids": None,
-    "stop_regex": None,
-    "temperature": 1.0,
-    "top_p": 1.0,
-    "top_k": -1,
-    "min_p": 0.0,
-    "frequency_penalty": 0.0,
-    "presence_penalty": 0.0,
-    "ignore_eos": False,
-    "return_logprob": None,
-    "logprob_start_len": None,
-    "top_logprobs_num": None,
-    "return_text_in_logprobs": None,
-}
-
-
-def split_sampling_kwargs(kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Splits `run(**kwargs)` into sampling parameters and program arguments."""
-    sampling = {key: kwargs[key] for key in RUN_SAMPLING_DEFAULTS if key in kwargs}
-    if "max_tokens" in kwargs and "max_new_tokens" not in kwargs:
-        sampling["max_new_tokens"] = kwargs["max_tokens"]
-    arguments = {k: v for k, v in kwargs.items() if k not in RUN_SAMPLING_DEFAULTS and k != "max_tokens"}
-    return sampling, arguments
-
-
-# The backend of the program whose body is running: nested program calls default to it.
-_RUNNING_BACKEND: contextvars.ContextVar[Any] = contextvars.ContextVar("sglr_backend", default=None)
-
-
-def resolve_backend(backend: Any) -> Any:
-    """The given backend, else the calling program's, else the default, as a backend object."""
-    if backend is None:
-        backend = _RUNNING_BACKEND.get()
-    backend = backend if backend is not None else global_config.default_backend
-    if backend is None:
-        raise ValueError("Please specify a backend: pass backend=... or call sgl.set_default_backend(...)")
-    return as_backend(backend)
-
-
-def as_backend(backend: Any) -> Any:
-    """A `Runtime` stands for its endpoint; an in-process `Engine` is wrapped in an `EngineBackend`."""
-    backend = getattr(backend, "endpoint", backend)
-    # NOTE: looked up in sys.modules, so that checking never imports the engine (and torch).
-    engine_module = sys.modules.get("sglr.engine.engine")
-    if engine_module is not None and isinstance(backend, engine_module.Engine):
-        from sglr.lang.backend.engine_backend import EngineBackend
-
-        return EngineBackend(backend)
-    return backend
+from sglr.lang.thread_map import map_in_order, map_in_threads
+from sglr.lang.tracer import current_session, trace_prefix_graph, trace_program
 
 
 class Program:
@@ -96,7 +38,7 @@ class Program:
         self.bind_arguments = dict(bind_arguments or {})
         self.arg_names = [p.name for p in parameters[1:]]
         self.arg_defaults = {p.name: p.default for p in parameters[1:] if p.default is not p.empty}
-        self._prefix_graph: Any = None
+        self._prefix_graph: ProgramGraph | None = None
         self.__doc__ = func.__doc__
 
     def bind(self, **kwargs: Any) -> Program:
@@ -106,8 +48,6 @@ class Program:
         return Program(self.func, self.num_api_spec_tokens, {**self.bind_arguments, **kwargs})
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        from sglr.lang.tracer import current_session
-
         session = current_session()
         if session is not None:
             bound = {
@@ -133,8 +73,7 @@ class Program:
         become defaults for every `gen`; the rest are the program's arguments. With
         `stream=True` the program body runs on a thread and the state streams its text.
         """
-        sampling, arguments = split_sampling_kwargs(kwargs)
-        params = SamplingParams(**{**RUN_SAMPLING_DEFAULTS, **sampling})
+        params, arguments = split_run_kwargs(kwargs)
         return run_program(
             self, resolve_backend(backend), args, arguments, params, stream, use_thread=use_thread
         )
@@ -154,11 +93,7 @@ class Program:
         A failing program does not stop the others: its error is raised where its state is read.
         With more than one program, the constant prefix of the prompt is cached once first.
         """
-        unknown = [key for key in sampling if key not in RUN_SAMPLING_DEFAULTS and key != "max_tokens"]
-        if unknown:
-            raise TypeError(f"run_batch() got unexpected keyword arguments {unknown}")
-        params_kwargs, _ = split_sampling_kwargs(sampling)
-        params = SamplingParams(**{**RUN_SAMPLING_DEFAULTS, **params_kwargs})
+        params = batch_run_params(sampling)
         batch = [self._batch_item(item) for item in batch_kwargs]
         if not batch:
             return []
@@ -170,7 +105,7 @@ class Program:
             return run_program(self, backend, (), arguments, params, False, sync=True, capture_errors=True)
 
         if generator_style:
-            return _generate_in_order(run_one, batch, num_threads, progress_bar)
+            return map_in_order(run_one, batch, num_threads, progress_bar)
         return map_in_threads(run_one, batch, num_threads, progress_bar)
 
     def _batch_item(self, item: dict[str, Any] | Sequence[Any]) -> dict[str, Any]:
@@ -183,23 +118,16 @@ class Program:
             )
         return dict(zip(self.arg_names, item, strict=False))
 
-    def trace(self, *, backend: Any = None, **kwargs: Any) -> Any:
-        """The IR graph of the program (`ProgramGraph`); missing arguments become placeholders."""
-        from sglr.lang.tracer import trace_program
-
+    def trace(self, *, backend: Any = None, **kwargs: Any) -> ProgramGraph:
+        """The IR graph of the program; missing arguments become placeholders."""
         return trace_program(self, kwargs)
 
-    def compile(self, *, backend: Any = None) -> Any:
-        """A `CompiledProgram` that runs the traced graph (raises TraceError if untraceable)."""
-        from sglr.lang.compiler import CompiledProgram
-
+    def compile(self, *, backend: Any = None) -> CompiledProgram:
+        """A program that runs the traced graph (raises TraceError if untraceable)."""
         return CompiledProgram(self.trace(), self.arg_defaults)
 
     def cache(self, backend: Any = None) -> str:
         """Sends the prompt prefix shared by every run to the backend to be cached; returns it."""
-        from sglr.lang.compiler import send_prefix_hint
-        from sglr.lang.tracer import trace_prefix_graph
-
         if self._prefix_graph is None:
             self._prefix_graph = trace_prefix_graph(self)
         return send_prefix_hint(self._prefix_graph, resolve_backend(backend))
@@ -213,7 +141,7 @@ def run_program(
     backend: Any,
     args: Sequence[Any],
     kwargs: dict[str, Any],
-    params: SamplingParams,
+    params: GenParams,
     stream: bool,
     *,
     sync: bool = False,
@@ -249,64 +177,16 @@ def _run_body(
     capture: bool,
 ) -> None:
     executor = state.stream_executor
-    token = _RUNNING_BACKEND.set(executor.backend)
     try:
-        state.ret_value = program.func(state, *args, **kwargs)
+        with running_on(executor.backend):
+            state.ret_value = program.func(state, *args, **kwargs)
     except Exception as exc:
         if not capture:
             raise
         executor.fail(exc, primitive=f"{program.name}()")
     finally:
-        _RUNNING_BACKEND.reset(token)
         executor.end()
         if sync:
             executor.sync()
     if global_config.verbosity >= 2 and executor.error_ is None:
         print(state.text())
-
-
-def _resolve_num_threads(num_threads: int | str, num_items: int) -> int:
-    if num_threads == "auto":
-        num_threads = max(96, (os.cpu_count() or 1) * 16)
-    if not isinstance(num_threads, int) or num_threads < 1:
-        raise ValueError(f"num_threads must be 'auto' or a positive int, got {num_threads!r}")
-    return max(1, min(num_threads, num_items))
-
-
-def map_in_threads(
-    func: Callable[[T], R], items: Sequence[T], num_threads: int | str, progress_bar: bool
-) -> list[R]:
-    """`[func(x) for x in items]` on a thread pool, in input order, with an optional tqdm bar."""
-    num_threads = _resolve_num_threads(num_threads, len(items))
-    bar = _progress_bar(len(items)) if progress_bar else None
-    try:
-        if num_threads == 1:
-            results = []
-            for item in items:
-                results.append(func(item))
-                if bar is not None:
-                    bar.update(1)
-            return results
-        with ThreadPoolExecutor(num_threads) as pool:
-            futures = [pool.submit(func, item) for item in items]
-            if bar is not None:
-                for future in futures:
-                    future.add_done_callback(lambda _: bar.update(1))
-            return [future.result() for future in futures]
-    finally:
-        if bar is not None:
-            bar.close()
-
-
-def _generate_in_order(
-    func: Callable[[T], R], items: Sequence[T], num_threads: int | str, progress_bar: bool
-) -> Iterator[R]:
-    chunk = 200
-    for start in range(0, len(items), chunk):
-        yield from map_in_threads(func, items[start : start + chunk], num_threads, progress_bar)
-
-
-def _progress_bar(total: int) -> Any:
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total)

@@ -17,7 +17,7 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sglr.lang.sampling import SamplingParams
+from sglr.lang.gen_params import GenParams
 
 
 def earliest_stop(text: str, stops: Sequence[str]) -> int | None:
@@ -26,7 +26,7 @@ def earliest_stop(text: str, stops: Sequence[str]) -> int | None:
     return min(found) if found else None
 
 
-def can_speculate(params: SamplingParams) -> bool:
+def can_speculate(params: GenParams) -> bool:
     """A gen can take its value from speculated text only if its end is marked by a stop string
     and its text is not constrained (a regex or schema constrains one call's whole output)."""
     return bool(params.stop) and params.regex is None and params.json_schema is None and params.dtype is None
@@ -47,13 +47,11 @@ class TextPart:
 @dataclass(frozen=True)
 class GenPart:
     name: str | None
-    params: SamplingParams
+    params: GenParams
     node_id: int | None = None
 
 
-def chat_call_params(
-    parts: Sequence[TextPart | GenPart], num_spec_tokens: int, stop_str: tuple
-) -> SamplingParams:
+def chat_call_params(parts: Sequence[TextPart | GenPart], num_spec_tokens: int, stop_str: tuple) -> GenParams:
     """Sampling params of the one call that generates a whole assistant turn.
 
     The gens must agree on everything but their length and stop strings; the call gets
@@ -62,7 +60,7 @@ def chat_call_params(
     gens = [part.params for part in parts if isinstance(part, GenPart)]
     first = gens[0]
 
-    def key(params: SamplingParams) -> SamplingParams:
+    def key(params: GenParams) -> GenParams:
         return dataclasses.replace(params, max_new_tokens=first.max_new_tokens, stop=())
 
     for params in gens[1:]:

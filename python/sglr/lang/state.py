@@ -8,10 +8,11 @@ from typing import Any
 
 from sglr.errors import ProgramError
 from sglr.lang import ir
+from sglr.lang.state_surface import ForkedStates, StateSurface, check_join_mode
 from sglr.lang.stream_executor import StreamExecutor
 
 
-class ProgramState:
+class ProgramState(StateSurface):
     """The prompt state a program appends to. Reads (`s["x"]`, `s.text()`) block until ready."""
 
     def __init__(self, stream_executor: StreamExecutor) -> None:
@@ -19,38 +20,8 @@ class ProgramState:
         self.ret_value: Any = None
 
     # --- appending ---------------------------------------------------------------------------------
-    def __iadd__(self, other: Any) -> ProgramState:
-        self.stream_executor.submit(other)
-        return self
-
-    def _role(self, role: str, expr: Any = None) -> Any:
-        if expr is not None:
-            self.stream_executor.submit([ir.RoleBegin(role), expr, ir.RoleEnd(role)])
-            return None
-        return self._role_scope(role)
-
-    @contextlib.contextmanager
-    def _role_scope(self, role: str) -> Iterator[None]:
-        self.stream_executor.submit(ir.RoleBegin(role))
-        yield
-        self.stream_executor.submit(ir.RoleEnd(role))
-
-    def system(self, expr: Any = None) -> Any:
-        """`s.system("...")` appends a system turn; `with s.system(): ...` wraps appends in one."""
-        return self._role("system", expr)
-
-    def user(self, expr: Any = None) -> Any:
-        return self._role("user", expr)
-
-    def assistant(self, expr: Any = None) -> Any:
-        return self._role("assistant", expr)
-
-    @contextlib.contextmanager
-    def var_scope(self, name: str) -> Iterator[None]:
-        """The text appended inside the block becomes variable `name`."""
-        self.stream_executor.submit(ir.VarScopeBegin(name))
-        yield
-        self.stream_executor.submit(ir.VarScopeEnd(name))
+    def _append(self, expr: Any) -> None:
+        self.stream_executor.submit(expr)
 
     # --- reading -----------------------------------------------------------------------------------
     def __getitem__(self, name: str) -> Any:
@@ -107,12 +78,6 @@ class ProgramState:
         children = executor.fork_children(size)
         return ProgramStateGroup([ProgramState(child) for child in children], self)
 
-    @contextlib.contextmanager
-    def copy(self, position_ids_offset: Any = None) -> Iterator[ProgramState]:
-        group = self.fork(1)
-        yield group[0]
-        group.join()
-
     # --- streaming ---------------------------------------------------------------------------------
     def text_iter(self, var_name: str | None = None) -> Iterator[str]:
         """Yields the program text (or variable `var_name`) as it grows."""
@@ -132,7 +97,7 @@ class ProgramState:
         self, var_name: str | None = None, return_meta_data: bool = False
     ) -> AsyncIterator[Any]:
         """Async `text_iter`; with `return_meta_data` yields `(chunk, meta_info)` pairs."""
-        import asyncio
+        import asyncio  # only async callers pay for importing asyncio
 
         executor = self.stream_executor
         loop = asyncio.get_running_loop()
@@ -192,43 +157,12 @@ def _next_chunk(executor: StreamExecutor, var_name: str | None, position: int) -
         return chunk, len(text), done
 
 
-class ProgramStateGroup:
-    """The states of `s.fork(n)`: index them, append to all, `join()` them back into `s`."""
+class ProgramStateGroup(ForkedStates[ProgramState]):
+    """The running states of `s.fork(n)`."""
 
     def __init__(self, states: list[ProgramState], src_state: ProgramState) -> None:
-        self.states = states
-        self.src_state = src_state
+        super().__init__(states, src_state)
         self._joined = False
-
-    def __getitem__(self, index: int) -> ProgramState:
-        return self.states[index]
-
-    def __setitem__(self, index: int, value: ProgramState) -> None:
-        # `forks[i] += x` assigns the (same) state back.
-        if value is not self.states[index]:
-            raise ValueError("a fork's state can only be appended to, not replaced")
-
-    def __len__(self) -> int:
-        return len(self.states)
-
-    def __iter__(self) -> Iterator[ProgramState]:
-        return iter(self.states)
-
-    def __iadd__(self, other: Any) -> ProgramStateGroup:
-        if callable(other) and not isinstance(other, ir.Expr):
-            for index, state in enumerate(self.states):
-                state += other(index)
-        elif isinstance(other, ir.Expr):
-            for state in self.states:
-                state += other
-        elif isinstance(other, (list, tuple)):
-            if len(other) != len(self.states):
-                raise ValueError(f"got {len(other)} values for {len(self.states)} forks")
-            for state, value in zip(self.states, other, strict=False):
-                state += value
-        else:
-            raise ValueError(f"Invalid value: {other!r} (append a callable i -> expr, an expr, or a list)")
-        return self
 
     def join(self, mode: str = "gather_variable") -> None:
         """Waits for every fork and merges it into the source state.
@@ -237,8 +171,7 @@ class ProgramStateGroup:
         (fork order). `concate_and_append`: the text each fork added is appended to the source.
         Raises the first fork's error (naming the fork) after all forks have stopped.
         """
-        if mode not in ("gather_variable", "concate_and_append"):
-            raise ValueError(f"Invalid join mode: {mode}")
+        check_join_mode(mode)
         if self._joined:
             return
         self._joined = True

@@ -26,7 +26,7 @@ from sglr.lang.speculative import GenPart, TextPart, consume
 if TYPE_CHECKING:
     from sglr.lang.backend.base import BaseBackend
     from sglr.lang.chat_template import ChatTemplate
-    from sglr.lang.sampling import SamplingParams
+    from sglr.lang.gen_params import GenParams
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ class StreamExecutor(RoleMixin, GenerationMixin):
         self,
         backend: BaseBackend,
         arguments: dict[str, Any],
-        default_sampling_params: SamplingParams,
+        default_sampling_params: GenParams,
         chat_template: ChatTemplate | None = None,
         stream: bool = False,
         num_api_spec_tokens: int | None = None,

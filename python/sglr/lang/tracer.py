@@ -11,15 +11,24 @@ import contextlib
 import contextvars
 import os
 import traceback
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from sglr.errors import TraceError
 from sglr.lang import ir
 from sglr.lang.graph import GraphNode, ProgramGraph, StreamInfo
+from sglr.lang.state_surface import ForkedStates, StateSurface, check_join_mode
 
-if TYPE_CHECKING:
-    from sglr.lang.program import Program
+
+class TraceableProgram(Protocol):
+    """What the tracer reads of a program (`sglr.lang.program.Program` has it): the tracer sits
+    below the program layer and never imports it."""
+
+    func: Callable[..., Any]
+    name: str
+    arg_names: list[str]
+    bind_arguments: dict[str, Any]
+
 
 _SESSION: contextvars.ContextVar[TraceSession | None] = contextvars.ContextVar("sglr_trace", default=None)
 _LANG_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -46,7 +55,7 @@ class TraceSession:
         return node_id
 
     def trace_call(
-        self, program: Program, stream_info: dict[str, Any], kwargs: dict[str, Any]
+        self, program: TraceableProgram, stream_info: dict[str, Any], kwargs: dict[str, Any]
     ) -> TracerState:
         stream_id = self.new_stream(**stream_info)
         state = TracerState(self, stream_id)
@@ -58,7 +67,7 @@ class TraceSession:
         return state
 
 
-class TracerState:
+class TracerState(StateSurface):
     """Stands in for `ProgramState` while tracing; records instead of executing."""
 
     def __init__(self, session: TraceSession, stream_id: int) -> None:
@@ -74,11 +83,10 @@ class TracerState:
         self.last_node_id = self.session.add(self.stream_id, self.last_node_id, expr, deps)
         return self.last_node_id
 
-    def __iadd__(self, other: Any) -> TracerState:
-        expr = ir.as_expr(other)
+    def _append(self, expr: Any) -> None:
+        expr = ir.as_expr(expr)
         for leaf in expr.exprs if isinstance(expr, ir.ExprList) else [expr]:
             self._record(leaf)
-        return self
 
     def _record(self, expr: ir.Expr) -> None:
         if isinstance(expr, ir.Variable):
@@ -112,33 +120,6 @@ class TracerState:
     def get_var(self, name: str) -> ir.Variable:
         return self[name]
 
-    def _role(self, role: str, expr: Any = None) -> Any:
-        if expr is not None:
-            self += [ir.RoleBegin(role), expr, ir.RoleEnd(role)]
-            return None
-        return self._role_scope(role)
-
-    @contextlib.contextmanager
-    def _role_scope(self, role: str) -> Iterator[None]:
-        self += ir.RoleBegin(role)
-        yield
-        self += ir.RoleEnd(role)
-
-    def system(self, expr: Any = None) -> Any:
-        return self._role("system", expr)
-
-    def user(self, expr: Any = None) -> Any:
-        return self._role("user", expr)
-
-    def assistant(self, expr: Any = None) -> Any:
-        return self._role("assistant", expr)
-
-    @contextlib.contextmanager
-    def var_scope(self, name: str) -> Iterator[None]:
-        self += ir.VarScopeBegin(name)
-        yield
-        self += ir.VarScopeEnd(name)
-
     def fork(self, size: int = 1, position_ids_offset: Any = None) -> TracerStateGroup:
         if not isinstance(size, int) or size < 1:
             raise TraceError(f"fork size must be a constant int >= 1 to be traced, got {size!r}")
@@ -154,12 +135,6 @@ class TracerState:
             child._add(ir.GetForkItem(fork_id, index), (fork_id,))
             children.append(child)
         return TracerStateGroup(children, self)
-
-    @contextlib.contextmanager
-    def copy(self, position_ids_offset: Any = None) -> Iterator[TracerState]:
-        group = self.fork(1)
-        yield group[0]
-        group.join()
 
     def sync(self) -> None:
         """Nothing runs while tracing."""
@@ -183,41 +158,11 @@ class TracerState:
         raise self._unreadable("a text stream")
 
 
-class TracerStateGroup:
-    def __init__(self, states: list[TracerState], src_state: TracerState) -> None:
-        self.states = states
-        self.src_state = src_state
-
-    def __getitem__(self, index: int) -> TracerState:
-        return self.states[index]
-
-    def __setitem__(self, index: int, value: TracerState) -> None:
-        if value is not self.states[index]:
-            raise ValueError("a fork's state can only be appended to, not replaced")
-
-    def __len__(self) -> int:
-        return len(self.states)
-
-    def __iter__(self) -> Iterator[TracerState]:
-        return iter(self.states)
-
-    def __iadd__(self, other: Any) -> TracerStateGroup:
-        if callable(other) and not isinstance(other, ir.Expr):
-            for index, state in enumerate(self.states):
-                state += other(index)
-        elif isinstance(other, ir.Expr):
-            for state in self.states:
-                state += other
-        elif isinstance(other, (list, tuple)):
-            for state, value in zip(self.states, other, strict=True):
-                state += value
-        else:
-            raise ValueError(f"Invalid value: {other!r}")
-        return self
+class TracerStateGroup(ForkedStates[TracerState]):
+    """The traced states of `s.fork(n)`; `join()` records a join node."""
 
     def join(self, mode: str = "gather_variable") -> None:
-        if mode not in ("gather_variable", "concate_and_append"):
-            raise ValueError(f"Invalid join mode: {mode}")
+        check_join_mode(mode)
         last_ids = [state.last_node_id for state in self.states]
         join_id = self.src_state._add(ir.Join(last_ids, mode), tuple(i for i in last_ids if i is not None))
         if mode == "gather_variable":
@@ -234,7 +179,7 @@ def _user_location(exc: BaseException) -> str:
     return ""
 
 
-def trace_program(program: Program, arguments: dict[str, Any]) -> ProgramGraph:
+def trace_program(program: TraceableProgram, arguments: dict[str, Any]) -> ProgramGraph:
     """Traces `program`; arguments missing from `arguments` become placeholders."""
     session = TraceSession(program.name, program.arg_names)
     kwargs = {name: arguments.get(name, ir.Argument(name)) for name in program.arg_names}
@@ -250,7 +195,7 @@ def trace_program(program: Program, arguments: dict[str, Any]) -> ProgramGraph:
     return session.graph
 
 
-def trace_prefix_graph(program: Program) -> ProgramGraph:
+def trace_prefix_graph(program: TraceableProgram) -> ProgramGraph:
     """The graph recorded up to the first point tracing fails (enough to find the constant prefix)."""
     session = TraceSession(program.name, program.arg_names)
     kwargs = {name: ir.Argument(name) for name in program.arg_names}

@@ -23,7 +23,7 @@ from sglr.lang.chat_template import ChatTemplate, get_chat_template
 
 if TYPE_CHECKING:
     from sglr.lang.choices import ChoicesDecision, ChoicesSamplingMethod
-    from sglr.lang.sampling import SamplingParams
+    from sglr.lang.gen_params import GenParams
 
 
 class BaseBackend:
@@ -38,7 +38,7 @@ class BaseBackend:
         self.chat_template: ChatTemplate = get_chat_template("default")
 
     # --- required ------------------------------------------------------------------------------
-    def generate(self, s: Any, sampling_params: SamplingParams) -> tuple[str | list[str], dict]:
+    def generate(self, s: Any, sampling_params: GenParams) -> tuple[str | list[str], dict]:
         """Generates a continuation of `s.text_` (or `s.messages_`).
 
         Returns `(text, meta_info)`, or `(list of n texts, meta_info)` when `sampling_params.n`
@@ -47,7 +47,7 @@ class BaseBackend:
         """
         raise NotImplementedError(f"{type(self).__name__} does not implement generate")
 
-    def generate_stream(self, s: Any, sampling_params: SamplingParams) -> Iterator[tuple[str, dict]]:
+    def generate_stream(self, s: Any, sampling_params: GenParams) -> Iterator[tuple[str, dict]]:
         """Like `generate`, as an iterator of `(delta_text, meta_info_so_far)`."""
         raise NotImplementedError(f"{type(self).__name__} does not implement generate_stream")
 

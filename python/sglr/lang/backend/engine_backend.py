@@ -12,6 +12,7 @@ with prompt logprobs in one batch request (see `select`).
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -19,9 +20,12 @@ from typing import Any
 from sglr.engine.finish import FinishAbort
 from sglr.errors import InvalidRequestError, RequestAbortedError
 from sglr.lang.backend.base import BaseBackend
+from sglr.lang.backend.request_params import native_logprob_fields, native_sampling_params
 from sglr.lang.chat_template import choose_chat_template
 from sglr.lang.choices import ChoicesDecision, ChoicesSamplingMethod, decide
-from sglr.lang.sampling import SamplingParams
+from sglr.lang.gen_params import GenParams
+from sglr.sampling_params import SamplingParams
+from sglr.version import __version__
 
 # `select` is a greedy decision; SGLang rejects a sampling temperature above this.
 MAX_SELECT_TEMPERATURE = 1e-5
@@ -55,11 +59,11 @@ class EngineBackend(BaseBackend):
         )
 
     # --- generation ------------------------------------------------------------------------------
-    def generate(self, s: Any, sampling_params: SamplingParams) -> tuple[str | list[str], Any]:
+    def generate(self, s: Any, sampling_params: GenParams) -> tuple[str | list[str], Any]:
         result = self.engine.generate(
             prompt=self._prompt(s),
             sampling_params=engine_sampling_params(sampling_params),
-            **sampling_params.logprob_kwargs(),
+            **native_logprob_fields(sampling_params),
         )
         if isinstance(result, list):  # n > 1
             for item in result:
@@ -68,7 +72,7 @@ class EngineBackend(BaseBackend):
         raise_if_aborted(result["meta_info"])
         return result["text"], result["meta_info"]
 
-    def generate_stream(self, s: Any, sampling_params: SamplingParams) -> Iterator[tuple[str, dict]]:
+    def generate_stream(self, s: Any, sampling_params: GenParams) -> Iterator[tuple[str, dict]]:
         """Yields `(delta_text, meta_info)`; meta_info holds every output logprob so far."""
         rid = uuid.uuid4().hex
         chunks = self.engine.generate(
@@ -76,7 +80,7 @@ class EngineBackend(BaseBackend):
             sampling_params=engine_sampling_params(sampling_params),
             stream=True,
             rid=rid,
-            **sampling_params.logprob_kwargs(),
+            **native_logprob_fields(sampling_params),
         )
         output_logprobs: list = []
         finished = False
@@ -168,10 +172,6 @@ class EngineBackend(BaseBackend):
 
     def get_server_info(self) -> dict[str, Any]:
         """The engine's configuration and counters, shaped like a server's `/server_info`."""
-        import dataclasses
-
-        from sglr import __version__
-
         return {
             **dataclasses.asdict(self.engine.config),
             "model_path": self.engine.model_path,
@@ -190,9 +190,11 @@ class EngineBackend(BaseBackend):
         return f"EngineBackend({self.engine.model_path!r})"
 
 
-def engine_sampling_params(params: SamplingParams) -> dict[str, Any]:
-    """The engine's `sampling_params` for a resolved `gen` (dtype already lowered to a regex)."""
-    return {"skip_special_tokens": True, "spaces_between_special_tokens": True, **params.to_native_kwargs()}
+def engine_sampling_params(params: GenParams) -> SamplingParams:
+    """The engine's `SamplingParams` for a `gen`: the fields a native request would carry, read
+    (coerced and validated) as the server reads them, so that a program samples the same
+    in process as over HTTP. Invalid values raise `InvalidRequestError`."""
+    return SamplingParams.from_dict(native_sampling_params(params))
 
 
 def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:

@@ -18,9 +18,10 @@ from typing import Any
 
 from sglr.errors import BackendError
 from sglr.lang.backend.base import BaseBackend
+from sglr.lang.backend.openai_select import select_choice
 from sglr.lang.chat_template import choose_chat_template
 from sglr.lang.choices import ChoicesDecision, ChoicesSamplingMethod
-from sglr.lang.sampling import SamplingParams, dtype_to_regex
+from sglr.lang.gen_params import GenParams
 
 COMPLETION_ONLY_MODELS = ("gpt-3.5-turbo-instruct", "davinci-002", "babbage-002")
 
@@ -107,10 +108,11 @@ class OpenAI(BaseBackend):
             self._warned.add(message)
             warnings.warn(message, stacklevel=3)
 
-    def sampling_kwargs(self, params: SamplingParams) -> dict[str, Any]:
+    def sampling_kwargs(self, params: GenParams) -> dict[str, Any]:
+        regex, stop = params.regex_and_stop()
         out: dict[str, Any] = {
             "n": params.n,
-            "stop": list(params.stop) or None,
+            "stop": list(stop) or None,
             "temperature": params.temperature,
             "top_p": params.top_p,
             "frequency_penalty": params.frequency_penalty,
@@ -120,11 +122,6 @@ class OpenAI(BaseBackend):
             out["max_completion_tokens"] = params.max_new_tokens
         else:
             out["max_tokens"] = params.max_new_tokens
-        regex, stop = params.regex, list(params.stop)
-        if params.dtype is not None:
-            regex, extra_stop = dtype_to_regex(params.dtype)
-            stop = list(dict.fromkeys(stop + list(extra_stop)))
-            out["stop"] = stop or None
         extra: dict[str, Any] = {}
         if params.json_schema is not None and self.is_chat_model:
             schema = json.loads(params.json_schema)
@@ -163,7 +160,7 @@ class OpenAI(BaseBackend):
             )
         return list(s.messages_)
 
-    def generate(self, s: Any, sampling_params: SamplingParams) -> tuple[str | list[str], dict]:
+    def generate(self, s: Any, sampling_params: GenParams) -> tuple[str | list[str], dict]:
         kwargs = self.sampling_kwargs(sampling_params)
         if self.is_chat_model:
             response = self.call("chat", messages=self.chat_messages(s), **kwargs)
@@ -177,7 +174,7 @@ class OpenAI(BaseBackend):
             meta["completion_tokens"] = response.usage.completion_tokens
         return (texts[0] if sampling_params.n == 1 else texts), meta
 
-    def generate_stream(self, s: Any, sampling_params: SamplingParams) -> Iterator[tuple[str, dict]]:
+    def generate_stream(self, s: Any, sampling_params: GenParams) -> Iterator[tuple[str, dict]]:
         kwargs = self.sampling_kwargs(sampling_params)
         stream_kwargs = {"stream": True, "stream_options": {"include_usage": True}}
         if self.is_chat_model:
@@ -204,8 +201,6 @@ class OpenAI(BaseBackend):
     def select(
         self, s: Any, choices: Sequence[str], temperature: float, choices_method: ChoicesSamplingMethod
     ) -> ChoicesDecision:
-        from sglr.lang.backend.openai_select import select_choice
-
         return select_choice(self, s, list(choices), choices_method)
 
     def shutdown(self) -> None:

@@ -25,6 +25,7 @@ from typing import Any
 import httpx
 
 from sglr.errors import BackendUnavailableError
+from sglr.lang.backend.native_stream import StreamDecoder
 from sglr.lang.backend.runtime_endpoint import RuntimeEndpoint
 
 SERVER_MODULE = "sglr"  # `python -m sglr` is sglr-server
@@ -166,8 +167,6 @@ class Runtime:
         self, prompt: str, sampling_params: dict[str, Any] | None = None
     ) -> AsyncIterator[str]:
         """Streams one generation; yields the text as it grows, piece by piece."""
-        from sglr.lang.backend.runtime_endpoint import StreamDecoder
-
         body = {"text": prompt, "sampling_params": sampling_params or {}, "stream": True}
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         decoder = StreamDecoder()
@@ -177,14 +176,11 @@ class Runtime:
         ):
             response.raise_for_status()
             async for line in response.aiter_lines():
-                if not line.startswith("data:"):
-                    continue
-                payload = line[5:].strip()
-                if payload == "[DONE]":
+                piece = decoder.feed_line(line)
+                if decoder.done:
                     break
-                delta, _ = decoder.feed(json.loads(payload))
-                if delta:
-                    yield delta
+                if piece is not None and piece[0]:
+                    yield piece[0]
 
     add_request = async_generate
 

@@ -16,9 +16,11 @@ import httpx
 
 from sglr.errors import BackendError
 from sglr.lang.backend.base import BaseBackend
+from sglr.lang.backend.native_stream import StreamDecoder
+from sglr.lang.backend.request_params import native_logprob_fields, native_sampling_params
 from sglr.lang.chat_template import choose_chat_template
 from sglr.lang.choices import ChoicesDecision, ChoicesSamplingMethod, decide
-from sglr.lang.sampling import SamplingParams
+from sglr.lang.gen_params import GenParams
 
 
 def _error_text(response: httpx.Response) -> str:
@@ -115,25 +117,21 @@ class RuntimeEndpoint(BaseBackend):
     def commit_lazy_operations(self, s: Any) -> None:
         self._prefill(s.text_, s)
 
-    def _generate_body(self, s: Any, sampling_params: SamplingParams) -> dict[str, Any]:
+    def _generate_body(self, s: Any, sampling_params: GenParams) -> dict[str, Any]:
         return {
             "text": s.text_,
-            "sampling_params": {
-                "skip_special_tokens": True,
-                "spaces_between_special_tokens": True,
-                **sampling_params.to_native_kwargs(),
-            },
-            **sampling_params.logprob_kwargs(),
+            "sampling_params": native_sampling_params(sampling_params),
+            **native_logprob_fields(sampling_params),
             **self._image_data(s),
         }
 
-    def generate(self, s: Any, sampling_params: SamplingParams) -> tuple[str | list[str], dict | list]:
+    def generate(self, s: Any, sampling_params: GenParams) -> tuple[str | list[str], dict | list]:
         result = self._post(self._generate_body(s, sampling_params))
         if isinstance(result, list):  # n > 1 fans out into a batch
             return [item["text"] for item in result], [item.get("meta_info", {}) for item in result]
         return result["text"], result.get("meta_info", {})
 
-    def generate_stream(self, s: Any, sampling_params: SamplingParams) -> Iterator[tuple[str, dict]]:
+    def generate_stream(self, s: Any, sampling_params: GenParams) -> Iterator[tuple[str, dict]]:
         body = {**self._generate_body(s, sampling_params), "stream": True}
         decoder = StreamDecoder()
         try:
@@ -144,13 +142,11 @@ class RuntimeEndpoint(BaseBackend):
                         f"/generate returned HTTP {response.status_code}: {_error_text(response)}"
                     )
                 for line in response.iter_lines():
-                    if not line.startswith("data:"):
-                        continue
-                    payload = line[5:].strip()
-                    if payload == "[DONE]":
+                    piece = decoder.feed_line(line)
+                    if decoder.done:
                         break
-                    delta, meta = decoder.feed(json.loads(payload))
-                    yield delta, meta
+                    if piece is not None:
+                        yield piece
         except httpx.HTTPError as exc:
             raise BackendError(f"streaming /generate failed: {exc}") from exc
 
@@ -200,38 +196,3 @@ class RuntimeEndpoint(BaseBackend):
 
     def shutdown(self) -> None:
         self._client.close()
-
-
-class StreamDecoder:
-    """Turns native stream events into `(delta_text, meta_info)`.
-
-    Servers send cumulative text by default and deltas with `--incremental-streaming-output`.
-    An event is cumulative when its `output_ids` count equals `completion_tokens`, or (without
-    ids) when its text extends the text so far. Output logprobs are accumulated so that the
-    yielded meta_info always holds all of them.
-    """
-
-    def __init__(self) -> None:
-        self.text = ""
-        self.output_token_logprobs: list = []
-
-    def feed(self, event: dict[str, Any]) -> tuple[str, dict]:
-        if "error" in event:
-            error = event["error"]
-            raise BackendError(f"/generate stream error: {error.get('message', error)}")
-        text, meta = event.get("text", ""), dict(event.get("meta_info") or {})
-        output_ids = event.get("output_ids")
-        if output_ids is not None and "completion_tokens" in meta:
-            cumulative = len(output_ids) == meta["completion_tokens"]
-        else:
-            cumulative = text.startswith(self.text)
-        delta = text[len(self.text) :] if cumulative else text
-        self.text += delta
-        logprobs = meta.get("output_token_logprobs")
-        if logprobs is not None:
-            if cumulative:
-                self.output_token_logprobs = list(logprobs)
-            else:
-                self.output_token_logprobs.extend(logprobs)
-            meta["output_token_logprobs"] = list(self.output_token_logprobs)
-        return delta, meta

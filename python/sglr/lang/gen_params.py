@@ -1,7 +1,10 @@
-"""Sampling parameters of the language: run-level defaults and per-`gen` overrides.
+"""`GenParams`: the resolved options of one `gen`, run-level defaults with per-`gen` overrides.
 
 A `gen` stores only the values the user set (`overrides`); the interpreter merges them into the
-run-level `SamplingParams` with `SamplingParams.merged`, which validates the result.
+run-level `GenParams` with `GenParams.merged`, which validates the result. Besides sampling
+values they hold what only the language knows (`dtype`, the logprob request keys, `extra`);
+backends turn them into their request fields (`sglr.lang.backend.request_params`). The engine's
+and the HTTP API's type is `sglr.sampling_params.SamplingParams`.
 """
 
 from __future__ import annotations
@@ -12,36 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-REGEX_INT = r"[-+]?[0-9]+[ \n]*"
-REGEX_FLOAT = r"[-+]?[0-9]*\.?[0-9]+[ \n]*"
-REGEX_BOOL = r"(True|False)"
-REGEX_STR = r"\"[\w\d\s]*\""
-
-# dtype -> (regex, extra stop strings). Numbers end at whitespace, so a space or newline stops them.
-_DTYPE_RULES: dict[str, tuple[str, tuple[str, ...]]] = {
-    "int": (REGEX_INT, (" ", "\n")),
-    "float": (REGEX_FLOAT, (" ", "\n")),
-    "str": (REGEX_STR, ()),
-    "bool": (REGEX_BOOL, ()),
-}
-
-
-def dtype_name(dtype: Any) -> str | None:
-    """Normalizes a `gen(dtype=...)` value (`int`, `"int"`, ...) to its name; None stays None."""
-    if dtype is None:
-        return None
-    name = dtype.__name__ if isinstance(dtype, type) else str(dtype)
-    if name not in _DTYPE_RULES:
-        raise ValueError(f"invalid dtype {dtype!r}: expected one of int, float, str, bool")
-    return name
-
-
-def dtype_to_regex(dtype: Any) -> tuple[str, tuple[str, ...]]:
-    """The regex constraint and the extra stop strings that implement `dtype`."""
-    name = dtype_name(dtype)
-    if name is None:
-        raise ValueError("dtype_to_regex needs a dtype")
-    return _DTYPE_RULES[name]
+from sglr.lang.dtype_constraints import dtype_name, dtype_to_regex
 
 
 def _as_tuple(value: Any) -> tuple:
@@ -53,8 +27,8 @@ def _as_tuple(value: Any) -> tuple:
 
 
 @dataclass(frozen=True)
-class SamplingParams:
-    """Resolved sampling parameters of one generation call (names follow the native API)."""
+class GenParams:
+    """The options of one generation call (sampling names follow the native API)."""
 
     max_new_tokens: int = 128
     min_new_tokens: int = 0
@@ -117,80 +91,76 @@ class SamplingParams:
             except json.JSONDecodeError as exc:
                 raise ValueError(f"json_schema is not valid JSON: {exc}") from exc
 
-    def merged(self, **overrides: Any) -> SamplingParams:
+    def merged(self, **overrides: Any) -> GenParams:
         """A copy with the non-None `overrides` applied (validated again)."""
         values = {key: value for key, value in overrides.items() if value is not None}
         return dataclasses.replace(self, **values) if values else self
 
-    def with_stop(self, extra_stop: tuple[str, ...]) -> SamplingParams:
+    def with_stop(self, extra_stop: tuple[str, ...]) -> GenParams:
         """A copy whose stop strings also include `extra_stop` (duplicates dropped, order kept)."""
         stops = tuple(dict.fromkeys(self.stop + tuple(extra_stop)))
         return self if stops == self.stop else dataclasses.replace(self, stop=stops)
 
-    def to_native_kwargs(self) -> dict[str, Any]:
-        """The `sampling_params` object of a native `/generate` request.
-
-        `dtype` is lowered to `regex` plus stop strings here, so a backend never sees it; the
-        logprob fields are request-level keys and are left out.
-        """
-        regex, stop = self.regex, self.stop
-        if self.dtype is not None:
-            regex, extra_stop = dtype_to_regex(self.dtype)
-            stop = tuple(dict.fromkeys(stop + extra_stop))
-        out: dict[str, Any] = {
-            "max_new_tokens": self.max_new_tokens,
-            "min_new_tokens": self.min_new_tokens,
-            "n": self.n,
-            "stop": list(stop),
-            "stop_token_ids": list(self.stop_token_ids),
-            "stop_regex": list(self.stop_regex),
-            "temperature": self.temperature,
-            "top_p": self.top_p,
-            "top_k": self.top_k,
-            "min_p": self.min_p,
-            "frequency_penalty": self.frequency_penalty,
-            "presence_penalty": self.presence_penalty,
-            "ignore_eos": self.ignore_eos,
-            "regex": regex,
-            "json_schema": self.json_schema,
-        }
-        out.update(self.extra)
-        return out
-
-    def logprob_kwargs(self) -> dict[str, Any]:
-        """The request-level logprob keys of a native request (only those that are set)."""
-        keys = ("return_logprob", "logprob_start_len", "top_logprobs_num", "return_text_in_logprobs")
-        return {key: getattr(self, key) for key in keys if getattr(self, key) is not None}
+    def regex_and_stop(self) -> tuple[str | None, tuple[str, ...]]:
+        """The regex constraint and the stop strings to send: `dtype` lowered to its regex and
+        extra stops here, so that no backend sees a dtype."""
+        if self.dtype is None:
+            return self.regex, self.stop
+        regex, extra_stop = dtype_to_regex(self.dtype)
+        return regex, tuple(dict.fromkeys(self.stop + extra_stop))
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
 
-# The names `gen` accepts, mapped to SamplingParams fields (`max_tokens` is `max_new_tokens`).
+# Options that `run()` and `gen` both take, under the same name.
+_SHARED_OPTIONS = (
+    "n",
+    "stop",
+    "stop_token_ids",
+    "stop_regex",
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "frequency_penalty",
+    "presence_penalty",
+    "ignore_eos",
+    "return_logprob",
+    "logprob_start_len",
+    "top_logprobs_num",
+    "return_text_in_logprobs",
+)
+
+#: The names `gen` accepts, mapped to GenParams fields (`max_tokens` is `max_new_tokens`).
 GEN_PARAM_FIELDS = {
     "max_tokens": "max_new_tokens",
     "min_tokens": "min_new_tokens",
-    **{
-        name: name
-        for name in (
-            "n",
-            "stop",
-            "stop_token_ids",
-            "stop_regex",
-            "temperature",
-            "top_p",
-            "top_k",
-            "min_p",
-            "frequency_penalty",
-            "presence_penalty",
-            "ignore_eos",
-            "return_logprob",
-            "logprob_start_len",
-            "top_logprobs_num",
-            "return_text_in_logprobs",
-            "dtype",
-            "regex",
-            "json_schema",
-        )
-    },
+    **{name: name for name in (*_SHARED_OPTIONS, "dtype", "regex", "json_schema")},
 }
+
+#: The keyword arguments of `run()` / `run_batch()` that are run-level `GenParams` defaults.
+RUN_SAMPLING_KEYS = ("max_new_tokens", "min_new_tokens", *_SHARED_OPTIONS)
+
+
+def _split(kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    sampling = {key: kwargs[key] for key in RUN_SAMPLING_KEYS if key in kwargs}
+    if "max_tokens" in kwargs and "max_new_tokens" not in kwargs:
+        sampling["max_new_tokens"] = kwargs["max_tokens"]
+    others = {k: v for k, v in kwargs.items() if k not in RUN_SAMPLING_KEYS and k != "max_tokens"}
+    return sampling, others
+
+
+def split_run_kwargs(kwargs: dict[str, Any]) -> tuple[GenParams, dict[str, Any]]:
+    """Splits `run(**kwargs)` into the run-level `GenParams` and the program's arguments
+    (`max_tokens` is accepted for `max_new_tokens`, as `gen` spells it)."""
+    sampling, arguments = _split(kwargs)
+    return GenParams(**sampling), arguments
+
+
+def batch_run_params(kwargs: dict[str, Any]) -> GenParams:
+    """The run-level `GenParams` of `run_batch(**kwargs)`, where every keyword must be one."""
+    sampling, unknown = _split(kwargs)
+    if unknown:
+        raise TypeError(f"run_batch() got unexpected keyword arguments {list(unknown)}")
+    return GenParams(**sampling)
