@@ -83,7 +83,7 @@ async def model_info(state: ServerState, request: Request) -> Response:
 
 
 async def server_info(state: ServerState, request: Request) -> Response:
-    from sglr import __version__
+    from sglr.version import __version__
 
     engine = state.engine
     settings = dataclasses.asdict(state.settings)
