@@ -169,8 +169,13 @@ class ForwardBatch(AttentionMetadata):
         )
         if limits is not None:
             limits.check(layout.input_ids, layout.table_slots, rows, seq_lens)
-        logprob_starts = tuple(r.logprob_start for r in requests)
-        return cls._build(False, layout, device, logprob_starts, tuple(r.top_logprobs_num for r in requests))
+        return cls._build(
+            layout,
+            device,
+            is_decode=False,
+            logprob_starts=tuple(r.logprob_start for r in requests),
+            top_logprobs_nums=tuple(r.top_logprobs_num for r in requests),
+        )
 
     @classmethod
     def decode(
@@ -213,14 +218,21 @@ class ForwardBatch(AttentionMetadata):
         layout = _HostLayout(
             ids, lens - 1, slots, rows, lens, lens - 1, ones, starts, table_rows, table_cols, table_slots
         )
-        return cls._build(True, layout, device, (None,) * batch_size, (0,) * batch_size)
+        return cls._build(
+            layout,
+            device,
+            is_decode=True,
+            logprob_starts=(None,) * batch_size,
+            top_logprobs_nums=(0,) * batch_size,
+        )
 
     @classmethod
     def _build(
         cls,
-        is_decode: bool,
         host: _HostLayout,
         device: torch.device | str,
+        *,
+        is_decode: bool,
         logprob_starts: tuple[int | None, ...],
         top_logprobs_nums: tuple[int, ...],
     ) -> ForwardBatch:
