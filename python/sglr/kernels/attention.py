@@ -1,43 +1,19 @@
-"""The attention-backend contract and the factory that picks one.
-
-A backend attends each request's queries to that request's KV, which lives anywhere in the
-paged pool: the request's slots are row `req_rows[b]` of the req-to-token table. Per batch the
-runner calls `begin(batch)` once (metadata shared by all layers), then each layer calls
-`forward(layer_id, q, k, v)`, which first stores this step's k/v at `batch.out_cache_slots`
-and then attends causally over prefix + new tokens.
+"""Picking an attention backend by name.
 
 Backends: "torch" (reference, CPU and GPU), "triton" (CUDA, or CPU under TRITON_INTERPRET=1),
-"flashinfer" (CUDA, when the optional `flashinfer` package is installed).
+"flashinfer" (CUDA, when the optional `flashinfer` package is installed). Their common contract
+is `sglr.kernels.attention_backend.AttentionBackend`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
-
 import torch
 
 from sglr.errors import ModelError
-
-if TYPE_CHECKING:
-    from sglr.model.forward_batch import ForwardBatch
-    from sglr.model.kv_cache import KVCache
+from sglr.kernels.attention_backend import AttentionBackend
+from sglr.kernels.kv_pool import PagedKVPool
 
 ATTENTION_BACKENDS = ("auto", "torch", "triton", "flashinfer")
-
-
-class AttentionBackend(Protocol):
-    name: str
-    # Whether decode with this backend can be captured in a CUDA graph (static shapes only).
-    supports_cuda_graph: bool
-
-    def begin(self, batch: ForwardBatch) -> None:
-        """Prepares per-batch metadata. Must precede the layers' `forward` calls for `batch`."""
-        ...
-
-    def forward(self, layer_id: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        """q `[T, Hq, D]`, k/v `[T, Hkv, D]` of this step's tokens -> `[T, Hq, D]`.
-        Mutates the KV cache: writes k/v into layer `layer_id` at the batch's out slots."""
-        ...
 
 
 def flashinfer_available() -> bool:
@@ -65,18 +41,19 @@ def resolve_backend_name(name: str, device: torch.device) -> str:
 
 
 def create_attention_backend(
-    name: str, kv_cache: KVCache, req_to_token: torch.Tensor, scale: float
+    name: str, kv_pool: PagedKVPool, req_to_token: torch.Tensor, scale: float
 ) -> AttentionBackend:
-    """A backend over `kv_cache`, reading request slots from the `req_to_token` table tensor."""
-    resolved = resolve_backend_name(name, kv_cache.device)
+    """A backend over `kv_pool`, reading request slots from the `req_to_token` table tensor."""
+    resolved = resolve_backend_name(name, kv_pool.device)
+    # Imported on demand: the Triton and FlashInfer modules need their packages (and a device).
     if resolved == "torch":
         from sglr.kernels.torch_backend import TorchAttentionBackend
 
-        return TorchAttentionBackend(kv_cache, req_to_token, scale)
+        return TorchAttentionBackend(kv_pool, req_to_token, scale)
     if resolved == "triton":
         from sglr.kernels.triton_backend import TritonAttentionBackend
 
-        return TritonAttentionBackend(kv_cache, req_to_token, scale)
+        return TritonAttentionBackend(kv_pool, req_to_token, scale)
     from sglr.kernels.flashinfer_backend import FlashInferAttentionBackend
 
-    return FlashInferAttentionBackend(kv_cache, req_to_token, scale)
+    return FlashInferAttentionBackend(kv_pool, req_to_token, scale)

@@ -14,15 +14,13 @@ that share a KV head into the query-length axis, so K/V are never repeated.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-if TYPE_CHECKING:
-    from sglr.model.forward_batch import ForwardBatch
-    from sglr.model.kv_cache import KVCache
+from sglr.kernels.attention_backend import AttentionBackend
+from sglr.kernels.attention_metadata import AttentionMetadata
 
 # A group costs a few op launches whatever its size: about this many query x key cells of
 # attention work. A request starts a new group when joining the current one would pad it to
@@ -67,44 +65,36 @@ class _Group:
     plain_causal: bool = False
 
 
-class TorchAttentionBackend:
+class TorchAttentionBackend(AttentionBackend):
     name = "torch"
     supports_cuda_graph = False
+    _groups: list[_Group]
 
-    def __init__(self, kv_cache: KVCache, req_to_token: torch.Tensor, scale: float) -> None:
-        self.kv_cache = kv_cache
-        self.req_to_token = req_to_token
-        self.scale = scale
-        self._batch: ForwardBatch | None = None
-        self._groups: list[_Group] = []
-
-    def begin(self, batch: ForwardBatch) -> None:
-        from sglr.model.forward_batch import ForwardMode
-
-        self._batch = batch
-        self._is_decode = batch.mode is ForwardMode.DECODE
-        parts = partition_by_padding(batch.extend_lens_cpu, batch.seq_lens_cpu)
+    def begin(self, metadata: AttentionMetadata) -> None:
+        super().begin(metadata)
+        self._is_decode = metadata.is_decode
+        parts = partition_by_padding(metadata.extend_lens_cpu, metadata.seq_lens_cpu)
         if len(parts) == 1:
-            self._groups = [self._make_group(batch, None)]
+            self._groups = [self._make_group(metadata, None)]
         else:
-            self._groups = [self._make_group(batch, part) for part in parts]
+            self._groups = [self._make_group(metadata, part) for part in parts]
 
-    def _make_group(self, batch: ForwardBatch, requests: np.ndarray | None) -> _Group:
-        device = batch.input_ids.device
+    def _make_group(self, metadata: AttentionMetadata, requests: np.ndarray | None) -> _Group:
+        device = metadata.req_rows.device
         if requests is None:
             index = None
-            rows, seq_lens, prefix_lens = batch.req_rows, batch.seq_lens, batch.prefix_lens
-            extend_lens, extend_starts = batch.extend_lens, batch.extend_starts
-            max_kv, max_q = batch.max_seq_len, batch.max_extend_len
+            rows, seq_lens, prefix_lens = metadata.req_rows, metadata.seq_lens, metadata.prefix_lens
+            extend_lens, extend_starts = metadata.extend_lens, metadata.extend_starts
+            max_kv, max_q = metadata.max_seq_len, metadata.max_extend_len
         else:
             index = torch.from_numpy(requests).to(device)
-            rows, seq_lens = batch.req_rows[index], batch.seq_lens[index]
-            prefix_lens, extend_lens = batch.prefix_lens[index], batch.extend_lens[index]
-            extend_starts = batch.extend_starts[index]
-            max_kv = int(batch.seq_lens_cpu[requests].max())
-            max_q = int(batch.extend_lens_cpu[requests].max())
+            rows, seq_lens = metadata.req_rows[index], metadata.seq_lens[index]
+            prefix_lens, extend_lens = metadata.prefix_lens[index], metadata.extend_lens[index]
+            extend_starts = metadata.extend_starts[index]
+            max_kv = int(metadata.seq_lens_cpu[requests].max())
+            max_q = int(metadata.extend_lens_cpu[requests].max())
         kv_index = self.req_to_token[:, :max_kv].index_select(0, rows).long()  # [g, S]
-        if not self._is_decode and batch.batch_size == 1 and batch.prefix_lens_cpu[0] == 0:
+        if not self._is_decode and metadata.batch_size == 1 and metadata.prefix_lens_cpu[0] == 0:
             empty = torch.empty(0, device=device)
             return _Group(kv_index, empty, empty, None, None, max_q, plain_causal=True)
         k_pos = torch.arange(max_kv, device=device)
@@ -124,11 +114,9 @@ class TorchAttentionBackend:
         return _Group(kv_index, mask, q_index, token_index, valid_index, max_q)
 
     def forward(self, layer_id: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        batch = self._batch
-        assert batch is not None, "begin(batch) must precede forward"
-        self.kv_cache.store(layer_id, batch.out_cache_slots, k, v)
-        k_rows = self.kv_cache.k_cache(layer_id).flatten(1)  # [slots, Hkv * D]
-        v_rows = self.kv_cache.v_cache(layer_id).flatten(1)
+        self.kv_pool.store(layer_id, self.metadata.out_cache_slots, k, v)
+        k_rows = self.kv_pool.k_cache(layer_id).flatten(1)  # [slots, Hkv * D]
+        v_rows = self.kv_pool.v_cache(layer_id).flatten(1)
         if len(self._groups) == 1:
             return self._attend(self._groups[0], layer_id, q, k.shape[1], k_rows, v_rows, whole_batch=True)
         out = torch.empty_like(q)

@@ -18,10 +18,16 @@ import torch
 import triton
 import triton.language as tl
 
-from sglr.kernels.triton_extend import dot_precision
+from sglr.kernels.triton_online_softmax import LOG2E, attend_cached_range, dot_precision
 
-_LOG2E = 1.4426950408889634
 DEFAULT_NUM_KV_SPLITS = 8
+
+
+@triton.jit
+def _first_split_entry(req, heads, num_heads, NUM_SPLITS: tl.constexpr):
+    """Where split 0 of (request, head) sits in the partial buffers, which the wrapper allocates
+    contiguous: log-sum-exps `[B, Hq, NUM_SPLITS]`, outputs `[B, Hq, NUM_SPLITS, HEAD_DIM]`."""
+    return (req * num_heads + heads) * NUM_SPLITS
 
 
 @triton.jit
@@ -42,11 +48,7 @@ def _decode_split_kernel(
     stride_vcs,
     stride_vch,
     stride_table,
-    stride_pb,
-    stride_ph,
-    stride_ps,
-    stride_lb,
-    stride_lh,
+    num_heads,
     GROUP: tl.constexpr,
     BLOCK_H: tl.constexpr,
     HEAD_DIM: tl.constexpr,
@@ -69,44 +71,21 @@ def _decode_split_kernel(
     mask_h = offs_g < GROUP
     offs_d = tl.arange(0, BLOCK_D)
     mask_d = offs_d < HEAD_DIM
-    offs_n = tl.arange(0, BLOCK_N)
     q = tl.load(
         Q + req * stride_qb + heads[:, None] * stride_qh + offs_d[None, :],
         mask=mask_h[:, None] & mask_d[None, :],
         other=0.0,
     )  # [H, D]
 
-    m_i = tl.full([BLOCK_H], float("-inf"), dtype=tl.float32)
-    l_i = tl.zeros([BLOCK_H], dtype=tl.float32)
-    acc = tl.zeros([BLOCK_H, BLOCK_D], dtype=tl.float32)
-    for n_start in range(lo, hi, BLOCK_N):
-        cols = n_start + offs_n
-        mask_n = cols < hi
-        slots = tl.load(Table + row * stride_table + cols, mask=mask_n, other=0).to(tl.int64)
-        k = tl.load(
-            K_cache + slots[None, :] * stride_kcs + kv_head * stride_kch + offs_d[:, None],
-            mask=mask_n[None, :] & mask_d[:, None],
-            other=0.0,
-        )  # [D, N]
-        s = tl.dot(q, k, input_precision=PRECISION) * qk_scale  # [H, N]
-        s = tl.where(mask_n[None, :], s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        p = tl.exp2(s - m_new[:, None])
-        alpha = tl.exp2(m_i - m_new)
-        v = tl.load(
-            V_cache + slots[:, None] * stride_vcs + kv_head * stride_vch + offs_d[None, :],
-            mask=mask_n[:, None] & mask_d[None, :],
-            other=0.0,
-        )  # [N, D]
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        m_i = m_new
+    m_i, l_i, acc = attend_cached_range(
+        q, Table + row * stride_table, K_cache + kv_head * stride_kch, V_cache + kv_head * stride_vch,
+        lo, hi, stride_kcs, stride_vcs, qk_scale, offs_d, mask_d, BLOCK_H, BLOCK_D, BLOCK_N, PRECISION,
+    )  # fmt: skip
 
-    lse_ptrs = Partial_lse + req * stride_lb + heads * stride_lh + split
+    entries = _first_split_entry(req, heads, num_heads, NUM_SPLITS) + split  # [H]
+    lse_ptrs = Partial_lse + entries
     if hi > lo:
-        out_ptrs = (
-            Partial_out + req * stride_pb + heads[:, None] * stride_ph + split * stride_ps + offs_d[None, :]
-        )
+        out_ptrs = Partial_out + entries[:, None] * HEAD_DIM + offs_d[None, :]
         tl.store(out_ptrs, acc / l_i[:, None], mask=mask_h[:, None] & mask_d[None, :])
         tl.store(lse_ptrs, m_i + tl.log2(l_i), mask=mask_h)  # base-2 log-sum-exp
     else:
@@ -118,11 +97,7 @@ def _decode_merge_kernel(
     Partial_out,
     Partial_lse,
     Out,
-    stride_pb,
-    stride_ph,
-    stride_ps,
-    stride_lb,
-    stride_lh,
+    num_heads,
     stride_ob,
     stride_oh,
     HEAD_DIM: tl.constexpr,
@@ -136,11 +111,12 @@ def _decode_merge_kernel(
     mask_s = offs_s < NUM_SPLITS
     offs_d = tl.arange(0, BLOCK_D)
     mask_d = offs_d < HEAD_DIM
-    lse = tl.load(Partial_lse + req * stride_lb + head * stride_lh + offs_s, mask=mask_s, other=float("-inf"))
+    entries = _first_split_entry(req, head, num_heads, NUM_SPLITS) + offs_s  # [S]
+    lse = tl.load(Partial_lse + entries, mask=mask_s, other=float("-inf"))
     # Split 0 is never empty (seq_len >= 1), so the max is finite.
     weights = tl.exp2(lse - tl.max(lse, 0))  # [S]; empty splits weigh 0
     partial = tl.load(
-        Partial_out + req * stride_pb + head * stride_ph + offs_s[:, None] * stride_ps + offs_d[None, :],
+        Partial_out + entries[:, None] * HEAD_DIM + offs_d[None, :],
         mask=(weights[:, None] > 0) & mask_d[None, :],
         other=0.0,
     )  # [S, D]
@@ -173,11 +149,9 @@ def decode_attention(
     block_d = max(16, triton.next_power_of_2(head_dim))  # tl.dot needs >= 16 on GPUs
     _decode_split_kernel[(batch_size, num_kv_heads, num_kv_splits)](
         q, k_cache, v_cache, req_to_token, req_rows, seq_lens, partial_out, partial_lse,
-        scale * _LOG2E,
+        scale * LOG2E,
         q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1), v_cache.stride(0), v_cache.stride(1),
-        req_to_token.stride(0),
-        partial_out.stride(0), partial_out.stride(1), partial_out.stride(2),
-        partial_lse.stride(0), partial_lse.stride(1),
+        req_to_token.stride(0), num_heads,
         GROUP=group,
         # tl.dot needs at least 16 rows; unused rows are masked.
         BLOCK_H=max(16, triton.next_power_of_2(group)),
@@ -189,10 +163,7 @@ def decode_attention(
         num_warps=4,
     )  # fmt: skip
     _decode_merge_kernel[(batch_size, num_heads)](
-        partial_out, partial_lse, out,
-        partial_out.stride(0), partial_out.stride(1), partial_out.stride(2),
-        partial_lse.stride(0), partial_lse.stride(1),
-        out.stride(0), out.stride(1),
+        partial_out, partial_lse, out, num_heads, out.stride(0), out.stride(1),
         HEAD_DIM=head_dim,
         BLOCK_D=block_d,
         NUM_SPLITS=num_kv_splits,

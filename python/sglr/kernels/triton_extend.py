@@ -15,7 +15,13 @@ import torch
 import triton
 import triton.language as tl
 
-_LOG2E = 1.4426950408889634
+from sglr.kernels.triton_online_softmax import (
+    LOG2E,
+    attend_cached_range,
+    dot_precision,
+    load_kv_block,
+    online_softmax_step,
+)
 
 
 @triton.jit
@@ -65,73 +71,34 @@ def _extend_kernel(
 
     offs_m = block_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
-    offs_n = tl.arange(0, BLOCK_N)
     mask_m = offs_m < extend_len
     mask_d = offs_d < HEAD_DIM
     q_ptrs = Q + (start + offs_m)[:, None] * stride_qt + head * stride_qh + offs_d[None, :]
     q = tl.load(q_ptrs, mask=mask_m[:, None] & mask_d[None, :], other=0.0)  # [M, D]
 
-    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
-    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
-    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
-
     # Stage 1: the cached prefix, gathered from the pool by slot id.
-    for n_start in range(0, prefix_len, BLOCK_N):
-        cols = n_start + offs_n
-        mask_n = cols < prefix_len
-        slots = tl.load(Table + row * stride_table + cols, mask=mask_n, other=0).to(tl.int64)
-        k = tl.load(
-            K_cache + slots[None, :] * stride_kcs + kv_head * stride_kch + offs_d[:, None],
-            mask=mask_n[None, :] & mask_d[:, None],
-            other=0.0,
-        )  # [D, N]
-        s = tl.dot(q, k, input_precision=PRECISION) * qk_scale
-        s = tl.where(mask_n[None, :], s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        p = tl.exp2(s - m_new[:, None])
-        alpha = tl.exp2(m_i - m_new)
-        v = tl.load(
-            V_cache + slots[:, None] * stride_vcs + kv_head * stride_vch + offs_d[None, :],
-            mask=mask_n[:, None] & mask_d[None, :],
-            other=0.0,
-        )  # [N, D]
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        m_i = m_new
+    m_i, l_i, acc = attend_cached_range(
+        q, Table + row * stride_table, K_cache + kv_head * stride_kch, V_cache + kv_head * stride_vch,
+        0, prefix_len, stride_kcs, stride_vcs, qk_scale, offs_d, mask_d, BLOCK_M, BLOCK_D, BLOCK_N, PRECISION,
+    )  # fmt: skip
 
     # Stage 2: the new tokens themselves, causal. Keys past this query block are never needed.
+    K_new_head = K_new + kv_head * stride_kh
+    V_new_head = V_new + kv_head * stride_vh
+    offs_n = tl.arange(0, BLOCK_N)
     n_end = tl.minimum(extend_len, (block_m + 1) * BLOCK_M)
     for n_start in range(0, n_end, BLOCK_N):
         cols = n_start + offs_n
         mask_n = cols < extend_len
-        k = tl.load(
-            K_new + (start + cols)[None, :] * stride_kt + kv_head * stride_kh + offs_d[:, None],
-            mask=mask_n[None, :] & mask_d[:, None],
-            other=0.0,
+        k, v = load_kv_block(
+            K_new_head, V_new_head, start + cols, stride_kt, stride_vt, mask_n, offs_d, mask_d
         )
-        s = tl.dot(q, k, input_precision=PRECISION) * qk_scale
         causal = (offs_m[:, None] >= cols[None, :]) & mask_n[None, :]
-        s = tl.where(causal, s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        p = tl.exp2(s - m_new[:, None])
-        alpha = tl.exp2(m_i - m_new)
-        v = tl.load(
-            V_new + (start + cols)[:, None] * stride_vt + kv_head * stride_vh + offs_d[None, :],
-            mask=mask_n[:, None] & mask_d[None, :],
-            other=0.0,
-        )
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        m_i = m_new
+        m_i, l_i, acc = online_softmax_step(q, k, v, causal, m_i, l_i, acc, qk_scale, PRECISION)
 
     out = acc / l_i[:, None]
     o_ptrs = Out + (start + offs_m)[:, None] * stride_ot + head * stride_oh + offs_d[None, :]
     tl.store(o_ptrs, out.to(Out.dtype.element_ty), mask=mask_m[:, None] & mask_d[None, :])
-
-
-def dot_precision(dtype: torch.dtype) -> str:
-    """fp32 models need IEEE dots (TF32 would cost ~3 decimal digits); 16-bit inputs ignore it."""
-    return "ieee" if dtype == torch.float32 else "tf32"
 
 
 def extend_attention(
@@ -161,7 +128,7 @@ def extend_attention(
     _extend_kernel[grid](
         q, k_new, v_new, out, k_cache, v_cache, req_to_token,
         req_rows, prefix_lens, extend_lens, extend_starts,
-        scale * _LOG2E,
+        scale * LOG2E,
         q.stride(0), q.stride(1), k_new.stride(0), k_new.stride(1), v_new.stride(0), v_new.stride(1),
         out.stride(0), out.stride(1), k_cache.stride(0), k_cache.stride(1), v_cache.stride(0), v_cache.stride(1),
         req_to_token.stride(0),

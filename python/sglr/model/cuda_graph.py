@@ -6,23 +6,26 @@ sizes (1, 2, 4, 8, then every 16 up to the maximum) into one shared memory pool.
 n replays the smallest captured size >= n; the padding entries use request row 0 and KV slot 0,
 which no request owns, with length 1, so they compute garbage that nobody reads.
 
-Needs an attention backend whose decode has static shapes (`supports_cuda_graph`).
+Needs an attention backend whose decode has static shapes (`supports_cuda_graph`). The graphs
+capture a `DecodeStep` over their own input buffers, so they know nothing of the runner.
 """
 
 from __future__ import annotations
 
 import bisect
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
 
-from sglr.model.forward_batch import ForwardBatch, ForwardMode
+from sglr.kernels.attention_metadata import AttentionMetadata
+from sglr.model.forward_batch import ForwardBatch
 from sglr.model.kv_cache import PADDING_SLOT
 from sglr.model.req_to_token import PADDING_ROW
 
-if TYPE_CHECKING:
-    from sglr.model.runner import ModelRunner
+# (input_ids [B], positions [B], attention metadata) -> logits [B, V]: one decode step, which
+# begins the attention backend on the metadata and runs the model.
+DecodeStep = Callable[[torch.Tensor, torch.Tensor, AttentionMetadata], torch.Tensor]
 
 
 def default_batch_sizes(max_bs: int) -> list[int]:
@@ -31,12 +34,17 @@ def default_batch_sizes(max_bs: int) -> list[int]:
 
 
 class DecodeCudaGraphs:
-    def __init__(self, runner: ModelRunner, batch_sizes: list[int] | tuple[int, ...] | None = None) -> None:
-        self.runner = runner
-        max_bs = min(runner.runner_config.cuda_graph_max_bs, runner.runner_config.max_num_reqs)
+    def __init__(
+        self,
+        decode_step: DecodeStep,
+        device: torch.device,
+        max_bs: int,
+        batch_sizes: Sequence[int] | None = None,
+    ) -> None:
+        """Captures `decode_step` for `batch_sizes` (default: a ladder up to `max_bs`)."""
+        self._decode_step = decode_step
         self.batch_sizes = sorted(set(batch_sizes)) if batch_sizes else default_batch_sizes(max_bs)
         self.max_bs = self.batch_sizes[-1]
-        device = runner.device
         self._input_ids = torch.zeros(self.max_bs, dtype=torch.int64, device=device)
         self._positions = torch.zeros(self.max_bs, dtype=torch.int64, device=device)
         self._out_slots = torch.full((self.max_bs,), PADDING_SLOT, dtype=torch.int64, device=device)
@@ -72,14 +80,11 @@ class DecodeCudaGraphs:
         self._req_rows[start:end].fill_(PADDING_ROW)
         self._seq_lens[start:end].fill_(1)
 
-    def _static_batch(self, bs: int) -> ForwardBatch:
+    def _static_metadata(self, bs: int) -> AttentionMetadata:
         ones = np.ones(bs, dtype=np.int64)
-        return ForwardBatch(
-            mode=ForwardMode.DECODE,
+        return AttentionMetadata(
+            is_decode=True,
             batch_size=bs,
-            num_tokens=bs,
-            input_ids=self._input_ids[:bs],
-            positions=self._positions[:bs],
             out_cache_slots=self._out_slots[:bs],
             req_rows=self._req_rows[:bs],
             seq_lens=self._seq_lens[:bs],
@@ -89,21 +94,10 @@ class DecodeCudaGraphs:
             seq_lens_cpu=ones,
             prefix_lens_cpu=ones - 1,
             extend_lens_cpu=ones,
-            extend_starts_cpu=np.arange(bs, dtype=np.int64),
-            req_rows_cpu=np.zeros(bs, dtype=np.int64),
-            # The graph never writes the table: the runner does before each replay.
-            table_rows=self._req_rows[:0],
-            table_cols=self._positions[:0],
-            table_slots=self._out_slots[:0],
-            logprob_starts=(None,) * bs,
-            top_logprobs_nums=(0,) * bs,
         )
 
-    def _run_model(self, batch: ForwardBatch) -> torch.Tensor:
-        runner = self.runner
-        runner.attn.begin(batch)
-        hidden = runner.model(batch.input_ids, batch.positions, runner.attn)
-        return runner.model.compute_logits(hidden)
+    def _run_model(self, bs: int, metadata: AttentionMetadata) -> torch.Tensor:
+        return self._decode_step(self._input_ids[:bs], self._positions[:bs], metadata)
 
     @torch.inference_mode()
     def _capture_all(self) -> None:
@@ -111,15 +105,15 @@ class DecodeCudaGraphs:
         stream = torch.cuda.Stream()
         # Largest first, so smaller graphs fit into the memory the largest one reserved.
         for bs in reversed(self.batch_sizes):
-            batch = self._static_batch(bs)
+            metadata = self._static_metadata(bs)
             stream.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(stream):
                 for _ in range(2):  # compile Triton kernels and warm the allocator outside capture
-                    self._run_model(batch)
+                    self._run_model(bs, metadata)
             torch.cuda.current_stream().wait_stream(stream)
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph, pool=pool, stream=stream):
-                self._logits[bs] = self._run_model(batch)
+                self._logits[bs] = self._run_model(bs, metadata)
             pool = graph.pool()
             self._graphs[bs] = graph
         torch.cuda.synchronize()

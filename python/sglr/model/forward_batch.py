@@ -7,6 +7,8 @@ Two modes:
 
 The batch carries host (numpy) and device copies of the per-request lengths: kernels read the
 device ones, launch sizes come from the host ones, so no step waits on a device-to-host copy.
+A `ForwardBatch` is the `AttentionMetadata` its attention backend reads, so the runner hands it
+over as is.
 Build batches with `ForwardBatch.extend(...)` / `ForwardBatch.decode(...)`; both validate
 their input and raise `BatchError` on anything inconsistent.
 """
@@ -16,11 +18,15 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import torch
 
 from sglr.errors import BatchError
+from sglr.kernels.attention_metadata import AttentionMetadata
+
+IntArrayLike = Sequence[int] | np.ndarray
 
 
 @dataclass(frozen=True)
@@ -106,24 +112,15 @@ class ExtendRequest:
 
 
 @dataclass(frozen=True)
-class ForwardBatch:
-    mode: ForwardMode
-    batch_size: int
+class ForwardBatch(AttentionMetadata):
+    """A step's per-request layout (the `AttentionMetadata` the attention backend reads) plus
+    the token stream, the req-to-token writes and the prompt-logprob requests."""
+
     num_tokens: int
-    # Device tensors.
-    input_ids: torch.Tensor  # [T] int64
-    positions: torch.Tensor  # [T] int64
-    out_cache_slots: torch.Tensor  # [T] int64, where this step's K/V go
-    # Per-request tensors are int64 like the rest: one transfer, no per-step casts.
-    req_rows: torch.Tensor  # [B]
-    seq_lens: torch.Tensor  # [B], prefix + new tokens
-    prefix_lens: torch.Tensor  # [B]
-    extend_lens: torch.Tensor  # [B] (all ones in decode)
-    extend_starts: torch.Tensor  # [B], offset of each request's tokens in the stream
-    # Host mirrors.
-    seq_lens_cpu: np.ndarray
-    prefix_lens_cpu: np.ndarray
-    extend_lens_cpu: np.ndarray
+    # Device tensors, [T] int64.
+    input_ids: torch.Tensor
+    positions: torch.Tensor
+    # Host mirrors the attention backends do not need.
     extend_starts_cpu: np.ndarray
     req_rows_cpu: np.ndarray
     # Flattened (row, column, slot) writes into the req-to-token table, applied by the runner
@@ -136,12 +133,8 @@ class ForwardBatch:
     top_logprobs_nums: tuple[int, ...] = ()
 
     @property
-    def max_seq_len(self) -> int:
-        return int(self.seq_lens_cpu.max())
-
-    @property
-    def max_extend_len(self) -> int:
-        return int(self.extend_lens_cpu.max())
+    def mode(self) -> ForwardMode:
+        return ForwardMode.DECODE if self.is_decode else ForwardMode.EXTEND
 
     @property
     def wants_prompt_logprobs(self) -> bool:
@@ -158,43 +151,28 @@ class ForwardBatch:
         prefix_lens = np.array([r.prefix_len for r in requests], dtype=np.int64)
         extend_lens = np.array([r.extend_len for r in requests], dtype=np.int64)
         seq_lens = prefix_lens + extend_lens
-        extend_starts = np.concatenate(([0], np.cumsum(extend_lens)[:-1]))
         rows = np.array([r.row for r in requests], dtype=np.int64)
-        input_ids = np.concatenate([np.asarray(r.input_ids, dtype=np.int64) for r in requests])
-        positions = np.concatenate([np.arange(p, s) for p, s in zip(prefix_lens, seq_lens, strict=True)])
-        new_slots = np.concatenate([np.asarray(r.new_slots, dtype=np.int64) for r in requests])
-        table_slots = np.concatenate(
-            [np.concatenate((r.prefix_slots, r.new_slots)).astype(np.int64) for r in requests]
+        layout = _HostLayout(
+            input_ids=np.concatenate([np.asarray(r.input_ids, dtype=np.int64) for r in requests]),
+            positions=np.concatenate([np.arange(p, s) for p, s in zip(prefix_lens, seq_lens, strict=True)]),
+            out_cache_slots=np.concatenate([np.asarray(r.new_slots, dtype=np.int64) for r in requests]),
+            req_rows=rows,
+            seq_lens=seq_lens,
+            prefix_lens=prefix_lens,
+            extend_lens=extend_lens,
+            extend_starts=np.concatenate(([0], np.cumsum(extend_lens)[:-1])),
+            table_rows=np.repeat(rows, seq_lens),
+            table_cols=np.concatenate([np.arange(s) for s in seq_lens]),
+            table_slots=np.concatenate(
+                [np.concatenate((r.prefix_slots, r.new_slots)).astype(np.int64) for r in requests]
+            ),
         )
-        table_rows = np.repeat(rows, seq_lens)
-        table_cols = np.concatenate([np.arange(s) for s in seq_lens])
         if limits is not None:
-            limits.check(input_ids, table_slots, rows, seq_lens)
-        dev = _to_device(
-            [input_ids, positions, new_slots, rows, seq_lens, prefix_lens, extend_lens, extend_starts,
-             table_rows, table_cols, table_slots],
+            limits.check(layout.input_ids, layout.table_slots, rows, seq_lens)
+        return cls._build(
+            layout,
             device,
-        )  # fmt: skip
-        return cls(
-            mode=ForwardMode.EXTEND,
-            batch_size=len(requests),
-            num_tokens=int(extend_lens.sum()),
-            input_ids=dev[0],
-            positions=dev[1],
-            out_cache_slots=dev[2],
-            req_rows=dev[3],
-            seq_lens=dev[4],
-            prefix_lens=dev[5],
-            extend_lens=dev[6],
-            extend_starts=dev[7],
-            seq_lens_cpu=seq_lens,
-            prefix_lens_cpu=prefix_lens,
-            extend_lens_cpu=extend_lens,
-            extend_starts_cpu=extend_starts,
-            req_rows_cpu=rows,
-            table_rows=dev[8],
-            table_cols=dev[9],
-            table_slots=dev[10],
+            is_decode=False,
             logprob_starts=tuple(r.logprob_start for r in requests),
             top_logprobs_nums=tuple(r.top_logprobs_num for r in requests),
         )
@@ -202,10 +180,10 @@ class ForwardBatch:
     @classmethod
     def decode(
         cls,
-        req_rows: Sequence[int] | np.ndarray,
-        input_ids: Sequence[int] | np.ndarray,
-        seq_lens: Sequence[int] | np.ndarray,
-        out_cache_slots: Sequence[int] | np.ndarray,
+        req_rows: IntArrayLike,
+        input_ids: IntArrayLike,
+        seq_lens: IntArrayLike,
+        out_cache_slots: IntArrayLike,
         device: torch.device | str,
         limits: BatchLimits | None = None,
         row_writes: RowWrites | None = None,
@@ -229,41 +207,66 @@ class ForwardBatch:
             raise BatchError("decode seq_lens must be >= 1 (they include the new token)")
         if limits is not None:
             limits.check(ids, slots, rows, lens)
-        ones = np.ones(batch_size, dtype=np.int64)
-        starts = np.arange(batch_size, dtype=np.int64)
         table_rows, table_cols, table_slots = rows, lens - 1, slots
         if row_writes is not None and row_writes.rows.size:
             row_writes.check(rows, lens, limits)
             table_rows = np.concatenate((row_writes.rows, rows))
             table_cols = np.concatenate((row_writes.cols, lens - 1))
             table_slots = np.concatenate((row_writes.slots, slots))
-        dev = _to_device(
-            [ids, lens - 1, slots, rows, lens, lens - 1, ones, starts, table_rows, table_cols, table_slots],
-            device,
+        ones = np.ones(batch_size, dtype=np.int64)
+        starts = np.arange(batch_size, dtype=np.int64)
+        layout = _HostLayout(
+            ids, lens - 1, slots, rows, lens, lens - 1, ones, starts, table_rows, table_cols, table_slots
         )
-        return cls(
-            mode=ForwardMode.DECODE,
-            batch_size=batch_size,
-            num_tokens=batch_size,
-            input_ids=dev[0],
-            positions=dev[1],
-            out_cache_slots=dev[2],
-            req_rows=dev[3],
-            seq_lens=dev[4],
-            prefix_lens=dev[5],
-            extend_lens=dev[6],
-            extend_starts=dev[7],
-            seq_lens_cpu=lens,
-            prefix_lens_cpu=lens - 1,
-            extend_lens_cpu=ones,
-            extend_starts_cpu=starts,
-            req_rows_cpu=rows,
-            table_rows=dev[8],
-            table_cols=dev[9],
-            table_slots=dev[10],
+        return cls._build(
+            layout,
+            device,
+            is_decode=True,
             logprob_starts=(None,) * batch_size,
             top_logprobs_nums=(0,) * batch_size,
         )
+
+    @classmethod
+    def _build(
+        cls,
+        host: _HostLayout,
+        device: torch.device | str,
+        *,
+        is_decode: bool,
+        logprob_starts: tuple[int | None, ...],
+        top_logprobs_nums: tuple[int, ...],
+    ) -> ForwardBatch:
+        # The device tensors are named like the layout's arrays.
+        device_arrays = dict(zip(host._fields, _to_device(list(host), device), strict=True))
+        return cls(
+            is_decode=is_decode,
+            batch_size=host.req_rows.size,
+            num_tokens=host.input_ids.size,
+            seq_lens_cpu=host.seq_lens,
+            prefix_lens_cpu=host.prefix_lens,
+            extend_lens_cpu=host.extend_lens,
+            extend_starts_cpu=host.extend_starts,
+            req_rows_cpu=host.req_rows,
+            logprob_starts=logprob_starts,
+            top_logprobs_nums=top_logprobs_nums,
+            **device_arrays,
+        )
+
+
+class _HostLayout(NamedTuple):
+    """A batch's int64 index arrays, named like its device tensors; copied in one transfer."""
+
+    input_ids: np.ndarray
+    positions: np.ndarray
+    out_cache_slots: np.ndarray
+    req_rows: np.ndarray
+    seq_lens: np.ndarray
+    prefix_lens: np.ndarray
+    extend_lens: np.ndarray
+    extend_starts: np.ndarray
+    table_rows: np.ndarray
+    table_cols: np.ndarray
+    table_slots: np.ndarray
 
 
 def _check_extend_request(index: int, req: ExtendRequest) -> None:

@@ -44,7 +44,8 @@ class KVCache:
     """K and V buffers `[num_layers, num_slots + 1, num_kv_heads, head_dim]`; row 0 is padding.
 
     `k_cache(layer)` / `v_cache(layer)` are contiguous `[num_slots + 1, Hkv, D]` views, the
-    layout every attention backend reads (FlashInfer sees it as pages of size 1).
+    layout every attention backend reads (FlashInfer sees it as pages of size 1). The cache is
+    the kernels' `PagedKVPool`.
     """
 
     def __init__(self, shape: KVCacheShape, num_slots: int, device: torch.device | str) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 import torch
 import torch.nn.functional as F
 
-from sglr.kernels.attention import AttentionBackend
+from sglr.kernels.attention_backend import AttentionBackend
 from sglr.model.config import ModelConfig
 from sglr.model.layers import Linear, RMSNorm, load_named_weights
 from sglr.model.rope import RotaryEmbedding, apply_rope

@@ -16,13 +16,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from sglr.errors import ModelConfigError
 from sglr.kernels.attention import ATTENTION_BACKENDS, create_attention_backend
+from sglr.kernels.attention_metadata import AttentionMetadata
 from sglr.model.config import ModelConfig, load_model_config
-from sglr.model.forward_batch import BatchLimits, ExtendRequest, ForwardBatch, ForwardMode, RowWrites
+from sglr.model.cuda_graph import DecodeCudaGraphs
+from sglr.model.forward_batch import BatchLimits, ExtendRequest, ForwardBatch, IntArrayLike, RowWrites
 from sglr.model.kv_cache import KVCache, KVCacheShape, kv_slots_for_memory_fraction
 from sglr.model.loader import fill_dummy_weights, iter_checkpoint_tensors, resolve_checkpoint_dir
 from sglr.model.logprobs import TokenLogprobs, score_tokens
@@ -121,38 +122,26 @@ class ModelRunner:
         self.attn = create_attention_backend(
             config.attention_backend, self.kv_cache, self.req_to_token.table, self.config.head_dim**-0.5
         )
+        self.vocab_size = self.config.vocab_size
+        # Usable KV slots; slot ids are `1..num_kv_slots` (0 is padding).
+        self.num_kv_slots = self.kv_cache.num_slots
         self.limits = BatchLimits(
-            vocab_size=self.config.vocab_size,
-            num_slots=self.kv_cache.num_slots,
-            max_num_reqs=config.max_num_reqs,
-            max_context_len=self.max_context_len,
+            self.vocab_size, self.num_kv_slots, config.max_num_reqs, self.max_context_len
         )
-        self.cuda_graphs = None
+        self.cuda_graphs: DecodeCudaGraphs | None = None
         if self.device.type == "cuda" and config.cuda_graph_max_bs > 0 and self.attn.supports_cuda_graph:
-            from sglr.model.cuda_graph import DecodeCudaGraphs
-
-            self.cuda_graphs = DecodeCudaGraphs(self, config.cuda_graph_batch_sizes or None)
-
-    @property
-    def num_kv_slots(self) -> int:
-        """Usable KV slots; slot ids are `1..num_kv_slots` (0 is padding)."""
-        return self.kv_cache.num_slots
-
-    @property
-    def vocab_size(self) -> int:
-        return self.config.vocab_size
+            max_bs = min(config.cuda_graph_max_bs, config.max_num_reqs)
+            self.cuda_graphs = DecodeCudaGraphs(
+                self._logits_of_every_token, self.device, max_bs, config.cuda_graph_batch_sizes or None
+            )
 
     def extend_batch(self, requests: Sequence[ExtendRequest]) -> ForwardBatch:
         return ForwardBatch.extend(requests, self.device, self.limits)
 
     def decode_batch(
-        self,
-        req_rows: Sequence[int] | np.ndarray,
-        input_ids: Sequence[int] | np.ndarray,
-        seq_lens: Sequence[int] | np.ndarray,
-        out_cache_slots: Sequence[int] | np.ndarray,
-        row_writes: RowWrites | None = None,
-    ) -> ForwardBatch:
+        self, req_rows: IntArrayLike, input_ids: IntArrayLike, seq_lens: IntArrayLike,
+        out_cache_slots: IntArrayLike, row_writes: RowWrites | None = None,
+    ) -> ForwardBatch:  # fmt: skip
         return ForwardBatch.decode(
             req_rows, input_ids, seq_lens, out_cache_slots, self.device, self.limits, row_writes
         )
@@ -164,7 +153,7 @@ class ModelRunner:
         # The runner is the table's only writer: every batch brings the entries it needs.
         table[batch.table_rows, batch.table_cols] = batch.table_slots.to(table.dtype)
         graphs = self.cuda_graphs
-        if batch.mode is ForwardMode.DECODE and graphs is not None and graphs.can_run(batch.batch_size):
+        if batch.is_decode and graphs is not None and graphs.can_run(batch.batch_size):
             logits = graphs.replay(batch)
             return ForwardOutput(logits, [None] * batch.batch_size)
         self.attn.begin(batch)
@@ -177,6 +166,13 @@ class ModelRunner:
                 if start is not None:
                     prompt_logprobs[i] = self._prompt_logprobs(batch, i, start, hidden)
         return ForwardOutput(logits, prompt_logprobs)
+
+    def _logits_of_every_token(
+        self, input_ids: torch.Tensor, positions: torch.Tensor, metadata: AttentionMetadata
+    ) -> torch.Tensor:
+        """A decode step's body as the CUDA graphs capture it (one token per request)."""
+        self.attn.begin(metadata)
+        return self.model.compute_logits(self.model(input_ids, positions, self.attn))
 
     def _prompt_logprobs(
         self, batch: ForwardBatch, index: int, start: int, hidden: torch.Tensor

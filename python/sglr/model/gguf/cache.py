@@ -20,6 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from sglr.envs import cache_dir as sglr_cache_dir
 from sglr.model.gguf.convert import check_run_dtype
 
 logger = logging.getLogger(__name__)
@@ -33,13 +34,8 @@ _TMP_PREFIX = ".tmp-"
 
 
 def cache_root() -> Path:
-    """`$SGLR_CACHE_DIR`, else `$XDG_CACHE_HOME/sglr`, else `~/.cache/sglr`."""
-    explicit = os.environ.get("SGLR_CACHE_DIR")
-    if explicit:
-        return Path(explicit).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return base / "sglr"
+    """sglr's cache directory (see `sglr.envs.cache_dir`); conversions go to its `gguf/`."""
+    return sglr_cache_dir()
 
 
 def cache_key(gguf_path: Path, dtype: str) -> str:
