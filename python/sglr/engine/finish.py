@@ -90,12 +90,13 @@ class FinishAbort(FinishReason):
         return (self.error,)
 
 
+# SGLang's `err_type` of an abort: what kind of failure, for clients that branch on it.
+_ERR_TYPES: tuple[tuple[type[SglrError], str], ...] = (
+    (RequestAbortedError, "abort"),
+    (InvalidRequestError, "invalid_request"),
+    (EngineClosedError, "engine_unavailable"),
+)
+
+
 def _err_type(error: SglrError) -> str:
-    """SGLang's `err_type` of an abort: what kind of failure, for clients that branch on it."""
-    if isinstance(error, RequestAbortedError):
-        return "abort"
-    if isinstance(error, InvalidRequestError):
-        return "invalid_request"
-    if isinstance(error, EngineClosedError):
-        return "engine_unavailable"
-    return "internal"
+    return next((name for kind, name in _ERR_TYPES if isinstance(error, kind)), "internal")
