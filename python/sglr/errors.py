@@ -133,6 +133,11 @@ class RequestAbortedError(SglrError, RuntimeError):
     """A request ended without a result (aborted by the caller or the engine)."""
 
 
+class WorkerError(EngineClosedError):
+    """A scheduler or model worker process failed to start, died or stopped answering; the
+    engine it served accepts no more requests."""
+
+
 class EngineInternalError(SglrError, RuntimeError):
     """The engine failed while running a request (a bug or a device failure, not the caller's
     mistake); the request ends with it, the engine carries on."""

@@ -108,7 +108,7 @@ def test_busy_port_fails_fast(tiny_dir: Path) -> None:
         (["--max-total-tokens", "0"], "max_total_tokens must be a positive integer"),
         (["--model-path", "/no/such/model"], "sglr-server:"),
         (["--chat-template", "not-a-template"], "is not a file, a Jinja template"),
-        (["--tp-size", "2"], "unrecognized arguments: --tp-size"),
+        (["--tp-size", "2", "--single-process"], "multiprocess cannot be False"),
     ],
 )
 def test_bad_flags_fail_with_a_message(tiny_dir: Path, flags: list[str], message: str) -> None:

@@ -78,7 +78,7 @@ class BatchExecutor:
                     top_logprobs_num=item.req.spec.top_logprobs_num,
                 )
             )
-        output = self.runner.forward(self.runner.extend_batch(requests))
+        output = self.runner.forward_extend(requests)
         scores: dict[int, tuple[list[tuple[float, int]], list[list[tuple[float, int]]]]] = {}
         for i, item in enumerate(items):
             scored = output.prompt_logprobs[i]
@@ -107,14 +107,13 @@ class BatchExecutor:
 
     def decode(self, reqs: Sequence[Req], row_writes: RowWrites | None = None) -> list[SampledToken]:
         """One token per request into its one reserved slot."""
-        batch = self.runner.decode_batch(
+        output = self.runner.forward_decode(
             [req.kv.row for req in reqs],
             [req.output_ids[-1] for req in reqs],
             [req.num_computed + 1 for req in reqs],
             np.concatenate([req.kv.pending_slots() for req in reqs]),
             row_writes,
         )
-        output = self.runner.forward(batch)
         return self._sample(reqs, output.next_token_logits)
 
     def _sample(self, reqs: Sequence[Req], logits: torch.Tensor) -> list[SampledToken]:

@@ -26,6 +26,14 @@ class EngineConfig:
     starvation_guard / max_wait_s: admit a request that waited longer than this ahead of the
         cache-aware order (off reproduces plain longest-prefix-first).
     debug_invariants: check slot accounting after every step (tests turn it on).
+    tp_size: tensor-parallel ranks, one worker process each (torch.distributed: gloo on CPU,
+        NCCL on GPU).
+    multiprocess: run the scheduler and the model in worker processes, the caller's process
+        keeping tokenization and result assembly. None: only when tp_size > 1 (the in-process
+        engine otherwise); `sglr-server` turns it on.
+    dist_init_addr / nccl_port: where the ranks meet (`host:port`; default a free local port).
+    base_gpu_id: the GPU of rank 0; rank r uses `base_gpu_id + r`.
+    worker_start_timeout_s: how long the workers may take to load the model.
     """
 
     model_path: str | None = None
@@ -49,6 +57,12 @@ class EngineConfig:
     seed: int = 0
     debug_invariants: bool = False
     log_level: str = "info"
+    tp_size: int = 1
+    multiprocess: bool | None = None
+    dist_init_addr: str | None = None
+    nccl_port: int | None = None
+    base_gpu_id: int = 0
+    worker_start_timeout_s: float = 600.0
 
     def __post_init__(self) -> None:
         if self.schedule_policy not in SCHEDULE_POLICIES:
@@ -65,6 +79,19 @@ class EngineConfig:
             raise EngineConfigError("give max_total_tokens or mem_fraction_static, not both")
         if self.max_wait_s <= 0:
             raise EngineConfigError(f"max_wait_s must be positive, got {self.max_wait_s}")
+        if not isinstance(self.tp_size, int) or self.tp_size < 1:
+            raise EngineConfigError(f"tp_size must be a positive integer, got {self.tp_size!r}")
+        if self.tp_size > 1 and self.multiprocess is False:
+            raise EngineConfigError(
+                "tp_size > 1 runs one worker process per rank: multiprocess cannot be False"
+            )
+        if self.base_gpu_id < 0 or self.worker_start_timeout_s <= 0:
+            raise EngineConfigError("base_gpu_id must be >= 0 and worker_start_timeout_s positive")
+
+    @property
+    def uses_workers(self) -> bool:
+        """Whether the scheduler and the model run in worker processes."""
+        return self.multiprocess if self.multiprocess is not None else self.tp_size > 1
 
     @classmethod
     def from_kwargs(cls, **kwargs: Any) -> EngineConfig:

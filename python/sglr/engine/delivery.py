@@ -1,32 +1,36 @@
-"""Handing results to callers: waiting for a result, streaming deltas (sync and asyncio).
+"""Handing results to callers: a whole result, or a stream of deltas (sync and asyncio).
 
-The scheduler loop pushes `StreamEvent`s into each sequence's sink; these helpers read them on
-the caller's side. A caller that stops reading early (closes a stream, is cancelled) aborts the
-sequences still running, so their KV is freed at once; a loop that died ends every wait with
-`EngineClosedError`, never a hang.
+The scheduler pushes `TokenOutput`s into each sequence's sink; here, on the caller's side, each
+sequence's `OutputAssembler` turns them into text and SGLang's dicts (so detokenizing never
+runs on the scheduler's thread). A reader that fell behind gets one delta per sequence for
+everything that arrived. A caller that stops reading early (closes a stream, is cancelled)
+aborts the sequences still running, so their KV is freed at once; a scheduler that died ends
+every wait with `EngineClosedError`, never a hang.
 """
 
 from __future__ import annotations
 
 import asyncio
 import queue
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
-from sglr.engine.io import NormalizedInput
-from sglr.engine.output import QueueSink, StreamEvent, merge_deltas
+from sglr.engine.assembler import OutputAssembler
+from sglr.engine.output import QueueSink
+from sglr.engine.token_output import TokenOutput
 from sglr.errors import EngineClosedError
 
 _POLL_S = 1.0
 
 
 class Scheduler(Protocol):
-    """The side of the scheduler loop a caller sees."""
+    """The side of the scheduler a caller sees."""
 
     @property
     def is_alive(self) -> bool: ...
 
-    fatal_error: BaseException | None
+    @property
+    def fatal_error(self) -> BaseException | None: ...
 
     def abort(self, rid: str) -> None: ...
 
@@ -37,36 +41,36 @@ def abort_rids(loop: Scheduler, rids: Iterable[str]) -> None:
         loop.abort(rid)
 
 
-def wait_result(loop: Scheduler, sink: QueueSink) -> dict[str, Any]:
-    while True:
-        event = _next_event(loop, sink, _POLL_S)
-        if event is None:
-            continue
-        if event.error is not None:
-            raise event.error
-        if event.result is not None:
-            return event.result
+def wait_result(loop: Scheduler, sink: QueueSink, assembler: OutputAssembler) -> dict[str, Any]:
+    while not assembler.finished:
+        out = _next_output(loop, sink, _POLL_S)
+        if out is not None:
+            assembler.add(out)
+    return assembler.result()
 
 
-def stream(loop: Scheduler, batch: NormalizedInput, sinks: list[QueueSink]) -> Iterator[dict[str, Any]]:
-    pending = dict(enumerate(sinks))
+def stream(
+    loop: Scheduler, sinks: Sequence[QueueSink], assemblers: Sequence[OutputAssembler], is_batch: bool
+) -> Iterator[dict[str, Any]]:
+    pending = set(range(len(sinks)))
     try:
         while pending:
-            for index, sink in list(pending.items()):
-                event = _next_event(loop, sink, 0.001 if len(pending) > 1 else _POLL_S)
-                if event is None:
-                    continue
-                if event.error is not None:
-                    raise event.error
-                if event.delta is not None:
-                    yield with_index(event.delta, index, batch.is_batch)
-                if event.result is not None:
-                    del pending[index]
+            for index in sorted(pending):
+                sink, assembler = sinks[index], assemblers[index]
+                out = _next_output(loop, sink, 0.001 if len(pending) > 1 else _POLL_S)
+                while out is not None:
+                    assembler.add(out)
+                    out = sink.get_nowait()
+                delta = assembler.delta()
+                if delta is not None:
+                    yield with_index(delta, index, is_batch)
+                if assembler.finished:
+                    pending.discard(index)
     finally:  # the caller stopped reading early: abort what is still running
-        abort_rids(loop, (batch.specs[index].rid for index in pending))
+        abort_rids(loop, (assemblers[index].rid for index in pending))
 
 
-def _next_event(loop: Scheduler, sink: QueueSink, timeout: float) -> StreamEvent | None:
+def _next_output(loop: Scheduler, sink: QueueSink, timeout: float) -> TokenOutput | None:
     try:
         return sink.get(timeout=timeout)
     except queue.Empty:
@@ -75,42 +79,52 @@ def _next_event(loop: Scheduler, sink: QueueSink, timeout: float) -> StreamEvent
         return None
 
 
-async def async_wait_result(sink: Any) -> dict[str, Any]:
-    while True:
-        event = await sink.get()
-        if event.error is not None:
-            raise event.error
-        if event.result is not None:
-            return event.result
+async def async_results(
+    loop: Scheduler, outputs: asyncio.Queue[tuple[int, TokenOutput]], assemblers: Sequence[OutputAssembler]
+) -> list[dict[str, Any]]:
+    """Every sequence's result, in order; cancelling the wait aborts the unfinished ones."""
+    unfinished = set(range(len(assemblers)))
+    try:
+        while unfinished:
+            index, out = await outputs.get()
+            assemblers[index].add(out)
+            if assemblers[index].finished:
+                unfinished.discard(index)
+    except BaseException:  # cancelled (e.g. the HTTP client went away): stop the work too
+        abort_rids(loop, (assemblers[index].rid for index in unfinished))
+        raise
+    return [assembler.result() for assembler in assemblers]
 
 
 async def async_stream(
-    loop: Scheduler, batch: NormalizedInput, events: asyncio.Queue[tuple[int, StreamEvent]]
+    loop: Scheduler,
+    outputs: asyncio.Queue[tuple[int, TokenOutput]],
+    assemblers: Sequence[OutputAssembler],
+    is_batch: bool,
 ) -> AsyncIterator[dict[str, Any]]:
-    unfinished = set(range(len(batch.specs)))
+    unfinished = set(range(len(assemblers)))
     try:
         while unfinished:
-            arrived = [await events.get()]
-            while not events.empty():
-                arrived.append(events.get_nowait())
-            # NOTE: a reader that fell behind gets one chunk per sequence for everything that has
-            # arrived, not one per token: under load this keeps the per-token cost of streaming
-            # (events, HTTP writes) from growing with the backlog.
-            merged: dict[int, dict[str, Any]] = {}
-            for index, event in arrived:
-                if event.error is not None:
-                    raise event.error
-                if event.delta is not None:
-                    earlier = merged.get(index)
-                    merged[index] = event.delta if earlier is None else merge_deltas(earlier, event.delta)
-                if event.result is not None:
+            arrived = [await outputs.get()]
+            while not outputs.empty():
+                arrived.append(outputs.get_nowait())
+            touched: dict[int, None] = {}
+            for index, out in arrived:
+                assemblers[index].add(out)
+                touched[index] = None
+            # NOTE: one delta per sequence for everything that arrived, not one per token: under
+            # load this keeps the per-token cost of streaming (events, HTTP writes) from growing
+            # with the backlog.
+            for index in touched:
+                delta = assemblers[index].delta()
+                if delta is not None:
+                    yield with_index(delta, index, is_batch)
+                if assemblers[index].finished:
                     unfinished.discard(index)
-            for index, delta in merged.items():
-                yield with_index(delta, index, batch.is_batch)
     finally:
         # Closed or cancelled before the end (a client that went away): free the slots now
         # instead of generating for nobody until max_new_tokens.
-        abort_rids(loop, (batch.specs[index].rid for index in unfinished))
+        abort_rids(loop, (assemblers[index].rid for index in unfinished))
 
 
 def with_index(delta: dict[str, Any], index: int, is_batch: bool) -> dict[str, Any]:

@@ -15,17 +15,21 @@ list of id lists or `n > 1` gives a list. Streaming yields incremental chunks (`
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import logging
 from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
 
 from sglr.engine import delivery
+from sglr.engine.assembler import OutputAssembler
 from sglr.engine.config import EngineConfig
 from sglr.engine.io import NormalizedInput, normalize_generate_input
 from sglr.engine.loop import SchedulerLoop
-from sglr.engine.output import AsyncQueueSink, OutputSink, QueueSink, StreamEvent
+from sglr.engine.output import AsyncQueueSink, OutputSink, QueueSink
+from sglr.engine.request import TokenizedRequest
 from sglr.engine.request_builder import RequestBuilder
+from sglr.engine.token_output import TokenOutput
 from sglr.engine.tokenizer import EngineTokenizer
 from sglr.errors import EngineClosedError
 
@@ -39,7 +43,7 @@ _GPU_CHUNK = 8192
 
 class Engine:
     def __init__(self, model_path: str | None = None, **kwargs: Any) -> None:
-        from sglr.model.runner import ModelRunner, RunnerConfig
+        from sglr.model.runner import RunnerConfig
 
         cfg = EngineConfig.from_kwargs(model_path=model_path, **kwargs)
         runner_config = RunnerConfig(
@@ -55,26 +59,42 @@ class Engine:
             cuda_graph_max_bs=cfg.cuda_graph_max_bs,
             max_num_reqs=(cfg.max_running_requests or _GPU_MAX_RUNNING) + 2,
         )
-        self._start(cfg, ModelRunner(runner_config))
+        self._start(cfg, runner_config)
 
     @classmethod
     def from_runner(cls, runner: Any, **kwargs: Any) -> Engine:
-        """An engine around an already loaded `ModelRunner` (its model, KV cache and request
-        table); `kwargs` are the scheduling options (model and memory options come from the
-        runner). Shutting the engine down leaves the runner usable."""
+        """An in-process engine around an already loaded `ModelRunner` (its model, KV cache and
+        request table); `kwargs` are the scheduling options (model and memory options come from
+        the runner). Shutting the engine down leaves the runner usable."""
         engine = cls.__new__(cls)
-        engine._start(EngineConfig.from_kwargs(model_path=str(runner.model_dir), **kwargs), runner)
+        cfg = EngineConfig.from_kwargs(model_path=str(runner.model_dir), **kwargs)
+        engine._start(cfg, runner.runner_config, runner)
         return engine
 
-    def _start(self, cfg: EngineConfig, runner: Any) -> None:
-        self.config = cfg
-        self.runner = runner
-        on_gpu = runner.device.type == "cuda"
+    def _start(self, cfg: EngineConfig, runner_config: Any, runner: Any = None) -> None:
+        """Loads the model here (or takes `runner`), or starts the worker processes that do."""
+        from sglr.model.runner import ModelRunner, resolve_device, resolve_model_dir
+
+        on_gpu = (runner.device if runner is not None else resolve_device(cfg.device)).type == "cuda"
         self.max_running_requests = min(
             cfg.max_running_requests or (_GPU_MAX_RUNNING if on_gpu else _CPU_MAX_RUNNING),
-            runner.runner_config.max_num_reqs,
+            runner_config.max_num_reqs,
         )
         chunk = cfg.chunked_prefill_size or (_GPU_CHUNK if on_gpu else _CPU_CHUNK)
+        scheduler: Any = None
+        if runner is None and cfg.uses_workers:
+            from sglr.engine.worker.client import WorkerScheduler
+
+            # Resolved once here (a GGUF file is converted once), then loaded by every rank.
+            resolved = dataclasses.replace(runner_config, model_path=resolve_model_dir(runner_config))
+            scheduler = WorkerScheduler(
+                cfg, resolved, self.max_running_requests, chunk, cfg.worker_start_timeout_s
+            )
+            runner = scheduler.runner_info
+        elif runner is None:
+            runner = ModelRunner(runner_config)
+        self.config = cfg
+        self.runner = runner  # in worker mode, a `RunnerInfo` with the same attributes
         self.tokenizer = EngineTokenizer(runner.model_dir, cfg.chat_template)
         self.model_path = str(cfg.model_path) if cfg.model_path else str(runner.model_dir)
         self.served_model_name = cfg.served_model_name or self.model_path
@@ -82,20 +102,23 @@ class Engine:
         self._builder = RequestBuilder(
             self.tokenizer, runner.vocab_size, self.context_len, runner.num_kv_slots
         )
-        self._loop = SchedulerLoop(
-            cfg,
-            runner,
-            self.tokenizer,
-            max_running_requests=self.max_running_requests,
-            chunked_prefill_size=chunk,
-        )
+        if scheduler is None:
+            scheduler = SchedulerLoop(
+                cfg,
+                runner,
+                self.tokenizer,
+                max_running_requests=self.max_running_requests,
+                chunked_prefill_size=chunk,
+            )
+            scheduler.start()
+        self._loop = scheduler
         self._closed = False
-        self._loop.start()
         logger.info(
-            "engine ready: model %s, %d KV slots, device %s",
+            "engine ready: model %s, %d KV slots, device %s%s",
             self.model_path,
             runner.num_kv_slots,
             runner.device,
+            f", {cfg.tp_size} worker process(es)" if cfg.uses_workers else "",
         )
 
     # ----- generation -----
@@ -114,11 +137,15 @@ class Engine:
         namespace: str | None = None,
     ) -> dict[str, Any] | list[dict[str, Any]] | Iterator[dict[str, Any]]:
         batch = _normalize(locals())
-        sinks = [QueueSink(wants_stream=stream) for _ in batch.specs]
-        self._submit(batch, sinks)
+        requests, assemblers = self._prepare(batch)
+        sinks = [QueueSink() for _ in requests]
+        self._submit(requests, sinks)
         if stream:
-            return delivery.stream(self._loop, batch, sinks)
-        results = [delivery.wait_result(self._loop, sink) for sink in sinks]
+            return delivery.stream(self._loop, sinks, assemblers, batch.is_batch)
+        results = [
+            delivery.wait_result(self._loop, sink, assembler)
+            for sink, assembler in zip(sinks, assemblers, strict=True)
+        ]
         return results if batch.is_batch else results[0]
 
     async def async_generate(
@@ -129,20 +156,12 @@ class Engine:
         call = inspect.signature(self.generate).bind(*args, **kwargs)
         call.apply_defaults()
         batch = _normalize(call.arguments)
+        requests, assemblers = self._prepare(batch)
+        outputs: asyncio.Queue[tuple[int, TokenOutput]] = asyncio.Queue()
+        self._submit(requests, [AsyncQueueSink(outputs, index) for index in range(len(requests))])
         if call.arguments["stream"]:
-            shared: asyncio.Queue[tuple[int, StreamEvent]] = asyncio.Queue()
-            stream_sinks = [AsyncQueueSink(True, shared=shared, index=i) for i in range(len(batch.specs))]
-            self._submit(batch, stream_sinks)
-            return delivery.async_stream(self._loop, batch, shared)
-        sinks = [AsyncQueueSink(wants_stream=False) for _ in batch.specs]
-        self._submit(batch, sinks)
-        results = []
-        try:
-            for sink in sinks:
-                results.append(await delivery.async_wait_result(sink))
-        except BaseException:  # cancelled (e.g. the HTTP client went away): stop the work too
-            delivery.abort_rids(self._loop, (spec.rid for spec in batch.specs[len(results) :]))
-            raise
+            return delivery.async_stream(self._loop, outputs, assemblers, batch.is_batch)
+        results = await delivery.async_results(self._loop, outputs, assemblers)
         return results if batch.is_batch else results[0]
 
     def abort(self, rid: str) -> None:
@@ -161,6 +180,11 @@ class Engine:
     def is_alive(self) -> bool:
         """Accepting requests: not shut down, and the scheduler loop is running."""
         return not self._closed and self._loop.is_alive
+
+    @property
+    def worker_pids(self) -> list[int]:
+        """Process ids of the worker processes (empty for the in-process engine)."""
+        return list(getattr(self._loop, "worker_pids", []))
 
     def check_invariants(self) -> None:
         """KV and scheduler accounting (raises on any leak)."""
@@ -186,12 +210,15 @@ class Engine:
         if not self._loop.is_alive:
             raise EngineClosedError(f"the engine's scheduler loop stopped: {self._loop.fatal_error}")
 
-    def _submit(self, batch: NormalizedInput, sinks: list[OutputSink]) -> None:
+    def _prepare(self, batch: NormalizedInput) -> tuple[list[TokenizedRequest], list[OutputAssembler]]:
+        """Validates and tokenizes every sequence first: a bad item rejects the whole batch."""
         self._check_open()
-        # Validated as a whole first: a bad item rejects the batch.
-        reqs = [self._builder.build(spec, sink) for spec, sink in zip(batch.specs, sinks, strict=True)]
-        for req in reqs:
-            self._loop.submit(req)
+        built = [self._builder.build(spec) for spec in batch.specs]
+        return [request for request, _ in built], [assembler for _, assembler in built]
+
+    def _submit(self, requests: list[TokenizedRequest], sinks: list[OutputSink]) -> None:
+        for request, sink in zip(requests, sinks, strict=True):
+            self._loop.submit(request, sink)
 
 
 def _normalize(call: Mapping[str, Any]) -> NormalizedInput:

@@ -119,3 +119,5 @@ class RequestTable:
                 self.out.publish(payload)
             elif command == "flush":
                 payload.set_result(False)
+            elif command == "call":
+                payload[1].set_exception(EngineClosedError(message))

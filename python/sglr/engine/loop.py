@@ -13,6 +13,7 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
@@ -23,14 +24,15 @@ from sglr.engine.constraints.runtime import Constraints
 from sglr.engine.finish import FinishAbort
 from sglr.engine.kv import KVPool
 from sglr.engine.lifecycle import RequestTable
+from sglr.engine.output import OutputSink
 from sglr.engine.postprocess import OutputProcessor
-from sglr.engine.request import Phase, Req
+from sglr.engine.request import Phase, Req, TokenizedRequest
 from sglr.engine.retraction import reserve_decode_slots
 from sglr.engine.stats import EngineStats
 from sglr.engine.step_results import StepResults
 from sglr.engine.tokenizer import EngineTokenizer
 from sglr.engine.wait_queue import WaitQueue
-from sglr.errors import EngineInternalError, InvalidRequestError, RequestAbortedError
+from sglr.errors import EngineClosedError, EngineInternalError, InvalidRequestError, RequestAbortedError
 from sglr.model.runner import ModelRunner
 
 logger = logging.getLogger("sglr.engine")
@@ -47,8 +49,12 @@ class SchedulerLoop:
         tokenizer: EngineTokenizer,
         max_running_requests: int,
         chunked_prefill_size: int,
+        after_iteration: Callable[[], None] | None = None,
     ) -> None:
+        """`after_iteration`: called on the loop thread after each inbox drain and each step
+        (a worker process sends the outputs gathered meanwhile as one message)."""
         self.config = config
+        self._after_iteration = after_iteration
         self.runner = runner
         self.stats = EngineStats()
         self.pool = KVPool(
@@ -57,7 +63,8 @@ class SchedulerLoop:
             use_radix_cache=not config.disable_radix_cache,
         )
         self.queue = WaitQueue(config, max_running_requests, chunked_prefill_size, runner.max_context_len)
-        self.out = OutputProcessor(tokenizer, runner.max_context_len)
+        self.tokenizer = tokenizer
+        self.out = OutputProcessor(runner.max_context_len)
         self.table = RequestTable(self.pool, self.out, self.stats, self.queue.remove, self.queue.on_idle)
         self.constraints = Constraints(tokenizer, use_jump_forward=not config.disable_jump_forward)
         self.admitter = Admitter(self.pool, self.table, self.queue, self.stats)
@@ -77,10 +84,11 @@ class SchedulerLoop:
     def is_alive(self) -> bool:
         return self._thread.is_alive()
 
-    def submit(self, req: Req) -> None:
-        """Queues `req`; a constrained request compiles first, off this thread. The inbox sees
-        "add" before "constraint_ready" (it is FIFO), so a compile that finishes at once is
-        never taken for the result of an aborted request."""
+    def submit(self, request: TokenizedRequest, sink: OutputSink) -> None:
+        """Queues a request whose outputs go to `sink`; a constrained request compiles first, off
+        this thread. The inbox sees "add" before "constraint_ready" (it is FIFO), so a compile
+        that finishes at once is never taken for the result of an aborted request."""
+        req = Req.from_tokenized(request, sink, self.tokenizer)
         if req.params.has_constraint:
             req.phase = Phase.COMPILING
         self._inbox.put(("add", req))
@@ -93,6 +101,12 @@ class SchedulerLoop:
     def flush_cache(self) -> Future[bool]:
         future: Future[bool] = Future()
         self._inbox.put(("flush", future))
+        return future
+
+    def call(self, fn: Callable[[], Any]) -> Future[Any]:
+        """Runs `fn` on the loop thread between steps; its result or error in the future."""
+        future: Future[Any] = Future()
+        self._inbox.put(("call", (fn, future)))
         return future
 
     def stop(self, timeout: float | None = 30.0) -> None:
@@ -125,13 +139,16 @@ class SchedulerLoop:
     # ----- the loop thread -----
 
     def _run(self) -> None:
+        after = self._after_iteration or (lambda: None)
         try:
             while not self._stopping:
                 self._drain_inbox(block=not self._has_work())
+                after()
                 if self._stopping:
                     break
                 if self._has_work():
                     self._step_isolated()
+                    after()
         except BaseException as exc:  # a bug in the loop itself: fail everything, never hang
             logger.exception("scheduler loop died")
             self.fatal_error = exc
@@ -142,6 +159,7 @@ class SchedulerLoop:
                 else f"engine error: {self.fatal_error}"
             )
             self.table.fail_all(message, self._inbox)
+            after()
 
     def _has_work(self) -> bool:
         return bool(self.table.decoding) or len(self.queue) > 0
@@ -163,6 +181,12 @@ class SchedulerLoop:
                 self.table.abort(payload, RequestAbortedError("aborted by the client"))
             elif command == "flush":
                 payload.set_result(self._flush())
+            elif command == "call":
+                fn, future = payload
+                try:
+                    future.set_result(fn())
+                except Exception as exc:
+                    future.set_exception(exc)
             elif command == "stop":
                 self._stopping = True
                 return
@@ -182,6 +206,10 @@ class SchedulerLoop:
         try:
             progressed = self._step()
         except Exception as exc:
+            if getattr(self.runner, "tp", None) is not None:
+                # The ranks may no longer be in step (a rank died, a collective failed): the
+                # group is lost, and with it every request.
+                raise EngineClosedError(f"a tensor-parallel rank failed: {exc}") from exc
             logger.exception("engine step failed; aborting the requests in flight")
             self.table.abort_running(EngineInternalError(f"internal error while running the request: {exc}"))
             progressed = True

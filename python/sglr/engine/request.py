@@ -15,12 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from sglr.engine.detokenizer import IncrementalDetokenizer
+from sglr.engine.detokenizer import Decoder
 from sglr.engine.finish import FinishReason
 from sglr.engine.io import SequenceSpec
 from sglr.engine.kv import RequestKV
 from sglr.engine.output import OutputSink
-from sglr.engine.stop_strings import StopStringMatcher
+from sglr.engine.stop_strings import StopText
 from sglr.sampling_params import SamplingParams
 
 
@@ -42,6 +42,18 @@ class LogprobRecord:
     output_top_logprobs: list[list[tuple[float, int]]] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class TokenizedRequest:
+    """A validated, tokenized sequence: what the caller's side hands the scheduler."""
+
+    uid: int
+    spec: SequenceSpec
+    prompt_ids: np.ndarray
+    max_new_tokens: int
+    stop_token_ids: frozenset[int]
+    arrival_time: float
+
+
 @dataclass(eq=False)
 class Req:
     uid: int
@@ -50,8 +62,8 @@ class Req:
     max_new_tokens: int
     stop_token_ids: frozenset[int]
     sink: OutputSink
-    detokenizer: IncrementalDetokenizer
-    stop_matcher: StopStringMatcher
+    # Only for requests with stop strings: the text, decoded to find them.
+    stop_text: StopText | None = None
     arrival_time: float = field(default_factory=time.monotonic)
     phase: Phase = Phase.WAITING
     output_ids: list[int] = field(default_factory=list)
@@ -62,14 +74,31 @@ class Req:
     has_prefilled: bool = False  # the prompt ran once (re-admissions after retraction skip
     # prompt-only work: max_new_tokens == 0, prompt logprobs)
     logprobs: LogprobRecord | None = None
-    # Text bookkeeping: `text` is what the detokenizer produced (before stop trimming);
-    # `num_sent_chars` / `num_sent_ids` are what the sink has seen.
-    text: str = ""
-    num_sent_chars: int = 0
+    finish_reason: FinishReason | None = None
+    last_is_stop_token: bool = False  # the last output id is the matched stop token
+    text_end: int | None = None  # the final text's length, when a stop string ended it
+    # What the sink has been sent so far.
     num_sent_ids: int = 0
     num_sent_logprobs: int = 0
-    finish_reason: FinishReason | None = None
-    first_token_time: float | None = None
+    sent_input_logprobs: bool = False
+
+    @classmethod
+    def from_tokenized(cls, t: TokenizedRequest, sink: OutputSink, tokenizer: Decoder) -> Req:
+        params = t.spec.params
+        stop_text = None
+        if params.stop or params.stop_regex:
+            stop_text = StopText(tokenizer, t.prompt_ids.tolist(), params)
+        return cls(
+            uid=t.uid,
+            spec=t.spec,
+            prompt_ids=t.prompt_ids,
+            max_new_tokens=t.max_new_tokens,
+            stop_token_ids=t.stop_token_ids,
+            sink=sink,
+            stop_text=stop_text,
+            arrival_time=t.arrival_time,
+            logprobs=LogprobRecord() if t.spec.return_logprob else None,
+        )
 
     @property
     def rid(self) -> str:

@@ -1,4 +1,5 @@
-"""`RequestBuilder`: one validated `Req` per sequence spec, before anything is submitted.
+"""`RequestBuilder`: one validated `TokenizedRequest` per sequence spec, before anything is
+submitted, and the `OutputAssembler` that will turn its outputs into responses.
 
 Tokenizes the prompt, checks token ids against the vocabulary and the lengths against the
 context and the KV cache, resolves `max_new_tokens` and the stop token set. Every failure is an
@@ -9,14 +10,13 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 
 import numpy as np
 
-from sglr.engine.detokenizer import IncrementalDetokenizer
+from sglr.engine.assembler import OutputAssembler
 from sglr.engine.io import SequenceSpec
-from sglr.engine.output import OutputSink
-from sglr.engine.request import LogprobRecord, Req
-from sglr.engine.stop_strings import StopStringMatcher
+from sglr.engine.request import TokenizedRequest
 from sglr.engine.tokenizer import EngineTokenizer
 from sglr.errors import InvalidRequestError
 
@@ -32,7 +32,7 @@ class RequestBuilder:
         self._uids = itertools.count(1)
         self._uid_lock = threading.Lock()
 
-    def build(self, spec: SequenceSpec, sink: OutputSink) -> Req:
+    def build(self, spec: SequenceSpec) -> tuple[TokenizedRequest, OutputAssembler]:
         params = spec.params
         ids = self.tokenizer.encode(spec.text) if spec.text is not None else list(spec.input_ids or ())
         prompt_field = "text" if spec.text is not None else "input_ids"
@@ -50,17 +50,26 @@ class RequestBuilder:
             stop_ids |= self.tokenizer.eos_token_ids
         with self._uid_lock:
             uid = next(self._uids)
-        return Req(
+        arrival_time = time.monotonic()
+        request = TokenizedRequest(
             uid=uid,
             spec=spec,
             prompt_ids=np.asarray(ids, dtype=np.int32),
             max_new_tokens=max_new,
             stop_token_ids=frozenset(stop_ids),
-            sink=sink,
-            detokenizer=IncrementalDetokenizer(self.tokenizer, ids, params.skip_special_tokens),
-            stop_matcher=StopStringMatcher(params.stop, params.stop_regex),
-            logprobs=LogprobRecord() if spec.return_logprob else None,
+            arrival_time=arrival_time,
         )
+        assembler = OutputAssembler(
+            self.tokenizer,
+            spec.rid,
+            ids,
+            params,
+            spec.return_logprob,
+            spec.top_logprobs_num,
+            spec.return_text_in_logprobs,
+            arrival_time,
+        )
+        return request, assembler
 
     def _max_new_tokens(self, prompt_len: int, max_new: int | None, prompt_field: str) -> int:
         context_len = self.context_len

@@ -7,6 +7,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
+
+from sglr.engine.detokenizer import Decoder, IncrementalDetokenizer
 
 
 @dataclass(frozen=True)
@@ -52,3 +55,25 @@ class StopStringMatcher:
             if any(stop.startswith(tail) for stop in self._stops):
                 return len(text) - held
         return len(text)
+
+
+class StopText:
+    """A request's output text, decoded as tokens arrive, only to find its stop strings."""
+
+    def __init__(self, tokenizer: Decoder, prompt_ids: Sequence[int], params: Any) -> None:
+        self._detokenizer = IncrementalDetokenizer(tokenizer, prompt_ids, params.skip_special_tokens)
+        self._matcher = StopStringMatcher(params.stop, params.stop_regex)
+        self._no_stop_trim = params.no_stop_trim
+        self.text = ""
+
+    def append(self, token_id: int, can_stop: bool) -> StopMatch | None:
+        """Decodes one more token; the stop string it completed, if any (and `can_stop`)."""
+        new_text = self._detokenizer.append([token_id])
+        self.text += new_text
+        if not can_stop or not new_text:
+            return None
+        return self._matcher.find(self.text, len(new_text))
+
+    def end_of(self, match: StopMatch) -> int:
+        """Where the final text ends: before the stop string, or after it with `no_stop_trim`."""
+        return match.end if self._no_stop_trim else match.start

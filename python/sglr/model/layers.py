@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from sglr.errors import CheckpointError
+from sglr.model.parallel import TensorParallel, vocab_shard
 
 
 class RMSNorm(torch.nn.Module):
@@ -32,7 +33,13 @@ class RMSNorm(torch.nn.Module):
 
 class Linear(torch.nn.Module):
     """`y = x W^T (+ b)`. A fused linear stacks several checkpoint matrices along the output dim;
-    `shard_offsets` names each one's row range so the loader can place it."""
+    `shard_offsets` names each one's row range so the loader can place it.
+
+    Under tensor parallelism the sizes are this rank's: `row_starts` gives, per shard, the first
+    checkpoint row the rank holds (column-parallel); `col_start` the first checkpoint column of
+    a row-parallel linear, whose partial outputs are summed over the ranks of `reduce` (the bias
+    is added once, after the sum).
+    """
 
     def __init__(
         self,
@@ -41,8 +48,14 @@ class Linear(torch.nn.Module):
         bias: bool,
         dtype: torch.dtype,
         shard_names: Sequence[str] = (),
+        row_starts: Sequence[int] = (),
+        col_start: int | None = None,
+        reduce: TensorParallel | None = None,
     ) -> None:
         super().__init__()
+        self.row_starts = dict(zip(shard_names or [None], row_starts, strict=False))
+        self.col_start = col_start
+        self.reduce = reduce
         sizes = [out_features] if isinstance(out_features, int) else list(out_features)
         self.weight = torch.nn.Parameter(
             torch.empty(sum(sizes), in_features, dtype=dtype), requires_grad=False
@@ -57,7 +70,62 @@ class Linear(torch.nn.Module):
             start += size
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.linear(x, self.weight, self.bias)
+        if self.reduce is None:
+            return F.linear(x, self.weight, self.bias)
+        y = self.reduce.all_reduce(F.linear(x, self.weight))
+        return y if self.bias is None else y + self.bias
+
+    def checkpoint_slice(self, shard: str | None, tensor: torch.Tensor, is_bias: bool) -> torch.Tensor:
+        """The part of a checkpoint tensor this rank holds."""
+        rows = self.shard_offsets[shard][1] if shard is not None else self.weight.shape[0]
+        start = self.row_starts.get(shard)
+        if start is not None and (not is_bias or self.reduce is None):
+            tensor = tensor.narrow(0, start, rows)
+        if self.col_start is not None and not is_bias:
+            tensor = tensor.narrow(1, self.col_start, self.weight.shape[1])
+        return tensor
+
+
+class VocabParallelEmbedding(torch.nn.Module):
+    """Token embeddings; under tensor parallelism each rank holds a slice of the vocabulary
+    (zero rows pad the last one) and the lookups are summed over the ranks."""
+
+    def __init__(
+        self, vocab_size: int, hidden_size: int, dtype: torch.dtype, tp: TensorParallel | None
+    ) -> None:
+        super().__init__()
+        self.tp = tp
+        self.vocab_size = vocab_size
+        self.vocab_start, rows = vocab_shard(vocab_size, tp.rank, tp.size) if tp else (0, vocab_size)
+        self.weight = torch.nn.Parameter(torch.empty(rows, hidden_size, dtype=dtype), requires_grad=False)
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        if self.tp is None:
+            return F.embedding(input_ids, self.weight)
+        local = input_ids - self.vocab_start
+        outside = (local < 0) | (local >= self.weight.shape[0])
+        out = F.embedding(local.masked_fill(outside, 0), self.weight)
+        return self.tp.all_reduce(out.masked_fill(outside[:, None], 0.0))
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """fp32 logits over the whole vocabulary, using these rows as the output head."""
+        logits = F.linear(hidden, self.weight).float()
+        if self.tp is None:
+            return logits
+        return self.tp.all_gather_last(logits)[:, : self.vocab_size]
+
+    def checkpoint_slice(self, shard: str | None, tensor: torch.Tensor, is_bias: bool) -> torch.Tensor:
+        if self.tp is None:
+            return tensor
+        if tensor.shape[0] != self.vocab_size:
+            raise CheckpointError(
+                f"checkpoint has {tensor.shape[0]} vocabulary rows, the model {self.vocab_size}"
+            )
+        rows = self.weight.shape[0]
+        part = tensor[self.vocab_start : self.vocab_start + rows]
+        if part.shape[0] < rows:  # the padding rows of the last rank
+            part = torch.cat([part, part.new_zeros(rows - part.shape[0], *part.shape[1:])])
+        return part
 
 
 # (checkpoint module name, fused module name, shard name) for projections fused at load time.
@@ -97,10 +165,18 @@ def load_named_weights(
         if param is None:
             raise CheckpointError(f"checkpoint tensor {name!r} has no matching parameter")
         rows = param.data
+        owner = modules[target.rsplit(".", 1)[0]] if "." in target else model
         if shard is not None:
-            owner = modules[target.rsplit(".", 1)[0]]
             start, size = owner.shard_offsets[shard]
             rows = rows[start : start + size]
+        slicer = getattr(owner, "checkpoint_slice", None)
+        if slicer is not None:
+            try:
+                tensor = slicer(shard, tensor, target.endswith("bias"))
+            except (IndexError, RuntimeError) as exc:  # narrower than this rank's slice
+                raise CheckpointError(
+                    f"{name}: checkpoint shape {tuple(tensor.shape)} does not split: {exc}"
+                ) from exc
         if tuple(rows.shape) != tuple(tensor.shape):
             raise CheckpointError(
                 f"{name}: checkpoint shape {tuple(tensor.shape)} != model {tuple(rows.shape)}"

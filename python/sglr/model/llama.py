@@ -12,30 +12,44 @@ from collections.abc import Iterable
 import torch
 import torch.nn.functional as F
 
+from sglr.errors import ModelConfigError
 from sglr.kernels.attention_backend import AttentionBackend
 from sglr.model.config import ModelConfig
-from sglr.model.layers import Linear, RMSNorm, load_named_weights
+from sglr.model.layers import Linear, RMSNorm, VocabParallelEmbedding, load_named_weights
+from sglr.model.parallel import HeadSplit, TensorParallel
 from sglr.model.rope import RotaryEmbedding, apply_rope
 
 CosSin = tuple[torch.Tensor, torch.Tensor]
 
 
 class LlamaAttention(torch.nn.Module):
-    def __init__(self, config: ModelConfig, layer_id: int, dtype: torch.dtype) -> None:
+    """Self-attention over this rank's heads (all of them without tensor parallelism)."""
+
+    def __init__(
+        self, config: ModelConfig, layer_id: int, dtype: torch.dtype, tp: TensorParallel | None
+    ) -> None:
         super().__init__()
         self.layer_id = layer_id
-        self.num_heads = config.num_attention_heads
-        self.num_kv_heads = config.num_key_value_heads
-        self.head_dim = config.head_dim
-        self.q_size, self.kv_size = config.q_size, config.kv_size
+        split = HeadSplit.of(config.num_attention_heads, config.num_key_value_heads, *_rank_size(tp))
+        self.num_heads, self.num_kv_heads = split.num_heads, split.num_kv_heads
+        self.head_dim = d = config.head_dim
+        self.q_size, self.kv_size = self.num_heads * d, self.num_kv_heads * d
         self.qkv_proj = Linear(
             config.hidden_size,
             (self.q_size, self.kv_size, self.kv_size),
             bias=config.attention_bias,
             dtype=dtype,
             shard_names=("q", "k", "v"),
+            row_starts=(split.q_start * d, split.kv_start * d, split.kv_start * d) if tp else (),
         )
-        self.o_proj = Linear(self.q_size, config.hidden_size, bias=False, dtype=dtype)
+        self.o_proj = Linear(
+            self.q_size,
+            config.hidden_size,
+            bias=False,
+            dtype=dtype,
+            col_start=split.q_start * d if tp else None,
+            reduce=tp,
+        )
 
     def forward(self, hidden: torch.Tensor, cos_sin: CosSin, attn: AttentionBackend) -> torch.Tensor:
         qkv = self.qkv_proj(hidden)  # [T, q + 2 kv]
@@ -49,13 +63,30 @@ class LlamaAttention(torch.nn.Module):
 
 
 class LlamaMLP(torch.nn.Module):
-    def __init__(self, config: ModelConfig, dtype: torch.dtype) -> None:
+    def __init__(self, config: ModelConfig, dtype: torch.dtype, tp: TensorParallel | None) -> None:
         super().__init__()
-        size = config.intermediate_size
+        rank, num_ranks = _rank_size(tp)
+        if config.intermediate_size % num_ranks:
+            raise ModelConfigError(
+                f"intermediate_size {config.intermediate_size} does not split over tp_size={num_ranks}"
+            )
+        size = config.intermediate_size // num_ranks
         self.gate_up_proj = Linear(
-            config.hidden_size, (size, size), bias=config.mlp_bias, dtype=dtype, shard_names=("gate", "up")
+            config.hidden_size,
+            (size, size),
+            bias=config.mlp_bias,
+            dtype=dtype,
+            shard_names=("gate", "up"),
+            row_starts=(rank * size, rank * size) if tp else (),
         )
-        self.down_proj = Linear(size, config.hidden_size, bias=config.mlp_bias, dtype=dtype)
+        self.down_proj = Linear(
+            size,
+            config.hidden_size,
+            bias=config.mlp_bias,
+            dtype=dtype,
+            col_start=rank * size if tp else None,
+            reduce=tp,
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
@@ -63,10 +94,12 @@ class LlamaMLP(torch.nn.Module):
 
 
 class LlamaDecoderLayer(torch.nn.Module):
-    def __init__(self, config: ModelConfig, layer_id: int, dtype: torch.dtype) -> None:
+    def __init__(
+        self, config: ModelConfig, layer_id: int, dtype: torch.dtype, tp: TensorParallel | None
+    ) -> None:
         super().__init__()
-        self.self_attn = LlamaAttention(config, layer_id, dtype)
-        self.mlp = LlamaMLP(config, dtype)
+        self.self_attn = LlamaAttention(config, layer_id, dtype, tp)
+        self.mlp = LlamaMLP(config, dtype, tp)
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps, dtype)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps, dtype)
 
@@ -76,12 +109,11 @@ class LlamaDecoderLayer(torch.nn.Module):
 
 
 class LlamaModel(torch.nn.Module):
-    def __init__(self, config: ModelConfig, dtype: torch.dtype) -> None:
+    def __init__(self, config: ModelConfig, dtype: torch.dtype, tp: TensorParallel | None) -> None:
         super().__init__()
-        self.embed_tokens = torch.nn.Embedding(config.vocab_size, config.hidden_size, dtype=dtype)
-        self.embed_tokens.weight.requires_grad_(False)
+        self.embed_tokens = VocabParallelEmbedding(config.vocab_size, config.hidden_size, dtype, tp)
         self.layers = torch.nn.ModuleList(
-            LlamaDecoderLayer(config, i, dtype) for i in range(config.num_hidden_layers)
+            LlamaDecoderLayer(config, i, dtype, tp) for i in range(config.num_hidden_layers)
         )
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps, dtype)
 
@@ -89,14 +121,16 @@ class LlamaModel(torch.nn.Module):
 class LlamaForCausalLM(torch.nn.Module):
     """`forward` maps a flat token stream to final hidden states; `compute_logits` applies the head."""
 
-    def __init__(self, config: ModelConfig, dtype: torch.dtype, max_positions: int) -> None:
+    def __init__(
+        self, config: ModelConfig, dtype: torch.dtype, max_positions: int, tp: TensorParallel | None = None
+    ) -> None:
         super().__init__()
         self.config = config
-        self.model = LlamaModel(config, dtype)
+        self.model = LlamaModel(config, dtype, tp)
         self.lm_head = (
             None
             if config.tie_word_embeddings
-            else Linear(config.hidden_size, config.vocab_size, False, dtype)
+            else VocabParallelEmbedding(config.vocab_size, config.hidden_size, dtype, tp)
         )
         self.rope = RotaryEmbedding(config, max_positions, dtype)
 
@@ -113,9 +147,13 @@ class LlamaForCausalLM(torch.nn.Module):
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """`[N, hidden]` -> fp32 logits `[N, vocab]`."""
-        weight = self.model.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
-        return F.linear(hidden, weight).float()
+        head = self.model.embed_tokens if self.lm_head is None else self.lm_head
+        return head.logits(hidden)
 
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
         ignored = ("lm_head.weight",) if self.config.tie_word_embeddings else ()
         load_named_weights(self, weights, ignored_names=ignored)
+
+
+def _rank_size(tp: TensorParallel | None) -> tuple[int, int]:
+    return (tp.rank, tp.size) if tp is not None else (0, 1)

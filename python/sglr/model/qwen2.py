@@ -12,10 +12,13 @@ import torch
 from sglr.errors import ModelConfigError
 from sglr.model.config import ModelConfig
 from sglr.model.llama import LlamaForCausalLM
+from sglr.model.parallel import TensorParallel
 
 
 class Qwen2ForCausalLM(LlamaForCausalLM):
-    def __init__(self, config: ModelConfig, dtype: torch.dtype, max_positions: int) -> None:
+    def __init__(
+        self, config: ModelConfig, dtype: torch.dtype, max_positions: int, tp: TensorParallel | None = None
+    ) -> None:
         if not config.attention_bias:
             raise ModelConfigError("Qwen2 checkpoints have q/k/v biases; config says attention_bias=False")
-        super().__init__(config, dtype, max_positions)
+        super().__init__(config, dtype, max_positions, tp)

@@ -6,6 +6,7 @@ import torch
 
 from sglr.errors import ModelConfigError
 from sglr.model.config import ModelConfig
+from sglr.model.parallel import TensorParallel
 
 
 def model_class(architecture: str) -> type[torch.nn.Module]:
@@ -21,8 +22,13 @@ def model_class(architecture: str) -> type[torch.nn.Module]:
 
 
 def build_model(
-    config: ModelConfig, dtype: torch.dtype, device: torch.device, max_positions: int
+    config: ModelConfig,
+    dtype: torch.dtype,
+    device: torch.device,
+    max_positions: int,
+    tp: TensorParallel | None = None,
 ) -> torch.nn.Module:
-    """An uninitialized model (parameters hold garbage until weights are loaded) on `device`."""
+    """An uninitialized model (parameters hold garbage until weights are loaded) on `device`,
+    holding this rank's shard under tensor parallelism."""
     with torch.device(device):
-        return model_class(config.architecture)(config, dtype, max_positions).eval()
+        return model_class(config.architecture)(config, dtype, max_positions, tp).eval()

@@ -15,7 +15,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import torch
 
 from sglr.errors import ModelConfigError
@@ -27,6 +29,7 @@ from sglr.model.forward_batch import BatchLimits, ExtendRequest, ForwardBatch, I
 from sglr.model.kv_cache import KVCache, KVCacheShape, kv_slots_for_memory_fraction
 from sglr.model.loader import fill_dummy_weights, iter_checkpoint_tensors, resolve_checkpoint_dir
 from sglr.model.logprobs import TokenLogprobs, score_tokens
+from sglr.model.parallel import TensorParallel
 from sglr.model.registry import build_model
 from sglr.model.req_to_token import ReqToTokenTable
 
@@ -99,26 +102,30 @@ class ForwardOutput:
 
 
 class ModelRunner:
-    def __init__(self, config: RunnerConfig) -> None:
+    """With `tp` (tensor parallelism), this rank's shard of the model and of the KV heads; rank 0
+    drives every step (`forward_extend` / `forward_decode` send the batch's recipe to the other
+    ranks, which run it in `follow`)."""
+
+    def __init__(self, config: RunnerConfig, tp: TensorParallel | None = None) -> None:
         self.runner_config = config
-        self.device = _resolve_device(config.device)
-        gguf_dtype = (
-            config.dtype
-            if config.dtype != "auto"
-            else ("bfloat16" if self.device.type == "cuda" else "float32")
-        )
-        self.model_dir = resolve_checkpoint_dir(config.model_path, gguf_dtype)
+        self.tp = tp
+        self.device = resolve_device(config.device)
+        self.model_dir = resolve_model_dir(config)
         self.config: ModelConfig = load_model_config(self.model_dir)
         self.dtype = _resolve_dtype(config.dtype, self.config, self.device)
         self.max_context_len = config.max_context_len or self.config.max_position_embeddings
-        self.model = build_model(self.config, self.dtype, self.device, self.max_context_len)
+        self.model = build_model(self.config, self.dtype, self.device, self.max_context_len, tp)
         if config.load_format == "dummy":
-            fill_dummy_weights(self.model, seed=config.seed)
+            fill_dummy_weights(self.model, seed=config.seed + (tp.rank if tp else 0))
         else:
             self.model.load_weights(iter_checkpoint_tensors(self.model_dir))
-        shape = KVCacheShape.of(self.config, self.dtype)
+        num_kv_heads = self.model.model.layers[0].self_attn.num_kv_heads  # this rank's
+        shape = KVCacheShape(self.config.num_hidden_layers, num_kv_heads, self.config.head_dim, self.dtype)
         self.req_to_token = ReqToTokenTable(config.max_num_reqs, self.max_context_len, self.device)
-        self.kv_cache = KVCache(shape, self._kv_num_slots(shape), self.device)
+        num_slots = self._kv_num_slots(shape)
+        if tp is not None:  # slot ids are rank 0's decisions: every rank needs as many slots
+            num_slots = tp.min_over_ranks(num_slots)
+        self.kv_cache = KVCache(shape, num_slots, self.device)
         self.attn = create_attention_backend(
             config.attention_backend, self.kv_cache, self.req_to_token.table, self.config.head_dim**-0.5
         )
@@ -129,7 +136,9 @@ class ModelRunner:
             self.vocab_size, self.num_kv_slots, config.max_num_reqs, self.max_context_len
         )
         self.cuda_graphs: DecodeCudaGraphs | None = None
-        if self.device.type == "cuda" and config.cuda_graph_max_bs > 0 and self.attn.supports_cuda_graph:
+        # NOTE: decode graphs are not captured under tensor parallelism (collectives inside).
+        graphs_ok = tp is None and config.cuda_graph_max_bs > 0 and self.attn.supports_cuda_graph
+        if self.device.type == "cuda" and graphs_ok:
             max_bs = min(config.cuda_graph_max_bs, config.max_num_reqs)
             self.cuda_graphs = DecodeCudaGraphs(
                 self._logits_of_every_token, self.device, max_bs, config.cuda_graph_batch_sizes or None
@@ -145,6 +154,39 @@ class ModelRunner:
         return ForwardBatch.decode(
             req_rows, input_ids, seq_lens, out_cache_slots, self.device, self.limits, row_writes
         )
+
+    def forward_extend(self, requests: Sequence[ExtendRequest]) -> ForwardOutput:
+        """Builds and runs an extend batch (on every rank under tensor parallelism)."""
+        return self._run_recipe(("extend", list(requests)), lead=True)
+
+    def forward_decode(
+        self, req_rows: IntArrayLike, input_ids: IntArrayLike, seq_lens: IntArrayLike,
+        out_cache_slots: IntArrayLike, row_writes: RowWrites | None = None,
+    ) -> ForwardOutput:  # fmt: skip
+        """Builds and runs a decode batch (on every rank under tensor parallelism)."""
+        arrays = [np.asarray(a, dtype=np.int64) for a in (req_rows, input_ids, seq_lens, out_cache_slots)]
+        return self._run_recipe(("decode", (*arrays, row_writes)), lead=True)
+
+    def follow(self) -> None:
+        """A rank other than 0: runs rank 0's batches until it says stop."""
+        assert self.tp is not None and self.tp.rank != 0
+        while True:
+            recipe = self.tp.broadcast_from_first(None)
+            if recipe is None:
+                return
+            self._run_recipe(recipe, lead=False)
+
+    def stop_followers(self) -> None:
+        """Rank 0: lets the other ranks' `follow` return."""
+        if self.tp is not None:
+            self.tp.broadcast_from_first(None)
+
+    def _run_recipe(self, recipe: tuple[str, Any], lead: bool) -> ForwardOutput:
+        if lead and self.tp is not None:
+            self.tp.broadcast_from_first(recipe)
+        kind, args = recipe
+        batch = self.extend_batch(args) if kind == "extend" else self.decode_batch(*args)
+        return self.forward(batch)
 
     @torch.inference_mode()
     def forward(self, batch: ForwardBatch) -> ForwardOutput:
@@ -209,7 +251,17 @@ class ModelRunner:
         return kv_slots_for_memory_fraction(shape, self.device, fraction, reserve)
 
 
-def _resolve_device(name: str) -> torch.device:
+def resolve_model_dir(config: RunnerConfig) -> Path:
+    """The Hugging Face-format directory the runner loads (a GGUF file is converted once, to
+    the dtype the device computes in)."""
+    device = resolve_device(config.device)
+    gguf_dtype = (
+        config.dtype if config.dtype != "auto" else ("bfloat16" if device.type == "cuda" else "float32")
+    )
+    return resolve_checkpoint_dir(config.model_path, gguf_dtype)
+
+
+def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     device = torch.device(name)

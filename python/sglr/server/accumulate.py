@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sglr.engine.output import INCREMENTAL_META_KEYS
+from sglr.engine.assembler import INCREMENTAL_META_KEYS
 
 
 class SequenceAccumulator:

@@ -71,6 +71,22 @@ def build_parser() -> argparse.ArgumentParser:
     add("--disable-radix-cache", action="store_true", help="no prefix caching")
     add("--disable-jump-forward", action="store_true", help="constrained decoding one token at a time")
     add("--random-seed", type=int, default=0)
+    add(
+        "--tp-size",
+        "--tensor-parallel-size",
+        dest="tp_size",
+        type=int,
+        default=1,
+        help="tensor-parallel ranks, one worker process each (gloo on CPU, NCCL on GPU)",
+    )
+    add("--dist-init-addr", default=None, help="host:port where the tensor-parallel ranks meet")
+    add("--nccl-port", type=int, default=None, help="local port for the ranks to meet (default: a free one)")
+    add("--base-gpu-id", type=int, default=0, help="GPU of rank 0; rank r uses base-gpu-id + r")
+    add(
+        "--single-process",
+        action="store_true",
+        help="run the scheduler and the model in the server process (tp-size 1 only)",
+    )
     add("--enable-metrics", action="store_true", help="serve Prometheus metrics at /metrics")
     add(
         "--incremental-streaming-output",
@@ -116,6 +132,11 @@ def engine_options(args: argparse.Namespace) -> dict[str, Any]:
         "disable_jump_forward": args.disable_jump_forward,
         "seed": args.random_seed,
         "log_level": args.log_level,
+        "tp_size": args.tp_size,
+        "multiprocess": not args.single_process,
+        "dist_init_addr": args.dist_init_addr,
+        "nccl_port": args.nccl_port,
+        "base_gpu_id": args.base_gpu_id,
     }
 
 

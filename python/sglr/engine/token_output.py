@@ -1,0 +1,35 @@
+"""`TokenOutput`: what the scheduler reports for one request after a step, as plain data.
+
+The scheduler loop never builds text: it sends token ids, logprobs and the finish reason; the
+caller's side (`assembler.OutputAssembler`) detokenizes and builds SGLang's response dicts. The
+loop decodes text only for requests with stop strings, to find them, and then says where the
+text ends (`text_end`), so both sides agree on the trimmed text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sglr.engine.finish import FinishReason
+
+Logprob = tuple[float, int]  # (logprob, token id)
+
+
+@dataclass
+class TokenOutput:
+    """uid: the request. new_token_ids: output tokens since the last report.
+    last_is_stop_token: the last new id is the matched stop token (kept in `output_ids`, not
+    shown as text). text_end: with a matched stop string, the length of the final text.
+    input_logprobs: the prompt's scored positions, sent once (entries, top lists)."""
+
+    uid: int
+    new_token_ids: list[int]
+    completion_tokens: int
+    cached_tokens: int
+    num_retractions: int
+    finish_reason: FinishReason | None = None
+    last_is_stop_token: bool = False
+    text_end: int | None = None
+    output_logprobs: list[Logprob] = field(default_factory=list)
+    output_top_logprobs: list[list[Logprob]] = field(default_factory=list)
+    input_logprobs: tuple[list[tuple[float | None, int]], list[list[Logprob] | None]] | None = None

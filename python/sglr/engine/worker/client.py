@@ -1,0 +1,271 @@
+"""`WorkerScheduler`: the scheduler as the front process sees it when it runs in workers.
+
+It starts one worker process per tensor-parallel rank (`spawn`), waits until rank 0 is ready,
+then stands in for the in-process `SchedulerLoop`: `submit` sends the tokenized request and
+remembers its sink; a receiver thread hands each step's outputs to the sinks. The same thread
+watches the workers: one that dies (or a scheduler that fails) ends every request in flight
+with `WorkerError` and marks the engine dead, never a hang. `stop` drains and joins them all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import os
+import pickle
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import Future
+from typing import Any
+
+import zmq
+
+from sglr.engine.finish import FinishAbort
+from sglr.engine.output import OutputSink
+from sglr.engine.request import TokenizedRequest
+from sglr.engine.token_output import TokenOutput
+from sglr.engine.worker.ipc import Receiver, Sender
+from sglr.engine.worker.runner_info import RunnerInfo
+from sglr.engine.worker.spec import WorkerSpec
+from sglr.errors import EngineClosedError, WorkerError
+
+logger = logging.getLogger("sglr.engine")
+
+_POLL_S = 0.2
+_REPLY_TIMEOUT_S = 60.0
+_STOP_TIMEOUT_S = 30.0
+
+
+class WorkerScheduler:
+    def __init__(
+        self,
+        engine_config: Any,
+        runner_config: Any,
+        max_running_requests: int,
+        chunked_prefill_size: int,
+        start_timeout_s: float,
+    ) -> None:
+        tp_size = engine_config.tp_size
+        self._ipc_dir = tempfile.mkdtemp(prefix="sglr-ipc-")
+        self._context = zmq.Context()
+        self._commands = Sender(self._context, f"ipc://{self._ipc_dir}/commands", bind=True)
+        self._outputs = Receiver(self._context, f"ipc://{self._ipc_dir}/outputs", bind=True)
+        self._sinks: dict[int, OutputSink] = {}
+        self._sinks_lock = threading.Lock()
+        self._replies: dict[int, Future[Any]] = {}
+        self._tokens = itertools.count()
+        self._fatal_error: WorkerError | None = None
+        self._stopping = False
+        self._closing = False
+        dist_init = _dist_init_method(engine_config) if tp_size > 1 else None
+        num_threads = max(1, (os.cpu_count() or 1) // tp_size)
+        self._procs: list[subprocess.Popen[bytes]] = []
+        for rank in range(tp_size):
+            spec = WorkerSpec(
+                rank=rank,
+                tp_size=tp_size,
+                parent_pid=os.getpid(),
+                engine_config=engine_config,
+                runner_config=runner_config,
+                max_running_requests=max_running_requests,
+                chunked_prefill_size=chunked_prefill_size,
+                commands_endpoint=f"ipc://{self._ipc_dir}/commands",
+                outputs_endpoint=f"ipc://{self._ipc_dir}/outputs",
+                dist_init_method=dist_init,
+                num_threads=num_threads,
+            )
+            self._procs.append(_start_worker(spec))
+        try:
+            self.runner_info = self._wait_ready(start_timeout_s)
+        except BaseException:
+            self._kill_all()
+            self._cleanup()
+            raise
+        self._receiver = threading.Thread(target=self._receive_loop, name="sglr-worker-outputs", daemon=True)
+        self._receiver.start()
+
+    # ----- the SchedulerLoop interface -----
+
+    @property
+    def is_alive(self) -> bool:
+        alive = self._fatal_error is None and not self._stopping and not self._closing
+        return alive and self._dead_worker() is None
+
+    @property
+    def fatal_error(self) -> BaseException | None:
+        return self._fatal_error
+
+    def submit(self, request: TokenizedRequest, sink: OutputSink) -> None:
+        with self._sinks_lock:
+            if self._fatal_error is not None:
+                sink.push(_aborted(request.uid, self._fatal_error))
+                return
+            self._sinks[request.uid] = sink
+        self._commands.send(("add", request))
+
+    def abort(self, rid: str) -> None:
+        if self.is_alive:
+            self._commands.send(("abort", rid))
+
+    def flush_cache(self) -> Future[bool]:
+        return self._request("flush")
+
+    def get_stats(self) -> dict[str, Any]:
+        return self._request("stats").result(timeout=_REPLY_TIMEOUT_S)
+
+    def check_invariants(self) -> None:
+        self._request("check_invariants").result(timeout=_REPLY_TIMEOUT_S)
+
+    def stop(self, timeout: float | None = _STOP_TIMEOUT_S) -> None:
+        """Asks rank 0 to stop (requests in flight end with `EngineClosedError`), waits for
+        every worker, and kills any that does not exit in time."""
+        if self._closing or self._stopping:
+            return
+        self._stopping = True  # workers that exit from now on are not failures
+        if self._fatal_error is None:
+            self._commands.send(("stop", None))
+        deadline = time.monotonic() + (timeout or 0.0)
+        for proc in self._procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(max(0.0, deadline - time.monotonic()))
+        self._closing = True
+        self._kill_all()
+        self._receiver.join(timeout=5.0)
+        self._end_pending(EngineClosedError("the engine is shutting down"))
+        self._cleanup()
+
+    # ----- internals -----
+
+    def _request(self, kind: str) -> Future[Any]:
+        future: Future[Any] = Future()
+        if not self.is_alive:
+            future.set_exception(self._fatal_error or EngineClosedError("the engine has been shut down"))
+            return future
+        token = next(self._tokens)
+        self._replies[token] = future
+        self._commands.send((kind, token))
+        return future
+
+    def _wait_ready(self, timeout_s: float) -> RunnerInfo:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            message = self._outputs.receive(_POLL_S)
+            if message is not None:
+                kind, payload = message
+                if kind == "ready":
+                    return payload
+                if kind == "failed":
+                    raise WorkerError(f"the engine's worker failed to start: {payload}")
+            dead = self._dead_worker()
+            if dead is not None:
+                raise WorkerError(f"the engine's worker failed to start: {dead}")
+        raise WorkerError(f"the engine's workers were not ready within {timeout_s:.0f} s")
+
+    def _receive_loop(self) -> None:
+        while True:
+            message = self._outputs.receive(_POLL_S)
+            if message is None:
+                if self._closing:
+                    return
+                dead = self._dead_worker()
+                if dead is not None and self._fatal_error is None and not self._stopping:
+                    self._fail(f"the engine's worker died: {dead}")
+                continue
+            kind, *payload = message
+            if kind == "outputs":
+                self._dispatch(payload[0])
+            elif kind == "reply":
+                token, value = payload
+                future = self._replies.pop(token, None)
+                if future is not None:
+                    if isinstance(value, BaseException):
+                        future.set_exception(value)
+                    else:
+                        future.set_result(value)
+            elif kind == "failed":
+                self._fail(f"the engine's scheduler failed: {payload[0]}")
+            elif kind == "stopped":
+                self._closing = True  # rank 0 exits next: not a failure
+
+    def _dispatch(self, outputs: list[TokenOutput]) -> None:
+        with self._sinks_lock:
+            for out in outputs:
+                sink = self._sinks.get(out.uid)
+                if sink is None:
+                    continue
+                if out.finish_reason is not None:
+                    del self._sinks[out.uid]
+                sink.push(out)
+
+    def _dead_worker(self) -> str | None:
+        for rank, proc in enumerate(self._procs):
+            code = proc.poll()
+            if code is not None:
+                return f"rank {rank} exited with code {code}"
+        return None
+
+    def _fail(self, message: str) -> None:
+        logger.error("%s; ending every request in flight", message)
+        self._fatal_error = WorkerError(message)
+        self._kill_all()
+        self._end_pending(self._fatal_error)
+
+    def _end_pending(self, error: EngineClosedError) -> None:
+        with self._sinks_lock:
+            sinks, self._sinks = self._sinks, {}
+            for uid, sink in sinks.items():
+                sink.push(_aborted(uid, error))
+        replies, self._replies = self._replies, {}
+        for future in replies.values():
+            future.set_exception(error)
+
+    def _kill_all(self) -> None:
+        for proc in self._procs:
+            if proc.poll() is None:
+                proc.kill()
+        for proc in self._procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=5.0)
+
+    @property
+    def worker_pids(self) -> list[int]:
+        return [proc.pid for proc in self._procs]
+
+    def _cleanup(self) -> None:
+        self._commands.close()
+        self._outputs.close()
+        self._context.term()
+        shutil.rmtree(self._ipc_dir, ignore_errors=True)
+
+
+def _start_worker(spec: WorkerSpec) -> subprocess.Popen[bytes]:
+    """A fresh interpreter running `process.py`, its spec pickled on stdin (unlike
+    multiprocessing's spawn, it never re-imports the caller's `__main__`)."""
+    proc = subprocess.Popen([sys.executable, "-m", "sglr.engine.worker.process"], stdin=subprocess.PIPE)
+    assert proc.stdin is not None
+    proc.stdin.write(pickle.dumps(spec, protocol=pickle.HIGHEST_PROTOCOL))
+    proc.stdin.close()
+    return proc
+
+
+def _aborted(uid: int, error: EngineClosedError) -> TokenOutput:
+    return TokenOutput(uid, [], 0, 0, 0, finish_reason=FinishAbort(error))
+
+
+def _dist_init_method(engine_config: Any) -> str:
+    """Where the ranks meet: `--dist-init-addr host:port`, else a free local port (or
+    `--nccl-port`)."""
+    if engine_config.dist_init_addr:
+        return f"tcp://{engine_config.dist_init_addr}"
+    port = engine_config.nccl_port
+    if port is None:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+    return f"tcp://127.0.0.1:{port}"

@@ -1,0 +1,58 @@
+"""Control messages between processes: pickled Python objects over pyzmq PUSH/PULL sockets.
+
+pyzmq rather than `multiprocessing` connections: sends never block the scheduler on a slow
+reader (messages queue in the background I/O thread), one socket carries every request's
+outputs, the same code runs over `ipc://` locally and `tcp://` between hosts, and a reader
+can wait on several sockets (and a timeout) at once. Tensors never travel here.
+"""
+
+from __future__ import annotations
+
+import pickle
+import threading
+from typing import Any
+
+import zmq
+
+
+class Sender:
+    """A PUSH socket; `send` may be called from several threads."""
+
+    def __init__(self, context: zmq.Context[Any], endpoint: str, bind: bool) -> None:
+        self._socket = context.socket(zmq.PUSH)
+        self._socket.setsockopt(zmq.LINGER, 0)
+        if bind:
+            self._socket.bind(endpoint)
+        else:
+            self._socket.connect(endpoint)
+        self._lock = threading.Lock()
+
+    def send(self, message: Any) -> None:
+        data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+        with self._lock:
+            self._socket.send(data, copy=False)
+
+    def close(self, linger_s: float = 0.0) -> None:
+        """Closes the socket, first waiting up to `linger_s` for queued messages to leave."""
+        with self._lock:
+            self._socket.close(linger=int(linger_s * 1000))
+
+
+class Receiver:
+    """A PULL socket read by one thread; `receive` returns None when `timeout_s` passes first."""
+
+    def __init__(self, context: zmq.Context[Any], endpoint: str, bind: bool) -> None:
+        self._socket = context.socket(zmq.PULL)
+        self._socket.setsockopt(zmq.LINGER, 0)
+        if bind:
+            self._socket.bind(endpoint)
+        else:
+            self._socket.connect(endpoint)
+
+    def receive(self, timeout_s: float | None = None) -> Any:
+        if timeout_s is not None and not self._socket.poll(int(timeout_s * 1000)):
+            return None
+        return pickle.loads(self._socket.recv(copy=False).buffer)
+
+    def close(self) -> None:
+        self._socket.close(linger=0)

@@ -1,0 +1,153 @@
+"""A worker process: the model on one tensor-parallel rank, and on rank 0 the scheduler loop.
+
+Rank 0 serves the front: it reads control messages (new requests, aborts, cache flushes,
+stats, stop), runs the `SchedulerLoop`, and sends every step's `TokenOutput`s as one message.
+Other ranks follow rank 0's batches (`ModelRunner.follow`). A worker dies with its parent
+(`orphans.die_with_parent`) and ignores Ctrl-C, which is the front's to handle.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import signal
+import sys
+import traceback
+from typing import Any
+
+import zmq
+
+from sglr.engine.token_output import TokenOutput
+from sglr.engine.worker.ipc import Receiver, Sender
+from sglr.engine.worker.orphans import die_with_parent
+from sglr.engine.worker.runner_info import RunnerInfo
+from sglr.engine.worker.spec import WorkerSpec
+
+logger = logging.getLogger("sglr.worker")
+
+_POLL_S = 1.0
+_LINGER_S = 2.0  # how long a last message may take to leave before the process exits
+
+
+class OutputBatcher:
+    """The sink of every request on rank 0: a step's outputs leave as one message."""
+
+    def __init__(self, sender: Sender) -> None:
+        self._sender = sender
+        self._outputs: list[TokenOutput] = []
+
+    def push(self, out: TokenOutput) -> None:
+        self._outputs.append(out)
+
+    def flush(self) -> None:
+        if self._outputs:
+            outputs, self._outputs = self._outputs, []
+            self._sender.send(("outputs", outputs))
+
+
+def run_worker(spec: WorkerSpec) -> None:
+    """The worker process's entry point."""
+    die_with_parent(spec.parent_pid)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    logging.basicConfig(level=getattr(logging, spec.engine_config.log_level.upper(), logging.INFO))
+    context = zmq.Context()
+    outputs = Sender(context, spec.outputs_endpoint, bind=False) if spec.rank == 0 else None
+    try:
+        runner = _load_runner(spec)
+        if outputs is None:
+            runner.follow()
+        else:
+            _serve(spec, context, runner, outputs)
+    except BaseException as exc:
+        logger.error("worker rank %d failed:\n%s", spec.rank, traceback.format_exc())
+        if outputs is not None:
+            outputs.send(("failed", f"{type(exc).__name__}: {exc}"))
+            outputs.close(linger_s=_LINGER_S)
+        os._exit(1)
+    if outputs is not None:
+        outputs.close(linger_s=_LINGER_S)
+    os._exit(0)
+
+
+def _load_runner(spec: WorkerSpec) -> Any:
+    """This rank's runner: its device (GPU `base_gpu_id + rank`), its tensor-parallel group."""
+    import dataclasses
+
+    import torch
+
+    from sglr.model.parallel import init_tensor_parallel
+    from sglr.model.runner import ModelRunner, resolve_device
+
+    torch.set_num_threads(spec.num_threads)
+    config = spec.runner_config
+    device = resolve_device(config.device)
+    if device.type == "cuda":
+        device = torch.device("cuda", spec.engine_config.base_gpu_id + spec.rank)
+        torch.cuda.set_device(device)
+        config = dataclasses.replace(config, device=str(device))
+    tp = None
+    if spec.tp_size > 1:
+        assert spec.dist_init_method is not None
+        tp = init_tensor_parallel(spec.rank, spec.tp_size, spec.dist_init_method, device)
+    return ModelRunner(config, tp)
+
+
+def _serve(spec: WorkerSpec, context: zmq.Context[Any], runner: Any, outputs: Sender) -> None:
+    from sglr.engine.loop import SchedulerLoop
+    from sglr.engine.tokenizer import EngineTokenizer
+
+    batcher = OutputBatcher(outputs)
+    loop = SchedulerLoop(
+        spec.engine_config,
+        runner,
+        EngineTokenizer(runner.model_dir, spec.engine_config.chat_template),
+        max_running_requests=spec.max_running_requests,
+        chunked_prefill_size=spec.chunked_prefill_size,
+        after_iteration=batcher.flush,
+    )
+    loop.start()
+    commands = Receiver(context, spec.commands_endpoint, bind=False)
+    outputs.send(("ready", RunnerInfo.of(runner)))
+    while True:
+        message = commands.receive(_POLL_S)
+        if message is None:
+            if not loop.is_alive:
+                raise RuntimeError(f"the scheduler loop stopped: {loop.fatal_error}")
+            continue
+        kind, payload = message
+        if kind == "add":
+            loop.submit(payload, batcher)
+        elif kind == "abort":
+            loop.abort(payload)
+        elif kind == "stop":
+            loop.stop()
+            if spec.tp_size > 1:
+                runner.stop_followers()
+            outputs.send(("stopped", None))
+            return
+        else:
+            _answer(kind, payload, loop, outputs)
+
+
+def _answer(kind: str, token: int, loop: Any, outputs: Sender) -> None:
+    """Requests that want a reply: `("reply", token, value or exception)`."""
+
+    def reply(future: Any) -> None:
+        error = future.exception()
+        outputs.send(("reply", token, error if error is not None else future.result()))
+
+    if kind == "flush":
+        loop.flush_cache().add_done_callback(reply)
+    elif kind == "stats":
+        loop.call(loop.get_stats).add_done_callback(reply)
+    elif kind == "check_invariants":
+        loop.call(loop.check_invariants).add_done_callback(reply)
+    else:
+        outputs.send(("reply", token, ValueError(f"unknown command {kind!r}")))
+
+
+if __name__ == "__main__":
+    # Started by `WorkerScheduler` as `python -m sglr.engine.worker.process`, the spec pickled on
+    # stdin: a fresh interpreter that never re-imports the caller's main module.
+    run_worker(pickle.load(sys.stdin.buffer))
