@@ -79,6 +79,13 @@ class RequestTable:
         self.out.mark_aborted(req, error)
         self.finish(req)
 
+    def flush_cache(self) -> bool:
+        """Drops the whole prefix cache; refused (False) while requests are in flight."""
+        if self.reqs:
+            return False
+        self.pool.reset()
+        return True
+
     def abort_unfittable(self, num_kv_slots: int) -> None:
         """Nothing runs and nothing can be admitted: the head request can never fit."""
         waiting = self.waiting()
@@ -117,7 +124,5 @@ class RequestTable:
             if command == "add":
                 self.out.mark_aborted(payload, EngineClosedError(message))
                 self.out.publish(payload)
-            elif command == "flush":
-                payload.set_result(False)
             elif command == "call":
                 payload[1].set_exception(EngineClosedError(message))

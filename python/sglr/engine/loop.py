@@ -99,9 +99,7 @@ class SchedulerLoop:
         self._inbox.put(("abort", rid))
 
     def flush_cache(self) -> Future[bool]:
-        future: Future[bool] = Future()
-        self._inbox.put(("flush", future))
-        return future
+        return self.call(self.table.flush_cache)
 
     def call(self, fn: Callable[[], Any]) -> Future[Any]:
         """Runs `fn` on the loop thread between steps; its result or error in the future."""
@@ -179,8 +177,6 @@ class SchedulerLoop:
                 self._on_constraint_ready(*payload)
             elif command == "abort":
                 self.table.abort(payload, RequestAbortedError("aborted by the client"))
-            elif command == "flush":
-                payload.set_result(self._flush())
             elif command == "call":
                 fn, future = payload
                 try:
@@ -236,13 +232,6 @@ class SchedulerLoop:
             self.table.abort_unfittable(self.pool.num_slots)
             return False
         return bool(extend or decode)
-
-    def _flush(self) -> bool:
-        """Drops the whole prefix cache; refused (False) while requests are in flight."""
-        if self.table.reqs:
-            return False
-        self.pool.reset()
-        return True
 
     def check_invariants(self) -> None:
         """Slot, row and scheduler accounting (raises on any leak)."""
