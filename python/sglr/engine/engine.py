@@ -73,6 +73,8 @@ class Engine:
 
     def _start(self, cfg: EngineConfig, runner_config: Any, runner: Any = None) -> None:
         """Loads the model here (or takes `runner`), or starts the worker processes that do."""
+        from sglr.model.config import load_model_config
+        from sglr.model.parallel import check_tensor_parallel
         from sglr.model.runner import ModelRunner, resolve_device, resolve_model_dir
 
         on_gpu = (runner.device if runner is not None else resolve_device(cfg.device)).type == "cuda"
@@ -87,6 +89,7 @@ class Engine:
 
             # Resolved once here (a GGUF file is converted once), then loaded by every rank.
             resolved = dataclasses.replace(runner_config, model_path=resolve_model_dir(runner_config))
+            check_tensor_parallel(load_model_config(resolved.model_path), cfg.tp_size)
             scheduler = WorkerScheduler(
                 cfg, resolved, self.max_running_requests, chunk, cfg.worker_start_timeout_s
             )

@@ -137,7 +137,12 @@ class SchedulerLoop:
     # ----- the loop thread -----
 
     def _run(self) -> None:
-        after = self._after_iteration or (lambda: None)
+        extra = self._after_iteration or (lambda: None)
+
+        def after() -> None:
+            self.out.deliver()
+            extra()
+
         try:
             while not self._stopping:
                 self._drain_inbox(block=not self._has_work())

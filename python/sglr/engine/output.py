@@ -48,6 +48,29 @@ class AsyncQueueSink:
         self.index = index
 
     def push(self, out: TokenOutput) -> None:
+        push_all([(self, out)])
+
+    def put_now(self, out: TokenOutput) -> None:
+        """On the event loop's own thread."""
+        self.shared.put_nowait((self.index, out))
+
+
+def push_all(deliveries: list[tuple[OutputSink, TokenOutput]]) -> None:
+    """Delivers many outputs at once: one wake-up per event loop for all its async sinks (not
+    one per output), which keeps a busy asyncio front responsive when a step reports hundreds
+    of sequences."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[AsyncQueueSink, TokenOutput]]] = {}
+    for sink, out in deliveries:
+        if isinstance(sink, AsyncQueueSink):
+            by_loop.setdefault(sink.loop, []).append((sink, out))
+        else:
+            sink.push(out)
+    for loop, items in by_loop.items():
         # A closed event loop raises: nobody is listening any more.
         with contextlib.suppress(RuntimeError):
-            self.loop.call_soon_threadsafe(self.shared.put_nowait, (self.index, out))
+            loop.call_soon_threadsafe(_put_all, items)
+
+
+def _put_all(items: list[tuple[AsyncQueueSink, TokenOutput]]) -> None:
+    for sink, out in items:
+        sink.put_now(out)

@@ -9,6 +9,7 @@ caller's side builds the text it shows (`assembler.py`) from the `TokenOutput`s 
 from __future__ import annotations
 
 from sglr.engine.finish import FinishAbort, FinishLength, FinishStop
+from sglr.engine.output import OutputSink, push_all
 from sglr.engine.request import Phase, Req
 from sglr.engine.token_output import TokenOutput
 from sglr.errors import SglrError
@@ -17,6 +18,7 @@ from sglr.errors import SglrError
 class OutputProcessor:
     def __init__(self, context_len: int) -> None:
         self.context_len = context_len
+        self._pending: list[tuple[OutputSink, TokenOutput]] = []
 
     def append_token(self, req: Req, token_id: int) -> None:
         """Adds one sampled (or jump-forward) token and decides whether the request is done."""
@@ -67,4 +69,11 @@ class OutputProcessor:
                 out.input_logprobs = (record.input_token_logprobs, record.input_top_logprobs)
                 req.sent_input_logprobs = True
         req.num_sent_ids = len(req.output_ids)
-        req.sink.push(out)
+        self._pending.append((req.sink, out))
+
+    def deliver(self) -> None:
+        """Hands the outputs published since the last call to their sinks, all at once (the
+        loop calls it after every step)."""
+        if self._pending:
+            pending, self._pending = self._pending, []
+            push_all(pending)

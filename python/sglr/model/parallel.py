@@ -94,3 +94,14 @@ def vocab_shard(vocab_size: int, rank: int, size: int) -> tuple[int, int]:
     """(first id, rows per rank) of the rank's vocabulary slice; the last one may be padding."""
     rows = -(-vocab_size // size)
     return rank * rows, rows
+
+
+def check_tensor_parallel(config: Any, size: int) -> None:
+    """Raises `ModelConfigError` when the model's heads or MLP do not split over `size` ranks
+    (checked before any worker starts)."""
+    for rank in range(size):
+        HeadSplit.of(config.num_attention_heads, config.num_key_value_heads, rank, size)
+    if config.intermediate_size % size:
+        raise ModelConfigError(
+            f"intermediate_size {config.intermediate_size} does not split over tp_size={size}"
+        )

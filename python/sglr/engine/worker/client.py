@@ -27,7 +27,7 @@ from typing import Any
 import zmq
 
 from sglr.engine.finish import FinishAbort
-from sglr.engine.output import OutputSink
+from sglr.engine.output import OutputSink, push_all
 from sglr.engine.request import TokenizedRequest
 from sglr.engine.token_output import TokenOutput
 from sglr.engine.worker.ipc import Receiver, Sender
@@ -40,6 +40,7 @@ logger = logging.getLogger("sglr.engine")
 _POLL_S = 0.2
 _REPLY_TIMEOUT_S = 60.0
 _STOP_TIMEOUT_S = 30.0
+_LATE_REASON_S = 2.0
 
 
 class WorkerScheduler:
@@ -64,6 +65,8 @@ class WorkerScheduler:
         self._stopping = False
         self._closing = False
         dist_init = _dist_init_method(engine_config) if tp_size > 1 else None
+        # On CPU the ranks share the cores (a model-bound step wants all of them; the front's
+        # work is small next to it).
         num_threads = max(1, (os.cpu_count() or 1) // tp_size)
         self._procs: list[subprocess.Popen[bytes]] = []
         for rank in range(tp_size):
@@ -164,7 +167,10 @@ class WorkerScheduler:
                     raise WorkerError(f"the engine's worker failed to start: {payload}")
             dead = self._dead_worker()
             if dead is not None:
-                raise WorkerError(f"the engine's worker failed to start: {dead}")
+                # The reason rank 0 sent may still be on its way: it says more than an exit code.
+                late = self._outputs.receive(_LATE_REASON_S)
+                reason = late[1] if late is not None and late[0] == "failed" else dead
+                raise WorkerError(f"the engine's worker failed to start: {reason}")
         raise WorkerError(f"the engine's workers were not ready within {timeout_s:.0f} s")
 
     def _receive_loop(self) -> None:
@@ -177,23 +183,36 @@ class WorkerScheduler:
                 if dead is not None and self._fatal_error is None and not self._stopping:
                     self._fail(f"the engine's worker died: {dead}")
                 continue
-            kind, *payload = message
-            if kind == "outputs":
-                self._dispatch(payload[0])
-            elif kind == "reply":
-                token, value = payload
-                future = self._replies.pop(token, None)
-                if future is not None:
-                    if isinstance(value, BaseException):
-                        future.set_exception(value)
-                    else:
-                        future.set_result(value)
-            elif kind == "failed":
-                self._fail(f"the engine's scheduler failed: {payload[0]}")
-            elif kind == "stopped":
-                self._closing = True  # rank 0 exits next: not a failure
+            # Everything that has arrived goes out together: a front that fell behind catches
+            # up with one hand-over per event loop, not one per step.
+            outputs: list[TokenOutput] = []
+            while message is not None:
+                if message[0] == "outputs":
+                    outputs.extend(message[1])
+                else:  # in order: the outputs before it first
+                    self._dispatch(outputs)
+                    outputs = []
+                    self._handle(message)
+                message = self._outputs.receive(0.0)
+            self._dispatch(outputs)
+
+    def _handle(self, message: tuple[Any, ...]) -> None:
+        kind, *payload = message
+        if kind == "reply":
+            token, value = payload
+            future = self._replies.pop(token, None)
+            if future is not None:
+                if isinstance(value, BaseException):
+                    future.set_exception(value)
+                else:
+                    future.set_result(value)
+        elif kind == "failed":
+            self._fail(f"the engine's scheduler failed: {payload[0]}")
+        elif kind == "stopped":
+            self._closing = True  # rank 0 exits next: not a failure
 
     def _dispatch(self, outputs: list[TokenOutput]) -> None:
+        deliveries = []
         with self._sinks_lock:
             for out in outputs:
                 sink = self._sinks.get(out.uid)
@@ -201,7 +220,8 @@ class WorkerScheduler:
                     continue
                 if out.finish_reason is not None:
                     del self._sinks[out.uid]
-                sink.push(out)
+                deliveries.append((sink, out))
+        push_all(deliveries)
 
     def _dead_worker(self) -> str | None:
         for rank, proc in enumerate(self._procs):
