@@ -4,12 +4,14 @@ results as in process, the same API, and no hang or orphan process on any failur
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -104,8 +106,6 @@ def test_a_worker_that_dies_ends_every_request_with_an_error(tiny_dir: Path, mak
             except Exception as exc:
                 results.append(exc)
 
-        import threading
-
         caller = threading.Thread(target=generate)
         caller.start()
         time.sleep(0.5)
@@ -161,3 +161,30 @@ def _running(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+def test_a_worker_that_hangs_is_detected_and_ends_every_request(tiny_dir: Path, make_engine) -> None:
+    engine = make_engine(tiny_dir, multiprocess=True, watchdog_timeout_s=3.0)
+    pid = engine.worker_pids[0]
+    outcome: list = []
+
+    def generate() -> None:
+        outcome.append(engine.generate(PROMPTS, {"max_new_tokens": 3000, "ignore_eos": True}))
+
+    caller = threading.Thread(target=generate)
+    try:
+        caller.start()
+        time.sleep(0.5)
+        os.kill(pid, signal.SIGSTOP)  # hung: alive, but neither stepping nor answering
+        caller.join(timeout=30)
+        assert not caller.is_alive(), "requests hung with their worker"
+        reasons = [r["meta_info"]["finish_reason"] for r in outcome[0]]
+        assert all(isinstance(r.error, EngineClosedError) and "hung" in r["message"] for r in reasons), (
+            reasons
+        )
+        assert not engine.is_alive
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+        engine.shutdown()
+    assert not _running(pid)

@@ -34,6 +34,9 @@ class EngineConfig:
     dist_init_addr / nccl_port: where the ranks meet (`host:port`; default a free local port).
     base_gpu_id: the GPU of rank 0; rank r uses `base_gpu_id + r`.
     worker_start_timeout_s: how long the workers may take to load the model.
+    watchdog_timeout_s: a worker whose scheduler makes no step for this long while it has work
+        (a hung rank, a stuck collective) or that stops reporting at all is declared hung: the
+        workers are killed and every request ends with an error.
     """
 
     model_path: str | None = None
@@ -63,6 +66,7 @@ class EngineConfig:
     nccl_port: int | None = None
     base_gpu_id: int = 0
     worker_start_timeout_s: float = 600.0
+    watchdog_timeout_s: float = 300.0
 
     def __post_init__(self) -> None:
         if self.schedule_policy not in SCHEDULE_POLICIES:
@@ -85,8 +89,10 @@ class EngineConfig:
             raise EngineConfigError(
                 "tp_size > 1 runs one worker process per rank: multiprocess cannot be False"
             )
-        if self.base_gpu_id < 0 or self.worker_start_timeout_s <= 0:
-            raise EngineConfigError("base_gpu_id must be >= 0 and worker_start_timeout_s positive")
+        if self.base_gpu_id < 0 or self.worker_start_timeout_s <= 0 or self.watchdog_timeout_s <= 0:
+            raise EngineConfigError(
+                "base_gpu_id must be >= 0, worker_start_timeout_s and watchdog_timeout_s positive"
+            )
 
     @property
     def uses_workers(self) -> bool:

@@ -164,6 +164,10 @@ class SchedulerLoop:
             self.table.fail_all(message, self._inbox)
             after()
 
+    @property
+    def has_work(self) -> bool:
+        return self._has_work()
+
     def _has_work(self) -> bool:
         return bool(self.table.decoding) or len(self.queue) > 0
 
@@ -215,6 +219,7 @@ class SchedulerLoop:
             self.table.abort_running(EngineInternalError(f"internal error while running the request: {exc}"))
             progressed = True
         self.stats.busy_seconds += time.monotonic() - started
+        self.stats.num_steps += 1
         if self.config.debug_invariants:
             self.check_invariants()
             self.stats.num_invariant_checks += 1

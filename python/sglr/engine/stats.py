@@ -24,6 +24,7 @@ class EngineStats:
     num_decode_seqs: int = 0
     max_decode_batch_size: int = 0
     num_retractions: int = 0
+    num_steps: int = 0  # scheduler steps that ran (a watchdog sees whether the loop moves)
     num_invariant_checks: int = 0  # with `debug_invariants`: KV accounting checked after each step
     busy_seconds: float = 0.0
 

@@ -61,6 +61,9 @@ class WorkerScheduler:
         self._sinks_lock = threading.Lock()
         self._replies: dict[int, Future[Any]] = {}
         self._tokens = itertools.count()
+        self._watchdog_timeout_s = engine_config.watchdog_timeout_s
+        self._last_heard = time.monotonic()  # any message from rank 0
+        self._progress = (-1, time.monotonic())  # (steps it reported, since when)
         self._fatal_error: WorkerError | None = None
         self._stopping = False
         self._closing = False
@@ -90,6 +93,8 @@ class WorkerScheduler:
             self._kill_all()
             self._cleanup()
             raise
+        self._last_heard = time.monotonic()
+        self._progress = (-1, self._last_heard)
         self._receiver = threading.Thread(target=self._receive_loop, name="sglr-worker-outputs", daemon=True)
         self._receiver.start()
 
@@ -180,9 +185,11 @@ class WorkerScheduler:
                 if self._closing:
                     return
                 dead = self._dead_worker()
-                if dead is not None and self._fatal_error is None and not self._stopping:
-                    self._fail(f"the engine's worker died: {dead}")
+                problem = f"died: {dead}" if dead is not None else self._hung_worker()
+                if problem is not None and self._fatal_error is None and not self._stopping:
+                    self._fail(f"the engine's worker {problem}")
                 continue
+            self._last_heard = time.monotonic()
             # Everything that has arrived goes out together: a front that fell behind catches
             # up with one hand-over per event loop, not one per step.
             outputs: list[TokenOutput] = []
@@ -206,6 +213,12 @@ class WorkerScheduler:
                     future.set_exception(value)
                 else:
                     future.set_result(value)
+        elif kind == "heartbeat":
+            num_steps, has_work = payload[0]
+            if num_steps != self._progress[0] or not has_work:
+                self._progress = (num_steps, time.monotonic())
+            elif self._hung_worker() is not None and self._fatal_error is None and not self._stopping:
+                self._fail(f"the engine's worker {self._hung_worker()}")
         elif kind == "failed":
             self._fail(f"the engine's scheduler failed: {payload[0]}")
         elif kind == "stopped":
@@ -228,6 +241,14 @@ class WorkerScheduler:
             code = proc.poll()
             if code is not None:
                 return f"rank {rank} exited with code {code}"
+        return None
+
+    def _hung_worker(self) -> str | None:
+        now, timeout = time.monotonic(), self._watchdog_timeout_s
+        if now - self._last_heard > timeout:
+            return f"hung: rank 0 sent nothing for {now - self._last_heard:.0f} s"
+        if now - self._progress[1] > timeout:
+            return f"hung: no scheduler step for {now - self._progress[1]:.0f} s while requests wait"
         return None
 
     def _fail(self, message: str) -> None:

@@ -13,6 +13,7 @@ import os
 import pickle
 import signal
 import sys
+import time
 import traceback
 from typing import Any
 
@@ -26,7 +27,7 @@ from sglr.engine.worker.spec import WorkerSpec
 
 logger = logging.getLogger("sglr.worker")
 
-_POLL_S = 1.0
+_BEAT_S = 1.0
 _LINGER_S = 2.0  # how long a last message may take to leave before the process exits
 
 
@@ -109,8 +110,13 @@ def _serve(spec: WorkerSpec, context: zmq.Context[Any], runner: Any, outputs: Se
     loop.start()
     commands = Receiver(context, spec.commands_endpoint, bind=False)
     outputs.send(("ready", RunnerInfo.of(runner)))
+    last_beat = 0.0
     while True:
-        message = commands.receive(_POLL_S)
+        message = commands.receive(_BEAT_S)
+        if time.monotonic() - last_beat >= _BEAT_S:
+            # For the front's watchdog: is the loop stepping while it has work?
+            outputs.send(("heartbeat", (loop.stats.num_steps, loop.has_work)))
+            last_beat = time.monotonic()
         if message is None:
             if not loop.is_alive:
                 raise RuntimeError(f"the scheduler loop stopped: {loop.fatal_error}")
