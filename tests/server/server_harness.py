@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -43,8 +44,13 @@ def serve(app) -> Iterator[str]:
 
 
 def make_engine(model_dir: Path, **kwargs) -> Engine:
+    """A tiny-model engine; `SGLR_TEST_SERVER_TP=2` runs the server suite against engines of
+    two tensor-parallel worker processes (scripts/test does both)."""
     kwargs.setdefault("device", "cpu")
     kwargs.setdefault("max_total_tokens", 16384)
+    tp_size = int(os.environ.get("SGLR_TEST_SERVER_TP", "1"))
+    if tp_size > 1:
+        kwargs.setdefault("tp_size", tp_size)
     return Engine(model_path=str(model_dir), **kwargs)
 
 
