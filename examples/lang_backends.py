@@ -53,11 +53,12 @@ def make_backend(args: argparse.Namespace) -> Any:
     return shared_engine(args.model_path, args.device)
 
 
-def shared_engine(model_path: str | None = None, device: str = "auto") -> Any:
-    """The process's engine for `model_path` (built on first use, shut down at exit)."""
+def shared_engine(model_path: str | None = None, device: str = "auto", multiprocess: bool = False) -> Any:
+    """The process's engine for `model_path` (built on first use, shut down at exit);
+    `multiprocess`: its scheduler and model in a worker process."""
     key = (model_path, device)
     if key not in _ENGINES:
-        engine = sgl.Engine(model_path=model_path, device=device)
+        engine = sgl.Engine(model_path=model_path, device=device, multiprocess=multiprocess)
         atexit.register(engine.shutdown)
         _ENGINES[key] = engine
     return _ENGINES[key]

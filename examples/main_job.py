@@ -1,11 +1,13 @@
-"""The main job (`scripts/setup-and-run`): LM programs from this directory on one in-process
-engine, by default the embedded SmolLM2-135M-Instruct, offline.
+"""The main job (`scripts/setup-and-run`): LM programs from this directory on one engine, by
+default the embedded SmolLM2-135M-Instruct, offline. The engine's scheduler and model run in a
+worker process (this process tokenizes, assembles results and runs the programs), as
+`sglr-server` runs them; `--in-process` keeps everything in this process.
 
 It runs a multi-turn chat, a fork/join program, multiple choice with `select` and a JSON
 schema-constrained extraction, prints each result, then the engine's prefix-cache hit rate and
 generation speed.
 
-    python examples/main_job.py [--model-path PATH] [--device cpu|cuda]
+    python examples/main_job.py [--model-path PATH] [--device cpu|cuda] [--in-process]
 """
 
 from __future__ import annotations
@@ -31,15 +33,18 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model-path", default=None, help="default: the embedded SmolLM2-135M-Instruct")
     parser.add_argument("--device", default="auto")
+    parser.add_argument("--in-process", action="store_true", help="no worker process: everything here")
     args = parser.parse_args(argv)
     example_argv = ["--backend", "engine", "--device", args.device]
     if args.model_path is not None:
         example_argv += ["--model-path", args.model_path]
 
     started = time.perf_counter()
-    engine = lang_backends.shared_engine(args.model_path, args.device)
+    engine = lang_backends.shared_engine(args.model_path, args.device, multiprocess=not args.in_process)
+    layout = f"worker process {engine.worker_pids[0]}" if engine.worker_pids else "this process"
     print(
-        f"model: {engine.model_path} on {engine.runner.device} (ready in {time.perf_counter() - started:.1f} s)"
+        f"model: {engine.model_path} on {engine.runner.device}, scheduler and model in {layout} "
+        f"(ready in {time.perf_counter() - started:.1f} s)"
     )
     programs_started = time.perf_counter()
     failures, results = [], {}
