@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from sglr.errors import CheckpointError
+from sglr.model.lazy_tensor import LazyTensor, materialize
 from sglr.model.parallel import TensorParallel, vocab_shard
 
 
@@ -122,7 +123,7 @@ class VocabParallelEmbedding(torch.nn.Module):
                 f"checkpoint has {tensor.shape[0]} vocabulary rows, the model {self.vocab_size}"
             )
         rows = self.weight.shape[0]
-        part = tensor[self.vocab_start : self.vocab_start + rows]
+        part = materialize(tensor.narrow(0, self.vocab_start, min(rows, self.vocab_size - self.vocab_start)))
         if part.shape[0] < rows:  # the padding rows of the last rank
             part = torch.cat([part, part.new_zeros(rows - part.shape[0], *part.shape[1:])])
         return part
@@ -141,9 +142,12 @@ _IGNORED_SUFFIXES = ("rotary_emb.inv_freq", "rotary_emb.cos_cached", "rotary_emb
 
 
 def load_named_weights(
-    model: torch.nn.Module, weights: Iterable[tuple[str, torch.Tensor]], ignored_names: Sequence[str] = ()
+    model: torch.nn.Module,
+    weights: Iterable[tuple[str, torch.Tensor | LazyTensor]],
+    ignored_names: Sequence[str] = (),
 ) -> None:
-    """Copies checkpoint tensors into `model`'s parameters (dtype cast on copy).
+    """Copies checkpoint tensors into `model`'s parameters (dtype cast on copy). A `LazyTensor`
+    is read after the rank's slice of it is taken.
 
     Checkpoint names are the Hugging Face ones; `q/k/v_proj` and `gate/up_proj` land in their
     fused parameter's row range. Raises `CheckpointError` for an unknown name, a shape mismatch
@@ -182,7 +186,7 @@ def load_named_weights(
                 f"{name}: checkpoint shape {tuple(tensor.shape)} != model {tuple(rows.shape)}"
             )
         with torch.no_grad():
-            rows.copy_(tensor)
+            rows.copy_(materialize(tensor))
         loaded.add((target, shard))
     missing = sorted(f"{name}[{shard}]" if shard else name for name, shard in expected - loaded)
     if missing:

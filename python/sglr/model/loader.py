@@ -11,10 +11,12 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from sglr.errors import CheckpointError, ModelNotFoundError
+from sglr.model.lazy_tensor import LazyTensor, SliceReader
 
 _INDEX_NAME = "model.safetensors.index.json"
 _BIN_INDEX_NAME = "pytorch_model.bin.index.json"
@@ -67,19 +69,37 @@ def checkpoint_files(model_dir: Path) -> list[Path]:
     raise CheckpointError(f"no *.safetensors or *.bin weights in {model_dir}")
 
 
-def iter_checkpoint_tensors(model_dir: Path) -> Iterator[tuple[str, torch.Tensor]]:
-    """Yields `(name, cpu_tensor)` for every tensor of the checkpoint, one at a time."""
+def iter_checkpoint_tensors(
+    model_dir: Path, lazy: bool = False
+) -> Iterator[tuple[str, torch.Tensor | LazyTensor]]:
+    """Yields `(name, cpu_tensor)` for every tensor of the checkpoint, one at a time.
+
+    With `lazy`, safetensors entries come as `LazyTensor`s (read when used, and a slice of one
+    reads only that slice: how a tensor-parallel rank reads only its shard). The consumer must
+    use each before asking for the next.
+    """
     for path in checkpoint_files(model_dir):
         if path.suffix == ".safetensors":
             from safetensors import safe_open
 
             with safe_open(str(path), framework="pt", device="cpu") as f:
                 for name in f.keys():  # noqa: SIM118 - safe_open is not a mapping
-                    yield name, f.get_tensor(name)
+                    stored = f.get_slice(name) if lazy else None
+                    if stored is None or not stored.get_shape():  # eager, or a scalar
+                        yield name, f.get_tensor(name)
+                        continue
+                    yield name, LazyTensor.whole(_slice_reader(stored), tuple(stored.get_shape()))
         else:
             state = torch.load(path, map_location="cpu", weights_only=True)
             yield from state.items()
             del state
+
+
+def _slice_reader(stored: Any) -> SliceReader:
+    def read(index: tuple[slice, ...]) -> torch.Tensor:
+        return stored[index]
+
+    return read
 
 
 def fill_dummy_weights(model: torch.nn.Module, seed: int = 0, std: float = 0.02) -> None:

@@ -118,7 +118,7 @@ class ModelRunner:
         if config.load_format == "dummy":
             fill_dummy_weights(self.model, seed=config.seed + (tp.rank if tp else 0))
         else:
-            self.model.load_weights(iter_checkpoint_tensors(self.model_dir))
+            self.model.load_weights(iter_checkpoint_tensors(self.model_dir, lazy=tp is not None))
         num_kv_heads = self.model.model.layers[0].self_attn.num_kv_heads  # this rank's
         shape = KVCacheShape(self.config.num_hidden_layers, num_kv_heads, self.config.head_dim, self.dtype)
         self.req_to_token = ReqToTokenTable(config.max_num_reqs, self.max_context_len, self.device)
