@@ -111,3 +111,31 @@ class TestStopStrings:
         matcher = StopStringMatcher(["ab"])
         assert matcher.find("xxab", 1) is not None
         assert matcher.find("abxxxx", 2) is None
+
+
+@pytest.mark.parametrize("clean_up_spaces", [False, True])
+def test_engine_tokenizer_decode_equals_transformers_decode(tmp_path, clean_up_spaces: bool) -> None:
+    """`EngineTokenizer.decode` calls the Rust tokenizer directly when that gives what the
+    `transformers` wrapper gives (no space clean-up), and the wrapper otherwise."""
+    import json
+    import shutil
+
+    from sglr.engine.tokenizer import EngineTokenizer
+    from sglr.model.tiny import tiny_model_path
+
+    model_dir = tmp_path / "m"
+    shutil.copytree(tiny_model_path("qwen2"), model_dir)
+    config_path = model_dir / "tokenizer_config.json"
+    config = json.loads(config_path.read_text())
+    config["clean_up_tokenization_spaces"] = clean_up_spaces
+    config_path.write_text(json.dumps(config))
+    tok = EngineTokenizer(model_dir)
+    assert (tok._rust_decode is None) == clean_up_spaces
+    special = sorted(tok.hf.all_special_ids)
+    punctuation = tok.encode("well , then . is it ? yes !", add_special_tokens=False)
+    rng = random.Random(3)
+    for _ in range(200):
+        ids = [rng.choice(special) if rng.random() < 0.1 else rng.randrange(tok.vocab_size) for _ in range(8)]
+        ids += punctuation  # spaces before punctuation: what the clean-up would remove
+        for skip in (True, False):
+            assert tok.decode(ids, skip) == tok.hf.decode(ids, skip_special_tokens=skip)

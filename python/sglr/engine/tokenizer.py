@@ -25,6 +25,12 @@ class EngineTokenizer:
             self.hf.chat_template = _read_template(chat_template)
         self.eos_token_ids = frozenset(_eos_ids(model_dir, self.hf))
         self.vocab_size = len(self.hf)
+        # The Rust tokenizer's own decode, when `hf.decode` would return exactly its result:
+        # streaming decodes every token a few times, and the Python wrapper around it costs
+        # more than the decoding.
+        backend = getattr(self.hf, "_tokenizer", None)
+        cleans_up = getattr(self.hf, "clean_up_tokenization_spaces", False)
+        self._rust_decode = backend.decode if backend is not None and not cleans_up else None
 
     @property
     def chat_template(self) -> str | None:
@@ -44,6 +50,8 @@ class EngineTokenizer:
             raise
 
     def decode(self, token_ids: Sequence[int], skip_special_tokens: bool = True) -> str:
+        if self._rust_decode is not None:
+            return self._rust_decode(token_ids, skip_special_tokens=skip_special_tokens)
         return self.hf.decode(token_ids, skip_special_tokens=skip_special_tokens)
 
     def convert_ids_to_tokens(self, token_ids: Sequence[int]) -> list[str]:
