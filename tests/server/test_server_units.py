@@ -123,7 +123,11 @@ def _counter_values(counter) -> dict[str, float]:
 def test_a_sequence_counts_once_whether_it_ends_or_its_generation_is_closed_first() -> None:
     metrics = ServerMetrics(_FakeEngine(), "fake")  # type: ignore[arg-type]
     meta = {"prompt_tokens": 4, "completion_tokens": 2, "cached_tokens": 1}
-    ended, cut_short, never_started = (SequenceMetrics(metrics) for _ in range(3))
+    ended, cut_short, never_started = (
+        SequenceMetrics(metrics),
+        SequenceMetrics(metrics),
+        SequenceMetrics(metrics, 7),
+    )
     ended.on_delta({"output_ids": [5, 6], "meta_info": {**meta, "finish_reason": {"type": "length"}}})
     cut_short.on_delta(
         {"output_ids": [5], "meta_info": {**meta, "completion_tokens": 1, "finish_reason": None}}
@@ -132,7 +136,8 @@ def test_a_sequence_counts_once_whether_it_ends_or_its_generation_is_closed_firs
         sequence.on_close()
         sequence.on_close()
     assert _counter_values(metrics.num_requests) == {"length": 1, "abort": 2}
-    assert _counter_values(metrics.prompt_tokens) == {"": 8}  # nothing was reported for the third
+    # The third got no delta: its prompt length came from the front's tokenization.
+    assert _counter_values(metrics.prompt_tokens) == {"": 4 + 4 + 7}
     assert _counter_values(metrics.generation_tokens) == {"": 3}
     assert _counter_values(metrics.cached_tokens) == {"": 2}
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import queue
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
 from sglr.engine.assembler import OutputAssembler
@@ -125,6 +125,24 @@ async def async_stream(
         # Closed or cancelled before the end (a client that went away): free the slots now
         # instead of generating for nobody until max_new_tokens.
         abort_rids(loop, (assemblers[index].rid for index in unfinished))
+
+
+class DeltaStream:
+    """A streamed request's deltas (an async iterator, closed with `aclose`), and what is known
+    before the first one arrives: each sequence's prompt length, `num_prompt_tokens`."""
+
+    def __init__(self, deltas: AsyncGenerator[dict[str, Any], None], num_prompt_tokens: list[int]) -> None:
+        self._deltas = deltas
+        self.num_prompt_tokens = num_prompt_tokens
+
+    def __aiter__(self) -> DeltaStream:
+        return self
+
+    def __anext__(self) -> Awaitable[dict[str, Any]]:
+        return self._deltas.__anext__()
+
+    async def aclose(self) -> None:
+        await self._deltas.aclose()
 
 
 def with_index(delta: dict[str, Any], index: int, is_batch: bool) -> dict[str, Any]:

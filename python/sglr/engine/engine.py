@@ -163,7 +163,8 @@ class Engine:
         outputs: asyncio.Queue[tuple[int, TokenOutput]] = asyncio.Queue()
         self._submit(requests, [AsyncQueueSink(outputs, index) for index in range(len(requests))])
         if call.arguments["stream"]:
-            return delivery.async_stream(self._loop, outputs, assemblers, batch.is_batch)
+            deltas = delivery.async_stream(self._loop, outputs, assemblers, batch.is_batch)
+            return delivery.DeltaStream(deltas, [a.num_prompt_tokens for a in assemblers])
         results = await delivery.async_results(self._loop, outputs, assemblers)
         return results if batch.is_batch else results[0]
 

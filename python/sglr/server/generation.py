@@ -93,7 +93,9 @@ class Generation:
         self.names = names
         self._stream = stream
         metrics = state.metrics
-        self._metrics = [SequenceMetrics(metrics) for _ in rids] if metrics is not None else []
+        # Known before any delta (the front tokenized): a stream dropped early still counts them.
+        prompt_lens = getattr(stream, "num_prompt_tokens", None) or [0] * len(rids)
+        self._metrics = [SequenceMetrics(metrics, n) for n in prompt_lens] if metrics is not None else []
         self._pending: dict[str, Any] | None = None
         self._closed = False
 

@@ -3,7 +3,8 @@ exactly once, the request counted by finish reason with its token counts and e2e
 
 A sequence ends with the delta that carries its finish reason or, when the server stops reading
 first (the client went away, another sequence of the request failed), when its generation is
-closed: it then counts as aborted, with the tokens reported so far. Either way it is counted
+closed: it then counts as aborted, with the tokens reported so far (its prompt tokens are known
+from the start: the front tokenized them). Either way it is counted
 once, so `num_requests_total` agrees with the time-to-first-token and latency series.
 """
 
@@ -19,13 +20,14 @@ _COUNT_KEYS = ("prompt_tokens", "completion_tokens", "cached_tokens")
 
 
 class SequenceMetrics:
-    def __init__(self, metrics: ServerMetrics) -> None:
+    def __init__(self, metrics: ServerMetrics, num_prompt_tokens: int = 0) -> None:
         self.metrics = metrics
         self.start = time.monotonic()
         self.first_token_at: float | None = None
         self.last_token_at: float | None = None
         self.ended = False
         self._counts = dict.fromkeys(_COUNT_KEYS, 0)  # cumulative, as the last delta reported
+        self._counts["prompt_tokens"] = num_prompt_tokens
 
     def on_delta(self, delta: dict[str, Any]) -> None:
         if self.ended:

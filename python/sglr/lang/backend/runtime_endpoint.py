@@ -22,6 +22,8 @@ from sglr.lang.chat_template import choose_chat_template
 from sglr.lang.choices import ChoicesDecision, ChoicesSamplingMethod, decide
 from sglr.lang.gen_params import GenParams
 
+_FLUSH_WAIT_S = 10  # how long /flush_cache may wait for the server to become idle
+
 
 def _error_text(response: httpx.Response) -> str:
     try:
@@ -90,7 +92,9 @@ class RuntimeEndpoint(BaseBackend):
         return self.model_info.get("model_path", "")
 
     def flush_cache(self) -> bool:
-        response = self._request("POST", "/flush_cache")
+        # The server refuses to flush while requests run; the ones this client just stopped
+        # reading (closed streams) are aborted only when the server notices, a moment later.
+        response = self._request("POST", f"/flush_cache?timeout={_FLUSH_WAIT_S}")
         if response.status_code != 200:
             raise BackendError(f"/flush_cache returned HTTP {response.status_code}: {_error_text(response)}")
         return True
