@@ -127,7 +127,11 @@ class ModelRunner:
             num_slots = tp.min_over_ranks(num_slots)
         self.kv_cache = KVCache(shape, num_slots, self.device)
         self.attn = create_attention_backend(
-            config.attention_backend, self.kv_cache, self.req_to_token.table, self.config.head_dim**-0.5
+            config.attention_backend,
+            self.kv_cache,
+            self.req_to_token.table,
+            self.config.head_dim**-0.5,
+            self.model.attention_variants(),
         )
         self.vocab_size = self.config.vocab_size
         # Usable KV slots; slot ids are `1..num_kv_slots` (0 is padding).
