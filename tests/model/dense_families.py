@@ -32,7 +32,8 @@ _SHAPE = dict(
 
 
 def family_config(family: str, **overrides: Any) -> Any:
-    """A `transformers` config for `family` ("mistral", "gemma2", "gemma3", "phi3")."""
+    """A `transformers` config for `family` ("mistral", "gemma2", "gemma3", "phi3", or "qwen2" with
+    its optional sliding window on)."""
     import transformers as tf
 
     if family == "mistral":
@@ -59,6 +60,11 @@ def family_config(family: str, **overrides: Any) -> Any:
             },
         )
         return tf.Gemma3TextConfig(**{**_SHAPE, **kwargs, **overrides})
+    if family == "qwen2":  # the window on the layers from max_window_layers on
+        kwargs = dict(
+            num_hidden_layers=2, use_sliding_window=True, sliding_window=WINDOW, max_window_layers=1
+        )
+        return tf.Qwen2Config(**{**_SHAPE, **kwargs, **overrides})
     if family == "phi3":
         kwargs = dict(num_hidden_layers=2, sliding_window=None, tie_word_embeddings=False)
         return tf.Phi3Config(**{**_SHAPE, **kwargs, **overrides})

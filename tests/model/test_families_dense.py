@@ -19,8 +19,8 @@ from sglr.engine.offline import generate_token_ids as generate
 from sglr.model.forward_batch import ExtendRequest
 from sglr.model.runner import ModelRunner, RunnerConfig
 
-FAMILIES = ["mistral", "gemma2", "gemma3", "phi3"]
-WINDOWED = ["mistral", "gemma2", "gemma3"]
+FAMILIES = ["mistral", "gemma2", "gemma3", "phi3", "qwen2"]
+WINDOWED = ["mistral", "gemma2", "gemma3", "qwen2"]
 LOGIT_ATOL = 1e-4
 NUM_NEW = 14
 
