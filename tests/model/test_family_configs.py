@@ -97,3 +97,11 @@ def test_phi3_fused_tensors_split_per_rank(tmp_path: Path) -> None:
         assert torch.equal(up, up_all[rank * 64 : (rank + 1) * 64])
         o_proj = checkpoint["model.layers.1.self_attn.o_proj.weight"]
         assert torch.equal(layer.self_attn.o_proj.weight, o_proj[:, rank * 32 : (rank + 1) * 32])
+
+
+def test_a_window_as_long_as_the_context_is_dropped(tmp_path: Path) -> None:
+    path = write_family_checkpoint(tmp_path / "m", "mistral")
+    short = ModelRunner(RunnerConfig(path, device="cpu", kv_num_tokens=64, max_num_reqs=2, max_context_len=8))
+    assert all(short.attn.variant(i).sliding_window is None for i in range(2))
+    long = ModelRunner(RunnerConfig(path, device="cpu", kv_num_tokens=64, max_num_reqs=2, max_context_len=9))
+    assert all(long.attn.variant(i).sliding_window == 8 for i in range(2))
