@@ -151,6 +151,11 @@ class ModelConfigError(ModelError, ValueError):
     """A `config.json` names an unsupported architecture or has inconsistent shapes."""
 
 
+class UnsupportedAttentionError(ModelConfigError):
+    """The chosen attention backend cannot compute an attention variant the model needs
+    (sliding window, logit soft-capping); raised when the backend is built."""
+
+
 class CheckpointError(ModelError, ValueError):
     """Weights are missing, unexpected, of the wrong shape, or the model path does not resolve."""
 

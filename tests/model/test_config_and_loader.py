@@ -63,17 +63,19 @@ def test_new_rope_parameters_dialect_reads_the_same() -> None:
     assert ModelConfig.from_dict(new) == ModelConfig.from_dict(LLAMA3_8B)
 
 
-def test_qwen2_config_has_attention_bias_and_rejects_sliding_window() -> None:
+def test_qwen2_config_has_attention_bias_and_an_optional_sliding_window() -> None:
     raw = {**LLAMA3_8B, "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "rope_scaling": None}
     assert ModelConfig.from_dict(raw).attention_bias
-    with pytest.raises(ModelConfigError, match="sliding-window"):
-        ModelConfig.from_dict({**raw, "use_sliding_window": True})
+    off = {**raw, "use_sliding_window": False, "sliding_window": 4096}
+    assert ModelConfig.from_dict(off).family.layer_windows == ()
+    on = {**raw, "use_sliding_window": True, "sliding_window": 4096, "max_window_layers": 28}
+    assert ModelConfig.from_dict(on).family.layer_windows == (None,) * 28 + (4096,) * 4
 
 
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"architectures": ["MistralForCausalLM"]}, "unsupported architecture"),
+        ({"architectures": ["FooForCausalLM"]}, "unsupported architecture"),
         ({"num_key_value_heads": 5}, "multiple of"),
         ({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, "unsupported rope scaling"),
         ({"hidden_size": None}, "hidden_size"),

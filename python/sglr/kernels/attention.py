@@ -7,10 +7,13 @@ is `sglr.kernels.attention_backend.AttentionBackend`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 
 from sglr.errors import ModelError
 from sglr.kernels.attention_backend import AttentionBackend
+from sglr.kernels.attention_variant import AttentionVariant
 from sglr.kernels.kv_pool import PagedKVPool
 
 ATTENTION_BACKENDS = ("auto", "torch", "triton", "flashinfer")
@@ -41,19 +44,24 @@ def resolve_backend_name(name: str, device: torch.device) -> str:
 
 
 def create_attention_backend(
-    name: str, kv_pool: PagedKVPool, req_to_token: torch.Tensor, scale: float
+    name: str,
+    kv_pool: PagedKVPool,
+    req_to_token: torch.Tensor,
+    scale: float,
+    layer_variants: Sequence[AttentionVariant] = (),
 ) -> AttentionBackend:
-    """A backend over `kv_pool`, reading request slots from the `req_to_token` table tensor."""
+    """A backend over `kv_pool`, reading request slots from the `req_to_token` table tensor;
+    `layer_variants` (one per layer) as in `AttentionBackend`."""
     resolved = resolve_backend_name(name, kv_pool.device)
     # Imported on demand: the Triton and FlashInfer modules need their packages (and a device).
     if resolved == "torch":
         from sglr.kernels.torch_backend import TorchAttentionBackend
 
-        return TorchAttentionBackend(kv_pool, req_to_token, scale)
+        return TorchAttentionBackend(kv_pool, req_to_token, scale, layer_variants)
     if resolved == "triton":
         from sglr.kernels.triton_backend import TritonAttentionBackend
 
-        return TritonAttentionBackend(kv_pool, req_to_token, scale)
+        return TritonAttentionBackend(kv_pool, req_to_token, scale, layer_variants)
     from sglr.kernels.flashinfer_backend import FlashInferAttentionBackend
 
-    return FlashInferAttentionBackend(kv_pool, req_to_token, scale)
+    return FlashInferAttentionBackend(kv_pool, req_to_token, scale, layer_variants)

@@ -12,12 +12,15 @@ Not graph-captured: planning reads host-side lengths, so decode runs eagerly wit
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 
+from sglr.errors import UnsupportedAttentionError
 from sglr.kernels.attention_backend import AttentionBackend
 from sglr.kernels.attention_metadata import AttentionMetadata
+from sglr.kernels.attention_variant import AttentionVariant
 from sglr.kernels.kv_pool import PagedKVPool
 
 _WORKSPACE_BYTES = 256 * 1024 * 1024
@@ -27,10 +30,24 @@ class FlashInferAttentionBackend(AttentionBackend):
     name = "flashinfer"
     supports_cuda_graph = False
 
-    def __init__(self, kv_pool: PagedKVPool, req_to_token: torch.Tensor, scale: float) -> None:
+    def __init__(
+        self,
+        kv_pool: PagedKVPool,
+        req_to_token: torch.Tensor,
+        scale: float,
+        layer_variants: Sequence[AttentionVariant] = (),
+    ) -> None:
+        # One plan serves every layer: windows and soft-caps (per layer) are refused by the base
+        # class; a per-layer scale must be the same in all layers.
+        super().__init__(kv_pool, req_to_token, scale, layer_variants)
+        scales = {variant.scale for variant in self.layer_variants}
+        if len(scales) > 1:
+            raise UnsupportedAttentionError(
+                "the 'flashinfer' attention backend needs one attention scale for all layers"
+            )
+        self.scale = scales.pop() if scales else scale
         import flashinfer
 
-        super().__init__(kv_pool, req_to_token, scale)
         self._workspace = torch.empty(_WORKSPACE_BYTES, dtype=torch.uint8, device=kv_pool.device)
         self._prefill = flashinfer.BatchPrefillWithPagedKVCacheWrapper(self._workspace, "NHD")
         self._decode_factory = flashinfer.BatchDecodeWithPagedKVCacheWrapper

@@ -19,9 +19,12 @@ def extend_attention_reference(
     prefix_lens: list[int],
     extend_lens: list[int],
     scale: float,
+    sliding_window: int | None = None,
+    logit_softcap: float | None = None,
 ) -> torch.Tensor:
     """q `[T, Hq, D]` (requests' new tokens back to back); caches `[S, Hkv, D]` already holding
-    every request's prefix *and* new K/V -> `[T, Hq, D]`. Computed in fp32."""
+    every request's prefix *and* new K/V -> `[T, Hq, D]`. Computed in fp32. A query at position
+    q sees keys at `q - sliding_window < p <= q`; scores are capped to `cap * tanh(s / cap)`."""
     num_heads, num_kv_heads = q.shape[1], k_cache.shape[1]
     group = num_heads // num_kv_heads
     out = torch.empty_like(q)
@@ -33,9 +36,14 @@ def extend_attention_reference(
         values = v_cache[slots].float().repeat_interleave(group, dim=1)
         queries = q[start : start + extend_len].float()  # [E, Hq, D]
         scores = torch.einsum("ehd,shd->hes", queries, keys) * scale  # [Hq, E, S]
+        if logit_softcap is not None:
+            scores = torch.tanh(scores / logit_softcap) * logit_softcap
         q_pos = prefix_len + torch.arange(extend_len, device=q.device)
         k_pos = torch.arange(seq_len, device=q.device)
-        scores = scores.masked_fill(k_pos[None, None, :] > q_pos[None, :, None], float("-inf"))
+        hidden = k_pos[None, :] > q_pos[:, None]  # [E, S]
+        if sliding_window is not None:
+            hidden |= k_pos[None, :] <= q_pos[:, None] - sliding_window
+        scores = scores.masked_fill(hidden[None], float("-inf"))
         probs = scores.softmax(dim=-1)
         out[start : start + extend_len] = torch.einsum("hes,shd->ehd", probs, values).to(q.dtype)
         start += extend_len
@@ -50,8 +58,11 @@ def decode_attention_reference(
     req_rows: list[int],
     seq_lens: list[int],
     scale: float,
+    sliding_window: int | None = None,
+    logit_softcap: float | None = None,
 ) -> torch.Tensor:
     """One query per request (`q` `[B, Hq, D]`) over its `seq_len` cached tokens."""
     return extend_attention_reference(
-        q, k_cache, v_cache, req_to_token, req_rows, [n - 1 for n in seq_lens], [1] * len(seq_lens), scale
-    )
+        q, k_cache, v_cache, req_to_token, req_rows, [n - 1 for n in seq_lens], [1] * len(seq_lens),
+        scale, sliding_window, logit_softcap,
+    )  # fmt: skip

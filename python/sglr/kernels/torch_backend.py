@@ -9,11 +9,15 @@ Decode is the same computation with one query per request.
 Ragged batches waste work on padding, so requests are split into groups by their padded cost
 (`partition_by_padding`), each padded only to its own longest member. GQA is handled by folding the query heads
 that share a KV head into the query-length axis, so K/V are never repeated.
+
+Layer variants: a sliding window narrows the boolean mask (one additive mask per distinct
+window, built by the first layer that needs it); soft-capped scores cannot go through SDPA, so
+those layers compute the softmax explicitly (fp32, as transformers' eager attention does).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -21,6 +25,7 @@ import torch.nn.functional as F
 
 from sglr.kernels.attention_backend import AttentionBackend
 from sglr.kernels.attention_metadata import AttentionMetadata
+from sglr.kernels.attention_variant import AttentionVariant
 
 # A group costs a few op launches whatever its size: about this many query x key cells of
 # attention work. A request starts a new group when joining the current one would pad it to
@@ -55,19 +60,33 @@ class _Group:
     """Requests attended together, padded to `max_q` queries and `kv_index.shape[1]` keys."""
 
     kv_index: torch.Tensor  # [g, S] slot of each key position
-    mask: torch.Tensor  # [g, M, S] bool, True = attend
+    mask: torch.Tensor  # [g, M, S] bool, True = attend (causal and padding; no window)
+    q_pos: torch.Tensor  # [g, M] absolute position of each (padded) query
+    q_valid: torch.Tensor  # [g, M] bool, False for padding rows
     q_index: torch.Tensor  # [g, M] token of each (padded) query position
     token_index: torch.Tensor | None  # [n] tokens of this group, in padded-layout order; None = all, in order
     valid_index: torch.Tensor | None  # [n] rows of the padded [g * M] output that are real tokens
     max_q: int
-    additive_mask: torch.Tensor | None = None  # [g, 1, G * M, S], built by the first layer
+    # window (None = none) -> [g, 1, G * M, S], built by the first layer with that window
+    additive_masks: dict[int | None, torch.Tensor] = field(default_factory=dict)
     # A lone fresh prompt: plain causal attention, no mask tensors at all.
     plain_causal: bool = False
+
+    def window_mask(self, window: int | None) -> torch.Tensor:
+        """`mask` narrowed to the last `window` keys of each real query."""
+        if window is None:
+            return self.mask
+        k_pos = torch.arange(self.kv_index.shape[1], device=self.mask.device)
+        in_window = k_pos[None, None, :] > self.q_pos[:, :, None] - window
+        # Padding rows keep their keys: an all-masked row would be NaN (and is discarded anyway).
+        return self.mask & (in_window | ~self.q_valid[:, :, None])
 
 
 class TorchAttentionBackend(AttentionBackend):
     name = "torch"
     supports_cuda_graph = False
+    supports_sliding_window = True
+    supports_logit_softcap = True
     _groups: list[_Group]
 
     def begin(self, metadata: AttentionMetadata) -> None:
@@ -96,12 +115,14 @@ class TorchAttentionBackend(AttentionBackend):
         kv_index = self.req_to_token[:, :max_kv].index_select(0, rows).long()  # [g, S]
         if not self._is_decode and metadata.batch_size == 1 and metadata.prefix_lens_cpu[0] == 0:
             empty = torch.empty(0, device=device)
-            return _Group(kv_index, empty, empty, None, None, max_q, plain_causal=True)
+            return _Group(kv_index, empty, empty, empty, empty, None, None, max_q, plain_causal=True)
         k_pos = torch.arange(max_kv, device=device)
         if self._is_decode:
             # One query per request, at its last position: only the padding needs masking.
             mask = (k_pos[None, :] < seq_lens[:, None])[:, None, :]  # [g, 1, S]
-            return _Group(kv_index, mask, extend_starts[:, None], index, None, 1)
+            q_pos = seq_lens[:, None] - 1
+            q_valid = torch.ones_like(q_pos, dtype=torch.bool)
+            return _Group(kv_index, mask, q_pos, q_valid, extend_starts[:, None], index, None, 1)
         q_offsets = torch.arange(max_q, device=device)
         q_valid = q_offsets[None, :] < extend_lens[:, None]  # [g, M]
         q_index = torch.where(q_valid, extend_starts[:, None] + q_offsets[None, :], 0)
@@ -111,26 +132,25 @@ class TorchAttentionBackend(AttentionBackend):
         mask = (k_pos[None, None, :] <= q_pos[:, :, None]) | ~q_valid[:, :, None]
         mask &= k_pos[None, None, :] < seq_lens[:, None, None]  # [g, M, S]
         token_index = None if requests is None else q_index.flatten().index_select(0, valid_index)
-        return _Group(kv_index, mask, q_index, token_index, valid_index, max_q)
+        return _Group(kv_index, mask, q_pos, q_valid, q_index, token_index, valid_index, max_q)
 
     def forward(self, layer_id: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         self.kv_pool.store(layer_id, self.metadata.out_cache_slots, k, v)
         k_rows = self.kv_pool.k_cache(layer_id).flatten(1)  # [slots, Hkv * D]
         v_rows = self.kv_pool.v_cache(layer_id).flatten(1)
+        variant = self.variant(layer_id)
         if len(self._groups) == 1:
-            return self._attend(self._groups[0], layer_id, q, k.shape[1], k_rows, v_rows, whole_batch=True)
+            return self._attend(self._groups[0], variant, q, k.shape[1], k_rows, v_rows, whole_batch=True)
         out = torch.empty_like(q)
         for group in self._groups:
             assert group.token_index is not None
-            out.index_copy_(
-                0, group.token_index, self._attend(group, layer_id, q, k.shape[1], k_rows, v_rows)
-            )
+            out.index_copy_(0, group.token_index, self._attend(group, variant, q, k.shape[1], k_rows, v_rows))
         return out
 
     def _attend(
         self,
         group: _Group,
-        layer_id: int,
+        variant: AttentionVariant,
         q: torch.Tensor,
         num_kv_heads: int,
         k_rows: torch.Tensor,
@@ -146,7 +166,7 @@ class TorchAttentionBackend(AttentionBackend):
         keys = F.embedding(group.kv_index, k_rows).view(group_size, max_kv, num_kv_heads, head_dim)
         values = F.embedding(group.kv_index, v_rows).view(group_size, max_kv, num_kv_heads, head_dim)
         if group.plain_causal:
-            return self._attend_causal(q, keys[0].to(q.dtype), values[0].to(q.dtype))
+            return self._attend_causal(q, keys[0].to(q.dtype), values[0].to(q.dtype), variant)
         if self._is_decode:
             rows = q if whole_batch else q.index_select(0, group.q_index.flatten())
             queries = rows.view(group_size, num_kv_heads, heads_per_kv, head_dim)  # no padding, no permute
@@ -156,19 +176,23 @@ class TorchAttentionBackend(AttentionBackend):
                 0, 2, 3, 1, 4
             )
             queries = queries.reshape(group_size, num_kv_heads, heads_per_kv * max_q, head_dim)
-        if group.additive_mask is None:
+        window = variant.sliding_window
+        additive_mask = group.additive_masks.get(window)
+        if additive_mask is None:
             # An additive float mask, built once per batch: SDPA would otherwise convert a
             # boolean mask in every layer.
-            additive = torch.zeros(group.mask.shape, dtype=q.dtype, device=q.device)
-            additive.masked_fill_(~group.mask, float("-inf"))
+            mask = group.window_mask(window)
+            additive = torch.zeros(mask.shape, dtype=q.dtype, device=q.device)
+            additive.masked_fill_(~mask, float("-inf"))
             expanded = additive[:, None, None].expand(-1, 1, heads_per_kv, -1, -1)  # [g, 1, G, M, S]
-            group.additive_mask = expanded.reshape(group_size, 1, heads_per_kv * max_q, max_kv)
-        out = F.scaled_dot_product_attention(
+            additive_mask = expanded.reshape(group_size, 1, heads_per_kv * max_q, max_kv)
+            group.additive_masks[window] = additive_mask
+        out = _softmax_attention(
             queries,
             keys.transpose(1, 2).to(q.dtype),
             values.transpose(1, 2).to(q.dtype),
-            attn_mask=group.additive_mask,
-            scale=self.scale,
+            additive_mask,
+            variant,
         )  # [g, Hkv, G * M, D]
         if self._is_decode:
             return out.reshape(group_size, num_heads, head_dim)
@@ -177,7 +201,9 @@ class TorchAttentionBackend(AttentionBackend):
         assert group.valid_index is not None
         return out.index_select(0, group.valid_index)
 
-    def _attend_causal(self, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    def _attend_causal(
+        self, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, variant: AttentionVariant
+    ) -> torch.Tensor:
         """One request, no cached prefix: q `[T, Hq, D]`, keys/values `[T, Hkv, D]`."""
         num_tokens, num_heads, head_dim = q.shape
         group = num_heads // keys.shape[1]
@@ -186,11 +212,36 @@ class TorchAttentionBackend(AttentionBackend):
             x = x.transpose(0, 1)[:, None].expand(-1, group, -1, -1)
             return x.reshape(num_heads, num_tokens, head_dim)[None]
 
-        out = F.scaled_dot_product_attention(
-            q.transpose(0, 1)[None],
-            per_query_head(keys),
-            per_query_head(values),
-            is_causal=True,
-            scale=self.scale,
-        )  # [1, Hq, T, D]
+        queries = q.transpose(0, 1)[None]
+        if variant.is_plain:
+            out = F.scaled_dot_product_attention(
+                queries, per_query_head(keys), per_query_head(values), is_causal=True, scale=variant.scale
+            )  # [1, Hq, T, D]
+            return out[0].transpose(0, 1)
+        pos = torch.arange(num_tokens, device=q.device)
+        visible = pos[None, :] <= pos[:, None]
+        if variant.sliding_window is not None:
+            visible &= pos[None, :] > pos[:, None] - variant.sliding_window
+        additive = torch.zeros(visible.shape, dtype=q.dtype, device=q.device)
+        additive.masked_fill_(~visible, float("-inf"))
+        out = _softmax_attention(queries, per_query_head(keys), per_query_head(values), additive, variant)
         return out[0].transpose(0, 1)
+
+
+def _softmax_attention(
+    queries: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    additive_mask: torch.Tensor,
+    variant: AttentionVariant,
+) -> torch.Tensor:
+    """softmax(cap(q k^T * scale) + mask) v over the last two dims; SDPA unless scores are capped."""
+    cap = variant.logit_softcap
+    if cap is None:
+        return F.scaled_dot_product_attention(
+            queries, keys, values, attn_mask=additive_mask, scale=variant.scale
+        )
+    scores = torch.matmul(queries, keys.transpose(-1, -2)) * variant.scale
+    scores = torch.tanh(scores / cap) * cap + additive_mask
+    probs = scores.softmax(dim=-1, dtype=torch.float32).to(values.dtype)
+    return torch.matmul(probs, values)

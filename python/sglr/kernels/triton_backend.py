@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 
 from sglr.kernels.attention_backend import AttentionBackend
 from sglr.kernels.attention_metadata import AttentionMetadata
+from sglr.kernels.attention_variant import AttentionVariant
 from sglr.kernels.kv_pool import PagedKVPool
 from sglr.kernels.triton_decode import DEFAULT_NUM_KV_SPLITS, decode_attention
 from sglr.kernels.triton_extend import extend_attention
@@ -16,15 +19,18 @@ class TritonAttentionBackend(AttentionBackend):
     name = "triton"
     # Decode launches depend only on the batch size; lengths are read from device memory.
     supports_cuda_graph = True
+    supports_sliding_window = True
+    supports_logit_softcap = True
 
     def __init__(
         self,
         kv_pool: PagedKVPool,
         req_to_token: torch.Tensor,
         scale: float,
+        layer_variants: Sequence[AttentionVariant] = (),
         num_kv_splits: int = DEFAULT_NUM_KV_SPLITS,
     ) -> None:
-        super().__init__(kv_pool, req_to_token, scale)
+        super().__init__(kv_pool, req_to_token, scale, layer_variants)
         self.num_kv_splits = num_kv_splits
         self._max_extend_len = 0
 
@@ -35,6 +41,7 @@ class TritonAttentionBackend(AttentionBackend):
 
     def forward(self, layer_id: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         metadata = self.metadata
+        variant = self.variant(layer_id)
         k_cache = self.kv_pool.k_cache(layer_id)
         v_cache = self.kv_pool.v_cache(layer_id)
         # Kernels take token and head strides; only the head dim must be contiguous.
@@ -48,8 +55,10 @@ class TritonAttentionBackend(AttentionBackend):
                 self.req_to_token,
                 metadata.req_rows,
                 metadata.seq_lens,
-                self.scale,
+                variant.scale,
                 num_kv_splits=self.num_kv_splits,
+                sliding_window=variant.sliding_window,
+                logit_softcap=variant.logit_softcap,
             )
         return extend_attention(
             q,
@@ -63,5 +72,7 @@ class TritonAttentionBackend(AttentionBackend):
             metadata.extend_lens,
             metadata.extend_starts,
             self._max_extend_len,
-            self.scale,
+            variant.scale,
+            sliding_window=variant.sliding_window,
+            logit_softcap=variant.logit_softcap,
         )

@@ -4,7 +4,8 @@ Stage 1, grid (request, KV head, split): the query heads that share a KV head ar
 together (so each K/V row is read once per group, not once per query head), over one of
 `num_kv_splits` contiguous ranges of the request's sequence; the program writes a partial
 output and its log-sum-exp. Stage 2, grid (request, query head): merges the splits. Splitting
-keeps the GPU busy when the batch is small and contexts are long (flash-decoding).
+keeps the GPU busy when the batch is small and contexts are long (flash-decoding). With a
+sliding window the splits cover only the window (the last `window` positions).
 
 Shapes depend only on the batch size and `num_kv_splits`, never on sequence lengths (which are
 read from device memory), so a decode step can be captured in a CUDA graph.
@@ -18,7 +19,12 @@ import torch
 import triton
 import triton.language as tl
 
-from sglr.kernels.triton_online_softmax import LOG2E, attend_cached_range, dot_precision
+from sglr.kernels.triton_online_softmax import (
+    attend_cached_range,
+    dot_precision,
+    score_scales,
+    window_or_none,
+)
 
 DEFAULT_NUM_KV_SPLITS = 8
 
@@ -41,6 +47,8 @@ def _decode_split_kernel(
     Partial_out,
     Partial_lse,
     qk_scale,
+    cap_scale,
+    window,
     stride_qb,
     stride_qh,
     stride_kcs,
@@ -55,6 +63,7 @@ def _decode_split_kernel(
     BLOCK_D: tl.constexpr,
     BLOCK_N: tl.constexpr,
     NUM_SPLITS: tl.constexpr,
+    SOFTCAP: tl.constexpr,
     PRECISION: tl.constexpr,
 ):
     req = tl.program_id(0)
@@ -62,8 +71,9 @@ def _decode_split_kernel(
     split = tl.program_id(2)
     seq_len = tl.load(seq_lens + req)
     row = tl.load(req_rows + req).to(tl.int64)
-    split_len = tl.cdiv(seq_len, NUM_SPLITS)
-    lo = split * split_len
+    first_key = tl.maximum(seq_len - window, 0)  # every position from here on is visible
+    split_len = tl.cdiv(seq_len - first_key, NUM_SPLITS)
+    lo = first_key + split * split_len
     hi = tl.minimum(lo + split_len, seq_len)
 
     offs_g = tl.arange(0, BLOCK_H)
@@ -77,9 +87,11 @@ def _decode_split_kernel(
         other=0.0,
     )  # [H, D]
 
+    q_pos = tl.zeros([BLOCK_H], dtype=tl.int32) + seq_len - 1
     m_i, l_i, acc = attend_cached_range(
         q, Table + row * stride_table, K_cache + kv_head * stride_kch, V_cache + kv_head * stride_vch,
-        lo, hi, stride_kcs, stride_vcs, qk_scale, offs_d, mask_d, BLOCK_H, BLOCK_D, BLOCK_N, PRECISION,
+        lo, hi, stride_kcs, stride_vcs, qk_scale, cap_scale, q_pos, window, offs_d, mask_d,
+        BLOCK_H, BLOCK_D, BLOCK_N, SOFTCAP, PRECISION,
     )  # fmt: skip
 
     entries = _first_split_entry(req, heads, num_heads, NUM_SPLITS) + split  # [H]
@@ -134,9 +146,12 @@ def decode_attention(
     scale: float,
     num_kv_splits: int = DEFAULT_NUM_KV_SPLITS,
     out: torch.Tensor | None = None,
+    sliding_window: int | None = None,
+    logit_softcap: float | None = None,
 ) -> torch.Tensor:
     """q `[B, Hq, D]`; request b attends to the first `seq_lens[b]` slots of table row
-    `req_rows[b]` (its own K/V included: store it first) -> `[B, Hq, D]`."""
+    `req_rows[b]` (its own K/V included: store it first) -> `[B, Hq, D]`. `sliding_window` /
+    `logit_softcap` as in `AttentionVariant`."""
     batch_size, num_heads, head_dim = q.shape
     num_kv_heads = k_cache.shape[1]
     group = num_heads // num_kv_heads
@@ -147,9 +162,10 @@ def decode_attention(
     )
     partial_lse = torch.empty((batch_size, num_heads, num_kv_splits), dtype=torch.float32, device=q.device)
     block_d = max(16, triton.next_power_of_2(head_dim))  # tl.dot needs >= 16 on GPUs
+    qk_scale, cap_scale, softcap = score_scales(scale, logit_softcap)
     _decode_split_kernel[(batch_size, num_kv_heads, num_kv_splits)](
         q, k_cache, v_cache, req_to_token, req_rows, seq_lens, partial_out, partial_lse,
-        scale * LOG2E,
+        qk_scale, cap_scale, window_or_none(sliding_window),
         q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1), v_cache.stride(0), v_cache.stride(1),
         req_to_token.stride(0), num_heads,
         GROUP=group,
@@ -159,6 +175,7 @@ def decode_attention(
         BLOCK_D=block_d,
         BLOCK_N=64 if head_dim <= 128 else 32,
         NUM_SPLITS=num_kv_splits,
+        SOFTCAP=softcap,
         PRECISION=dot_precision(q.dtype),
         num_warps=4,
     )  # fmt: skip

@@ -13,9 +13,26 @@ from pathlib import Path
 from typing import Any
 
 from sglr.errors import ModelConfigError
+from sglr.model.family_options import FamilyOptions, read_family_options
 
 # Architectures with an implementation in sglr.model (see `sglr.model.registry`).
-SUPPORTED_ARCHITECTURES = ("LlamaForCausalLM", "Qwen2ForCausalLM")
+SUPPORTED_ARCHITECTURES = (
+    "LlamaForCausalLM",
+    "Qwen2ForCausalLM",
+    "MistralForCausalLM",
+    "Gemma2ForCausalLM",
+    "Gemma3ForCausalLM",
+    "Phi3ForCausalLM",
+)
+# config.json "model_type" -> architecture, for configs without an "architectures" list.
+_ARCHITECTURE_OF_MODEL_TYPE = {
+    "llama": "LlamaForCausalLM",
+    "qwen2": "Qwen2ForCausalLM",
+    "mistral": "MistralForCausalLM",
+    "gemma2": "Gemma2ForCausalLM",
+    "gemma3_text": "Gemma3ForCausalLM",
+    "phi3": "Phi3ForCausalLM",
+}
 _ROPE_TYPES = ("default", "linear", "llama3")
 
 
@@ -65,6 +82,7 @@ class ModelConfig:
     torch_dtype: str = "float32"
     bos_token_id: int | None = None
     eos_token_ids: tuple[int, ...] = ()
+    family: FamilyOptions = field(default_factory=FamilyOptions)
 
     def __post_init__(self) -> None:
         if self.architecture not in SUPPORTED_ARCHITECTURES:
@@ -118,10 +136,9 @@ class ModelConfig:
         architectures = raw.get("architectures") or []
         if not architectures:
             model_type = raw.get("model_type")
-            by_type = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}
-            if model_type not in by_type:
+            if model_type not in _ARCHITECTURE_OF_MODEL_TYPE:
                 raise ModelConfigError("config.json names no architecture (no 'architectures' field)")
-            architectures = [by_type[model_type]]
+            architectures = [_ARCHITECTURE_OF_MODEL_TYPE[model_type]]
         architecture = architectures[0]
         try:
             hidden_size = int(raw["hidden_size"])
@@ -131,8 +148,10 @@ class ModelConfig:
             num_layers = int(raw["num_hidden_layers"])
         except KeyError as exc:
             raise ModelConfigError(f"config.json lacks required field {exc.args[0]!r}") from None
-        if raw.get("use_sliding_window"):
-            raise ModelConfigError("sliding-window attention is not supported")
+        if architecture not in SUPPORTED_ARCHITECTURES:  # before reading family-specific fields
+            raise ModelConfigError(
+                f"unsupported architecture {architecture!r}; sglr supports {SUPPORTED_ARCHITECTURES}"
+            )
         head_dim = raw.get("head_dim") or hidden_size // num_heads
         rope_theta, rope_scaling = _read_rope(raw)
         eos = raw.get("eos_token_id")
@@ -157,11 +176,14 @@ class ModelConfig:
             torch_dtype=str(raw.get("torch_dtype") or raw.get("dtype") or "float32"),
             bos_token_id=raw.get("bos_token_id"),
             eos_token_ids=eos_ids,
+            family=read_family_options(raw, architecture, num_layers),
         )
 
 
 def _read_rope(raw: dict[str, Any]) -> tuple[float, RopeScaling]:
     params = raw.get("rope_parameters")
+    if isinstance(params, dict) and isinstance(params.get("full_attention"), dict):
+        params = params["full_attention"]  # split per layer type (Gemma 3): the global layers'
     if isinstance(params, dict) and "rope_theta" in params:
         theta = float(params["rope_theta"])
         scaling = params

@@ -3,6 +3,8 @@
 Tokens of all requests in a batch are flattened into one `[T]` stream; attention over each
 request's paged KV is the `attn` backend's job, so the model itself never sees request
 boundaries. q/k/v and gate/up projections are fused into one matmul each at load time.
+The other dense families reuse these blocks: a layer's sliding window or soft-cap travels to the
+backend as its `AttentionVariant` (from `config.family`), the MLP's activation is the config's.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import torch.nn.functional as F
 
 from sglr.errors import ModelConfigError
 from sglr.kernels.attention_backend import AttentionBackend
+from sglr.kernels.attention_variant import AttentionVariant
 from sglr.model.config import ModelConfig
 from sglr.model.layers import Linear, RMSNorm, VocabParallelEmbedding, load_named_weights
 from sglr.model.parallel import HeadSplit, TensorParallel
@@ -30,6 +33,7 @@ class LlamaAttention(torch.nn.Module):
     ) -> None:
         super().__init__()
         self.layer_id = layer_id
+        self.variant = config.family.attention_variant(layer_id, config.head_dim)
         split = HeadSplit.of(config.num_attention_heads, config.num_key_value_heads, *_rank_size(tp))
         self.num_heads, self.num_kv_heads = split.num_heads, split.num_kv_heads
         self.head_dim = d = config.head_dim
@@ -71,6 +75,7 @@ class LlamaMLP(torch.nn.Module):
                 f"intermediate_size {config.intermediate_size} does not split over tp_size={num_ranks}"
             )
         size = config.intermediate_size // num_ranks
+        self.act = _ACTIVATIONS[config.family.hidden_act]
         self.gate_up_proj = Linear(
             config.hidden_size,
             (size, size),
@@ -90,7 +95,7 @@ class LlamaMLP(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
-        return self.down_proj(F.silu(gate) * up)
+        return self.down_proj(self.act(gate) * up)
 
 
 class LlamaDecoderLayer(torch.nn.Module):
@@ -153,6 +158,17 @@ class LlamaForCausalLM(torch.nn.Module):
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
         ignored = ("lm_head.weight",) if self.config.tie_word_embeddings else ()
         load_named_weights(self, weights, ignored_names=ignored)
+
+    def attention_variants(self) -> list[AttentionVariant]:
+        """Each layer's attention, in layer order (what the attention backend is built with)."""
+        return [layer.self_attn.variant for layer in self.model.layers]
+
+
+def _gelu_tanh(x: torch.Tensor) -> torch.Tensor:
+    return F.gelu(x, approximate="tanh")
+
+
+_ACTIVATIONS = {"silu": F.silu, "gelu_pytorch_tanh": _gelu_tanh}
 
 
 def _rank_size(tp: TensorParallel | None) -> tuple[int, int]:

@@ -1,8 +1,9 @@
 """Qwen2 decoder: the Llama block with biases on the q/k/v projections.
 
-`ModelConfig.from_dict` sets `attention_bias` for Qwen2 checkpoints and rejects sliding-window
-attention, so the shared Llama implementation computes exactly Qwen2's function; this class
-exists so the architecture name maps to an explicit, documented implementation.
+`ModelConfig.from_dict` sets `attention_bias` for Qwen2 checkpoints and reads its optional
+sliding window (`use_sliding_window`, on the layers from `max_window_layers` on) into
+`config.family`, so the shared Llama implementation computes exactly Qwen2's function; this
+class exists so the architecture name maps to an explicit, documented implementation.
 """
 
 from __future__ import annotations

@@ -18,6 +18,22 @@ def model_class(architecture: str) -> type[torch.nn.Module]:
         from sglr.model.qwen2 import Qwen2ForCausalLM
 
         return Qwen2ForCausalLM
+    if architecture == "MistralForCausalLM":
+        from sglr.model.mistral import MistralForCausalLM
+
+        return MistralForCausalLM
+    if architecture == "Gemma2ForCausalLM":
+        from sglr.model.gemma2 import Gemma2ForCausalLM
+
+        return Gemma2ForCausalLM
+    if architecture == "Gemma3ForCausalLM":
+        from sglr.model.gemma3 import Gemma3ForCausalLM
+
+        return Gemma3ForCausalLM
+    if architecture == "Phi3ForCausalLM":
+        from sglr.model.phi3 import Phi3ForCausalLM
+
+        return Phi3ForCausalLM
     raise ModelConfigError(f"no sglr implementation for architecture {architecture!r}")
 
 

@@ -12,6 +12,7 @@ allocates or frees slots or rows.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ import torch
 from sglr.errors import ModelConfigError
 from sglr.kernels.attention import ATTENTION_BACKENDS, create_attention_backend
 from sglr.kernels.attention_metadata import AttentionMetadata
+from sglr.kernels.attention_variant import AttentionVariant
 from sglr.model.config import ModelConfig, load_model_config
 from sglr.model.cuda_graph import DecodeCudaGraphs
 from sglr.model.forward_batch import BatchLimits, ExtendRequest, ForwardBatch, IntArrayLike, RowWrites
@@ -127,7 +129,11 @@ class ModelRunner:
             num_slots = tp.min_over_ranks(num_slots)
         self.kv_cache = KVCache(shape, num_slots, self.device)
         self.attn = create_attention_backend(
-            config.attention_backend, self.kv_cache, self.req_to_token.table, self.config.head_dim**-0.5
+            config.attention_backend,
+            self.kv_cache,
+            self.req_to_token.table,
+            self.config.head_dim**-0.5,
+            _without_idle_windows(self.model.attention_variants(), self.max_context_len),
         )
         self.vocab_size = self.config.vocab_size
         # Usable KV slots; slot ids are `1..num_kv_slots` (0 is padding).
@@ -249,6 +255,17 @@ class ModelRunner:
         # Keep room for activations of a large prefill and for the CUDA graphs' logits.
         reserve = 2**30 if self.device.type == "cuda" else 0
         return kv_slots_for_memory_fraction(shape, self.device, fraction, reserve)
+
+
+def _without_idle_windows(variants: list[AttentionVariant], max_context_len: int) -> list[AttentionVariant]:
+    """A window at least as long as the context hides nothing: dropping it keeps such models
+    (e.g. Mistral 7B v0.1's 4096 window under a 4096 context) on backends without windows."""
+    return [
+        dataclasses.replace(v, sliding_window=None)
+        if v.sliding_window is not None and v.sliding_window >= max_context_len
+        else v
+        for v in variants
+    ]
 
 
 def resolve_model_dir(config: RunnerConfig) -> Path:

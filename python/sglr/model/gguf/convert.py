@@ -9,6 +9,7 @@ from typing import Any
 
 from sglr.errors import GGUFFormatError
 from sglr.model.gguf.dequant import check_supported, dequantize
+from sglr.model.gguf.families import restore_values
 from sglr.model.gguf.hf_config import build_generation_config, build_hf_config, check_architecture
 from sglr.model.gguf.names import expected_hf_shape, hf_tensor_name, unpermute_rope_rows
 from sglr.model.gguf.reader import GGUFCheckpoint, read_gguf
@@ -40,7 +41,7 @@ def convert_gguf(gguf_path: str | Path, out_dir: str | Path, *, dtype: str = "fl
     check_architecture(checkpoint)
     for tensor in checkpoint.tensors:
         check_supported(tensor)
-        hf_tensor_name(tensor.name)
+        hf_tensor_name(tensor.name, checkpoint.architecture)
     config = build_hf_config(checkpoint, dtype)
     tokenizer_json, tokenizer_config = build_tokenizer_files(checkpoint)
     state_dict = convert_tensors(checkpoint, config, dtype)
@@ -66,7 +67,7 @@ def convert_tensors(checkpoint: GGUFCheckpoint, config: dict[str, Any], dtype: s
     restore_rope_rows = checkpoint.architecture == "llama"
     state_dict = {}
     for tensor in checkpoint.tensors:
-        hf_name = hf_tensor_name(tensor.name)
+        hf_name = hf_tensor_name(tensor.name, checkpoint.architecture)
         if hf_name is None:
             continue
         expected_shape = expected_hf_shape(hf_name, config)
@@ -80,6 +81,7 @@ def convert_tensors(checkpoint: GGUFCheckpoint, config: dict[str, Any], dtype: s
             values = unpermute_rope_rows(values, config["num_attention_heads"])
         elif restore_rope_rows and ".k_proj." in hf_name:
             values = unpermute_rope_rows(values, config["num_key_value_heads"])
+        values = restore_values(checkpoint.architecture, hf_name, values)
         state_dict[hf_name] = torch.from_numpy(values).to(torch_dtype)
     return state_dict
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from sglr.errors import GGUFFormatError, GGUFUnsupportedError
 from sglr.model.gguf.dequant import dequantize
+from sglr.model.gguf.families import family_config_fields
 from sglr.model.gguf.names import check_layers_complete
 from sglr.model.gguf.reader import GGUFCheckpoint
 from sglr.model.gguf.rope import llama3_rope_scaling, metadata_rope_scaling
@@ -14,6 +15,9 @@ from sglr.model.gguf.rope import llama3_rope_scaling, metadata_rope_scaling
 SUPPORTED_ARCHITECTURES = {
     "llama": ("llama", "LlamaForCausalLM"),
     "qwen2": ("qwen2", "Qwen2ForCausalLM"),
+    "gemma2": ("gemma2", "Gemma2ForCausalLM"),
+    "gemma3": ("gemma3_text", "Gemma3ForCausalLM"),
+    "phi3": ("phi3", "Phi3ForCausalLM"),
 }
 
 # llama.cpp's defaults where a file leaves a key out.
@@ -57,7 +61,7 @@ def build_hf_config(checkpoint: GGUFCheckpoint, torch_dtype: str) -> dict[str, A
         raise GGUFUnsupportedError(f"{path}: key head dim {head_dim} differs from value head dim {value_dim}")
     if rotary_dim != head_dim:
         raise GGUFUnsupportedError(f"{path}: partial RoPE (rotary dim {rotary_dim} of head dim {head_dim})")
-    check_layers_complete(checkpoint.tensor_names(), num_layers, path)
+    check_layers_complete(checkpoint.tensor_names(), num_layers, path, architecture)
 
     vocab_size = tensors["token_embd.weight"].shape[0]
     rope_theta = float(checkpoint.arch_get("rope.freq_base", _DEFAULT_ROPE_THETA))
@@ -97,6 +101,10 @@ def build_hf_config(checkpoint: GGUFCheckpoint, torch_dtype: str) -> dict[str, A
     if architecture == "llama":
         config["attention_bias"] = _llama_attention_bias(checkpoint, num_layers)
         config["mlp_bias"] = False
+    elif architecture != "qwen2":
+        config.update(
+            family_config_fields(architecture, checkpoint, num_layers, hidden_size, num_heads, head_dim)
+        )
     else:
         _require_qwen2_biases(checkpoint, num_layers)
         config["use_sliding_window"] = False

@@ -16,6 +16,8 @@ import re
 import numpy as np
 
 from sglr.errors import GGUFFormatError, GGUFUnsupportedError
+from sglr.model.gguf.families import LAYER_NAME_OVERRIDES, hf_shape_override
+from sglr.model.gguf.families import REQUIRED_LAYER_SUFFIXES as FAMILY_REQUIRED_LAYER_SUFFIXES
 
 _GLOBAL_NAMES = {
     "token_embd.weight": "model.embed_tokens.weight",
@@ -60,10 +62,10 @@ _DERIVED_LAYER_SUFFIXES = {"attn_rot_embd"}
 _LAYER_RE = re.compile(r"^blk\.(\d+)\.(.+)$")
 
 
-def hf_tensor_name(gguf_name: str) -> str | None:
-    """The Hugging Face name for a GGUF tensor, or None for a tensor that has no counterpart in
-    a Hugging Face checkpoint. Raises `GGUFUnsupportedError` for a tensor sglr does not know
-    (e.g. mixture-of-experts weights), rather than silently dropping it."""
+def hf_tensor_name(gguf_name: str, architecture: str = "llama") -> str | None:
+    """The Hugging Face name for a GGUF tensor of `architecture`, or None for a tensor that has
+    no counterpart in a Hugging Face checkpoint. Raises `GGUFUnsupportedError` for a tensor sglr
+    does not know (e.g. mixture-of-experts weights), rather than silently dropping it."""
     if gguf_name in _GLOBAL_NAMES:
         return _GLOBAL_NAMES[gguf_name]
     if gguf_name in _DERIVED_NAMES:
@@ -71,18 +73,24 @@ def hf_tensor_name(gguf_name: str) -> str | None:
     match = _LAYER_RE.match(gguf_name)
     if match is not None:
         layer_id, suffix = int(match.group(1)), match.group(2)
-        if suffix in _LAYER_NAMES:
-            return f"model.layers.{layer_id}.{_LAYER_NAMES[suffix]}"
+        layer_names = {**_LAYER_NAMES, **LAYER_NAME_OVERRIDES.get(architecture, {})}
+        if suffix in layer_names:
+            return f"model.layers.{layer_id}.{layer_names[suffix]}"
         if suffix.rsplit(".", 1)[0] in _DERIVED_LAYER_SUFFIXES:
             return None
-    raise GGUFUnsupportedError(f"GGUF tensor {gguf_name!r} has no counterpart in sglr's Llama/Qwen2 modules")
+    raise GGUFUnsupportedError(
+        f"GGUF tensor {gguf_name!r} has no counterpart in sglr's {architecture} modules"
+    )
 
 
-def check_layers_complete(tensor_names: frozenset[str], num_layers: int, path: object) -> None:
+def check_layers_complete(
+    tensor_names: frozenset[str], num_layers: int, path: object, architecture: str = "llama"
+) -> None:
     """Raises `GGUFFormatError` naming the first missing tensor, so a damaged file fails here
     rather than as a shape error at load time."""
+    suffixes = FAMILY_REQUIRED_LAYER_SUFFIXES.get(architecture, REQUIRED_LAYER_SUFFIXES)
     required = ["token_embd.weight", "output_norm.weight"]
-    required += [f"blk.{i}.{suffix}" for i in range(num_layers) for suffix in REQUIRED_LAYER_SUFFIXES]
+    required += [f"blk.{i}.{suffix}" for i in range(num_layers) for suffix in suffixes]
     for name in required:
         if name not in tensor_names:
             raise GGUFFormatError(f"{path}: GGUF file has no tensor {name!r}")
@@ -108,7 +116,10 @@ def unpermute_rope_rows(weight: np.ndarray, num_heads: int) -> np.ndarray:
 
 
 def expected_hf_shape(hf_name: str, config: dict) -> tuple[int, ...]:
-    """The shape a Llama/Qwen2 module expects for `hf_name`, from the converted config."""
+    """The shape a module expects for `hf_name`, from the converted config."""
+    family_shape = hf_shape_override(hf_name, config)
+    if family_shape is not None:
+        return family_shape
     hidden = config["hidden_size"]
     q_len = config["num_attention_heads"] * config["head_dim"]
     kv_len = config["num_key_value_heads"] * config["head_dim"]
