@@ -6,7 +6,7 @@ checkpoint or by dummy weights, and initializing an 8B model just to overwrite i
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -141,15 +141,19 @@ _IGNORED_SUFFIXES = ("rotary_emb.inv_freq", "rotary_emb.cos_cached", "rotary_emb
 
 
 def load_named_weights(
-    model: torch.nn.Module, weights: Iterable[tuple[str, torch.Tensor]], ignored_names: Sequence[str] = ()
+    model: torch.nn.Module,
+    weights: Iterable[tuple[str, torch.Tensor]],
+    ignored_names: Sequence[str] = (),
+    loaded_elsewhere: Collection[str] = (),
 ) -> None:
     """Copies checkpoint tensors into `model`'s parameters (dtype cast on copy).
 
     Checkpoint names are the Hugging Face ones; `q/k/v_proj` and `gate/up_proj` land in their
     fused parameter's row range. Raises `CheckpointError` for an unknown name, a shape mismatch
-    or a parameter that no tensor filled.
+    or a parameter that no tensor filled. `loaded_elsewhere` names parameters another loader
+    fills (stacked expert weights), which are neither expected nor targets here.
     """
-    params = dict(model.named_parameters())
+    params = {name: p for name, p in model.named_parameters() if name not in loaded_elsewhere}
     modules = dict(model.named_modules())
     expected: set[tuple[str, str | None]] = set()
     for name, param in params.items():
