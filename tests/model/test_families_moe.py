@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from family_checkpoints import FAMILIES, write_family_checkpoint
 from hf_twin import hf_greedy, hf_logits
 
 from sglr.engine.engine import Engine
@@ -20,6 +19,7 @@ from sglr.engine.kv import KVSlotAllocator
 from sglr.engine.offline import generate_token_ids as generate
 from sglr.model.forward_batch import ExtendRequest
 from sglr.model.runner import ModelRunner, RunnerConfig
+from sglr.model.tiny_families import FAMILIES, write_family_checkpoint
 
 NUM_NEW = 10
 LOGIT_ATOL = 1e-4
