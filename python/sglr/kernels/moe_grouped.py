@@ -14,8 +14,15 @@ loop over experts here elsewhere.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 import torch.nn.functional as F
+
+from sglr.kernels.cpu_linear import packed_linear
+
+# Per expert, its prepacked (w13, w2) for `packed_linear` (see `sglr.kernels.cpu_linear`).
+ExpertPacks = Sequence[tuple[torch.Tensor | None, torch.Tensor | None]]
 
 
 def expert_mlp(
@@ -24,15 +31,16 @@ def expert_mlp(
     w2: torch.Tensor,
     topk_weights: torch.Tensor,
     topk_ids: torch.Tensor,
+    cpu_packs: ExpertPacks | None = None,
 ) -> torch.Tensor:
     """hidden `[T, H]`, routing `[T, K]` -> `sum_k weight[t, k] * expert_{ids[t, k]}(hidden[t])`
-    `[T, H]` (in hidden's dtype)."""
+    `[T, H]` (in hidden's dtype). `cpu_packs`: the experts' prepacked CPU weights, if any."""
     if hidden.is_cuda:
         # Imported here: Triton decides at import whether it interprets (CPU) or compiles.
         from sglr.kernels.triton_moe import fused_expert_mlp
 
         return fused_expert_mlp(hidden, w13, w2, topk_weights, topk_ids)
-    return grouped_expert_mlp(hidden, w13, w2, topk_weights, topk_ids)
+    return grouped_expert_mlp(hidden, w13, w2, topk_weights, topk_ids, cpu_packs)
 
 
 def grouped_expert_mlp(
@@ -41,6 +49,7 @@ def grouped_expert_mlp(
     w2: torch.Tensor,
     topk_weights: torch.Tensor,
     topk_ids: torch.Tensor,
+    cpu_packs: ExpertPacks | None = None,
 ) -> torch.Tensor:
     """The torch implementation: a loop over the experts that got tokens (one host sync for the
     run lengths, so not for CUDA graphs)."""
@@ -56,8 +65,9 @@ def grouped_expert_mlp(
         if length == 0:
             continue
         rows = slice(start, start + length)
-        gate, up = F.linear(sorted_hidden[rows], w13[expert]).chunk(2, dim=-1)
-        sorted_out[rows] = F.linear(F.silu(gate) * up, w2[expert])
+        pack13, pack2 = cpu_packs[expert] if cpu_packs is not None else (None, None)
+        gate, up = packed_linear(sorted_hidden[rows], w13[expert], pack13).chunk(2, dim=-1)
+        sorted_out[rows] = packed_linear(F.silu(gate) * up, w2[expert], pack2)
         start += length
     pair_out = torch.empty_like(sorted_out)
     pair_out[sorted_pair_ids] = sorted_out

@@ -21,7 +21,8 @@ from collections.abc import Iterable, Iterator, Sequence
 import torch
 
 from sglr.errors import CheckpointError, ModelConfigError
-from sglr.kernels.moe_grouped import expert_mlp
+from sglr.kernels.cpu_linear import pack_weight
+from sglr.kernels.moe_grouped import ExpertPacks, expert_mlp
 from sglr.model.config import ModelConfig
 from sglr.model.layers import Linear, load_named_weights
 from sglr.model.parallel import TensorParallel
@@ -83,11 +84,21 @@ class FusedExperts(torch.nn.Module):
         self.w2 = torch.nn.Parameter(
             torch.empty(num_experts, hidden_size, self.local_size, dtype=dtype), requires_grad=False
         )
+        # Prepacked CPU copies of the weights, made at the first CPU forward (weights are final
+        # by then); `load_expert` drops them. They double the experts' host memory.
+        self._cpu_packs: ExpertPacks | None = None
 
     def forward(
         self, hidden: torch.Tensor, topk_weights: torch.Tensor, topk_ids: torch.Tensor
     ) -> torch.Tensor:
-        return expert_mlp(hidden, self.w13, self.w2, topk_weights, topk_ids)
+        cpu_packs = None
+        if hidden.device.type == "cpu":
+            if self._cpu_packs is None:
+                self._cpu_packs = [
+                    (pack_weight(w13), pack_weight(w2)) for w13, w2 in zip(self.w13, self.w2, strict=True)
+                ]
+            cpu_packs = self._cpu_packs
+        return expert_mlp(hidden, self.w13, self.w2, topk_weights, topk_ids, cpu_packs)
 
     def load_expert(self, expert: int, kind: str, tensor: torch.Tensor, name: str) -> None:
         """Copies one expert's checkpoint projection (`gate`/`up` `[I, H]`, `down` `[H, I]`)."""
@@ -107,6 +118,7 @@ class FusedExperts(torch.nn.Module):
             )
         with torch.no_grad():
             dest.copy_(part)
+        self._cpu_packs = None
 
 
 class SharedExpert(torch.nn.Module):
