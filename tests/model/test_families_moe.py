@@ -107,3 +107,23 @@ def test_engine_with_radix_cache_hits_gives_the_reference_tokens(family_path: Pa
         engine.check_invariants()
     finally:
         engine.shutdown()
+
+
+VARIANTS = [
+    # Qwen3 with tied embeddings; Qwen3-MoE with unnormalized top-k and dense layers 0 and 2
+    # (decoder_sparse_step 2, mlp_only_layers [3]); Qwen2-MoE without q/k/v biases, top-1.
+    ("qwen3", {"tie_word_embeddings": True}),
+    (
+        "qwen3_moe",
+        {"norm_topk_prob": False, "decoder_sparse_step": 2, "mlp_only_layers": [3], "num_hidden_layers": 4},
+    ),
+    ("qwen2_moe", {"qkv_bias": False, "num_experts_per_tok": 1, "mlp_only_layers": []}),
+]
+
+
+@pytest.mark.parametrize(("family", "overrides"), VARIANTS)
+def test_config_variants_match_transformers(family: str, overrides: dict, tmp_path: Path) -> None:
+    path = write_family_checkpoint(tmp_path / family, family, seed=11, **overrides)
+    runner = ModelRunner(RunnerConfig(path, device="cpu", kv_num_tokens=1024, max_num_reqs=4))
+    batch = prompts(12, [13, 4, 27])
+    assert generate(runner, batch, 6) == [hf_greedy(path, p, 6) for p in batch]

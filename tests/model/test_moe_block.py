@@ -9,10 +9,12 @@ import torch
 import torch.nn.functional as F
 
 from sglr.errors import CheckpointError, ModelConfigError
+from sglr.kernels.cpu_linear import pack_weight
 from sglr.kernels.moe_grouped import grouped_expert_mlp
 from sglr.model.config import ModelConfig
 from sglr.model.moe import FusedExperts, load_moe_weights, route_tokens
 from sglr.model.moe_config import read_moe_config
+from sglr.model.parallel import check_tensor_parallel
 
 
 def naive_route(logits: torch.Tensor, top_k: int, renormalize: bool) -> list[list[tuple[int, float]]]:
@@ -128,3 +130,28 @@ def test_per_expert_and_stacked_checkpoint_tensors_load_the_same_weights() -> No
     torch.testing.assert_close(stacked.block.experts.w2.data, down)
     with pytest.raises(CheckpointError, match=r"lacks 1 expert weights: block\.experts\.2\.down"):
         load_moe_weights(model, [(f"block.{n}", t) for n, t in per_expert[:-1]])
+
+
+def test_prepacked_cpu_expert_weights_give_the_same_outputs() -> None:
+    gen = torch.Generator().manual_seed(2)
+    num_tokens, hidden, inter, num_experts = 40, 32, 24, 4
+    x = torch.randn(num_tokens, hidden, generator=gen)
+    w13 = torch.randn(num_experts, 2 * inter, hidden, generator=gen) / hidden**0.5
+    w2 = torch.randn(num_experts, hidden, inter, generator=gen) / inter**0.5
+    weights, expert_ids = route_tokens(torch.randn(num_tokens, num_experts, generator=gen), 2, True)
+    packs = [(pack_weight(a), pack_weight(b)) for a, b in zip(w13, w2, strict=True)]
+    plain = grouped_expert_mlp(x, w13, w2, weights, expert_ids)
+    packed = grouped_expert_mlp(x, w13, w2, weights, expert_ids, packs)
+    torch.testing.assert_close(packed, plain, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(packed, naive_experts(x, w13, w2, weights, expert_ids), atol=1e-5, rtol=1e-5)
+
+
+def test_tensor_parallel_check_covers_expert_sizes() -> None:
+    raw = mixtral_raw(
+        architectures=["Qwen2MoeForCausalLM"], num_experts=4, moe_intermediate_size=16,
+        shared_expert_intermediate_size=6,
+    )  # fmt: skip
+    config = ModelConfig.from_dict(raw)
+    check_tensor_parallel(config, 2)  # 48, 16 and 6 all split over 2 ranks
+    with pytest.raises(ModelConfigError, match="expert intermediate size 6 "):
+        check_tensor_parallel(config, 4)  # 48 and 16 split over 4, the shared expert's 6 does not
