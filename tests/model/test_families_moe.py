@@ -127,3 +127,24 @@ def test_config_variants_match_transformers(family: str, overrides: dict, tmp_pa
     runner = ModelRunner(RunnerConfig(path, device="cpu", kv_num_tokens=1024, max_num_reqs=4))
     batch = prompts(12, [13, 4, 27])
     assert generate(runner, batch, 6) == [hf_greedy(path, p, 6) for p in batch]
+
+
+def test_fused_triton_experts_inside_the_model_match_transformers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CUDA expert kernels (interpreted here) in place of the CPU path, through a whole model."""
+    from sglr.kernels.triton_moe import fused_expert_mlp
+    from sglr.model import moe
+
+    calls = []
+
+    def triton_experts(hidden, w13, w2, topk_weights, topk_ids, cpu_packs=None):
+        calls.append(hidden.shape[0])
+        return fused_expert_mlp(hidden, w13, w2, topk_weights, topk_ids)
+
+    monkeypatch.setattr(moe, "expert_mlp", triton_experts)
+    path = write_family_checkpoint(tmp_path / "qwen2_moe", "qwen2_moe", seed=13)
+    runner = ModelRunner(RunnerConfig(path, device="cpu", kv_num_tokens=1024, max_num_reqs=4))
+    batch = prompts(14, [9, 3])
+    assert generate(runner, batch, 4) == [hf_greedy(path, p, 4) for p in batch]
+    assert calls  # the kernels did run
