@@ -148,3 +148,28 @@ def test_fused_triton_experts_inside_the_model_match_transformers(
     batch = prompts(14, [9, 3])
     assert generate(runner, batch, 4) == [hf_greedy(path, p, 4) for p in batch]
     assert calls  # the kernels did run
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_gpu_fused_experts_with_decode_cuda_graphs_match_transformers(family_path: Path) -> None:
+    """On CUDA the experts run in the fused Triton kernels, also inside captured decode graphs."""
+    runners = [
+        ModelRunner(
+            RunnerConfig(
+                family_path,
+                device="cuda",
+                dtype="float32",
+                kv_num_tokens=4096,
+                max_num_reqs=16,
+                attention_backend="triton",
+                cuda_graph_max_bs=graphs,
+            )
+        )
+        for graphs in (0, 8)
+    ]
+    assert runners[1].cuda_graphs is not None
+    batch = prompts(15, [5, 40, 1, 17])
+    expected = [hf_greedy(family_path, p, 8) for p in batch]
+    for runner in runners:
+        assert generate(runner, batch, 8) == expected
