@@ -36,6 +36,7 @@ CASES = [
     (21, 48, 40, 6, 2),  # ragged: hidden and intermediate not multiples of the tiles
     (37, 64, 96, 8, 3),  # more tokens than one row block per expert
     (5, 16, 24, 3, 1),  # top-1
+    (100, 16, 24, 3, 1),  # many rows per expert: 64-row blocks
 ]
 
 

@@ -26,6 +26,8 @@ import triton.language as tl
 from sglr.kernels.triton_online_softmax import dot_precision
 
 BLOCK_M = 16
+# Rows per block when experts get many tokens (prefill): bigger tiles reuse each weight tile more.
+BLOCK_M_LARGE = 64
 
 
 def align_pairs_by_expert(
@@ -38,8 +40,9 @@ def align_pairs_by_expert(
     device = flat.device
     counts = torch.zeros(num_experts, dtype=torch.int64, device=device)
     counts.scatter_add_(0, flat, torch.ones_like(flat))
-    padded_end = torch.cumsum((counts + block_m - 1) // block_m * block_m, 0)
-    padded_start = padded_end - (counts + block_m - 1) // block_m * block_m
+    padded = (counts + block_m - 1) // block_m * block_m
+    padded_end = torch.cumsum(padded, 0)
+    padded_start = padded_end - padded
     run_start = torch.cumsum(counts, 0) - counts
     order = torch.argsort(flat, stable=True)
     sorted_experts = flat[order]
@@ -178,7 +181,9 @@ def fused_expert_mlp(
     inter_size = two_inter // 2
     top_k = topk_ids.shape[1]
     num_pairs = num_tokens * top_k
-    sorted_pair_ids, block_expert_ids = align_pairs_by_expert(topk_ids, num_experts)
+    # Decode batches give each expert a few rows: small blocks waste less on padding.
+    block_m = BLOCK_M if num_pairs <= 32 * num_experts else BLOCK_M_LARGE
+    sorted_pair_ids, block_expert_ids = align_pairs_by_expert(topk_ids, num_experts, block_m)
     num_blocks = block_expert_ids.numel()
     precision = dot_precision(hidden.dtype)
     act = torch.empty(num_pairs, inter_size, dtype=hidden.dtype, device=hidden.device)
@@ -186,13 +191,13 @@ def fused_expert_mlp(
     _gate_up_silu_kernel[(num_blocks, triton.cdiv(inter_size, block_n))](
         hidden, w13, act, sorted_pair_ids, block_expert_ids, num_pairs, num_experts,
         hidden_size, inter_size, hidden.stride(0), w13.stride(0), w13.stride(1), act.stride(0),
-        TOP_K=top_k, BLOCK_M=BLOCK_M, BLOCK_N=block_n, BLOCK_K=block_k, PRECISION=precision,
+        TOP_K=top_k, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, PRECISION=precision,
     )  # fmt: skip
     pair_out = torch.empty(num_pairs, hidden_size, dtype=hidden.dtype, device=hidden.device)
     weights = topk_weights.reshape(-1).to(torch.float32).contiguous()
     _down_weighted_kernel[(num_blocks, triton.cdiv(hidden_size, block_n))](
         act, w2, weights, pair_out, sorted_pair_ids, block_expert_ids, num_pairs, num_experts,
         hidden_size, inter_size, act.stride(0), w2.stride(0), w2.stride(1), pair_out.stride(0),
-        BLOCK_M=BLOCK_M, BLOCK_N=block_n, BLOCK_K=block_k, PRECISION=precision,
+        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, PRECISION=precision,
     )  # fmt: skip
     return pair_out.view(num_tokens, top_k, hidden_size).sum(dim=1)
