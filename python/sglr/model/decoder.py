@@ -14,7 +14,7 @@ import torch
 
 from sglr.kernels.attention_backend import AttentionBackend
 from sglr.model.config import ModelConfig
-from sglr.model.layers import RMSNorm, VocabParallelEmbedding, load_named_weights
+from sglr.model.layers import Linear, RMSNorm, VocabParallelEmbedding, load_named_weights
 from sglr.model.parallel import TensorParallel
 from sglr.model.rope import RotaryEmbedding
 
@@ -77,6 +77,10 @@ class DecoderForCausalLM(torch.nn.Module):
             else VocabParallelEmbedding(config.vocab_size, config.hidden_size, dtype, tp)
         )
         self.rope = RotaryEmbedding(config, max_positions, dtype)
+        # On the CPU, a weight repacked at every call costs more than a small batch's multiply.
+        for module in self.modules():
+            if isinstance(module, (Linear, VocabParallelEmbedding)):
+                module.prepack_on_cpu = True
 
     def make_layer(
         self, config: ModelConfig, layer_id: int, dtype: torch.dtype, tp: TensorParallel | None

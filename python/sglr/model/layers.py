@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from sglr.errors import CheckpointError
+from sglr.kernels.cpu_linear import pack_weight, packed_linear
 from sglr.model.parallel import TensorParallel, vocab_shard
 
 
@@ -68,11 +69,25 @@ class Linear(torch.nn.Module):
         for name, size in zip(shard_names, sizes, strict=False):
             self.shard_offsets[name] = (start, size)
             start += size
+        # Opt-in (models set it): CPU forwards multiply by a copy of the weight prepacked at the
+        # first one, after loading (`sglr.kernels.cpu_linear`; a second copy in host memory).
+        self.prepack_on_cpu = False
+        self._cpu_pack: torch.Tensor | None = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.prepack_on_cpu and x.device.type == "cpu":
+            return self._forward_prepacked(x)
         if self.reduce is None:
             return F.linear(x, self.weight, self.bias)
         y = self.reduce.all_reduce(F.linear(x, self.weight))
+        return y if self.bias is None else y + self.bias
+
+    def _forward_prepacked(self, x: torch.Tensor) -> torch.Tensor:
+        if self._cpu_pack is None:
+            self._cpu_pack = pack_weight(self.weight)
+        y = packed_linear(x, self.weight, self._cpu_pack)
+        if self.reduce is not None:
+            y = self.reduce.all_reduce(y)
         return y if self.bias is None else y + self.bias
 
     def checkpoint_slice(self, shard: str | None, tensor: torch.Tensor, is_bias: bool) -> torch.Tensor:
@@ -98,6 +113,9 @@ class VocabParallelEmbedding(torch.nn.Module):
         self.vocab_size = vocab_size
         self.vocab_start, rows = vocab_shard(vocab_size, tp.rank, tp.size) if tp else (0, vocab_size)
         self.weight = torch.nn.Parameter(torch.empty(rows, hidden_size, dtype=dtype), requires_grad=False)
+        # Opt-in, as `Linear.prepack_on_cpu`: the head's CPU matmul on a prepacked copy.
+        self.prepack_on_cpu = False
+        self._cpu_pack: torch.Tensor | None = None
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         if self.tp is None:
@@ -109,7 +127,12 @@ class VocabParallelEmbedding(torch.nn.Module):
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """fp32 logits over the whole vocabulary, using these rows as the output head."""
-        logits = F.linear(hidden, self.weight).float()
+        if self.prepack_on_cpu and hidden.device.type == "cpu":
+            if self._cpu_pack is None:
+                self._cpu_pack = pack_weight(self.weight)
+            logits = packed_linear(hidden, self.weight, self._cpu_pack).float()
+        else:
+            logits = F.linear(hidden, self.weight).float()
         if self.tp is None:
             return logits
         return self.tp.all_gather_last(logits)[:, : self.vocab_size]
