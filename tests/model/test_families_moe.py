@@ -118,6 +118,8 @@ VARIANTS = [
         {"norm_topk_prob": False, "decoder_sparse_step": 2, "mlp_only_layers": [3], "num_hidden_layers": 4},
     ),
     ("qwen2_moe", {"qkv_bias": False, "num_experts_per_tok": 1, "mlp_only_layers": []}),
+    # Mixtral over several safetensors files (experts of one layer in different files).
+    ("mixtral", {"max_shard_size": "100KB"}),
 ]
 
 

@@ -67,7 +67,11 @@ FAMILIES: dict[str, tuple[str, str, dict[str, Any]]] = {
 }
 
 
-def write_family_checkpoint(path: Path, family: str, seed: int = 0, **overrides: Any) -> Path:
+def write_family_checkpoint(
+    path: Path, family: str, seed: int = 0, max_shard_size: str | None = None, **overrides: Any
+) -> Path:
+    """Writes the checkpoint of `family` (a key of `FAMILIES`) at `path`; `overrides` are config
+    fields, `max_shard_size` (e.g. "200KB") splits the weights over several safetensors files."""
     import transformers
 
     config_name, model_name, fields = FAMILIES[family]
@@ -86,7 +90,7 @@ def write_family_checkpoint(path: Path, family: str, seed: int = 0, **overrides:
             else:  # unit-variance outputs: the fan-in is the last dimension (also of stacked experts)
                 value = torch.randn(param.shape, generator=generator) / param.shape[-1] ** 0.5
             param.copy_(value)
-    model.save_pretrained(path)
+    model.save_pretrained(path, **({"max_shard_size": max_shard_size} if max_shard_size else {}))
     tokenizer_dir = tiny_model_path("llama")
     for name in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copy(tokenizer_dir / name, path / name)
