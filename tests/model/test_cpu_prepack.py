@@ -7,6 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from sglr.kernels.cpu_linear import pack_weight
 from sglr.model.config import ModelConfig
 from sglr.model.layers import Linear, VocabParallelEmbedding
 from sglr.model.registry import build_model
@@ -56,3 +57,16 @@ def test_only_the_newer_families_prepack(architecture: str, prepacked: bool) -> 
     model = build_model(_config(architecture), torch.float32, torch.device("cpu"), 64)
     flags = {m.prepack_on_cpu for m in model.modules() if isinstance(m, (Linear, VocabParallelEmbedding))}
     assert flags == {prepacked}
+
+
+def test_prepacking_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    weight = torch.randn(8, 4)
+    assert pack_weight(weight) is not None
+    monkeypatch.setenv("SGLR_CPU_PREPACK", "0")
+    assert pack_weight(weight) is None
+    layer = Linear(4, 8, bias=False, dtype=torch.float32)
+    layer.weight.data.copy_(weight)
+    layer.prepack_on_cpu = True
+    x = torch.randn(2, 4)
+    torch.testing.assert_close(layer(x), F.linear(x, weight))  # the plain path, nothing packed
+    assert layer._cpu_pack is None

@@ -6,14 +6,17 @@ more than the multiplication itself: prepacking once (the way torch's own CPU co
 makes small-batch expert GEMMs about twice as fast here, and large ones ~20% faster. The result
 is fp32 GEMM as well (a different summation order only).
 
-`pack_weight` returns None where oneDNN cannot be used (not a CPU tensor, another dtype, a torch
-build without it); callers then use `F.linear`.
+A packed copy is a second copy of the weight in host memory; `SGLR_CPU_PREPACK=0` turns packing
+off. `pack_weight` returns None then, and where oneDNN cannot be used (not a CPU tensor, another
+dtype, a torch build without it); callers then use `F.linear`.
 """
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+
+from sglr.envs import cpu_prepack
 
 # The row count oneDNN tunes the packed layout for; any count works with any packing.
 _PACK_ROWS_HINT = 32
@@ -23,7 +26,7 @@ def pack_weight(weight: torch.Tensor) -> torch.Tensor | None:
     """weight `[N, K]` -> an opaque prepacked copy for `packed_linear`, or None."""
     if weight.device.type != "cpu" or weight.dtype not in (torch.float32, torch.bfloat16):
         return None
-    if not torch.backends.mkldnn.is_available():
+    if not cpu_prepack() or not torch.backends.mkldnn.is_available():
         return None
     try:
         return torch.ops.mkldnn._reorder_linear_weight(weight.contiguous(), _PACK_ROWS_HINT)
