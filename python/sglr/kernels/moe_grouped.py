@@ -8,8 +8,8 @@ routing weight and the `top_k` outputs of a token are summed in a fixed order (d
 
 Expert weights are stacked: `w13 [E, 2*I, H]` (gate rows, then up rows) and `w2 [E, H, I]`.
 
-`expert_mlp` picks the implementation: the fused Triton kernels (`triton_moe`) on CUDA, the torch
-loop over experts here elsewhere.
+`expert_mlp` picks the implementation: the fused Triton kernels (`triton_moe`) on CUDA, else the
+torch loop over experts below (on prepacked weights on the CPU, see `cpu_linear`).
 """
 
 from __future__ import annotations

@@ -104,7 +104,8 @@ class FusedExperts(torch.nn.Module):
         """Copies one expert's checkpoint projection (`gate`/`up` `[I, H]`, `down` `[H, I]`)."""
         if not 0 <= expert < self.num_experts:
             raise CheckpointError(f"{name}: expert {expert} out of range (the model has {self.num_experts})")
-        unit_dim, local = (1, self.local_size) if kind == "down" else (0, self.local_size)
+        unit_dim = 1 if kind == "down" else 0  # the dimension of the intermediate units
+        local = self.local_size
         if tensor.dim() != 2 or tensor.shape[unit_dim] < self.first_unit + local:
             raise CheckpointError(f"{name}: checkpoint shape {tuple(tensor.shape)} does not fit the experts")
         part = tensor.narrow(unit_dim, self.first_unit, local)
