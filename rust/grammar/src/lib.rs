@@ -8,6 +8,7 @@
 //! (`ebnf`). Pure Rust, integer ids, typed errors, bounded memory ([`ParserLimits`]).
 
 mod earley;
+pub mod ebnf;
 mod error;
 mod grammar;
 mod lexemes;
@@ -15,6 +16,7 @@ mod mask;
 mod matcher;
 
 pub use earley::ParserLimits;
+pub use ebnf::parse_ebnf;
 pub use error::GrammarError;
 pub use grammar::{Grammar, GrammarBuilder, LexemeId, NonterminalId, Rule, Symbol};
 pub use matcher::{GrammarMatcher, ParseState};
