@@ -27,6 +27,9 @@ pub enum GrammarError {
     /// The caller's bitmask buffer is too small.
     #[error("bitmask buffer too small: need {needed} int32 words, got {got}")]
     BitmaskTooSmall { needed: usize, got: usize },
+    /// A JSON schema the grammar path refuses or cannot read (names the keyword and path).
+    #[error(transparent)]
+    Schema(#[from] FsmError),
     /// An internal invariant does not hold (a bug, never a user mistake).
     #[error("grammar invariant violated: {0}")]
     Invariant(String),
