@@ -111,7 +111,8 @@ impl GrammarMatcher {
             return Err(GrammarError::TokenOutOfRange { token, vocab_size: vocabulary.vocab_size() as u32 });
         }
         if vocabulary.is_eos(token) {
-            if !self.is_accepting(state) {
+            // A finished state allows only EOS (like the FSM's terminal state) and stays put.
+            if !state.finished && !self.is_accepting(state) {
                 return Ok(false);
             }
             state.finished = true;

@@ -83,6 +83,9 @@ fn eos_finishes_only_accepting_states() {
     assert_eq!(matcher.allowed_tokens(&state, &vocabulary).unwrap(), vec![2]);
     assert!(matcher.advance_token(&mut state, &vocabulary, 2).unwrap());
     assert!(state.is_finished());
+    assert_eq!(matcher.allowed_tokens(&state, &vocabulary).unwrap(), vec![2]);
+    assert!(matcher.advance_token(&mut state, &vocabulary, 2).unwrap(), "EOS after EOS, as the mask says");
+    assert!(!matcher.advance_token(&mut state, &vocabulary, 0).unwrap());
     matcher.check_invariants(&state).unwrap();
     assert!(matches!(
         matcher.advance_token(&mut state, &vocabulary, 9),
