@@ -8,15 +8,51 @@
 
 use rustc_hash::FxHashMap;
 use serde_json::{Map, Value};
-use sglr_fsm::schema::{json_value_to_regex, JsonSchemaOptions};
+use sglr_fsm::schema::{is_annotation, json_value_to_regex, key_not_in, string_literal, JsonSchemaOptions};
 use sglr_fsm::FsmError;
 
 use crate::error::GrammarError;
 use crate::grammar::{Grammar, GrammarBuilder, NonterminalId, Symbol};
 
-/// Keywords that only annotate, allowed anywhere.
-const ANNOTATIONS: &[&str] =
-    &["title", "description", "default", "examples", "$schema", "$id", "$comment", "$defs", "definitions"];
+/// Most items an array next to a recursive reference may be bounded to (each bound copies
+/// the item's symbols into the grammar).
+const MAX_ITEMS_BOUND: u64 = 64;
+
+/// Keywords that only apply to objects, to arrays, to either, or to scalars: a type's
+/// alternative drops the other types' keywords (they say nothing about it).
+const OBJECT_KEYWORDS: &[&str] = &[
+    "properties",
+    "required",
+    "additionalProperties",
+    "minProperties",
+    "maxProperties",
+    "patternProperties",
+];
+const ARRAY_KEYWORDS: &[&str] = &["items", "minItems", "maxItems", "uniqueItems", "prefixItems"];
+const CONTAINER_KEYWORDS: &[&str] = &[
+    "properties",
+    "required",
+    "additionalProperties",
+    "minProperties",
+    "maxProperties",
+    "patternProperties",
+    "items",
+    "minItems",
+    "maxItems",
+    "uniqueItems",
+    "prefixItems",
+];
+const SCALAR_KEYWORDS: &[&str] = &[
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "format",
+];
 
 /// Parses `schema` (JSON text) into a grammar of the JSON documents it admits.
 pub fn json_schema_to_grammar(schema: &str, options: &JsonSchemaOptions) -> Result<Grammar, GrammarError> {
@@ -193,7 +229,39 @@ impl<'a> SchemaGrammar<'a> {
                 return Ok(vec![Piece::Rule(self.choice("any_of", alternatives))]);
             }
         }
-        match map.get("type").and_then(Value::as_str) {
+        // Several types: one alternative each, a container keeping its keywords, any other
+        // type only the keywords that apply to it.
+        if let Some(Value::Array(types)) = map.get("type") {
+            let mut alternatives = Vec::new();
+            for ty in types {
+                let Some(name) = ty.as_str() else {
+                    return Err(invalid(path, "'type' entries must be strings"));
+                };
+                let mut single = map.clone();
+                single.insert("type".into(), Value::String(name.into()));
+                let (kept, dropped): (&[&str], &[&str]) = match name {
+                    "object" => (OBJECT_KEYWORDS, ARRAY_KEYWORDS),
+                    "array" => (ARRAY_KEYWORDS, OBJECT_KEYWORDS),
+                    _ => (&[], CONTAINER_KEYWORDS),
+                };
+                single.retain(|key, _| kept.contains(&key.as_str()) || !dropped.contains(&key.as_str()));
+                if name == "object" || name == "array" {
+                    // Keywords only about scalars say nothing about containers.
+                    single.retain(|key, _| !SCALAR_KEYWORDS.contains(&key.as_str()));
+                }
+                alternatives.push(self.schema(&Value::Object(single), path)?);
+            }
+            return Ok(vec![Piece::Rule(self.choice("types", alternatives))]);
+        }
+        // Without `type`, the structural keywords say which container is meant.
+        let implied = if map.contains_key("properties") {
+            Some("object")
+        } else if map.contains_key("items") {
+            Some("array")
+        } else {
+            None
+        };
+        match map.get("type").map_or(implied, Value::as_str) {
             Some("object") => self.object(map, path),
             Some("array") => self.array(map, path),
             _ => Err(unsupported(
@@ -210,26 +278,20 @@ impl<'a> SchemaGrammar<'a> {
         path: &str,
         allowed: &[&str],
     ) -> Result<(), GrammarError> {
-        match map.keys().find(|k| !allowed.contains(&k.as_str()) && !ANNOTATIONS.contains(&k.as_str())) {
+        match map.keys().find(|k| !allowed.contains(&k.as_str()) && !is_annotation(k)) {
             Some(keyword) => Err(unsupported(keyword, path, "not supported next to a recursive reference")),
             None => Ok(()),
         }
     }
 
-    /// Properties in schema order, each optional unless required; no others.
+    /// Properties in schema order, each optional unless required, then (when
+    /// `additionalProperties` allows them) other keys, as the regex path lays objects out.
     fn object(&mut self, map: &Map<String, Value>, path: &str) -> Result<Vec<Piece>, GrammarError> {
         self.only_keywords(map, path, &["type", "properties", "required", "additionalProperties"])?;
-        match map.get("additionalProperties") {
-            Some(Value::Bool(false)) => {}
-            None if !self.options.additional_properties_default => {}
-            _ => {
-                return Err(unsupported(
-                    "additionalProperties",
-                    path,
-                    "only false next to a recursive reference",
-                ))
-            }
-        }
+        let additional = match map.get("additionalProperties") {
+            None => Value::Bool(self.options.additional_properties_default),
+            Some(value) => value.clone(),
+        };
         let empty = Map::new();
         let properties = match map.get("properties") {
             Some(Value::Object(properties)) => properties,
@@ -249,29 +311,25 @@ impl<'a> SchemaGrammar<'a> {
             ));
         }
         let ws = self.ws.clone();
+        let separator = format!("{ws},{ws}");
         let mut members = Vec::new();
         for (name, schema) in properties {
-            let key = serde_json::to_string(name).expect("a string serializes");
-            let mut pieces = vec![Piece::Regex(format!("{}{ws}:{ws}", regex_syntax::escape(&key)))];
+            let mut pieces = vec![Piece::Regex(format!("{}{ws}:{ws}", string_literal(name)))];
             pieces.extend(self.schema(schema, &format!("{path}/properties/{name}"))?);
             members.push((pieces, required.contains(&name.as_str())));
         }
+        let all_optional = members.iter().all(|(_, required)| !required);
         // after[i]: what may follow once some member before i was written (", member" runs).
         let n = members.len();
         let after: Vec<NonterminalId> = (0..=n).map(|_| self.builder.fresh("members")).collect();
-        let mut first_alternatives: Vec<Vec<Piece>> = Vec::new();
-        let mut pieces_of: Vec<Vec<Piece>> = Vec::new();
-        for (pieces, _) in members.iter() {
-            pieces_of.push(self.clone_pieces(pieces));
-        }
         for i in (0..=n).rev() {
             let mut alternatives = Vec::new();
             if members[i..].iter().all(|(_, required)| !required) {
                 alternatives.push(Vec::new());
             }
             for j in i..n {
-                let mut alternative = vec![Piece::Regex(format!("{ws},{ws}"))];
-                alternative.extend(self.clone_pieces(&pieces_of[j]));
+                let mut alternative = vec![Piece::Regex(separator.clone())];
+                alternative.extend(self.clone_pieces(&members[j].0));
                 alternative.push(Piece::Rule(after[j + 1]));
                 alternatives.push(alternative);
                 if members[j].1 {
@@ -283,18 +341,43 @@ impl<'a> SchemaGrammar<'a> {
                 self.builder.rule(after[i], rhs);
             }
         }
-        if members.iter().all(|(_, required)| !required) {
-            first_alternatives.push(Vec::new());
-        }
+        // Declared members, at least one.
+        let mut first_alternatives: Vec<Vec<Piece>> = Vec::new();
         for j in 0..n {
-            let mut alternative = self.clone_pieces(&pieces_of[j]);
+            let mut alternative = self.clone_pieces(&members[j].0);
             alternative.push(Piece::Rule(after[j + 1]));
             first_alternatives.push(alternative);
             if members[j].1 {
                 break;
             }
         }
-        let body = self.choice("object", first_alternatives);
+        let declared = (!first_alternatives.is_empty()).then(|| self.choice("object", first_alternatives));
+        let mut bodies: Vec<Vec<Piece>> = Vec::new();
+        if additional == Value::Bool(false) {
+            bodies.extend(declared.map(|d| vec![Piece::Rule(d)]));
+            if all_optional {
+                bodies.push(Vec::new());
+            }
+        } else {
+            let names: Vec<&str> = properties.keys().map(String::as_str).collect();
+            let mut extra = vec![Piece::Regex(format!("{}{ws}:{ws}", key_not_in(&names)))];
+            extra.extend(self.schema(&additional, &format!("{path}/additionalProperties"))?);
+            // extras -> ε | extras , extra
+            let extras = self.builder.fresh("extra_members");
+            self.builder.rule(extras, Vec::new());
+            let mut repeat = vec![Piece::Regex(separator.clone())];
+            repeat.extend(self.clone_pieces(&extra));
+            let mut rhs = vec![Symbol::Nonterminal(extras)];
+            rhs.extend(self.symbols(repeat));
+            self.builder.rule(extras, rhs);
+            bodies.extend(declared.map(|d| vec![Piece::Rule(d), Piece::Rule(extras)]));
+            if all_optional {
+                extra.push(Piece::Rule(extras));
+                bodies.push(extra);
+                bodies.push(Vec::new());
+            }
+        }
+        let body = self.choice("object_body", bodies);
         Ok(vec![Piece::Regex(format!("\\{{{ws}")), Piece::Rule(body), Piece::Regex(format!("{ws}\\}}"))])
     }
 
@@ -308,37 +391,78 @@ impl<'a> SchemaGrammar<'a> {
             .collect()
     }
 
-    /// `[ item (, item)* ]`, at least `minItems` (0 or 1) items.
+    /// `[ item (, item)* ]` with `minItems` / `maxItems` (both at most `MAX_ITEMS_BOUND`).
     fn array(&mut self, map: &Map<String, Value>, path: &str) -> Result<Vec<Piece>, GrammarError> {
-        self.only_keywords(map, path, &["type", "items", "minItems"])?;
-        let min_items = match map.get("minItems") {
-            None => 0,
-            Some(value) => match value.as_u64() {
-                Some(n @ 0..=1) => n,
-                _ => return Err(unsupported("minItems", path, "only 0 or 1 next to a recursive reference")),
-            },
+        self.only_keywords(map, path, &["type", "items", "minItems", "maxItems"])?;
+        let bound = |keyword: &str| -> Result<Option<u64>, GrammarError> {
+            match map.get(keyword) {
+                None => Ok(None),
+                Some(value) => match value.as_u64() {
+                    Some(n) if n <= MAX_ITEMS_BOUND => Ok(Some(n)),
+                    _ => Err(unsupported(
+                        keyword,
+                        path,
+                        &format!("at most {MAX_ITEMS_BOUND} next to a recursive reference"),
+                    )),
+                },
+            }
         };
+        let min_items = bound("minItems")?.unwrap_or(0);
+        let max_items = bound("maxItems")?;
         let item = match map.get("items") {
             Some(schema) => self.schema(schema, &format!("{path}/items"))?,
             None => return Err(unsupported("items", path, "an array next to a reference needs 'items'")),
         };
         let ws = self.ws.clone();
-        // more -> ε | more , item
-        let more = self.builder.fresh("items");
-        self.builder.rule(more, Vec::new());
-        let mut repeat = vec![Piece::Regex(format!("{ws},{ws}"))];
-        repeat.extend(self.clone_pieces(&item));
-        let mut rhs = vec![Symbol::Nonterminal(more)];
-        rhs.extend(self.symbols(repeat));
-        self.builder.rule(more, rhs);
-        let mut some = item;
-        some.push(Piece::Rule(more));
-        let mut alternatives = vec![some];
+        let open = Piece::Regex(format!("\\[{ws}"));
+        let close = Piece::Regex(format!("{ws}\\]"));
+        if max_items == Some(0) || max_items.is_some_and(|max| max < min_items) {
+            // Only the empty array (or none at all when the bounds contradict).
+            if max_items.is_some_and(|max| max < min_items) {
+                let never = self.builder.fresh("never");
+                self.builder.rule(never, vec![Symbol::Nonterminal(never)]);
+                return Ok(vec![Piece::Rule(never)]);
+            }
+            return Ok(vec![open, close]);
+        }
+        let mut separated = vec![Piece::Regex(format!("{ws},{ws}"))];
+        separated.extend(self.clone_pieces(&item));
+        // item, then (", " item) between max(min, 1) - 1 and max - 1 times.
+        let mut list = item;
+        for _ in 1..min_items.max(1) {
+            list.extend(self.clone_pieces(&separated));
+        }
+        match max_items {
+            None => {
+                // more -> ε | more , item
+                let more = self.builder.fresh("items");
+                self.builder.rule(more, Vec::new());
+                let mut rhs = vec![Symbol::Nonterminal(more)];
+                rhs.extend(self.symbols(self.clone_pieces(&separated)));
+                self.builder.rule(more, rhs);
+                list.push(Piece::Rule(more));
+            }
+            Some(max) => {
+                // optional_k -> ε | , item optional_{k-1}
+                let mut tail: Option<NonterminalId> = None;
+                for _ in min_items.max(1)..max {
+                    let optional = self.builder.fresh("more_items");
+                    self.builder.rule(optional, Vec::new());
+                    let mut pieces = self.clone_pieces(&separated);
+                    pieces.extend(tail.map(Piece::Rule));
+                    let rhs = self.symbols(pieces);
+                    self.builder.rule(optional, rhs);
+                    tail = Some(optional);
+                }
+                list.extend(tail.map(Piece::Rule));
+            }
+        }
+        let mut alternatives = vec![list];
         if min_items == 0 {
             alternatives.push(Vec::new());
         }
         let body = self.choice("array", alternatives);
-        Ok(vec![Piece::Regex(format!("\\[{ws}")), Piece::Rule(body), Piece::Regex(format!("{ws}\\]"))])
+        Ok(vec![open, Piece::Rule(body), close])
     }
 }
 

@@ -66,6 +66,46 @@ fn trees_of_any_depth() {
 }
 
 #[test]
+fn array_bounds_next_to_references() {
+    let m = matcher(
+        r##"{"anyOf": [{"type": "null"}, {"type": "array", "items": {"$ref": "#"}, "minItems": 2, "maxItems": 3}]}"##,
+    );
+    for good in ["null", "[null,null]", "[null, [null,null], null]", "[[null,null,null],null]"] {
+        assert!(accepts(&m, good), "{good}");
+    }
+    for bad in ["[]", "[null]", "[null,null,null,null]", "[[null],null]"] {
+        assert!(!accepts(&m, bad), "{bad}");
+    }
+    let empty = matcher(r##"{"type": "array", "items": {"$ref": "#"}, "maxItems": 0}"##);
+    assert!(accepts(&empty, "[]") && !accepts(&empty, "[[]]"));
+}
+
+#[test]
+fn additional_properties_follow_the_declared_ones() {
+    let schema = r##"{"type": "object", "properties": {"a": {"$ref": "#"}, "b": {"type": "integer"}},
+                     "additionalProperties": {"type": "boolean"}}"##;
+    let m = matcher(schema);
+    for good in [r#"{}"#, r#"{"x":true}"#, r#"{"b":1,"x":true,"y":false}"#, r#"{"a":{"zz":false},"b":2}"#] {
+        assert!(accepts(&m, good), "{good}");
+    }
+    // A declared key is never an extra one: its own schema applies.
+    for bad in [r#"{"b":true}"#, r#"{"x":1}"#, r#"{"a":1}"#, r#"{"x":true,"b":1}"#] {
+        assert!(!accepts(&m, bad), "{bad}");
+    }
+}
+
+#[test]
+fn several_types_next_to_references() {
+    let m = matcher(r##"{"type": ["array", "null", "integer"], "items": {"$ref": "#"}, "maximum": 5}"##);
+    for good in ["null", "3", "[]", "[null,[4,[]]]"] {
+        assert!(accepts(&m, good), "{good}");
+    }
+    for bad in ["6", "[6]", "{}", "true"] {
+        assert!(!accepts(&m, bad), "{bad}");
+    }
+}
+
+#[test]
 fn linked_lists() {
     let m = matcher(LIST);
     assert!(accepts(&m, r#"{"head": "a", "tail": {"head": "bc", "tail": null}}"#));
@@ -78,11 +118,8 @@ fn unsupported_keywords_are_named() {
     let cases = [
         (r##"{"oneOf": [{"$ref": "#"}, {"type": "null"}]}"##, "oneOf"),
         (r##"{"type": "array", "items": {"$ref": "#"}, "uniqueItems": true}"##, "uniqueItems"),
-        (r##"{"type": "array", "items": {"$ref": "#"}, "maxItems": 3}"##, "maxItems"),
-        (
-            r##"{"type": "object", "properties": {"a": {"$ref": "#"}}, "additionalProperties": true}"##,
-            "additionalProperties",
-        ),
+        (r##"{"type": "array", "items": {"$ref": "#"}, "maxItems": 300}"##, "maxItems"),
+        (r##"{"type": "object", "properties": {"a": {"$ref": "#"}}, "minProperties": 1}"##, "minProperties"),
     ];
     for (schema, keyword) in cases {
         match json_schema_to_grammar(schema, &JsonSchemaOptions::default()) {
