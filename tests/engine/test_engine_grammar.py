@@ -122,3 +122,30 @@ def test_a_grammar_syntax_error_fails_its_request_with_line_and_column(engine: E
 def test_only_one_constraint_kind(engine: Engine) -> None:
     with pytest.raises(InvalidRequestError, match="Only one of"):
         engine.generate("x", sampling(0.0, 0, ebnf='root ::= "a"', regex="a"))
+
+
+LONG_LITERALS = (
+    'root ::= "The customer identification number is " [0-9] ", the preferred channel is "'
+    ' ("email" | "telephone") ", and the terms were " ("accepted" | "declined") "."'
+)
+LONG_LITERALS_REGEX = (
+    r"The customer identification number is [0-9], the preferred channel is (email|telephone), "
+    r"and the terms were (accepted|declined)\."
+)
+
+
+def test_jump_forward_takes_forced_literal_runs_in_fewer_passes(tiny_dir, make_engine) -> None:
+    params = [sampling(0.7, seed, ebnf=LONG_LITERALS) for seed in range(3)]
+    passes = {}
+    for jump in (True, False):
+        eng = make_engine(tiny_dir, disable_jump_forward=not jump)
+        try:
+            results = [eng.generate("Form:", p) for p in params]  # one at a time: passes per request
+            stats = eng.get_stats()
+            passes[jump] = stats["num_forward_passes"]
+            assert (stats["num_jump_forward_tokens"] > 0) == jump
+            for result in results:
+                assert re.fullmatch(LONG_LITERALS_REGEX, result["text"]), result["text"]
+        finally:
+            eng.shutdown()
+    assert passes[False] >= 1.5 * passes[True], passes
