@@ -3,8 +3,8 @@ default the embedded SmolLM2-135M-Instruct, offline. The engine's scheduler and 
 worker process (this process tokenizes, assembles results and runs the programs), as
 `sglr-server` runs them; `--in-process` keeps everything in this process.
 
-It runs a multi-turn chat, a fork/join program, multiple choice with `select` and a JSON
-schema-constrained extraction, prints each result, then the engine's prefix-cache hit rate and
+It runs a multi-turn chat, a fork/join program, multiple choice with `select`, a JSON
+schema-constrained extraction and an EBNF grammar-constrained expression, prints each result, then the engine's prefix-cache hit rate and
 generation speed.
 
     python examples/main_job.py [--model-path PATH] [--device cpu|cuda] [--in-process]
@@ -26,6 +26,7 @@ PROGRAMS = [
     ("fork/join: one question per branch, answers joined", "parallel_questions"),
     ("select: multiple choice by token logprobs", "multiple_choice"),
     ("JSON schema: constrained extraction", "json_extraction"),
+    ("EBNF grammar: a recursive arithmetic expression, evaluated", "arithmetic_grammar"),
 ]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 
 EXAMPLES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples")
 
@@ -25,6 +26,11 @@ def test_main_job_answers_correctly_on_smollm2(smollm2_dir, monkeypatch, capsys)
     assert results["multiple_choice"] == ["Tokyo", "a cat", "honey", "cold", "yes"]
     city = results["json_extraction"]  # parsed from schema-constrained output
     assert (city["name"], city["country"], city["population_millions"]) == ("Paris", "France", 2.1), city
+    arithmetic = results["arithmetic_grammar"]  # the grammar's language: evaluates, spaced operators
+    assert re.fullmatch(r"[(]*[1-9][0-9]?[)]*( [-+*] [(]*[1-9][0-9]?[)]*)*", arithmetic["expression"])
+    assert arithmetic["value"] == importlib.import_module("arithmetic_grammar").evaluate(
+        arithmetic["expression"]
+    )
 
     assert 0.2 < summary["cache_hit_rate"] < 1 and summary["generation_tokens_per_s"] > 0
     assert "cache hit rate" in out and "tokens/s" in out
