@@ -1,0 +1,58 @@
+"""Tool calling in one chat request: what the template gets, the forced-call regex, and the
+reply turned into an assistant message with `tool_calls`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sglr.server.errors import ApiError
+from sglr.server.tools.constraint import forced_call_regex
+from sglr.server.tools.fallback_prompt import with_fallback_prompt
+from sglr.server.tools.formats import ToolFormat, detect_tool_format
+from sglr.server.tools.request import ToolRequest, read_tool_request
+
+
+class ChatTools:
+    def __init__(self, body: dict[str, Any], chat_template: str | None) -> None:
+        self.request: ToolRequest = read_tool_request(body)
+        self.format: ToolFormat = detect_tool_format(chat_template)
+        self.regex = forced_call_regex(self.request, self.format) if self.request.active else None
+
+    @property
+    def active(self) -> bool:
+        return self.request.active
+
+    def render_inputs(self, messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """The messages and extra template kwargs that show the tools to the model."""
+        if not self.active:
+            return messages, {}
+        if not self.format.template_renders_tools:
+            return with_fallback_prompt(messages, self.request.tools), {}
+        return messages, {"tools": [t.as_template_tool() for t in self.request.tools]}
+
+    def constrain(self, params: dict[str, Any]) -> None:
+        """Adds the forced-call regex to the sampling params (one grammar per request)."""
+        if self.regex is None:
+            return
+        for field in ("regex", "json_schema"):
+            if params.get(field) is not None:
+                raise ApiError.bad_request(
+                    "response_format / regex cannot be combined with a forced tool call", "tool_choice"
+                )
+        params["regex"] = self.regex
+
+    def message(self, text: str) -> tuple[dict[str, Any], bool]:
+        """The assistant message for a whole reply and whether it holds tool calls."""
+        if not self.active:
+            return {"role": "assistant", "content": text, "tool_calls": None, "refusal": None}, False
+        parsed = self.format.parse(text)
+        calls = parsed.calls if self.request.parallel else parsed.calls[:1]
+        if not calls:
+            return {"role": "assistant", "content": text, "tool_calls": None, "refusal": None}, False
+        tool_calls = [call.to_openai() for call in calls]
+        return {
+            "role": "assistant",
+            "content": parsed.content,
+            "tool_calls": tool_calls,
+            "refusal": None,
+        }, True
