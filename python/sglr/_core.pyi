@@ -302,3 +302,53 @@ def json_schema_to_regex(
     max_any_depth: int | None = None,
     max_recursion_depth: int | None = None,
 ) -> str: ...
+
+class GrammarConstraint:
+    """A compiled grammar (EBNF or recursive JSON schema) over one vocabulary; lexeme DFAs are
+    built on first use. Raises `sglr.errors.GrammarSyntaxError` (with `line` / `column`),
+    `UnsupportedSchemaError`, `EmptyConstraintError` or `ConstraintTooLargeError`."""
+
+    @staticmethod
+    def from_ebnf(text: str, vocabulary: Vocabulary) -> GrammarConstraint: ...
+    @staticmethod
+    def from_json_schema(
+        schema: str,
+        vocabulary: Vocabulary,
+        *,
+        whitespace_pattern: str | None = None,
+        additional_properties: bool = False,
+    ) -> GrammarConstraint: ...
+    def start(self) -> GrammarState: ...
+    @property
+    def vocab_size(self) -> int: ...
+    @property
+    def num_rules(self) -> int: ...
+    @property
+    def num_lexemes(self) -> int: ...
+    @property
+    def num_lexemes_built(self) -> int: ...
+
+class GrammarState:
+    """One output's position in a grammar (a parse chart); `copy()` is independent."""
+
+    def copy(self) -> GrammarState: ...
+    @property
+    def is_accepting(self) -> bool: ...
+    @property
+    def is_finished(self) -> bool: ...
+    @property
+    def num_bytes(self) -> int: ...
+    def try_advance(self, token: int) -> bool:
+        """Takes a token (EOS only when accepting); False and no change when forbidden."""
+    def advance_bytes(self, data: bytes) -> bool: ...
+    def forced_bytes(self) -> bytes:
+        """The bytes every continuation starts with (not taken)."""
+    def fill_bitmask(self, out: npt.NDArray[np.int32]) -> None: ...
+    def check_invariants(self) -> None: ...
+
+def fill_grammar_bitmasks(states: Sequence[GrammarState], out: npt.NDArray[np.int32], rows: IdArray) -> None:
+    """Row `rows[i]` of the 2-D int32 `out` is zeroed and gets the mask of `states[i]`; the GIL
+    is released."""
+
+def json_schema_is_recursive(schema: str) -> bool:
+    """Whether the schema has a `$ref` cycle (compiled by the grammar path, any depth)."""

@@ -20,3 +20,9 @@ def cache_dir() -> Path:
 def triton_interpret() -> bool:
     """Whether Triton kernels run in the CPU interpreter (`TRITON_INTERPRET=1`)."""
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def cpu_prepack() -> bool:
+    """Whether models that opt in run their CPU matmuls on prepacked weight copies
+    (`SGLR_CPU_PREPACK=0` turns it off: slower, but no second copy of the weights in memory)."""
+    return os.environ.get("SGLR_CPU_PREPACK", "1") not in ("", "0")

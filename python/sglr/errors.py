@@ -211,6 +211,16 @@ class UnsupportedSchemaError(ConstraintError, ValueError):
         self.path = path
 
 
+class GrammarSyntaxError(ConstraintError, ValueError):
+    """EBNF grammar text that does not parse (or names an undefined rule); `line` and `column`
+    (1-based) say where when known."""
+
+    def __init__(self, message: str, line: int | None = None, column: int | None = None) -> None:
+        super().__init__(message)
+        self.line = line
+        self.column = column
+
+
 class VocabularyError(ConstraintError, ValueError):
     """A malformed token table, or FSMs over different vocabularies mixed in one batch."""
 

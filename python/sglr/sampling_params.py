@@ -20,6 +20,8 @@ from sglr.errors import InvalidRequestError, InvalidSamplingParamsError
 TOP_K_ALL = 1 << 30
 MAX_STOP_STRINGS = 32
 MAX_STOP_REGEX_BYTES = 256
+# Largest EBNF grammar text accepted (compiling is linear in it; the parser is bounded).
+MAX_EBNF_BYTES = 256 << 10
 # Below this, a temperature means greedy decoding (as in SGLang and vLLM).
 GREEDY_TEMPERATURE = 1e-6
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
@@ -48,8 +50,8 @@ class SamplingParams:
     no_stop_trim: bool = False
     logit_bias: dict[int, float] | None = field(default=None, hash=False)
     seed: int | None = None
-    # Known to SGLang clients, which send it empty with every request; not implemented, so only
-    # an empty value is accepted.
+    # An EBNF / GBNF grammar the whole output must match (SGLang clients send it empty when
+    # unused, which means no grammar).
     ebnf: str | None = None
 
     def __post_init__(self) -> None:
@@ -86,7 +88,7 @@ class SamplingParams:
 
     @property
     def has_constraint(self) -> bool:
-        return self.json_schema is not None or self.regex is not None
+        return self.json_schema is not None or self.regex is not None or self.ebnf is not None
 
     def _validate(self) -> None:
         def fail(message: str, name: str) -> None:
@@ -150,14 +152,14 @@ class SamplingParams:
                 fail(f"invalid stop_regex {pattern!r}: {exc}", "stop_regex")
         if any(not isinstance(t, int) or t < 0 for t in self.stop_token_ids):
             fail("stop_token_ids must be non-negative integers.", "stop_token_ids")
-        if self.ebnf is not None:
-            fail("ebnf is not supported by sglr yet; use regex or json_schema.", "ebnf")
+        if self.ebnf is not None and len(self.ebnf.encode()) > MAX_EBNF_BYTES:
+            fail(f"ebnf is over the {MAX_EBNF_BYTES}-byte limit", "ebnf")
         if self.json_schema is not None:
             try:
                 json.loads(self.json_schema)
             except ValueError as exc:
                 fail(f"json_schema is not valid JSON: {exc}", "json_schema")
-        if self.json_schema is not None and self.regex is not None:
+        if sum(c is not None for c in (self.json_schema, self.regex, self.ebnf)) > 1:
             fail("Only one of json_schema, regex, ebnf, or structural_tag can be set.", "regex")
         if self.seed is not None and (
             not isinstance(self.seed, int) or not _INT64_MIN <= self.seed <= _INT64_MAX

@@ -84,8 +84,9 @@ def test_sglang_clients_empty_stop_regex_and_ebnf_are_accepted() -> None:
     with pytest.raises(InvalidRequestError, match="invalid stop_regex") as excinfo:
         SamplingParams.from_dict({"stop_regex": ["(a"]})
     assert excinfo.value.param == "sampling_params.stop_regex"
-    with pytest.raises(InvalidRequestError, match="ebnf is not supported"):
-        SamplingParams.from_dict({"ebnf": "root ::= 'a'"})
+    assert SamplingParams.from_dict({"ebnf": "root ::= 'a'"}).has_constraint
+    with pytest.raises(InvalidRequestError, match="Only one of"):
+        SamplingParams.from_dict({"ebnf": "root ::= 'a'", "json_schema": "{}"})
 
 
 @pytest.mark.parametrize(

@@ -387,3 +387,13 @@ def test_eight_forked_branches_decode_in_the_same_batches(tiny_llama_dir):
     # Sequential branches would need 8x the passes; batched ones need a few more than one branch.
     assert eight["num_decode_passes"] <= one["num_decode_passes"] + 8
     assert eight["num_decode_seqs"] / eight["num_decode_passes"] >= 6
+
+
+def test_gen_with_an_ebnf_grammar(tiny_engine):
+    @sgl.function
+    def answer(s):
+        s += "Q: pick one. A: " + sgl.gen(
+            "x", max_tokens=16, ebnf='root ::= "The answer is " ("A" | "B") "."'
+        )
+
+    assert answer.run(backend=tiny_engine)["x"] in ("The answer is A.", "The answer is B.")

@@ -63,6 +63,7 @@ def test_generate_request_body(native):
             "ignore_eos": False,
             "regex": None,
             "json_schema": None,
+            "ebnf": None,
         },
     }
     assert state.get_meta_info("answer")["finish_reason"] == {"type": "stop", "matched": "\n"}

@@ -38,6 +38,8 @@ BAD_CONSTRAINTS = [
     ("/generate", {"text": "x", "sampling_params": {"regex": "((", "max_new_tokens": 3}}, "sampling_params.regex"),
     ("/generate", {"text": "x", "sampling_params": {"json_schema": json.dumps(BAD_SCHEMA)}}, "sampling_params.json_schema"),
     ("/v1/completions", {"prompt": "x", "max_tokens": 3, "regex": "(("}, "regex"),
+    ("/generate", {"text": "x", "sampling_params": {"ebnf": "root ::= (", "max_new_tokens": 3}}, "sampling_params.ebnf"),
+    ("/v1/completions", {"prompt": "x", "max_tokens": 3, "ebnf": "root ::= undefined"}, "ebnf"),
     ("/v1/completions", {"prompt": "x", "max_tokens": 3, "json_schema": BAD_SCHEMA}, "json_schema"),
     ("/v1/chat/completions", {"messages": CHAT, "max_tokens": 3, "regex": "(("}, "regex"),
     (
@@ -56,7 +58,7 @@ def test_a_constraint_the_engine_refuses_is_a_400_naming_the_request_field(
     # Streamed or not, the refusal comes before any event, so it is an HTTP error.
     error = _error(client.post(route, json={**body, "stream": stream}), 400)
     assert error["param"] == param and error["type"] == "invalid_request_error"
-    assert "invalid regex" in error["message"] or "invalid json_schema" in error["message"]
+    assert any(f"invalid {kind}" in error["message"] for kind in ("regex", "json_schema", "ebnf"))
 
 
 @pytest.mark.parametrize(

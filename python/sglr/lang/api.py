@@ -50,11 +50,13 @@ def gen(
     choices_method: ChoicesSamplingMethod | None = None,
     regex: str | None = None,
     json_schema: str | dict | None = None,
+    ebnf: str | None = None,
 ) -> ir.Expr:
     """Generates text into variable `name` (unset values come from `run(...)` defaults).
 
-    With `choices`, this is `select(name, choices, ...)`. `regex`, `json_schema` and `dtype`
-    (int/float/str/bool) constrain the output on backends that support constrained decoding.
+    With `choices`, this is `select(name, choices, ...)`. `regex`, `json_schema`, `ebnf` (an
+    EBNF / GBNF grammar) and `dtype` (int/float/str/bool) constrain the output on backends that
+    support constrained decoding.
     """
     if choices is not None:
         return select(

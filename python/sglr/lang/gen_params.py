@@ -50,6 +50,7 @@ class GenParams:
     json_schema: str | None = None
     dtype: str | None = None
     regex: str | None = None
+    ebnf: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -136,7 +137,7 @@ _SHARED_OPTIONS = (
 GEN_PARAM_FIELDS = {
     "max_tokens": "max_new_tokens",
     "min_tokens": "min_new_tokens",
-    **{name: name for name in (*_SHARED_OPTIONS, "dtype", "regex", "json_schema")},
+    **{name: name for name in (*_SHARED_OPTIONS, "dtype", "regex", "json_schema", "ebnf")},
 }
 
 #: The keyword arguments of `run()` / `run_batch()` that are run-level `GenParams` defaults.

@@ -29,7 +29,13 @@ def earliest_stop(text: str, stops: Sequence[str]) -> int | None:
 def can_speculate(params: GenParams) -> bool:
     """A gen can take its value from speculated text only if its end is marked by a stop string
     and its text is not constrained (a regex or schema constrains one call's whole output)."""
-    return bool(params.stop) and params.regex is None and params.json_schema is None and params.dtype is None
+    return (
+        bool(params.stop)
+        and params.regex is None
+        and params.json_schema is None
+        and params.ebnf is None
+        and params.dtype is None
+    )
 
 
 def consume(speculated: str, value: str) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 
 from sglr.errors import ModelConfigError
 from sglr.model.family_options import FamilyOptions, read_family_options
+from sglr.model.moe_config import MOE_ARCHITECTURES, MoEConfig, read_moe_config
 
 # Architectures with an implementation in sglr.model (see `sglr.model.registry`).
 SUPPORTED_ARCHITECTURES = (
@@ -23,6 +24,8 @@ SUPPORTED_ARCHITECTURES = (
     "Gemma2ForCausalLM",
     "Gemma3ForCausalLM",
     "Phi3ForCausalLM",
+    "Qwen3ForCausalLM",
+    *MOE_ARCHITECTURES,
 )
 # config.json "model_type" -> architecture, for configs without an "architectures" list.
 _ARCHITECTURE_OF_MODEL_TYPE = {
@@ -32,6 +35,10 @@ _ARCHITECTURE_OF_MODEL_TYPE = {
     "gemma2": "Gemma2ForCausalLM",
     "gemma3_text": "Gemma3ForCausalLM",
     "phi3": "Phi3ForCausalLM",
+    "qwen3": "Qwen3ForCausalLM",
+    "mixtral": "MixtralForCausalLM",
+    "qwen2_moe": "Qwen2MoeForCausalLM",
+    "qwen3_moe": "Qwen3MoeForCausalLM",
 }
 _ROPE_TYPES = ("default", "linear", "llama3")
 
@@ -83,12 +90,15 @@ class ModelConfig:
     bos_token_id: int | None = None
     eos_token_ids: tuple[int, ...] = ()
     family: FamilyOptions = field(default_factory=FamilyOptions)
+    moe: MoEConfig | None = None  # experts of a mixture-of-experts architecture
 
     def __post_init__(self) -> None:
         if self.architecture not in SUPPORTED_ARCHITECTURES:
             raise ModelConfigError(
                 f"unsupported architecture {self.architecture!r}; sglr supports {SUPPORTED_ARCHITECTURES}"
             )
+        if (self.moe is not None) != (self.architecture in MOE_ARCHITECTURES):
+            raise ModelConfigError(f"{self.architecture} needs experts exactly when it is a MoE architecture")
         for name in (
             "vocab_size",
             "hidden_size",
@@ -122,13 +132,27 @@ class ModelConfig:
     @property
     def num_params(self) -> int:
         """Parameter count (embeddings and lm_head counted once each unless tied)."""
-        h, i = self.hidden_size, self.intermediate_size
+        h = self.hidden_size
         attn = h * (self.q_size + 2 * self.kv_size) + self.q_size * h
         if self.attention_bias:
             attn += self.q_size + 2 * self.kv_size
-        per_layer = attn + 3 * h * i + 2 * h
+        per_layer = attn + 2 * h
         embed = self.vocab_size * h * (1 if self.tie_word_embeddings else 2)
-        return self.num_hidden_layers * per_layer + embed + h
+        mlps = sum(self._mlp_params(layer_id) for layer_id in range(self.num_hidden_layers))
+        return self.num_hidden_layers * per_layer + mlps + embed + h
+
+    def _mlp_params(self, layer_id: int) -> int:
+        h = self.hidden_size
+        moe = self.moe
+        if moe is None or not moe.is_sparse_layer(layer_id):
+            return 3 * h * self.intermediate_size
+        shared = moe.shared_expert_intermediate_size
+        # router + routed experts (+ shared expert and its one-output gate)
+        return (
+            h * moe.num_experts
+            + 3 * h * moe.expert_intermediate_size * moe.num_experts
+            + (3 * h * shared + h if shared else 0)
+        )
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> ModelConfig:
@@ -170,13 +194,17 @@ class ModelConfig:
             rope_scaling=rope_scaling,
             max_position_embeddings=int(raw.get("max_position_embeddings", 2048)),
             tie_word_embeddings=bool(raw.get("tie_word_embeddings", False)),
-            # Qwen2 always has q/k/v biases; Llama has them only when `attention_bias` says so.
-            attention_bias=architecture == "Qwen2ForCausalLM" or bool(raw.get("attention_bias", False)),
+            # Qwen2 always has q/k/v biases, Qwen2-MoE unless `qkv_bias` is false; Llama and Qwen3
+            # have them only when `attention_bias` says so.
+            attention_bias=architecture == "Qwen2ForCausalLM"
+            or (architecture == "Qwen2MoeForCausalLM" and bool(raw.get("qkv_bias", True)))
+            or bool(raw.get("attention_bias", False)),
             mlp_bias=bool(raw.get("mlp_bias", False)),
             torch_dtype=str(raw.get("torch_dtype") or raw.get("dtype") or "float32"),
             bos_token_id=raw.get("bos_token_id"),
             eos_token_ids=eos_ids,
             family=read_family_options(raw, architecture, num_layers),
+            moe=read_moe_config(raw, architecture),
         )
 
 

@@ -68,10 +68,13 @@ def read_family_options(raw: dict[str, Any], architecture: str, num_layers: int)
     )
 
 
+_QWEN = ("Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM")
+
+
 def _layer_windows(raw: dict[str, Any], architecture: str, num_layers: int) -> tuple[int | None, ...]:
     window = raw.get("sliding_window")
-    if architecture == "Qwen2ForCausalLM" and not raw.get("use_sliding_window"):
-        window = None  # Qwen2 keeps a window size in its config even when it is off
+    if architecture in _QWEN and not raw.get("use_sliding_window"):
+        window = None  # the Qwen families keep a window size in their configs even when it is off
     if window is None:
         return ()
     window = int(window)
@@ -85,10 +88,10 @@ def _layer_windows(raw: dict[str, Any], architecture: str, num_layers: int) -> t
     elif architecture == "Gemma3ForCausalLM":
         pattern = int(raw.get("sliding_window_pattern", _GEMMA3_SLIDING_PATTERN))
         sliding = [(i + 1) % pattern != 0 for i in range(num_layers)]
-    elif architecture == "Qwen2ForCausalLM":
+    elif architecture in _QWEN:
         first = int(raw.get("max_window_layers", num_layers))
         sliding = [i >= first for i in range(num_layers)]
-    else:  # Mistral, Phi-3: every layer
+    else:  # Mistral, Phi-3, Mixtral: every layer
         sliding = [True] * num_layers
     windows = tuple(window if s else None for s in sliding)
     return windows if any(w is not None for w in windows) else ()

@@ -6,12 +6,13 @@ checkpoint or by dummy weights, and initializing an 8B model just to overwrite i
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 
 import torch
 import torch.nn.functional as F
 
 from sglr.errors import CheckpointError
+from sglr.kernels.cpu_linear import pack_weight, packed_linear
 from sglr.model.lazy_tensor import LazyTensor, materialize
 from sglr.model.parallel import TensorParallel, vocab_shard
 
@@ -69,11 +70,25 @@ class Linear(torch.nn.Module):
         for name, size in zip(shard_names, sizes, strict=False):
             self.shard_offsets[name] = (start, size)
             start += size
+        # Opt-in (models set it): CPU forwards multiply by a copy of the weight prepacked at the
+        # first one, after loading (`sglr.kernels.cpu_linear`; a second copy in host memory).
+        self.prepack_on_cpu = False
+        self._cpu_pack: torch.Tensor | None = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.prepack_on_cpu and x.device.type == "cpu":
+            return self._forward_prepacked(x)
         if self.reduce is None:
             return F.linear(x, self.weight, self.bias)
         y = self.reduce.all_reduce(F.linear(x, self.weight))
+        return y if self.bias is None else y + self.bias
+
+    def _forward_prepacked(self, x: torch.Tensor) -> torch.Tensor:
+        if self._cpu_pack is None:
+            self._cpu_pack = pack_weight(self.weight)
+        y = packed_linear(x, self.weight, self._cpu_pack)
+        if self.reduce is not None:
+            y = self.reduce.all_reduce(y)
         return y if self.bias is None else y + self.bias
 
     def checkpoint_slice(self, shard: str | None, tensor: torch.Tensor, is_bias: bool) -> torch.Tensor:
@@ -99,6 +114,9 @@ class VocabParallelEmbedding(torch.nn.Module):
         self.vocab_size = vocab_size
         self.vocab_start, rows = vocab_shard(vocab_size, tp.rank, tp.size) if tp else (0, vocab_size)
         self.weight = torch.nn.Parameter(torch.empty(rows, hidden_size, dtype=dtype), requires_grad=False)
+        # Opt-in, as `Linear.prepack_on_cpu`: the head's CPU matmul on a prepacked copy.
+        self.prepack_on_cpu = False
+        self._cpu_pack: torch.Tensor | None = None
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         if self.tp is None:
@@ -110,7 +128,12 @@ class VocabParallelEmbedding(torch.nn.Module):
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """fp32 logits over the whole vocabulary, using these rows as the output head."""
-        logits = F.linear(hidden, self.weight).float()
+        if self.prepack_on_cpu and hidden.device.type == "cpu":
+            if self._cpu_pack is None:
+                self._cpu_pack = pack_weight(self.weight)
+            logits = packed_linear(hidden, self.weight, self._cpu_pack).float()
+        else:
+            logits = F.linear(hidden, self.weight).float()
         if self.tp is None:
             return logits
         return self.tp.all_gather_last(logits)[:, : self.vocab_size]
@@ -145,15 +168,17 @@ def load_named_weights(
     model: torch.nn.Module,
     weights: Iterable[tuple[str, torch.Tensor | LazyTensor]],
     ignored_names: Sequence[str] = (),
+    loaded_elsewhere: Collection[str] = (),
 ) -> None:
     """Copies checkpoint tensors into `model`'s parameters (dtype cast on copy). A `LazyTensor`
     is read after the rank's slice of it is taken.
 
     Checkpoint names are the Hugging Face ones; `q/k/v_proj` and `gate/up_proj` land in their
     fused parameter's row range. Raises `CheckpointError` for an unknown name, a shape mismatch
-    or a parameter that no tensor filled.
+    or a parameter that no tensor filled. `loaded_elsewhere` names parameters another loader
+    fills (stacked expert weights), which are neither expected nor targets here.
     """
-    params = dict(model.named_parameters())
+    params = {name: p for name, p in model.named_parameters() if name not in loaded_elsewhere}
     modules = dict(model.named_modules())
     expected: set[tuple[str, str | None]] = set()
     for name, param in params.items():

@@ -105,3 +105,9 @@ def check_tensor_parallel(config: Any, size: int) -> None:
         raise ModelConfigError(
             f"intermediate_size {config.intermediate_size} does not split over tp_size={size}"
         )
+    moe = getattr(config, "moe", None)
+    for expert_size in moe.intermediate_sizes() if moe is not None else ():
+        if expert_size % size:
+            raise ModelConfigError(
+                f"expert intermediate size {expert_size} does not split over tp_size={size}"
+            )

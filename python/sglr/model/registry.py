@@ -34,6 +34,22 @@ def model_class(architecture: str) -> type[torch.nn.Module]:
         from sglr.model.phi3 import Phi3ForCausalLM
 
         return Phi3ForCausalLM
+    if architecture == "Qwen3ForCausalLM":
+        from sglr.model.qwen3 import Qwen3ForCausalLM
+
+        return Qwen3ForCausalLM
+    if architecture == "MixtralForCausalLM":
+        from sglr.model.mixtral import MixtralForCausalLM
+
+        return MixtralForCausalLM
+    if architecture == "Qwen2MoeForCausalLM":
+        from sglr.model.qwen2_moe import Qwen2MoeForCausalLM
+
+        return Qwen2MoeForCausalLM
+    if architecture == "Qwen3MoeForCausalLM":
+        from sglr.model.qwen3_moe import Qwen3MoeForCausalLM
+
+        return Qwen3MoeForCausalLM
     raise ModelConfigError(f"no sglr implementation for architecture {architecture!r}")
 
 

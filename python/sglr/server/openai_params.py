@@ -3,7 +3,7 @@
 Standard fields keep OpenAI's names and ranges in error messages (`max_tokens`, not
 `max_new_tokens`). SGLang's extensions are accepted too: `top_k`, `min_p`, `min_tokens`,
 `repetition_penalty`, `stop_token_ids`, `ignore_eos`, `skip_special_tokens`,
-`spaces_between_special_tokens`, `no_stop_trim`, `regex` and `json_schema`.
+`spaces_between_special_tokens`, `no_stop_trim`, `regex`, `ebnf` and `json_schema`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ SAMPLING_FIELDS = frozenset({
     "model", "max_tokens", "temperature", "top_p", "n", "stop", "seed", "presence_penalty",
     "frequency_penalty", "logit_bias", "stream", "stream_options", "response_format", "user",
     "top_k", "min_p", "min_tokens", "repetition_penalty", "stop_token_ids", "ignore_eos",
-    "skip_special_tokens", "spaces_between_special_tokens", "no_stop_trim", "regex", "rid",
+    "skip_special_tokens", "spaces_between_special_tokens", "no_stop_trim", "regex", "ebnf", "rid",
     "metadata", "store", "service_tier",
 })  # fmt: skip
 
@@ -115,7 +115,7 @@ def _logit_bias(body: dict[str, Any]) -> dict[str, float] | None:
 
 
 def _grammar(body: dict[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
-    """`response_format` (json_schema / json_object / text), the `regex` extension and, on
+    """`response_format` (json_schema / json_object / text), the `regex` / `ebnf` extensions and, on
     completions, SGLang's top-level `json_schema`: at most one of them. Returns the sampling
     fields and, for each, the request field it came from."""
     grammars: dict[str, tuple[str, str]] = {}  # source field -> (sampling key, value)
@@ -134,6 +134,9 @@ def _grammar(body: dict[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
     regex = get_str(body, "regex")
     if regex:
         grammars["regex"] = ("regex", regex)
+    ebnf = get_str(body, "ebnf")
+    if ebnf:
+        grammars["ebnf"] = ("ebnf", ebnf)
     schema = body.get("json_schema")
     if schema is not None and schema != "":
         grammars["json_schema"] = ("json_schema", _schema_text(schema, "json_schema"))

@@ -17,7 +17,7 @@ use regex_automata::{Anchored, MatchKind};
 use crate::error::FsmError;
 
 /// Transition target meaning "no accepting state is reachable any more".
-pub(crate) const DEAD: u32 = u32::MAX;
+pub const DEAD: u32 = u32::MAX;
 
 /// Size limits that bound compile time and memory; exceeding one is a typed error, so a
 /// hostile or accidental pattern can neither hang nor exhaust memory.
@@ -46,7 +46,7 @@ impl Default for CompileLimits {
 
 /// A DFA over bytes with equivalence classes, holding only live states. State 0 is the start.
 #[derive(Debug, Clone)]
-pub(crate) struct ByteDfa {
+pub struct ByteDfa {
     classes: [u8; 256],
     num_classes: usize,
     /// Number of bytes in each class, and one byte of it.

@@ -21,10 +21,11 @@ mod vocab;
 mod walk;
 
 pub use batch::{fill_bitmask_rows, fill_bitmasks};
-pub use dfa::CompileLimits;
+pub use dfa::{ByteDfa, CompileLimits, DEAD};
 pub use error::FsmError;
 pub use fsm::{FsmStats, TokenFsm};
 pub use jump::JumpForward;
+pub use vocab::trie::{TokenTrie, TrieNode};
 pub use vocab::{
     decode_byte_level, decode_sentencepiece, encode_byte_level, TokenEncoding, Vocabulary, MAX_TOKEN_LEN,
 };

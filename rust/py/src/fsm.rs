@@ -108,6 +108,12 @@ impl PyVocabulary {
     }
 }
 
+impl PyVocabulary {
+    pub(crate) fn shared(&self) -> Arc<Vocabulary> {
+        self.inner.clone()
+    }
+}
+
 #[pyclass(name = "TokenFsm", module = "sglr._core", frozen)]
 pub(crate) struct PyTokenFsm {
     inner: Arc<TokenFsm>,

@@ -3,6 +3,7 @@
 mod buffers;
 mod errors;
 mod fsm;
+mod grammar;
 mod radix;
 mod sched;
 mod sched_decision;
@@ -20,6 +21,10 @@ fn _core(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<fsm::PyTokenFsm>()?;
     module.add_function(wrap_pyfunction!(fsm::fill_bitmasks, module)?)?;
     module.add_function(wrap_pyfunction!(fsm::json_schema_to_regex_py, module)?)?;
+    module.add_class::<grammar::PyGrammarConstraint>()?;
+    module.add_class::<grammar::PyGrammarState>()?;
+    module.add_function(wrap_pyfunction!(grammar::fill_grammar_bitmasks, module)?)?;
+    module.add_function(wrap_pyfunction!(grammar::json_schema_is_recursive, module)?)?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

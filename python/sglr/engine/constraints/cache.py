@@ -1,4 +1,5 @@
-"""Compile cache: one immutable `TokenFsm` per (constraint, options, vocabulary)."""
+"""Compile cache: one immutable `TokenFsm` or `GrammarConstraint` per (constraint, options,
+vocabulary)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from sglr._core import TokenFsm, Vocabulary
+from sglr._core import GrammarConstraint, TokenFsm, Vocabulary
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ class _Slot:
 
     def __init__(self) -> None:
         self.ready = threading.Event()
-        self.fsm: TokenFsm | None = None
+        self.fsm: Any = None  # a TokenFsm or a GrammarConstraint
         self.error: BaseException | None = None
 
 
@@ -89,6 +90,27 @@ class ConstraintCache:
             ),
         )
 
+    def ebnf(self, text: str, vocabulary: Vocabulary) -> GrammarConstraint:
+        """The grammar constraint for EBNF / GBNF text (start rule `root`)."""
+        key = ("ebnf", text, vocabulary.fingerprint)
+        return self._get(key, lambda: GrammarConstraint.from_ebnf(text, vocabulary))
+
+    def json_schema_grammar(
+        self, schema: str, vocabulary: Vocabulary, config: JsonSchemaConfig | None = None
+    ) -> GrammarConstraint:
+        """The grammar constraint for a JSON schema (recursion to any depth)."""
+        config = config or JsonSchemaConfig()
+        key = ("json_schema_grammar", schema, config, vocabulary.fingerprint)
+        return self._get(
+            key,
+            lambda: GrammarConstraint.from_json_schema(
+                schema,
+                vocabulary,
+                whitespace_pattern=config.whitespace_pattern,
+                additional_properties=config.additional_properties,
+            ),
+        )
+
     def __len__(self) -> int:
         with self._lock:
             return sum(1 for slot in self._slots.values() if slot.fsm is not None)
@@ -97,7 +119,7 @@ class ConstraintCache:
         with self._lock:
             self._slots.clear()
 
-    def _get(self, key: tuple[Any, ...], compile_fn: Any) -> TokenFsm:
+    def _get(self, key: tuple[Any, ...], compile_fn: Any) -> Any:
         with self._lock:
             slot = self._slots.get(key)
             owner = slot is None

@@ -1,4 +1,9 @@
-"""`ConstraintCompiler`: `regex` / `json_schema` sampling params -> a fresh `ConstraintState`.
+"""`ConstraintCompiler`: `regex` / `json_schema` / `ebnf` sampling params -> a fresh constraint
+state.
+
+`regex` and non-recursive schemas become a token FSM (`ConstraintState`); `ebnf`, schemas with
+a `$ref` cycle and schemas whose FSM would be too large become a grammar
+(`GrammarConstraintState`).
 
 Compiles against the engine's vocabulary (built once, on first use) through the shared
 `ConstraintCache`, so one pattern is compiled once however many requests use it. A pattern
@@ -10,11 +15,13 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from sglr._core import json_schema_is_recursive
 from sglr.engine.constraints.cache import ConstraintCache
+from sglr.engine.constraints.grammar_state import GrammarConstraintState
 from sglr.engine.constraints.state import ConstraintState
 from sglr.engine.constraints.vocab import vocabulary_from_hf
 from sglr.engine.tokenizer import EngineTokenizer
-from sglr.errors import ConstraintError, InvalidRequestError
+from sglr.errors import ConstraintError, ConstraintTooLargeError, InvalidRequestError
 from sglr.sampling_params import SamplingParams
 
 
@@ -35,14 +42,27 @@ class ConstraintCompiler:
                 self._vocabulary = vocabulary_from_hf(self.tokenizer.hf, sorted(self.tokenizer.eos_token_ids))
             return self._vocabulary
 
-    def compile(self, params: SamplingParams) -> ConstraintState:
+    def compile(self, params: SamplingParams) -> ConstraintState | GrammarConstraintState:
         vocabulary = self.vocabulary()
-        field = "regex" if params.regex is not None else "json_schema"
+        if params.regex is not None:
+            field = "regex"
+        elif params.ebnf is not None:
+            field = "ebnf"
+        else:
+            field = "json_schema"
         try:
             if params.regex is not None:
-                fsm = self.cache.regex(params.regex, vocabulary)
-            else:
-                fsm = self.cache.json_schema(params.json_schema, vocabulary)
+                return ConstraintState(self.cache.regex(params.regex, vocabulary))
+            if params.ebnf is not None:
+                return GrammarConstraintState(self.cache.ebnf(params.ebnf, vocabulary))
+            return self._json_schema(params.json_schema, vocabulary)
         except ConstraintError as exc:
             raise InvalidRequestError(f"invalid {field}: {exc}", param=f"sampling_params.{field}") from exc
-        return ConstraintState(fsm)
+
+    def _json_schema(self, schema: Any, vocabulary: Any) -> ConstraintState | GrammarConstraintState:
+        if json_schema_is_recursive(schema):
+            return GrammarConstraintState(self.cache.json_schema_grammar(schema, vocabulary))
+        try:
+            return ConstraintState(self.cache.json_schema(schema, vocabulary))
+        except ConstraintTooLargeError:
+            return GrammarConstraintState(self.cache.json_schema_grammar(schema, vocabulary))

@@ -1,6 +1,6 @@
 """`Constraints`: everything the scheduler loop does with output constraints, behind one interface.
 
-- `start_compile(req, on_ready)`: compiles the request's `regex` / `json_schema` on a worker
+- `start_compile(req, on_ready)`: compiles the request's `regex` / `json_schema` / `ebnf` on a worker
   thread (one slow pattern never stalls the loop) and calls `on_ready(req, error)`; a pattern
   that does not compile fails only its own request, with an `InvalidRequestError` naming the
   field.
@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from sglr.engine.constraints.compiler import ConstraintCompiler
+from sglr.engine.constraints.grammar_state import GrammarConstraintState
 from sglr.engine.constraints.jump_forward import jump_forward
 from sglr.engine.constraints.masker import build_token_masks
 from sglr.engine.tokenizer import EngineTokenizer
@@ -74,6 +75,8 @@ class Constraints:
             return None
         # Jump-forward tokens have no sampled logprobs, so requests that want them step.
         if self.use_jump_forward and req.logprobs is None:
+            if isinstance(constraint, GrammarConstraintState):
+                return constraint.jump_forward(token_id, self.tokenizer.hf) or [token_id]
             compiler = self.compiler()
             forced = jump_forward(constraint, token_id, compiler.vocabulary(), self.tokenizer.hf)
             if forced:

@@ -133,6 +133,8 @@ class OpenAI(BaseBackend):
             extra["json_schema"] = params.json_schema
         if regex is not None:
             extra["regex"] = regex
+        if params.ebnf is not None:
+            extra["ebnf"] = params.ebnf
         if params.top_k != -1:
             extra["top_k"] = params.top_k
         if params.min_p > 0:

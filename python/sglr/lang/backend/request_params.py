@@ -33,6 +33,7 @@ def native_sampling_params(params: GenParams) -> dict[str, Any]:
         "ignore_eos": params.ignore_eos,
         "regex": regex,
         "json_schema": params.json_schema,
+        "ebnf": params.ebnf,
         **params.extra,
     }
 

@@ -7,7 +7,7 @@ use super::{invalid, ALL_TYPES};
 use crate::error::FsmError;
 
 /// Keywords that never constrain a value.
-pub(crate) fn is_annotation(keyword: &str) -> bool {
+pub fn is_annotation(keyword: &str) -> bool {
     matches!(
         keyword,
         "$schema"

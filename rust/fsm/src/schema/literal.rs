@@ -97,7 +97,7 @@ fn hex_literal(value: u32, width: usize) -> String {
 }
 
 /// A JSON string literal whose decoded value is exactly `text`.
-pub(crate) fn string_literal(text: &str) -> String {
+pub fn string_literal(text: &str) -> String {
     let mut out = String::from("\"");
     for c in text.chars() {
         let encoded = encoded_char(c);

@@ -15,6 +15,9 @@
 
 mod disjoint;
 mod keywords;
+pub use keywords::is_annotation;
+pub use literal::string_literal;
+pub use object::key_not_in;
 mod literal;
 mod merge;
 mod numeric;

@@ -183,7 +183,8 @@ const SMALL_OPTIONAL_SET: usize = 4;
 
 /// A JSON string key (without escapes) that is none of `names`, so extra properties cannot
 /// repeat a declared one.
-fn key_not_in(names: &[&str]) -> String {
+/// A regex for JSON-encoded keys (with quotes) other than `names`, in any of their encodings.
+pub fn key_not_in(names: &[&str]) -> String {
     let chars: Vec<Vec<char>> = names.iter().map(|n| n.chars().collect()).collect();
     let refs: Vec<&[char]> = chars.iter().map(Vec::as_slice).collect();
     format!("\"{}\"", not_in_set(&refs))

@@ -1,7 +1,7 @@
 //! The model's vocabulary as token bytes, plus the byte trie the index walks.
 
 mod decode;
-pub(crate) mod trie;
+pub mod trie;
 
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
@@ -143,6 +143,11 @@ impl Vocabulary {
 
     pub fn is_eos(&self, token_id: TokenId) -> bool {
         self.eos_token_ids.binary_search(&token_id).is_ok()
+    }
+
+    /// The byte trie of the ordinary tokens, for walks by other constraint engines.
+    pub fn trie(&self) -> &TokenTrie {
+        &self.trie
     }
 
     /// Number of ordinary (allowable) tokens.

@@ -6,7 +6,7 @@
 
 /// One trie node. Node `i`'s children follow it directly; its subtree is `i..subtree_end`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct TrieNode {
+pub struct TrieNode {
     /// One past the last node of this node's subtree.
     pub subtree_end: u32,
     /// Tokens ending at this node are `token_ids[token_start..next.token_start]`.
@@ -18,7 +18,7 @@ pub(crate) struct TrieNode {
 }
 
 #[derive(Debug, Clone, Default)]
-pub(crate) struct TokenTrie {
+pub struct TokenTrie {
     /// Root at 0, then every node in depth-first order, then one sentinel (never walked) that
     /// bounds the token range of the last real node.
     pub nodes: Vec<TrieNode>,

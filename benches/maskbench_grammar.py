@@ -1,0 +1,144 @@
+"""MaskBench sample through the grammar path, for the schemas the regex path cannot hold: those
+with a `$ref` cycle (the regex path unrolls them 3 levels) and those it refuses as too large.
+
+For each such schema file: the regex path's outcome (as `maskbench_oracle.py` computes it) and
+the grammar path's (`GrammarConstraint.from_json_schema`, undeclared properties allowed as the
+oracle does): valid instances must be accepted, invalid ones rejected (a false accept is a
+bug), unsupported keywords refused with a typed error. Times: compile + first mask, and the
+mask fill per token (first `--mask-tokens` tokens of each instance; the rest only advance).
+
+    .venv/bin/python benches/maskbench_grammar.py              # recursive schemas only
+    .venv/bin/python benches/maskbench_grammar.py --too-large  # also try regex-path refusals
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sglr import errors
+from sglr._core import GrammarConstraint, Vocabulary, fill_grammar_bitmasks, json_schema_is_recursive
+
+HERE = Path(__file__).resolve().parent
+
+
+def load_oracle() -> Any:
+    spec = importlib.util.spec_from_file_location("maskbench_oracle", HERE / "maskbench_oracle.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def feed(
+    grammar: GrammarConstraint, tokens: list[int], mask: np.ndarray, timed: int, timings: list[float]
+) -> bool:
+    state = grammar.start()
+    for index, token in enumerate(tokens):
+        if index < timed:
+            started = time.perf_counter()
+            fill_grammar_bitmasks([state], mask, [0])
+            timings.append(time.perf_counter() - started)
+            if not (int(mask[0, token >> 5]) >> (token & 31)) & 1:
+                return False
+        if not state.try_advance(token):
+            return False
+    return bool(state.is_accepting)
+
+
+def check_grammar(case: dict, encoding: Any, vocab: Vocabulary, oracle: Any, mask_tokens: int) -> dict:
+    result: dict[str, Any] = {"outcome": "passing", "valid_rejected": 0, "invalid_accepted": 0, "steps": []}
+    started = time.perf_counter()
+    try:
+        grammar = GrammarConstraint.from_json_schema(
+            json.dumps(case["schema"]), vocab, additional_properties=True
+        )
+        mask = np.zeros((1, vocab.num_mask_words), dtype=np.int32)
+        fill_grammar_bitmasks([grammar.start()], mask, [0])
+    except errors.UnsupportedSchemaError as error:
+        return {"outcome": "refused", "detail": error.keyword}
+    except errors.ConstraintTooLargeError:
+        return {"outcome": "too_large"}
+    except errors.ConstraintError as error:
+        return {"outcome": "error", "detail": f"{type(error).__name__}: {error}"[:120]}
+    result["compile_s"] = time.perf_counter() - started
+    for test in case["tests"]:
+        text = json.dumps(test["data"])
+        accepted = feed(
+            grammar, encoding.encode(text, disallowed_special=()), mask, mask_tokens, result["steps"]
+        )
+        if test["valid"] and not accepted:
+            reordered = json.dumps(oracle.reorder_like_schema(test["data"], case["schema"], case["schema"]))
+            if reordered == text or not feed(
+                grammar, encoding.encode(reordered, disallowed_special=()), mask, 0, []
+            ):
+                result["valid_rejected"] += 1
+        elif not test["valid"] and accepted:
+            result["invalid_accepted"] += 1
+    if result["valid_rejected"] or result["invalid_accepted"]:
+        result["outcome"] = "failing"
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", default=None)
+    parser.add_argument(
+        "--too-large", action="store_true", help="also schemas the regex path refuses as too large"
+    )
+    parser.add_argument("--mask-tokens", type=int, default=32, help="tokens per instance whose mask is timed")
+    args = parser.parse_args()
+    oracle = load_oracle()
+    directory = oracle.data_dir(args.data)
+    if directory is None:
+        sys.exit("MaskBench sample not found")
+    encoding, vocab = oracle.cl100k()
+    regex_outcomes: Counter[str] = Counter()
+    grammar_outcomes: Counter[str] = Counter()
+    refusals: Counter[str] = Counter()
+    compile_ms: list[float] = []
+    steps_us: list[float] = []
+    false_accepts = 0
+    for path in oracle.select_files(directory, None):
+        case = json.loads(path.read_text())
+        recursive = json_schema_is_recursive(json.dumps(case["schema"]))
+        if not recursive and not args.too_large:
+            continue
+        regex = oracle.check_file(path, encoding, vocab)
+        if not recursive and regex.outcome != "too_large":
+            continue
+        regex_outcomes[regex.outcome] += 1
+        grammar = check_grammar(case, encoding, vocab, oracle, args.mask_tokens)
+        grammar_outcomes[grammar["outcome"]] += 1
+        if grammar["outcome"] == "refused":
+            refusals[grammar["detail"]] += 1
+        if grammar["outcome"] == "error":
+            print(f"  {path.name}: {grammar['detail']}")
+        false_accepts += grammar.get("invalid_accepted", 0)
+        if "compile_s" in grammar:
+            compile_ms.append(grammar["compile_s"] * 1e3)
+            steps_us.extend(s * 1e6 for s in grammar["steps"])
+    p = oracle.percentile
+    print(f"files: {sum(regex_outcomes.values())}")
+    print(f"regex path:   {dict(regex_outcomes)}")
+    print(f"grammar path: {dict(grammar_outcomes)}; refused by keyword: {dict(refusals.most_common(8))}")
+    print(f"grammar false accepts (invalid instances accepted): {false_accepts}")
+    if compile_ms:
+        print(f"grammar compile + first mask ms: p50 {p(compile_ms, 0.5):.2f}  p99 {p(compile_ms, 0.99):.2f}")
+    if steps_us:
+        print(
+            f"grammar mask per token us: p50 {p(steps_us, 0.5):.0f}  p99 {p(steps_us, 0.99):.0f}  ({len(steps_us)} masks)"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,161 @@
+//! A context-free grammar whose terminals are lexemes (regexes over bytes), with integer ids.
+//!
+//! Built with [`GrammarBuilder`]; `build` adds an augmented start rule (`rule 0: S' -> start`),
+//! and drops rules that can never derive a string (so every live parser state can still reach
+//! an accepting one, which keeps masks free of dead ends).
+
+use rustc_hash::FxHashMap;
+
+use crate::error::GrammarError;
+
+/// Index of a nonterminal.
+pub type NonterminalId = u32;
+/// Index of a lexeme (a regex terminal).
+pub type LexemeId = u32;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Symbol {
+    Nonterminal(NonterminalId),
+    Lexeme(LexemeId),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rule {
+    pub lhs: NonterminalId,
+    pub rhs: Vec<Symbol>,
+}
+
+/// Rule 0 is the augmented start rule `S' -> start`; its completion means "accept".
+#[derive(Debug, Clone)]
+pub struct Grammar {
+    pub(crate) rules: Vec<Rule>,
+    /// Rules of each nonterminal, by id.
+    pub(crate) rules_by_lhs: Vec<Vec<u32>>,
+    pub(crate) names: Vec<String>,
+    /// Regex of each lexeme (full match over bytes).
+    pub(crate) lexemes: Vec<String>,
+}
+
+impl Grammar {
+    pub fn num_rules(&self) -> usize {
+        self.rules.len()
+    }
+
+    pub fn num_lexemes(&self) -> usize {
+        self.lexemes.len()
+    }
+
+    pub fn lexeme_pattern(&self, lexeme: LexemeId) -> &str {
+        &self.lexemes[lexeme as usize]
+    }
+
+    pub fn rule(&self, rule: u32) -> &Rule {
+        &self.rules[rule as usize]
+    }
+
+    pub fn nonterminal_name(&self, id: NonterminalId) -> &str {
+        &self.names[id as usize]
+    }
+}
+
+/// Collects nonterminals, lexemes (deduplicated by pattern) and rules.
+#[derive(Debug, Default, Clone)]
+pub struct GrammarBuilder {
+    names: Vec<String>,
+    by_name: FxHashMap<String, NonterminalId>,
+    defined: Vec<bool>,
+    lexemes: Vec<String>,
+    lexeme_ids: FxHashMap<String, LexemeId>,
+    rules: Vec<Rule>,
+}
+
+impl GrammarBuilder {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The id of nonterminal `name`, created on first mention.
+    pub fn nonterminal(&mut self, name: &str) -> NonterminalId {
+        if let Some(&id) = self.by_name.get(name) {
+            return id;
+        }
+        let id = self.names.len() as NonterminalId;
+        self.names.push(name.to_string());
+        self.defined.push(false);
+        self.by_name.insert(name.to_string(), id);
+        id
+    }
+
+    /// A fresh nonterminal for a desugared sub-expression (its name cannot clash: `#`).
+    pub fn fresh(&mut self, hint: &str) -> NonterminalId {
+        let name = format!("{hint}#{}", self.names.len());
+        self.nonterminal(&name)
+    }
+
+    /// The id of the lexeme matching exactly `pattern` (a regex over the whole lexeme).
+    pub fn lexeme(&mut self, pattern: &str) -> LexemeId {
+        if let Some(&id) = self.lexeme_ids.get(pattern) {
+            return id;
+        }
+        let id = self.lexemes.len() as LexemeId;
+        self.lexemes.push(pattern.to_string());
+        self.lexeme_ids.insert(pattern.to_string(), id);
+        id
+    }
+
+    pub fn rule(&mut self, lhs: NonterminalId, rhs: Vec<Symbol>) {
+        self.defined[lhs as usize] = true;
+        self.rules.push(Rule { lhs, rhs });
+    }
+
+    pub fn is_defined(&self, name: &str) -> bool {
+        self.by_name.get(name).is_some_and(|&id| self.defined[id as usize])
+    }
+
+    /// The grammar deriving from `start`.
+    pub fn build(mut self, start: NonterminalId) -> Result<Grammar, GrammarError> {
+        if let Some(id) = self.defined.iter().position(|d| !d) {
+            return Err(GrammarError::UndefinedRule(self.names[id].clone()));
+        }
+        if self.rules.len() >= (u32::MAX / 2) as usize || self.lexemes.len() >= (u32::MAX / 2) as usize {
+            return Err(GrammarError::GrammarTooLarge(format!("{} rules", self.rules.len())));
+        }
+        let augmented = self.names.len() as NonterminalId;
+        self.names.push("<start>".into());
+        let mut rules = vec![Rule { lhs: augmented, rhs: vec![Symbol::Nonterminal(start)] }];
+        rules.extend(self.rules);
+        let num_nonterminals = self.names.len();
+
+        // Productive nonterminals: some rule's right-hand side is all lexemes / productive.
+        // NOTE: every lexeme is productive: its DFA keeps only live states and an empty
+        // language is refused when it is built.
+        let mut productive = vec![false; num_nonterminals];
+        let mut changed = true;
+        while changed {
+            changed = false;
+            for rule in &rules {
+                if !productive[rule.lhs as usize] && rule.rhs.iter().all(|s| is_productive(s, &productive)) {
+                    productive[rule.lhs as usize] = true;
+                    changed = true;
+                }
+            }
+        }
+        if !productive[augmented as usize] {
+            return Err(GrammarError::EmptyLanguage);
+        }
+        rules.retain(|rule| rule.rhs.iter().all(|s| is_productive(s, &productive)));
+
+        let mut rules_by_lhs = vec![Vec::new(); num_nonterminals];
+        for (index, rule) in rules.iter().enumerate() {
+            rules_by_lhs[rule.lhs as usize].push(index as u32);
+        }
+        Ok(Grammar { rules, rules_by_lhs, names: self.names, lexemes: self.lexemes })
+    }
+}
+
+fn is_productive(symbol: &Symbol, productive: &[bool]) -> bool {
+    match *symbol {
+        Symbol::Lexeme(_) => true,
+        Symbol::Nonterminal(n) => productive[n as usize],
+    }
+}

@@ -1,0 +1,24 @@
+//! Context-free grammar constraints for constrained decoding.
+//!
+//! A [`Grammar`] is a CFG whose terminals are lexemes: regexes over bytes, each compiled to a
+//! DFA (rust/fsm's `ByteDfa`) the first time the parser needs it. An Earley parser runs over
+//! lexemes with every lexeme boundary allowed (see `earley.rs`), one set per byte, so the
+//! state after any byte string is a single chart ([`ParseState`]). Token masks walk the
+//! vocabulary trie against the chart (`mask.rs`). Grammar text comes from EBNF/GBNF
+//! (`ebnf`). Pure Rust, integer ids, typed errors, bounded memory ([`ParserLimits`]).
+
+mod earley;
+pub mod ebnf;
+mod error;
+mod grammar;
+mod lexemes;
+mod mask;
+mod matcher;
+pub mod schema;
+
+pub use earley::ParserLimits;
+pub use ebnf::parse_ebnf;
+pub use error::GrammarError;
+pub use grammar::{Grammar, GrammarBuilder, LexemeId, NonterminalId, Rule, Symbol};
+pub use matcher::{GrammarMatcher, ParseState};
+pub use schema::{json_schema_to_grammar, schema_is_recursive};

@@ -1,0 +1,116 @@
+//! Random small grammars and strings: the Earley matcher agrees with a naive recognizer, on
+//! whole strings, on every prefix's liveness for accepted strings, and on token masks.
+
+mod reference;
+
+use proptest::prelude::*;
+use sglr_fsm::{CompileLimits, Vocabulary};
+use sglr_grammar::{GrammarBuilder, GrammarMatcher, ParserLimits, Symbol};
+
+use reference::Reference;
+
+/// Lexemes over {a, b}: literals, a repetition and two that match the empty string.
+const LEXEMES: [&str; 6] = ["a", "b", "ab", "a+", "b?", "(ab)*"];
+
+#[derive(Debug, Clone)]
+enum Sym {
+    N(usize),
+    L(usize),
+}
+
+fn grammar_strategy() -> impl Strategy<Value = Vec<Vec<Vec<Sym>>>> {
+    let symbol = prop_oneof![(0..3usize).prop_map(Sym::N), (0..LEXEMES.len()).prop_map(Sym::L)];
+    let rhs = prop::collection::vec(symbol, 0..4);
+    let alternatives = prop::collection::vec(rhs, 1..4);
+    prop::collection::vec(alternatives, 3)
+}
+
+fn build(rules: &[Vec<Vec<Sym>>]) -> Option<GrammarMatcher> {
+    let mut builder = GrammarBuilder::new();
+    let ids: Vec<_> = (0..rules.len()).map(|i| builder.nonterminal(&format!("n{i}"))).collect();
+    for (lhs, alternatives) in rules.iter().enumerate() {
+        for rhs in alternatives {
+            let rhs = rhs
+                .iter()
+                .map(|s| match *s {
+                    Sym::N(n) => Symbol::Nonterminal(ids[n]),
+                    Sym::L(l) => Symbol::Lexeme(builder.lexeme(LEXEMES[l])),
+                })
+                .collect();
+            builder.rule(ids[lhs], rhs);
+        }
+    }
+    let grammar = builder.build(ids[0]).ok()?;
+    Some(GrammarMatcher::new(grammar, CompileLimits::default(), ParserLimits::default()))
+}
+
+fn tiny_vocabulary() -> Vocabulary {
+    let tokens = ["a", "b", "ab", "ba", "aa", "bb", "aab", "abab", "x"];
+    let mut list: Vec<Option<Vec<u8>>> = tokens.iter().map(|t| Some(t.as_bytes().to_vec())).collect();
+    list.push(None); // EOS
+    Vocabulary::new(list, vec![tokens.len() as u32]).unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn matcher_agrees_with_reference(rules in grammar_strategy(), texts in prop::collection::vec("[ab]{0,6}", 1..6)) {
+        let Some(matcher) = build(&rules) else { return Ok(()) };
+        let reference = Reference::new(matcher.grammar());
+        for text in &texts {
+            let text = text.as_bytes();
+            let mut state = matcher.start().unwrap();
+            matcher.check_invariants(&state).unwrap();
+            let mut alive = true;
+            for &byte in text {
+                let before = state.num_bytes();
+                alive = matcher.advance_bytes(&mut state, &[byte]).unwrap();
+                matcher.check_invariants(&state).unwrap();
+                if !alive {
+                    prop_assert_eq!(state.num_bytes(), before, "a refused byte must leave the state");
+                    break;
+                }
+            }
+            let accepted = alive && matcher.is_accepting(&state);
+            prop_assert_eq!(accepted, reference.accepts(text), "text {:?}", String::from_utf8_lossy(text));
+        }
+    }
+
+    #[test]
+    fn masks_agree_with_advancing(rules in grammar_strategy(), prefix in "[ab]{0,4}") {
+        let Some(matcher) = build(&rules) else { return Ok(()) };
+        let vocabulary = tiny_vocabulary();
+        let mut state = matcher.start().unwrap();
+        if !matcher.advance_bytes(&mut state, prefix.as_bytes()).unwrap() {
+            return Ok(());
+        }
+        let allowed = matcher.allowed_tokens(&state, &vocabulary).unwrap();
+        for token in 0..vocabulary.vocab_size() as u32 {
+            let mut probe = state.clone();
+            let ok = matcher.advance_token(&mut probe, &vocabulary, token).unwrap();
+            matcher.check_invariants(&probe).unwrap();
+            prop_assert_eq!(ok, allowed.contains(&token), "token {}", token);
+        }
+    }
+
+    #[test]
+    fn forced_bytes_are_the_only_way_on(rules in grammar_strategy(), text in "[ab]{0,5}") {
+        let Some(matcher) = build(&rules) else { return Ok(()) };
+        let vocabulary = tiny_vocabulary();
+        let mut state = matcher.start().unwrap();
+        if !matcher.advance_bytes(&mut state, text.as_bytes()).unwrap() {
+            return Ok(());
+        }
+        let forced = matcher.forced_bytes(&state, 16).unwrap();
+        let mut after = state.clone();
+        prop_assert!(matcher.advance_bytes(&mut after, &forced).unwrap());
+        matcher.check_invariants(&after).unwrap();
+        if let Some(&first) = forced.first() {
+            prop_assert!(!matcher.is_accepting(&state));
+            for token in matcher.allowed_tokens(&state, &vocabulary).unwrap() {
+                prop_assert_eq!(vocabulary.token_bytes(token).map(|b| b[0]), Some(first));
+            }
+        }
+    }
+}
