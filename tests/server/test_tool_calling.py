@@ -140,6 +140,56 @@ def test_parallel_calls_each_validate(client):
     assert counts and max(counts) > 1, counts
 
 
+TREE = {
+    "$defs": {
+        "node": {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "maxLength": 3},
+                "children": {"type": "array", "items": {"$ref": "#/$defs/node"}, "maxItems": 2},
+            },
+            "required": ["name"],
+        }
+    },
+    "$ref": "#/$defs/node",
+}
+PLANT = {"type": "function", "function": {"name": "plant", "parameters": TREE}}
+
+
+def test_recursive_parameters_are_constrained_through_the_grammar(client):
+    """A `$ref` cycle in a tool's parameters: the call goes through the grammar engine and
+    validates at any depth; the stream gives the same call."""
+    kwargs = dict(
+        model="default", messages=MESSAGES, tools=[WEATHER, PLANT], max_tokens=400, temperature=0,
+        tool_choice={"type": "function", "function": {"name": "plant"}}, parallel_tool_calls=False,
+    )  # fmt: skip
+    choice = client.chat.completions.create(**kwargs).choices[0]
+    assert choice.finish_reason == "tool_calls"
+    (call,) = choice.message.tool_calls
+    assert call.function.name == "plant"
+    jsonschema.validate(json.loads(call.function.arguments), TREE)
+    _, streamed, reasons = _stream(client, **kwargs)
+    assert reasons == ["tool_calls"]
+    assert [c["function"] for c in streamed] == [call.function.model_dump()]
+
+
+def test_auto_with_strict_tools_gives_text_or_valid_calls(client):
+    """`strict` on "auto": the model may answer in text, and any call it makes is valid."""
+    strict = {"type": "function", "function": {**WEATHER["function"], "strict": True}}
+    outcomes = set()
+    for seed in range(6):
+        choice = client.chat.completions.create(
+            model="default", messages=MESSAGES, tools=[strict], max_tokens=120, temperature=1.0, seed=seed,
+        ).choices[0]  # fmt: skip
+        if choice.message.tool_calls:
+            _check_calls([c.model_dump() for c in choice.message.tool_calls], {"get_weather"})
+            outcomes.add("call")
+        else:
+            assert "<tool_call>" not in (choice.message.content or "")
+            outcomes.add("text")
+    assert "text" in outcomes
+
+
 def test_none_gives_no_tool_calls(client):
     response = client.chat.completions.create(
         model="default", messages=MESSAGES, tools=[WEATHER], tool_choice="none", max_tokens=8, temperature=0

@@ -1,20 +1,17 @@
 """Tool-call parsers per format, the streaming parser (split at every boundary it must give what
-the whole-reply parser gives), format detection and the forced-call regex."""
+the whole-reply parser gives), and format detection (constraints: test_tool_constraint.py)."""
 
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 
 from sglr.server.tools.chat import ChatTools
-from sglr.server.tools.constraint import forced_call_regex
 from sglr.server.tools.formats import FALLBACK, HERMES, LLAMA3, MISTRAL, detect_tool_format
 from sglr.server.tools.hermes import parse_hermes
 from sglr.server.tools.llama3 import parse_llama3
 from sglr.server.tools.mistral import parse_mistral
-from sglr.server.tools.request import read_tool_request
 from sglr.server.tools.stream import ToolCallDeltas
 
 WEATHER = {
@@ -122,24 +119,3 @@ def test_stream_holds_back_a_possible_marker():
     assert deltas.feed("text <tool") == [{"content": "text "}]
     assert deltas.feed("_c") == []
     assert deltas.finish() == [{"content": "<tool_c"}]
-
-
-@pytest.mark.parametrize("fmt", [HERMES, MISTRAL, LLAMA3])
-def test_forced_regex_accepts_a_valid_call_and_rejects_others(fmt):
-    request = read_tool_request({"tools": [WEATHER], "tool_choice": "required", "parallel_tool_calls": False})
-    pattern = forced_call_regex(request, fmt)
-    assert pattern is not None
-    key = fmt.arguments_key
-    call = '{"name": "get_weather", "' + key + '": {"city": "Paris", "days": 3}}'
-    good = fmt.prefix + call + fmt.suffix
-    assert re.fullmatch(pattern, good), (pattern, good)
-    assert fmt.parse(good).calls[0].arguments == {"city": "Paris", "days": 3}
-    assert not re.fullmatch(pattern, good.replace("get_weather", "other"))
-    assert not re.fullmatch(pattern, good.replace("3", '"3"'))
-
-
-def test_forced_regex_none_on_auto_and_parallel_repeats():
-    assert forced_call_regex(read_tool_request({"tools": [WEATHER]}), HERMES) is None
-    pattern = forced_call_regex(read_tool_request({"tools": [WEATHER], "tool_choice": "required"}), HERMES)
-    call = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "a", "days": 1}}\n</tool_call>'
-    assert re.fullmatch(pattern, call + "\n" + call)

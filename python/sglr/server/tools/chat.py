@@ -1,4 +1,4 @@
-"""Tool calling in one chat request: what the template gets, the forced-call regex, and the
+"""Tool calling in one chat request: what the template gets, the call constraint, and the
 reply turned into an assistant message with `tool_calls`."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from sglr.server.errors import ApiError
-from sglr.server.tools.constraint import forced_call_regex
+from sglr.server.tools.constraint import CallConstraint, forced_call_constraint
 from sglr.server.tools.fallback_prompt import with_fallback_prompt
 from sglr.server.tools.formats import ToolFormat, detect_tool_format
 from sglr.server.tools.request import ToolRequest, read_tool_request
@@ -16,7 +16,9 @@ class ChatTools:
     def __init__(self, body: dict[str, Any], chat_template: str | None) -> None:
         self.request: ToolRequest = read_tool_request(body)
         self.format: ToolFormat = detect_tool_format(chat_template)
-        self.regex = forced_call_regex(self.request, self.format) if self.request.active else None
+        self.constraint: CallConstraint | None = (
+            forced_call_constraint(self.request, self.format) if self.request.active else None
+        )
 
     @property
     def active(self) -> bool:
@@ -31,15 +33,16 @@ class ChatTools:
         return messages, {"tools": [t.as_template_tool() for t in self.request.tools]}
 
     def constrain(self, params: dict[str, Any]) -> None:
-        """Adds the forced-call regex to the sampling params (one grammar per request)."""
-        if self.regex is None:
+        """Adds the call constraint to the sampling params (one grammar per request)."""
+        if self.constraint is None:
             return
-        for field in ("regex", "json_schema"):
+        for field in ("regex", "json_schema", "ebnf"):
             if params.get(field) is not None:
                 raise ApiError.bad_request(
-                    "response_format / regex cannot be combined with a forced tool call", "tool_choice"
+                    "response_format / regex / ebnf cannot be combined with a constrained tool call",
+                    "tool_choice",
                 )
-        params["regex"] = self.regex
+        params[self.constraint.field] = self.constraint.text
 
     def message(self, text: str) -> tuple[dict[str, Any], bool]:
         """The assistant message for a whole reply and whether it holds tool calls."""

@@ -1,18 +1,35 @@
-"""The regex that forces a valid call when `tool_choice` is "required", a named function, or (on
-"auto") when every tool is `strict`: the format's wrapper around each tool's arguments schema,
-compiled to a regex by the Rust core; several tools give an alternation, `parallel_tool_calls`
-allows one or more calls. Auto with some non-strict tools stays unconstrained (parsed after)."""
+"""The constraint that forces valid calls when `tool_choice` is "required" or a named function,
+or (on "auto") when every tool is `strict`: the format's wrapper (`prefix call (separator call)*
+suffix`, one call unless `parallel_tool_calls`) around each tool's arguments schema.
+
+Schemas go the engine's way: a regex when every schema is non-recursive (the core's JSON schema
+compiler; fastest masks), else EBNF with each schema's grammar embedded (the core's grammar
+engine; `$ref` cycles to any depth). On "auto" with strict tools the model may also answer in
+text: the grammar is `free_text | free_text calls`, where free text never contains the call
+marker (see `free_text_rules`), so a call it starts is always a valid one. Auto with some
+non-strict tools stays unconstrained (calls are parsed after).
+"""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
-from sglr._core import json_schema_to_regex
+from sglr._core import json_schema_is_recursive, json_schema_to_ebnf, json_schema_to_regex
 from sglr.server.errors import ApiError
 from sglr.server.tools.formats import ToolFormat
+from sglr.server.tools.free_text import free_text_rules
 from sglr.server.tools.request import ToolRequest, ToolSpec
 
 _SPECIAL = set(".^$*+?()[]{}|\\")
+
+
+@dataclass(frozen=True)
+class CallConstraint:
+    """A sampling-params field ("regex" or "ebnf") and its value."""
+
+    field: str
+    text: str
 
 
 def literal(text: str) -> str:
@@ -20,23 +37,79 @@ def literal(text: str) -> str:
     return "".join("\\n" if c == "\n" else ("\\" + c if c in _SPECIAL else c) for c in text)
 
 
-def forced_call_regex(request: ToolRequest, fmt: ToolFormat) -> str | None:
+def ebnf_literal(text: str) -> str:
+    """`text` as a GBNF string literal."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
+    return f'"{escaped}"'
+
+
+def forced_call_constraint(request: ToolRequest, fmt: ToolFormat) -> CallConstraint | None:
     forced = request.forced_tools()
-    if not forced or (request.choice == "auto" and len(forced) != len(request.tools)):
+    if not forced:
         return None
+    optional = request.choice == "auto"
+    if optional and len(forced) != len(request.tools):
+        return None
+    recursive = [_is_recursive(tool) for tool in forced]
+    if optional or any(recursive):
+        return CallConstraint("ebnf", _calls_grammar(forced, fmt, request, optional))
     call = "(?:" + "|".join(_call_regex(tool, fmt, request) for tool in forced) + ")"
     calls = f"{call}(?:{literal(fmt.separator)}{call})*" if request.parallel else call
-    return literal(fmt.prefix) + calls + literal(fmt.suffix)
+    return CallConstraint("regex", literal(fmt.prefix) + calls + literal(fmt.suffix))
+
+
+def _is_recursive(tool: ToolSpec) -> bool:
+    return json_schema_is_recursive(json.dumps(tool.parameters))
+
+
+def _head(tool: ToolSpec, fmt: ToolFormat) -> str:
+    return json.dumps({"name": tool.name})[:-1] + f", {json.dumps(fmt.arguments_key)}: "
 
 
 def _call_regex(tool: ToolSpec, fmt: ToolFormat, request: ToolRequest) -> str:
-    try:
+    with _schema_errors(tool, request):
         arguments = json_schema_to_regex(json.dumps(tool.parameters))
-    except Exception as exc:  # the core raises ValueError-like errors for schemas it cannot compile
-        index = request.tools.index(tool)
+    return literal(_head(tool, fmt)) + f"(?:{arguments})" + literal("}")
+
+
+def _calls_grammar(
+    forced: tuple[ToolSpec, ...], fmt: ToolFormat, request: ToolRequest, optional: bool
+) -> str:
+    calls = "call (" + ebnf_literal(fmt.separator) + " call)*" if request.parallel else "call"
+    block = " ".join(p for p in (_maybe_literal(fmt.prefix), calls, _maybe_literal(fmt.suffix)) if p)
+    lines = []
+    if optional:  # text, or calls (after text when a marker can start them anywhere)
+        then_calls = "free_text calls" if fmt.marker else "calls"
+        lines.append(f"root ::= free_text | {then_calls}\ncalls ::= {block}")
+        lines.append(free_text_rules("free_text", fmt.marker))
+    else:
+        lines.append(f"root ::= {block}")
+    lines.append("call ::= " + " | ".join(f"call_{i}" for i in range(len(forced))))
+    for i, tool in enumerate(forced):
+        lines.append(f'call_{i} ::= {ebnf_literal(_head(tool, fmt))} arguments_{i} "}}"')
+        with _schema_errors(tool, request):
+            lines.append(json_schema_to_ebnf(json.dumps(tool.parameters), f"arguments_{i}"))
+    return "\n".join(lines)
+
+
+def _maybe_literal(text: str) -> str:
+    return ebnf_literal(text) if text else ""
+
+
+class _schema_errors:
+    """Compile errors of a tool's schema -> a 400 naming the tool's parameters."""
+
+    def __init__(self, tool: ToolSpec, request: ToolRequest) -> None:
+        self.tool, self.request = tool, request
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, exc, traceback) -> bool:
+        if exc is None or not isinstance(exc, Exception):
+            return False
+        index = self.request.tools.index(self.tool)
         raise ApiError.bad_request(
-            f"tool {tool.name!r}: cannot compile its parameters schema: {exc}",
+            f"tool {self.tool.name!r}: cannot compile its parameters schema: {exc}",
             f"tools[{index}].function.parameters",
         ) from exc
-    head = json.dumps({"name": tool.name})[:-1] + f", {json.dumps(fmt.arguments_key)}: "
-    return literal(head) + f"(?:{arguments})" + literal("}")

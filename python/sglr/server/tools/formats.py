@@ -28,6 +28,8 @@ class ToolFormat:
     suffix: str
     arguments_key: str
     template_renders_tools: bool
+    # Text that starts a call wherever it appears ("" when only a whole reply can be calls).
+    marker: str
 
 
 HERMES = ToolFormat(
@@ -38,11 +40,19 @@ HERMES = ToolFormat(
     "\n</tool_call>",
     "arguments",
     True,
+    "<tool_call>",
 )
-MISTRAL = ToolFormat("mistral", parse_mistral, "[TOOL_CALLS] [", ", ", "]", "arguments", True)
-LLAMA3 = ToolFormat("llama3_json", parse_llama3, "", "; ", "", "parameters", True)
+MISTRAL = ToolFormat("mistral", parse_mistral, "[TOOL_CALLS] [", ", ", "]", "arguments", True, "[TOOL_CALLS]")
+LLAMA3 = ToolFormat("llama3_json", parse_llama3, "", "; ", "", "parameters", True, "")
 FALLBACK = ToolFormat(
-    "fallback_hermes", parse_hermes, HERMES.prefix, HERMES.separator, HERMES.suffix, "arguments", False
+    "fallback_hermes",
+    parse_hermes,
+    HERMES.prefix,
+    HERMES.separator,
+    HERMES.suffix,
+    "arguments",
+    False,
+    HERMES.marker,
 )
 
 
