@@ -119,3 +119,27 @@ def test_stream_holds_back_a_possible_marker():
     assert deltas.feed("text <tool") == [{"content": "text "}]
     assert deltas.feed("_c") == []
     assert deltas.finish() == [{"content": "<tool_c"}]
+
+
+def test_fallback_history_writes_tool_turns_as_text():
+    from sglr.server.tools.fallback_prompt import with_fallback_prompt
+    from sglr.server.tools.request import read_tool_request
+
+    tools = read_tool_request({"tools": [WEATHER]}).tools
+    call = {
+        "id": "c",
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": '{"city": "a", "days": 1}'},
+    }
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c", "content": "sunny"},
+    ]
+    out = with_fallback_prompt(messages, tools)
+    assert [m["role"] for m in out] == ["system", "user", "assistant", "user"]
+    assert out[0]["content"].startswith("Be brief.\n\n") and '"get_weather"' in out[0]["content"]
+    assert parse_hermes(out[2]["content"]).calls[0].arguments == {"city": "a", "days": 1}
+    assert out[3]["content"] == "<tool_response>\nsunny\n</tool_response>"
+    assert all("tool_calls" not in m for m in out)
