@@ -255,3 +255,29 @@ def test_bad_tool_input_is_400_naming_the_field(client, extra, param):
     with pytest.raises(openai.BadRequestError) as info:
         client.chat.completions.create(model="default", messages=MESSAGES, max_tokens=4, **extra)
     assert info.value.body["param"] == param, info.value.body
+
+
+def test_language_gen_with_tools_through_the_openai_backend(served_tools):
+    """`sgl.gen(tools=...)` on `sgl.OpenAI` against sglr-server: the calls land in the gen's
+    meta info (streamed or not, the same greedy calls) and its text is the reply's content."""
+    import sglr as sgl
+
+    backend = sgl.OpenAI("default", base_url=served_tools.url + "/v1", api_key="unused")
+    named = {"type": "function", "function": {"name": "get_weather"}}
+
+    @sgl.function
+    def ask(s):
+        s += sgl.user("Weather in Paris?")
+        s += sgl.assistant(
+            sgl.gen("reply", max_tokens=200, temperature=0, tools=[WEATHER, TIME], tool_choice=named)
+        )
+
+    state = ask.run(backend=backend)
+    calls = state.get_meta_info("reply")["tool_calls"]
+    _check_calls(calls, {"get_weather"})
+    assert state["reply"] == ""
+    streamed = ask.run(backend=backend, stream=True)
+    assert "".join(streamed.text_iter("reply")) == ""
+    assert [c["function"] for c in streamed.get_meta_info("reply")["tool_calls"]] == [
+        c["function"] for c in calls
+    ]
