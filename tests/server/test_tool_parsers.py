@@ -143,3 +143,24 @@ def test_fallback_history_writes_tool_turns_as_text():
     assert parse_hermes(out[2]["content"]).calls[0].arguments == {"city": "a", "days": 1}
     assert out[3]["content"] == "<tool_response>\nsunny\n</tool_response>"
     assert all("tool_calls" not in m for m in out)
+
+
+@pytest.mark.parametrize(
+    "template, special, body, expected",
+    [
+        ("{{ '[TOOL_CALLS]' }} tools", {"[TOOL_CALLS]"}, {"tools": [WEATHER]}, False),
+        ("{{ '[TOOL_CALLS]' }} tools", set(), {"tools": [WEATHER]}, None),
+        ("{{ '[TOOL_CALLS]' }} tools", {"[TOOL_CALLS]"}, {"tools": [WEATHER], "tool_choice": "none"}, None),
+        (
+            "{{ '[TOOL_CALLS]' }} tools",
+            {"[TOOL_CALLS]"},
+            {"tools": [WEATHER], "skip_special_tokens": True},
+            True,
+        ),
+        ("<|python_tag|> tools", {"<|python_tag|>"}, {"tools": [WEATHER]}, False),
+    ],
+)
+def test_special_token_markers_keep_special_tokens(template, special, body, expected):
+    params = {"skip_special_tokens": body["skip_special_tokens"]} if "skip_special_tokens" in body else {}
+    ChatTools(body, template).keep_special_tokens(params, special.__contains__)
+    assert params.get("skip_special_tokens") == expected

@@ -3,6 +3,7 @@ reply turned into an assistant message with `tool_calls`."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from sglr.server.errors import ApiError
@@ -43,6 +44,15 @@ class ChatTools:
                     "tool_choice",
                 )
         params[self.constraint.field] = self.constraint.text
+
+    def keep_special_tokens(self, params: dict[str, Any], is_special: Callable[[str], bool]) -> None:
+        """Keeps special tokens in the reply when the format's markers are special tokens of the
+        tokenizer (Mistral's `[TOOL_CALLS]`, Llama 3's `<|python_tag|>`), so the parser sees
+        them; a `skip_special_tokens` the client set wins."""
+        if not self.active or "skip_special_tokens" in params:
+            return
+        if any(is_special(marker) for marker in self.format.special_markers):
+            params["skip_special_tokens"] = False
 
     def message(self, text: str) -> tuple[dict[str, Any], bool]:
         """The assistant message for a whole reply and whether it holds tool calls."""

@@ -30,6 +30,8 @@ class ToolFormat:
     template_renders_tools: bool
     # Text that starts a call wherever it appears ("" when only a whole reply can be calls).
     marker: str
+    # Markers a tokenizer may hold as special tokens (the reply must then keep special tokens).
+    special_markers: tuple[str, ...] = ()
 
 
 HERMES = ToolFormat(
@@ -41,9 +43,20 @@ HERMES = ToolFormat(
     "arguments",
     True,
     "<tool_call>",
+    ("<tool_call>", "</tool_call>"),
 )
-MISTRAL = ToolFormat("mistral", parse_mistral, "[TOOL_CALLS] [", ", ", "]", "arguments", True, "[TOOL_CALLS]")
-LLAMA3 = ToolFormat("llama3_json", parse_llama3, "", "; ", "", "parameters", True, "")
+MISTRAL = ToolFormat(
+    "mistral",
+    parse_mistral,
+    "[TOOL_CALLS] [",
+    ", ",
+    "]",
+    "arguments",
+    True,
+    "[TOOL_CALLS]",
+    ("[TOOL_CALLS]",),
+)
+LLAMA3 = ToolFormat("llama3_json", parse_llama3, "", "; ", "", "parameters", True, "", ("<|python_tag|>",))
 FALLBACK = ToolFormat(
     "fallback_hermes",
     parse_hermes,
