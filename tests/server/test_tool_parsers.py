@@ -122,7 +122,7 @@ def test_stream_holds_back_a_possible_marker():
 
 
 def test_fallback_history_writes_tool_turns_as_text():
-    from sglr.server.tools.fallback_prompt import with_fallback_prompt
+    from sglr.server.tools.fallback_prompt import history_as_text, with_fallback_prompt
     from sglr.server.tools.request import read_tool_request
 
     tools = read_tool_request({"tools": [WEATHER]}).tools
@@ -137,12 +137,14 @@ def test_fallback_history_writes_tool_turns_as_text():
         {"role": "assistant", "content": "", "tool_calls": [call]},
         {"role": "tool", "tool_call_id": "c", "content": "sunny"},
     ]
-    out = with_fallback_prompt(messages, tools)
+    out = with_fallback_prompt(history_as_text(messages), tools)
     assert [m["role"] for m in out] == ["system", "user", "assistant", "user"]
     assert out[0]["content"].startswith("Be brief.\n\n") and '"get_weather"' in out[0]["content"]
     assert parse_hermes(out[2]["content"]).calls[0].arguments == {"city": "a", "days": 1}
     assert out[3]["content"] == "<tool_response>\nsunny\n</tool_response>"
     assert all("tool_calls" not in m for m in out)
+    without_tools, _ = ChatTools({}, None).render_inputs(messages)  # tool_choice none: no prompt
+    assert without_tools == [messages[0], *out[1:]]
 
 
 @pytest.mark.parametrize(

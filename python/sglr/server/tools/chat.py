@@ -8,7 +8,7 @@ from typing import Any
 
 from sglr.server.errors import ApiError
 from sglr.server.tools.constraint import CallConstraint, forced_call_constraint
-from sglr.server.tools.fallback_prompt import with_fallback_prompt
+from sglr.server.tools.fallback_prompt import history_as_text, with_fallback_prompt
 from sglr.server.tools.formats import ToolFormat, detect_tool_format
 from sglr.server.tools.request import ToolRequest, read_tool_request
 
@@ -26,11 +26,13 @@ class ChatTools:
         return self.request.active
 
     def render_inputs(self, messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-        """The messages and extra template kwargs that show the tools to the model."""
+        """The messages and extra template kwargs that show the tools to the model (a template
+        that cannot render tools gets tool turns in the history as text even without tools)."""
+        if not self.format.template_renders_tools:
+            history = history_as_text(messages)
+            return (with_fallback_prompt(history, self.request.tools) if self.active else history), {}
         if not self.active:
             return messages, {}
-        if not self.format.template_renders_tools:
-            return with_fallback_prompt(messages, self.request.tools), {}
         return messages, {"tools": [t.as_template_tool() for t in self.request.tools]}
 
     def constrain(self, params: dict[str, Any]) -> None:

@@ -24,13 +24,18 @@ def fallback_tool_prompt(tools: tuple[ToolSpec, ...]) -> str:
 
 
 def with_fallback_prompt(messages: list[dict[str, Any]], tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
-    """The messages with the tool prompt added to (or as) the first system message and tool
-    turns written as text."""
-    history = [_as_text(message) for message in messages]
+    """The messages (tool turns already written as text) with the tool prompt added to (or as)
+    the first system message."""
+    history = messages
     prompt = fallback_tool_prompt(tools)
     if history and history[0]["role"] == "system":
         return [{**history[0], "content": f"{history[0]['content']}\n\n{prompt}"}, *history[1:]]
     return [{"role": "system", "content": prompt}, *history]
+
+
+def history_as_text(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Assistant `tool_calls` and `tool` results written as text a plain template renders."""
+    return [_as_text(message) for message in messages]
 
 
 def _as_text(message: dict[str, Any]) -> dict[str, Any]:
