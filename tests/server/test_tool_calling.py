@@ -244,6 +244,7 @@ def test_tool_messages_in_history(client, served_tools):
         ({"tools": [WEATHER], "tool_choice": "sometimes"}, "tool_choice"),
         ({"tool_choice": "required"}, "tool_choice"),
         ({"tools": [WEATHER], "parallel_tool_calls": "yes"}, "parallel_tool_calls"),
+        ({"tools": [WEATHER, {"type": "function", "function": {"name": "g", "parameters": {"type": "object", "properties": {"a": {"type": "nope"}}}}}]}, "tools[1].function.parameters"),
         ({"tools": [WEATHER], "tool_choice": "required", "response_format": {"type": "json_object"}}, "tool_choice"),
         (
             {"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"a": {"$ref": "#/nowhere"}}}}}], "tool_choice": "required"},

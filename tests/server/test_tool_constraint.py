@@ -198,3 +198,16 @@ def test_grammar_calls_validate_against_the_schema():
             assert len(parsed.calls) == 1 and parsed.calls[0].name == "plant"
             jsonschema.validate(parsed.calls[0].arguments, TREE)
     assert finished >= 10
+
+
+def test_a_bad_schema_is_refused_even_when_no_call_is_forced():
+    from sglr.server.tools.chat import ChatTools
+
+    bad = {
+        "type": "function",
+        "function": {"name": "f", "parameters": {"type": "object", "properties": {"a": {"type": "nope"}}}},
+    }
+    with pytest.raises(ApiError) as info:
+        ChatTools({"tools": [WEATHER, bad]}, None)
+    assert info.value.param == "tools[1].function.parameters"
+    ChatTools({"tools": [bad], "tool_choice": "none"}, None)  # not shown: not compiled

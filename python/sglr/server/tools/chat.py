@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sglr.server.errors import ApiError
-from sglr.server.tools.constraint import CallConstraint, forced_call_constraint
+from sglr.server.tools.constraint import CallConstraint, check_schemas, forced_call_constraint
 from sglr.server.tools.fallback_prompt import history_as_text, with_fallback_prompt
 from sglr.server.tools.formats import ToolFormat, detect_tool_format
 from sglr.server.tools.request import ToolRequest, read_tool_request
@@ -17,6 +17,8 @@ class ChatTools:
     def __init__(self, body: dict[str, Any], chat_template: str | None) -> None:
         self.request: ToolRequest = read_tool_request(body)
         self.format: ToolFormat = detect_tool_format(chat_template)
+        if self.request.active:
+            check_schemas(self.request)
         self.constraint: CallConstraint | None = (
             forced_call_constraint(self.request, self.format) if self.request.active else None
         )

@@ -12,6 +12,7 @@ non-strict tools stays unconstrained (calls are parsed after).
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 
@@ -43,6 +44,22 @@ def ebnf_literal(text: str) -> str:
     return f'"{escaped}"'
 
 
+def check_schemas(request: ToolRequest) -> None:
+    """Every tool's parameters compile (a 400 naming the tool otherwise), also when no call is
+    forced, so a bad schema fails the request that sends it rather than a later one."""
+    for tool in request.tools:
+        with _schema_errors(tool, request):
+            _arguments(json.dumps(tool.parameters))
+
+
+@functools.lru_cache(maxsize=256)
+def _arguments(schema: str) -> tuple[str, str]:
+    """("regex", pattern) for a non-recursive schema, else ("ebnf", rules named `arguments`)."""
+    if json_schema_is_recursive(schema):
+        return "ebnf", json_schema_to_ebnf(schema, "arguments")
+    return "regex", json_schema_to_regex(schema)
+
+
 def forced_call_constraint(request: ToolRequest, fmt: ToolFormat) -> CallConstraint | None:
     forced = request.forced_tools()
     if not forced:
@@ -50,16 +67,16 @@ def forced_call_constraint(request: ToolRequest, fmt: ToolFormat) -> CallConstra
     optional = request.choice == "auto"
     if optional and len(forced) != len(request.tools):
         return None
-    recursive = [_is_recursive(tool) for tool in forced]
-    if optional or any(recursive):
+    if optional or any(_is_recursive(tool, request) for tool in forced):
         return CallConstraint("ebnf", _calls_grammar(forced, fmt, request, optional))
     call = "(?:" + "|".join(_call_regex(tool, fmt, request) for tool in forced) + ")"
     calls = f"{call}(?:{literal(fmt.separator)}{call})*" if request.parallel else call
     return CallConstraint("regex", literal(fmt.prefix) + calls + literal(fmt.suffix))
 
 
-def _is_recursive(tool: ToolSpec) -> bool:
-    return json_schema_is_recursive(json.dumps(tool.parameters))
+def _is_recursive(tool: ToolSpec, request: ToolRequest) -> bool:
+    with _schema_errors(tool, request):
+        return _arguments(json.dumps(tool.parameters))[0] == "ebnf"
 
 
 def _head(tool: ToolSpec, fmt: ToolFormat) -> str:
@@ -68,7 +85,7 @@ def _head(tool: ToolSpec, fmt: ToolFormat) -> str:
 
 def _call_regex(tool: ToolSpec, fmt: ToolFormat, request: ToolRequest) -> str:
     with _schema_errors(tool, request):
-        arguments = json_schema_to_regex(json.dumps(tool.parameters))
+        _, arguments = _arguments(json.dumps(tool.parameters))
     return literal(_head(tool, fmt)) + f"(?:{arguments})" + literal("}")
 
 
