@@ -12,11 +12,11 @@ import jsonschema
 import numpy as np
 import pytest
 
-from sglr._core import GrammarConstraint, Vocabulary
+from sglr._core import GrammarConstraint, TokenFsm, Vocabulary
 from sglr.server.errors import ApiError
 from sglr.server.tools.constraint import forced_call_constraint
 from sglr.server.tools.formats import HERMES, LLAMA3, MISTRAL
-from sglr.server.tools.free_text import free_text_rules
+from sglr.server.tools.free_text import free_text_regex, free_text_rules
 from sglr.server.tools.request import read_tool_request
 
 WEATHER = {
@@ -56,6 +56,15 @@ def _accepts(ebnf: str, text: str) -> bool:
     ok = state.advance_bytes(text.encode()) and state.is_accepting
     state.check_invariants()
     return ok
+
+
+def _constraint_accepts(constraint, text: str) -> bool:
+    """Through the core, whichever field the constraint is (its regex dialect is not Python's)."""
+    if constraint.field == "ebnf":
+        return _accepts(constraint.text, text)
+    fsm = TokenFsm.from_regex(constraint.text, _vocabulary())
+    state = fsm.advance_bytes(fsm.start_state, text.encode())
+    return state is not None and fsm.is_accepting(state)
 
 
 def _call(fmt, name, arguments):
@@ -120,29 +129,37 @@ def test_named_recursive_call_alone():
 
 
 @pytest.mark.parametrize("fmt", [HERMES, MISTRAL, LLAMA3])
-def test_auto_with_strict_tools_allows_text_or_valid_calls(fmt):
+@pytest.mark.parametrize("recursive", [False, True], ids=["regex", "grammar"])
+def test_auto_with_strict_tools_allows_text_or_valid_calls(fmt, recursive):
     strict = {"type": "function", "function": {**WEATHER["function"], "strict": True}}
-    constraint = forced_call_constraint(read_tool_request({"tools": [strict]}), fmt)
-    assert constraint is not None and constraint.field == "ebnf"
+    tools = (
+        [strict, {"type": "function", "function": {**PLANT["function"], "strict": True}}]
+        if recursive
+        else [strict]
+    )
+    constraint = forced_call_constraint(read_tool_request({"tools": tools}), fmt)
+    assert constraint is not None and constraint.field == ("ebnf" if recursive else "regex")
     call = fmt.prefix + _call(fmt, "get_weather", {"city": "Paris", "days": 3}) + fmt.suffix
-    assert _accepts(constraint.text, "It is sunny.")
-    assert _accepts(constraint.text, "")
-    assert _accepts(constraint.text, call)
+    assert _constraint_accepts(constraint, "It is sunny.")
+    assert _constraint_accepts(constraint, "")
+    assert _constraint_accepts(constraint, "  \n")
+    assert _constraint_accepts(constraint, call)
     bad_call = fmt.prefix + _call(fmt, "get_weather", {"city": "Paris"}) + fmt.suffix
-    assert not _accepts(constraint.text, bad_call)
+    assert not _constraint_accepts(constraint, bad_call)
     if fmt.marker:
-        assert _accepts(constraint.text, "Let me check. " + call)
-        assert not _accepts(constraint.text, "text " + fmt.marker + " more text")
+        assert _constraint_accepts(constraint, "Let me check. " + call)
+        assert not _constraint_accepts(constraint, "text " + fmt.marker + " more text")
     else:
-        assert not _accepts(constraint.text, ' {"not": "a call"}')
+        assert not _constraint_accepts(constraint, ' {"not": "a call"}')
 
 
 @pytest.mark.parametrize("marker", ["<tool_call>", "[TOOL_CALLS]", "aab", "abab", '"/\\'])
 def test_free_text_is_exactly_the_text_without_the_marker(marker):
-    """Random strings over the marker's alphabet plus one other character: the grammar accepts
-    exactly those that do not contain the marker."""
+    """Random strings over the marker's alphabet plus other characters: the grammar rule and
+    the regex (as an FSM) both accept exactly those that do not contain the marker."""
     ebnf = "root ::= free\n" + free_text_rules("free", marker)
     grammar = GrammarConstraint.from_ebnf(ebnf, _vocabulary())
+    fsm = TokenFsm.from_regex(free_text_regex(marker), _vocabulary())
     rng = random.Random(0)
     alphabet = [*sorted(set(marker)), "x", "\n"]
     seen = {True: 0, False: 0}
@@ -154,6 +171,8 @@ def test_free_text_is_exactly_the_text_without_the_marker(marker):
         state = grammar.start()
         accepted = state.advance_bytes(text.encode()) and state.is_accepting
         assert accepted == (marker not in text), text
+        fsm_state = fsm.advance_bytes(fsm.start_state, text.encode())
+        assert (fsm_state is not None and fsm.is_accepting(fsm_state)) == accepted, text
         seen[accepted] += 1
     assert seen[True] and seen[False]
 

@@ -3,11 +3,12 @@ or (on "auto") when every tool is `strict`: the format's wrapper (`prefix call (
 suffix`, one call unless `parallel_tool_calls`) around each tool's arguments schema.
 
 Schemas go the engine's way: a regex when every schema is non-recursive (the core's JSON schema
-compiler; fastest masks), else EBNF with each schema's grammar embedded (the core's grammar
-engine; `$ref` cycles to any depth). On "auto" with strict tools the model may also answer in
-text: the grammar is `free_text | free_text calls`, where free text never contains the call
-marker (see `free_text_rules`), so a call it starts is always a valid one. Auto with some
-non-strict tools stays unconstrained (calls are parsed after).
+compiler; an FSM with memoised masks), else EBNF with each schema's grammar embedded (the core's
+grammar engine; `$ref` cycles to any depth). On "auto" with strict tools the model may also
+answer in text: `free_text (calls)?`, where free text never contains the call marker (see
+`free_text.py`), so a call it starts is always a valid one (free text through the grammar
+engine costs a trie walk over nearly the whole vocabulary per step, so the regex path carries
+it whenever it can). Auto with some non-strict tools stays unconstrained (parsed after).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from sglr._core import json_schema_is_recursive, json_schema_to_ebnf, json_schema_to_regex
 from sglr.server.errors import ApiError
 from sglr.server.tools.formats import ToolFormat
-from sglr.server.tools.free_text import free_text_rules
+from sglr.server.tools.free_text import free_text_regex, free_text_rules
 from sglr.server.tools.request import ToolRequest, ToolSpec
 
 _SPECIAL = set(".^$*+?()[]{}|\\")
@@ -67,11 +68,15 @@ def forced_call_constraint(request: ToolRequest, fmt: ToolFormat) -> CallConstra
     optional = request.choice == "auto"
     if optional and len(forced) != len(request.tools):
         return None
-    if optional or any(_is_recursive(tool, request) for tool in forced):
+    if any(_is_recursive(tool, request) for tool in forced):
         return CallConstraint("ebnf", _calls_grammar(forced, fmt, request, optional))
     call = "(?:" + "|".join(_call_regex(tool, fmt, request) for tool in forced) + ")"
     calls = f"{call}(?:{literal(fmt.separator)}{call})*" if request.parallel else call
-    return CallConstraint("regex", literal(fmt.prefix) + calls + literal(fmt.suffix))
+    calls = literal(fmt.prefix) + calls + literal(fmt.suffix)
+    if optional:  # text, or calls (after text when a marker can start them anywhere)
+        free = free_text_regex(fmt.marker)
+        return CallConstraint("regex", f"(?:{free})(?:{calls})?" if fmt.marker else f"(?:{free})|(?:{calls})")
+    return CallConstraint("regex", calls)
 
 
 def _is_recursive(tool: ToolSpec, request: ToolRequest) -> bool:

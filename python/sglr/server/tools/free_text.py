@@ -15,11 +15,17 @@ from __future__ import annotations
 _SPACE = " \\t\\n\\r"
 
 
+def free_text_regex(marker: str) -> str:
+    """A regex (no `/` in it, so it also fits a GBNF `/.../` terminal) of text that cannot
+    start a call."""
+    if not marker:
+        return f"[{_SPACE}]*(?:[^{{{_SPACE}](?s:.)*)?"
+    return _without(marker)
+
+
 def free_text_rules(name: str, marker: str) -> str:
     """The rule `name ::= /.../` for text that cannot start a call."""
-    if not marker:
-        return f"{name} ::= /[{_SPACE}]*/ | /[{_SPACE}]*[^{{{_SPACE}](?s:.)*/"
-    return f"{name} ::= /{_without(marker)}/"
+    return f"{name} ::= /{free_text_regex(marker)}/"
 
 
 def _without(marker: str) -> str:
@@ -85,7 +91,5 @@ def _next_state(marker: str, matched: int, c: str) -> int:
 
 
 def _class_char(c: str) -> str:
-    """A character escaped for a regex (inside or outside a class); `/` for the GBNF terminal."""
-    if c.isalnum():
-        return c
-    return f"\\x{{{ord(c):X}}}" if c != "/" else "\\/"
+    """A character escaped for a regex, inside or outside a class (hex, so never a `/`)."""
+    return c if c.isascii() and c.isalnum() else f"\\x{{{ord(c):X}}}"
