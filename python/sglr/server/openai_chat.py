@@ -69,7 +69,8 @@ class _ChatRequest(OpenAIRequest):
             raise ApiError.bad_request("top_logprobs requires logprobs to be true", "top_logprobs")
         self._read_sampling(body, max_tokens, max_tokens_field)
         self.tools.constrain(self.params)
-        self.tools.keep_special_tokens(self.params, state.engine.tokenizer.is_special_token_text)
+        if self.tools.active:
+            self.tools.keep_special_tokens(self.params, state.engine.tokenizer.is_special_token_text)
         self._number_choices(body, num_prompts=1, id_prefix="chatcmpl")
 
     def engine_kwargs(self) -> dict[str, Any]:
