@@ -13,8 +13,10 @@ it whenever it can). Auto with some non-strict tools stays unconstrained (parsed
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from sglr._core import json_schema_is_recursive, json_schema_to_ebnf, json_schema_to_regex
@@ -118,20 +120,15 @@ def _maybe_literal(text: str) -> str:
     return ebnf_literal(text) if text else ""
 
 
-class _schema_errors:
+@contextlib.contextmanager
+def _schema_errors(tool: ToolSpec, request: ToolRequest) -> Iterator[None]:
     """Compile errors of a tool's schema -> a 400 naming the tool's parameters."""
-
-    def __init__(self, tool: ToolSpec, request: ToolRequest) -> None:
-        self.tool, self.request = tool, request
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind, exc, traceback) -> bool:
-        if exc is None or not isinstance(exc, Exception):
-            return False
-        index = self.request.tools.index(self.tool)
+    try:
+        yield
+    except ApiError:
+        raise
+    except Exception as exc:  # the core's typed errors (sglr.errors) and ValueError for bad JSON
         raise ApiError.bad_request(
-            f"tool {self.tool.name!r}: cannot compile its parameters schema: {exc}",
-            f"tools[{index}].function.parameters",
+            f"tool {tool.name!r}: cannot compile its parameters schema: {exc}",
+            f"tools[{request.tools.index(tool)}].function.parameters",
         ) from exc
