@@ -352,3 +352,9 @@ def fill_grammar_bitmasks(states: Sequence[GrammarState], out: npt.NDArray[np.in
 
 def json_schema_is_recursive(schema: str) -> bool:
     """Whether the schema has a `$ref` cycle (compiled by the grammar path, any depth)."""
+
+def json_schema_to_ebnf(
+    schema: str, name: str, *, whitespace_pattern: str | None = None, additional_properties: bool = False
+) -> str:
+    """The schema's grammar as GBNF rules with start rule `name` (others `name_<id>`), to embed
+    in a larger EBNF grammar; raises what `GrammarConstraint.from_json_schema` raises."""

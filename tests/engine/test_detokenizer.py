@@ -139,3 +139,27 @@ def test_engine_tokenizer_decode_equals_transformers_decode(tmp_path, clean_up_s
         ids += punctuation  # spaces before punctuation: what the clean-up would remove
         for skip in (True, False):
             assert tok.decode(ids, skip) == tok.hf.decode(ids, skip_special_tokens=skip)
+
+
+def test_a_one_line_template_longer_than_a_file_name_is_template_text(tmp_path) -> None:
+    """`chat_template` is a path or Jinja text; text over the 255-byte file-name limit is not
+    a path (stat would raise), and a file path still reads the file."""
+    from sglr.engine.tokenizer import EngineTokenizer
+    from sglr.model.tiny import tiny_model_path
+
+    long_template = "{% for m in messages %}" + "{{ m.content }}" * 40 + "{% endfor %}"
+    assert len(long_template) > 255
+    assert EngineTokenizer(tiny_model_path("llama"), long_template).chat_template == long_template
+    path = tmp_path / "t.jinja"
+    path.write_text("{{ messages[0].content }}")
+    assert EngineTokenizer(tiny_model_path("llama"), str(path)).chat_template == "{{ messages[0].content }}"
+
+
+def test_special_token_texts_are_recognised() -> None:
+    from sglr.engine.tokenizer import EngineTokenizer
+    from sglr.model.tiny import tiny_model_path
+
+    tok = EngineTokenizer(tiny_model_path("llama"))
+    assert tok.is_special_token_text("<|im_end|>")
+    assert not tok.is_special_token_text("<|im_end")
+    assert not tok.is_special_token_text("hello")

@@ -397,3 +397,14 @@ def test_gen_with_an_ebnf_grammar(tiny_engine):
         )
 
     assert answer.run(backend=tiny_engine)["x"] in ("The answer is A.", "The answer is B.")
+
+
+def test_gen_with_tools_needs_a_chat_completions_backend(tiny_engine):
+    @sgl.function
+    def ask(s):
+        s += "Q: weather? A: " + sgl.gen(
+            "x", max_tokens=4, tools=[{"type": "function", "function": {"name": "f"}}]
+        )
+
+    error = ask.run(backend=tiny_engine).error()
+    assert error is not None and "needs a chat-completions backend" in str(error)

@@ -70,3 +70,23 @@ def test_run_keywords_split_into_defaults_and_program_arguments():
     assert batch_run_params({"top_p": 0.5}) == GenParams(top_p=0.5)
     with pytest.raises(TypeError, match=r"run_batch\(\) got unexpected keyword arguments \['topic'\]"):
         batch_run_params({"topic": "cats"})
+
+
+def test_tools_and_tool_choice_are_checked_and_kept_as_json():
+    import json
+
+    from sglr.lang.gen_params import GenParams
+
+    tools = [{"type": "function", "function": {"name": "f"}}]
+    params = GenParams(tools=tools, tool_choice="required")
+    assert params.tools_list == tools and params.tool_choice_value == "required"
+    named = {"type": "function", "function": {"name": "f"}}
+    assert (
+        GenParams().merged(tools=json.dumps(tools), tool_choice=json.dumps(named)).tool_choice_value == named
+    )
+    with pytest.raises(ValueError, match="tools must be"):
+        GenParams(tools=[{"name": "f"}])
+    with pytest.raises(ValueError, match="tool_choice needs tools"):
+        GenParams(tool_choice="required")
+    with pytest.raises(ValueError, match="tool_choice must be"):
+        GenParams(tools=tools, tool_choice=json.dumps("sometimes"))

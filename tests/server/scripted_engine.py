@@ -23,6 +23,8 @@ def abort_delta(error: Exception, completion_tokens: int) -> dict[str, Any]:
 
 
 class _Tokenizer:
+    chat_template = "{% for m in messages %}{{ m.content }} {% endfor %}"
+
     def apply_chat_template(self, messages: list[dict[str, Any]], **kwargs: Any) -> str:
         return " ".join(str(m["content"]) for m in messages)
 

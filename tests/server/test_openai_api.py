@@ -216,14 +216,21 @@ def test_bad_requests_are_400_with_the_field_named(client: openai.OpenAI, call, 
     assert excinfo.value.type == "invalid_request_error"
 
 
-def test_tools_are_refused_clearly(client: openai.OpenAI) -> None:
-    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
-    with pytest.raises(openai.BadRequestError, match="tool calling is not supported"):
-        client.chat.completions.create(model="default", messages=MESSAGES, tools=tools)
+def test_tools_on_a_template_without_tool_support(client: openai.OpenAI) -> None:
+    """The tiny template cannot show tools: they go in a fallback system prompt (Hermes format)."""
+    parameters = {"type": "object", "properties": {}, "additionalProperties": False}
+    tools = [{"type": "function", "function": {"name": "f", "parameters": parameters}}]
+    reply = client.chat.completions.create(
+        model="default", messages=MESSAGES, tools=tools, tool_choice="required", max_tokens=60,
+        temperature=0, parallel_tool_calls=False,
+    )  # fmt: skip
+    assert reply.choices[0].finish_reason == "tool_calls"
+    assert reply.choices[0].message.tool_calls[0].function.name == "f"
+    assert reply.choices[0].message.tool_calls[0].function.arguments == "{}"
     reply = client.chat.completions.create(
         model="default", messages=MESSAGES, tools=tools, tool_choice="none", max_tokens=2
     )
-    assert reply.usage.completion_tokens <= 2
+    assert reply.usage.completion_tokens <= 2 and reply.choices[0].message.tool_calls is None
 
 
 def test_unknown_model_is_404(client: openai.OpenAI) -> None:

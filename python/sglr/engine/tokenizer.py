@@ -36,6 +36,10 @@ class EngineTokenizer:
     def chat_template(self) -> str | None:
         return self.hf.chat_template
 
+    def is_special_token_text(self, text: str) -> bool:
+        """Whether `text` is one special token (dropped from text by `skip_special_tokens`)."""
+        return any(t.special and t.content == text for t in self.hf.added_tokens_decoder.values())
+
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
         """`add_special_tokens=False` for text that already holds them (a rendered chat template)."""
         try:
@@ -84,7 +88,11 @@ def _has_lone_surrogate(text: str) -> bool:
 def _read_template(template: str) -> str:
     """`template` is a Jinja string or a path to a file holding one (.jinja or a tokenizer_config.json)."""
     path = Path(template)
-    if len(template) < 4096 and path.is_file():
+    try:
+        is_file = len(template) < 4096 and path.is_file()
+    except OSError:  # not a usable path (a component longer than a file name may be): template text
+        is_file = False
+    if is_file:
         text = path.read_text()
         if path.suffix == ".json":
             return json.loads(text)["chat_template"]

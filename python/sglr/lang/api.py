@@ -51,12 +51,20 @@ def gen(
     regex: str | None = None,
     json_schema: str | dict | None = None,
     ebnf: str | None = None,
+    tools: Sequence[dict] | None = None,
+    tool_choice: str | dict | None = None,
 ) -> ir.Expr:
     """Generates text into variable `name` (unset values come from `run(...)` defaults).
 
     With `choices`, this is `select(name, choices, ...)`. `regex`, `json_schema`, `ebnf` (an
     EBNF / GBNF grammar) and `dtype` (int/float/str/bool) constrain the output on backends that
     support constrained decoding.
+
+    `tools` (OpenAI function tools) and `tool_choice` ("auto", "none", "required" or
+    `{"type": "function", "function": {"name": ...}}`) let the model call functions, on
+    chat-completions backends (`sgl.OpenAI`, also against sglr-server): the variable gets the
+    reply's text (empty when it only called tools) and `get_meta_info(name)["tool_calls"]` the
+    calls, OpenAI-shaped (`id`, `type`, `function.name`, `function.arguments` as JSON text).
     """
     if choices is not None:
         return select(
@@ -79,6 +87,10 @@ def gen(
             raise ValueError(f"gen({name!r}): invalid regex {regex!r}: {exc}") from exc
     if isinstance(overrides.get("json_schema"), dict):
         overrides["json_schema"] = json.dumps(overrides["json_schema"])
+    if "tools" in overrides:
+        overrides["tools"] = json.dumps(list(overrides["tools"]))
+    if "tool_choice" in overrides:
+        overrides["tool_choice"] = json.dumps(overrides["tool_choice"])
     for key in ("stop", "stop_regex"):
         if isinstance(overrides.get(key), (list, tuple)):
             overrides[key] = list(overrides[key])

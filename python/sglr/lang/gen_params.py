@@ -51,6 +51,10 @@ class GenParams:
     dtype: str | None = None
     regex: str | None = None
     ebnf: str | None = None
+    # OpenAI tool calling (JSON text: the `tools` array and the `tool_choice` value); only
+    # chat-completions backends carry them.
+    tools: str | None = None
+    tool_choice: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -61,6 +65,14 @@ class GenParams:
         set_(self, "dtype", dtype_name(self.dtype))
         if isinstance(self.json_schema, dict):
             set_(self, "json_schema", json.dumps(self.json_schema))
+        if self.tools is not None and not isinstance(self.tools, str):
+            set_(self, "tools", json.dumps(list(self.tools)))
+        if (self.tool_choice is not None and not isinstance(self.tool_choice, str)) or self.tool_choice in (
+            "auto",
+            "none",
+            "required",
+        ):
+            set_(self, "tool_choice", json.dumps(self.tool_choice))
         if self.max_new_tokens is not None and self.max_new_tokens < 0:
             raise ValueError(f"max_new_tokens must be at least 0, got {self.max_new_tokens}.")
         if self.min_new_tokens < 0 or (
@@ -91,6 +103,33 @@ class GenParams:
                 json.loads(self.json_schema)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"json_schema is not valid JSON: {exc}") from exc
+        self._check_tools()
+
+    def _check_tools(self) -> None:
+        tools = json.loads(self.tools) if self.tools is not None else None
+        if tools is not None and (
+            not isinstance(tools, list)
+            or not all(isinstance(t, dict) and t.get("type") == "function" for t in tools)
+        ):
+            raise ValueError('tools must be a list of {"type": "function", "function": {...}} objects.')
+        if self.tool_choice is not None:
+            choice = json.loads(self.tool_choice)
+            if choice not in ("auto", "none", "required") and not (
+                isinstance(choice, dict) and isinstance(choice.get("function"), dict)
+            ):
+                raise ValueError(
+                    'tool_choice must be "auto", "none", "required" or {"type": "function", "function": {"name": ...}}.'
+                )
+            if not tools and choice != "none":
+                raise ValueError("tool_choice needs tools.")
+
+    @property
+    def tools_list(self) -> list[dict[str, Any]] | None:
+        return json.loads(self.tools) if self.tools is not None else None
+
+    @property
+    def tool_choice_value(self) -> str | dict[str, Any] | None:
+        return json.loads(self.tool_choice) if self.tool_choice is not None else None
 
     def merged(self, **overrides: Any) -> GenParams:
         """A copy with the non-None `overrides` applied (validated again)."""
@@ -137,7 +176,10 @@ _SHARED_OPTIONS = (
 GEN_PARAM_FIELDS = {
     "max_tokens": "max_new_tokens",
     "min_tokens": "min_new_tokens",
-    **{name: name for name in (*_SHARED_OPTIONS, "dtype", "regex", "json_schema", "ebnf")},
+    **{
+        name: name
+        for name in (*_SHARED_OPTIONS, "dtype", "regex", "json_schema", "ebnf", "tools", "tool_choice")
+    },
 }
 
 #: The keyword arguments of `run()` / `run_batch()` that are run-level `GenParams` defaults.

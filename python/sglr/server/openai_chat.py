@@ -25,6 +25,8 @@ from sglr.server.openai_params import MAX_LOGPROBS, SAMPLING_FIELDS
 from sglr.server.openai_request import OpenAIRequest
 from sglr.server.openai_stream import OpenAIChunks
 from sglr.server.state import ServerState
+from sglr.server.tools.chat import ChatTools
+from sglr.server.tools.stream import ToolCallDeltas
 
 _FIELDS = SAMPLING_FIELDS | {
     "messages", "max_completion_tokens", "logprobs", "top_logprobs", "tools", "tool_choice",
@@ -32,8 +34,8 @@ _FIELDS = SAMPLING_FIELDS | {
     "modalities", "audio", "prediction",
 }  # fmt: skip
 _UNSUPPORTED = {
-    "functions": "function calling is not supported",
-    "function_call": "function calling is not supported",
+    "functions": "the legacy functions field is not supported; use tools",
+    "function_call": "the legacy function_call field is not supported; use tool_choice",
     "audio": "audio output is not supported",
     "prediction": "predicted outputs are not supported",
 }
@@ -44,16 +46,12 @@ class _ChatRequest(OpenAIRequest):
 
     def __init__(self, state: ServerState, body: dict[str, Any]) -> None:
         super().__init__(state, body, _FIELDS, _UNSUPPORTED, "the chat completions request")
-        tool_choice = body.get("tool_choice")
-        if body.get("tools") and tool_choice != "none":
-            raise ApiError.bad_request(
-                'tool calling is not supported (send tool_choice: "none" to ignore tools)', "tools"
-            )
+        self.tools = ChatTools(body, state.engine.tokenizer.chat_template)
         modalities = body.get("modalities")
         if modalities is not None and modalities != ["text"]:
             raise ApiError.bad_request("only the text modality is supported", "modalities")
-        messages = normalize_messages(body.get("messages"))
-        template_kwargs = get_dict(body, "chat_template_kwargs") or {}
+        messages, tool_kwargs = self.tools.render_inputs(normalize_messages(body.get("messages")))
+        template_kwargs = {**(get_dict(body, "chat_template_kwargs") or {}), **tool_kwargs}
         text = state.engine.tokenizer.apply_chat_template(
             messages, add_generation_prompt=True, **template_kwargs
         )
@@ -70,6 +68,9 @@ class _ChatRequest(OpenAIRequest):
         if self.top_logprobs and not self.logprobs:
             raise ApiError.bad_request("top_logprobs requires logprobs to be true", "top_logprobs")
         self._read_sampling(body, max_tokens, max_tokens_field)
+        self.tools.constrain(self.params)
+        if self.tools.active:
+            self.tools.keep_special_tokens(self.params, state.engine.tokenizer.is_special_token_text)
         self._number_choices(body, num_prompts=1, id_prefix="chatcmpl")
 
     def engine_kwargs(self) -> dict[str, Any]:
@@ -102,13 +103,19 @@ async def chat_completions(state: ServerState, request: Request) -> Response:
 
 
 def _response(req: _ChatRequest, results: list[dict[str, Any]]) -> dict[str, Any]:
-    def content(sequence: int, result: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "message": {"role": "assistant", "content": result["text"], "tool_calls": None, "refusal": None},
-            "logprobs": req.logprobs_of(result["meta_info"]),
-        }
+    called: set[int] = set()
 
-    return req.whole_response("chat.completion", results, content)
+    def content(sequence: int, result: dict[str, Any]) -> dict[str, Any]:
+        message, has_calls = req.tools.message(result["text"])
+        if has_calls:
+            called.add(req.layout.choice_of(sequence))
+        return {"message": message, "logprobs": req.logprobs_of(result["meta_info"])}
+
+    response = req.whole_response("chat.completion", results, content)
+    for choice in response["choices"]:
+        if choice["index"] in called and choice["finish_reason"] == "stop":
+            choice["finish_reason"] = "tool_calls"
+    return response
 
 
 class _ChatChunks(OpenAIChunks):
@@ -117,6 +124,7 @@ class _ChatChunks(OpenAIChunks):
     def __init__(self, req: _ChatRequest) -> None:
         super().__init__(req, "chat.completion.chunk")
         self.chat = req
+        self.tool_deltas = [ToolCallDeltas(req.tools) for _ in range(req.layout.num_sequences)]
 
     def opening(self) -> list[Any]:
         role = {"role": "assistant", "content": ""}
@@ -135,6 +143,9 @@ class _ChatChunks(OpenAIChunks):
     def choices_of(self, sequence: int, delta: dict[str, Any]) -> list[dict[str, Any]]:
         index = self.req.layout.choice_of(sequence)
         logprobs = self.chat.logprobs_of(delta["meta_info"])
+        reason = delta["meta_info"].get("finish_reason")
+        if self.chat.tools.active:
+            return self._tool_choices(index, sequence, delta["text"], reason)
         choices = []
         if delta["text"] or (logprobs is not None and logprobs["content"]):
             choices.append(
@@ -145,7 +156,6 @@ class _ChatChunks(OpenAIChunks):
                     "finish_reason": None,
                 }
             )
-        reason = delta["meta_info"].get("finish_reason")
         if reason is not None:
             choices.append(
                 {
@@ -153,6 +163,28 @@ class _ChatChunks(OpenAIChunks):
                     "delta": {},
                     "logprobs": None,
                     "finish_reason": finish_reason(reason),
+                    "matched_stop": matched_stop(reason),
+                }
+            )
+        return choices
+
+    def _tool_choices(
+        self, index: int, sequence: int, text: str, reason: dict[str, Any] | None
+    ) -> list[dict[str, Any]]:
+        """With tools shown, deltas come from the sequence's tool-call stream parser."""
+        deltas = self.tool_deltas[sequence]
+        out = deltas.feed(text)
+        if reason is not None:
+            out += deltas.finish()
+        choices = [{"index": index, "delta": d, "logprobs": None, "finish_reason": None} for d in out]
+        if reason is not None:
+            why = finish_reason(reason)
+            choices.append(
+                {
+                    "index": index,
+                    "delta": {},
+                    "logprobs": None,
+                    "finish_reason": "tool_calls" if deltas.num_calls and why == "stop" else why,
                     "matched_stop": matched_stop(reason),
                 }
             )

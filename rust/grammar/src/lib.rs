@@ -17,7 +17,7 @@ mod matcher;
 pub mod schema;
 
 pub use earley::ParserLimits;
-pub use ebnf::parse_ebnf;
+pub use ebnf::{grammar_to_ebnf, parse_ebnf};
 pub use error::GrammarError;
 pub use grammar::{Grammar, GrammarBuilder, LexemeId, NonterminalId, Rule, Symbol};
 pub use matcher::{GrammarMatcher, ParseState};

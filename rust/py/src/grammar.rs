@@ -11,7 +11,8 @@ use pyo3::types::{PyBytes, PyDict};
 use sglr_fsm::schema::JsonSchemaOptions;
 use sglr_fsm::{CompileLimits, Vocabulary};
 use sglr_grammar::{
-    json_schema_to_grammar, parse_ebnf, GrammarError, GrammarMatcher, ParseState, ParserLimits,
+    grammar_to_ebnf, json_schema_to_grammar, parse_ebnf, GrammarError, GrammarMatcher, ParseState,
+    ParserLimits,
 };
 
 use crate::buffers::IdArray;
@@ -241,4 +242,26 @@ pub(crate) fn fill_grammar_bitmasks(
 #[pyfunction]
 pub(crate) fn json_schema_is_recursive(py: Python<'_>, schema: String) -> bool {
     py.detach(|| sglr_grammar::schema_is_recursive(&schema))
+}
+
+/// A JSON schema's grammar as GBNF rules whose start rule is `name` (other rules `name_<id>`),
+/// for embedding in a larger EBNF grammar (tool calls wrap each tool's arguments schema).
+#[pyfunction]
+#[pyo3(signature = (schema, name, *, whitespace_pattern=None, additional_properties=false))]
+pub(crate) fn json_schema_to_ebnf(
+    py: Python<'_>,
+    schema: String,
+    name: String,
+    whitespace_pattern: Option<String>,
+    additional_properties: bool,
+) -> PyResult<String> {
+    let defaults = JsonSchemaOptions::default();
+    let options = JsonSchemaOptions {
+        whitespace_pattern: whitespace_pattern.unwrap_or(defaults.whitespace_pattern.clone()),
+        additional_properties_default: additional_properties,
+        ..defaults
+    };
+    let grammar =
+        py.detach(|| json_schema_to_grammar(&schema, &options)).map_err(|e| grammar_error(py, e))?;
+    Ok(grammar_to_ebnf(&grammar, &name))
 }

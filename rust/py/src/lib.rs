@@ -25,6 +25,7 @@ fn _core(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<grammar::PyGrammarState>()?;
     module.add_function(wrap_pyfunction!(grammar::fill_grammar_bitmasks, module)?)?;
     module.add_function(wrap_pyfunction!(grammar::json_schema_is_recursive, module)?)?;
+    module.add_function(wrap_pyfunction!(grammar::json_schema_to_ebnf, module)?)?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

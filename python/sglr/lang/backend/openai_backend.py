@@ -123,6 +123,14 @@ class OpenAI(BaseBackend):
         else:
             out["max_tokens"] = params.max_new_tokens
         extra: dict[str, Any] = {}
+        if params.tools is not None:
+            if not self.is_chat_model:
+                raise BackendError(
+                    f"gen(tools=...) needs a chat model; {self.model_name!r} is a completion model"
+                )
+            out["tools"] = params.tools_list
+            if params.tool_choice is not None:
+                out["tool_choice"] = params.tool_choice_value
         if params.json_schema is not None and self.is_chat_model:
             schema = json.loads(params.json_schema)
             out["response_format"] = {
@@ -170,7 +178,20 @@ class OpenAI(BaseBackend):
         else:
             response = self.call("completion", prompt=s.text_, **kwargs)
             texts = [choice.text for choice in sorted(response.choices, key=lambda c: c.index)]
-        meta = {"id": response.id, "finish_reason": {"type": response.choices[0].finish_reason}}
+        meta: dict[str, Any] = {
+            "id": response.id,
+            "finish_reason": {"type": response.choices[0].finish_reason},
+        }
+        if sampling_params.tools is not None:
+            meta["tool_calls"] = [
+                [
+                    call.model_dump(include={"id", "type", "function"})
+                    for call in choice.message.tool_calls or []
+                ]
+                for choice in response.choices
+            ]
+            if sampling_params.n == 1:
+                meta["tool_calls"] = meta["tool_calls"][0]
         if response.usage is not None:
             meta["prompt_tokens"] = response.usage.prompt_tokens
             meta["completion_tokens"] = response.usage.completion_tokens
@@ -184,6 +205,7 @@ class OpenAI(BaseBackend):
         else:
             chunks = self.call("completion", prompt=s.text_, **kwargs, **stream_kwargs)
         meta: dict[str, Any] = {}
+        calls: dict[int, dict[str, Any]] = {}
         for chunk in chunks:
             if chunk.usage is not None:
                 self._add_usage(chunk.usage)
@@ -196,8 +218,12 @@ class OpenAI(BaseBackend):
             delta = (choice.delta.content or "") if self.is_chat_model else (choice.text or "")
             if choice.finish_reason is not None:
                 meta["finish_reason"] = {"type": choice.finish_reason}
+            if self.is_chat_model and choice.delta.tool_calls:
+                _add_tool_call_deltas(calls, choice.delta.tool_calls)
             if delta:
                 yield delta, dict(meta)
+        if sampling_params.tools is not None:
+            meta["tool_calls"] = [calls[i] for i in sorted(calls)]
         yield "", dict(meta)
 
     def select(
@@ -207,3 +233,20 @@ class OpenAI(BaseBackend):
 
     def shutdown(self) -> None:
         self.client.close()
+
+
+def _add_tool_call_deltas(calls: dict[int, dict[str, Any]], entries: Sequence[Any]) -> None:
+    """Streamed `tool_calls` entries assembled by index: id, type and name come once, the
+    arguments in pieces."""
+    for entry in entries:
+        call = calls.setdefault(
+            entry.index, {"id": None, "type": "function", "function": {"name": None, "arguments": ""}}
+        )
+        if entry.id:
+            call["id"] = entry.id
+        if entry.type:
+            call["type"] = entry.type
+        if entry.function is not None:
+            if entry.function.name:
+                call["function"]["name"] = entry.function.name
+            call["function"]["arguments"] += entry.function.arguments or ""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sglr.errors import BackendError
 from sglr.lang.gen_params import GenParams
 
 # The native request keys that are request-level (beside `sampling_params`, not inside it).
@@ -14,6 +15,11 @@ LOGPROB_KEYS = ("return_logprob", "logprob_start_len", "top_logprobs_num", "retu
 
 def native_sampling_params(params: GenParams) -> dict[str, Any]:
     """The `sampling_params` object of a native request (`dtype` lowered to a regex and stops)."""
+    if params.tools is not None:
+        raise BackendError(
+            "gen(tools=...) needs a chat-completions backend: use sgl.OpenAI(model, base_url=<server>/v1) "
+            "(sglr-server's /v1/chat/completions renders the tools with the model's chat template)"
+        )
     regex, stop = params.regex_and_stop()
     return {
         "skip_special_tokens": True,

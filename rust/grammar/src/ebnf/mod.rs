@@ -8,9 +8,12 @@
 mod ast;
 mod lower;
 mod parse;
+mod print;
 
 use crate::error::GrammarError;
 use crate::grammar::Grammar;
+
+pub use print::grammar_to_ebnf;
 
 /// Parses EBNF text into a grammar.
 pub fn parse_ebnf(text: &str) -> Result<Grammar, GrammarError> {
