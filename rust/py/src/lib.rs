@@ -4,6 +4,7 @@ mod buffers;
 mod errors;
 mod fsm;
 mod radix;
+mod router;
 mod sched;
 mod sched_decision;
 mod sched_index;
@@ -13,6 +14,7 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _core(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<radix::PyRadixTree>()?;
+    module.add_class::<router::PyPrefixForest>()?;
     module.add_class::<sched::PyScheduler>()?;
     module.add_class::<sched_decision::PyDecision>()?;
     module.add_class::<sched_decision::PyAdmission>()?;
