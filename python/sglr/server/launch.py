@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from sglr.engine.config import SCHEDULE_POLICIES
+from sglr.router.policy import ROUTER_POLICIES
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 CHATML_TEMPLATE = (
@@ -83,6 +84,20 @@ def build_parser() -> argparse.ArgumentParser:
     add("--nccl-port", type=int, default=None, help="local port for the ranks to meet (default: a free one)")
     add("--base-gpu-id", type=int, default=0, help="GPU of rank 0; rank r uses base-gpu-id + r")
     add(
+        "--dp-size",
+        "--data-parallel-size",
+        dest="dp_size",
+        type=int,
+        default=1,
+        help="engine replicas behind this front, each its own tp group (replica i from GPU base + i*tp)",
+    )
+    add(
+        "--router-policy",
+        choices=ROUTER_POLICIES,
+        default="cache-aware",
+        help="how --dp-size replicas share requests",
+    )
+    add(
         "--single-process",
         action="store_true",
         help="run the scheduler and the model in the server process (tp-size 1 only)",
@@ -140,6 +155,20 @@ def engine_options(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _build_engine(args: argparse.Namespace, engine_class: Any) -> Any:
+    if args.dp_size == 1:
+        return engine_class(model_path=args.model_path, **engine_options(args))
+    from sglr.router.dp_engine import DataParallelEngine
+    from sglr.router.policy import RouterConfig
+
+    return DataParallelEngine(
+        args.model_path,
+        dp_size=args.dp_size,
+        router_config=RouterConfig(policy=args.router_policy, seed=args.random_seed or 0),
+        **engine_options(args),
+    )
+
+
 def _bind(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -171,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     from sglr.server.settings import DEFAULT_MAX_BODY_BYTES, ServerSettings
 
     try:
-        engine = Engine(model_path=args.model_path, **engine_options(args))
+        engine = _build_engine(args, Engine)
         settings = ServerSettings(
             api_key=args.api_key,
             enable_metrics=args.enable_metrics,
