@@ -83,6 +83,21 @@ class Router:
     def num_routed_keys(self, replica: int) -> int:
         return self._forest.num_keys(replica)
 
+    def check_invariants(self) -> None:
+        """The trees' own invariants, one tree per replica with a load count, every tree
+        within its key bound, no negative load. Raises `InvariantError`."""
+        from sglr.errors import InvariantError
+
+        with self._lock:
+            self._forest.check_invariants()
+            if self._forest.replica_ids() != sorted(self._num_in_flight):
+                raise InvariantError("the trees' replicas differ from the load counts' replicas")
+            for replica, num_in_flight in self._num_in_flight.items():
+                if num_in_flight < 0:
+                    raise InvariantError(f"replica {replica} has {num_in_flight} requests in flight")
+                if self._forest.num_keys(replica) > self.config.max_keys_per_tree:
+                    raise InvariantError(f"replica {replica}'s tree is over its key bound")
+
     # -- routing ------------------------------------------------------------------------
     def route(self, key: Sequence[int] | str) -> int:
         """Picks a replica for a request whose prompt is `key` (token ids, or text when the
