@@ -245,3 +245,11 @@ class RouterConfigError(RouterError, ValueError):
 
 class NoReplicaAvailableError(RouterError, RuntimeError):
     """Every replica is dead or removed: the request has nowhere to go."""
+
+
+class UnknownWorkerError(RouterError, ValueError):
+    """A worker URL the router does not hold."""
+
+
+class DuplicateWorkerError(RouterError, ValueError):
+    """A worker URL the router already holds."""

@@ -169,7 +169,7 @@ def _build_engine(args: argparse.Namespace, engine_class: Any) -> Any:
     )
 
 
-def _bind(host: str, port: int) -> socket.socket:
+def _bind(host: str, port: int, prog: str = "sglr-server") -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -177,7 +177,7 @@ def _bind(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        raise SystemExit(f"sglr-server: cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        raise SystemExit(f"{prog}: cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     sock.listen(2048)
     sock.set_inheritable(True)
     return sock
