@@ -105,4 +105,5 @@ def test_trees_stay_within_the_key_bound_under_many_prefixes() -> None:
         # The route just made is the one pruning spares: sending it again hits the same replica.
         assert router.route(prompt) == replica
         router.finish(replica)
-    assert all(router.num_routed_keys(replica) == 200 for replica in router.replica_ids)
+    # Eviction takes whole leaves, so a full tree sits less than one key (32) under the bound.
+    assert all(200 - 32 < router.num_routed_keys(replica) <= 200 for replica in router.replica_ids)

@@ -1,4 +1,4 @@
-//! All replicas' trees behind one logical clock.
+//! All replicas' trees, by replica id.
 
 use rustc_hash::FxHashMap;
 
@@ -14,11 +14,10 @@ pub struct ReplicaMatch {
     pub matched_len: usize,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct PrefixForest {
     trees: FxHashMap<ReplicaId, ReplicaTree>,
     max_keys_per_tree: usize,
-    clock: u64,
 }
 
 impl PrefixForest {
@@ -26,7 +25,7 @@ impl PrefixForest {
         if max_keys_per_tree == 0 {
             return Err(RouterTreeError::ZeroCapacity);
         }
-        Ok(Self { trees: FxHashMap::default(), max_keys_per_tree, clock: 0 })
+        Ok(Self { trees: FxHashMap::default(), max_keys_per_tree })
     }
 
     pub fn add_replica(&mut self, replica: ReplicaId) -> Result<(), RouterTreeError> {
@@ -77,9 +76,7 @@ impl PrefixForest {
     }
 
     pub fn insert(&mut self, replica: ReplicaId, key: &[u32]) -> Result<(), RouterTreeError> {
-        self.clock += 1;
-        let now = self.clock;
-        self.trees.get_mut(&replica).ok_or(RouterTreeError::UnknownReplica(replica))?.insert(key, now);
+        self.trees.get_mut(&replica).ok_or(RouterTreeError::UnknownReplica(replica))?.insert(key);
         Ok(())
     }
 

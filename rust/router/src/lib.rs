@@ -1,10 +1,9 @@
 //! Approximate prefix trees for the data-parallel router.
 //!
 //! The router never sees the replicas' real KV caches; it remembers what it *sent* where.
-//! Each replica gets a trie of the keys (token ids, or text bytes widened to u32) routed to
-//! it, every node stamped with a logical access time. A tree holds at most
-//! `max_keys_per_tree` keys; past that, least-recently-used leaves are pruned, which mirrors
-//! the LRU eviction the replica itself does.
+//! Each replica gets a radix tree (`sglr-radix`, the KV cache's own) of the keys (token ids,
+//! or text bytes widened to u32) routed to it. A tree holds at most `max_keys_per_tree` keys;
+//! past that, least-recently-used leaves are evicted whole, as the replica's cache evicts.
 
 mod error;
 mod forest;

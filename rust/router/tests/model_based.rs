@@ -114,12 +114,26 @@ fn pruning_drops_the_least_recently_routed_prefix() {
     forest.insert(0, &[1, 2, 3]).unwrap();
     forest.insert(0, &[4, 5, 6]).unwrap();
     forest.insert(0, &[1, 2, 3]).unwrap(); // refreshes the first prefix
-    forest.insert(0, &[7, 8]).unwrap(); // over the bound by two: [4,5,6] loses its tail
+    forest.insert(0, &[7, 8]).unwrap(); // over the bound by two: [4,5,6], a whole leaf, goes
     forest.check_invariants().unwrap();
-    assert_eq!(forest.num_keys(0).unwrap(), 6);
+    assert_eq!(forest.num_keys(0).unwrap(), 5);
     assert_eq!(forest.match_len(0, &[1, 2, 3]).unwrap(), 3);
-    assert_eq!(forest.match_len(0, &[4, 5, 6]).unwrap(), 1);
+    assert_eq!(forest.match_len(0, &[4, 5, 6]).unwrap(), 0);
     assert_eq!(forest.match_len(0, &[7, 8]).unwrap(), 2);
+}
+
+#[test]
+fn matching_does_not_refresh_a_prefix() {
+    let mut forest = PrefixForest::new(6).unwrap();
+    forest.add_replica(0).unwrap();
+    forest.insert(0, &[1, 2, 3]).unwrap();
+    forest.insert(0, &[4, 5, 6]).unwrap();
+    // Looking [1,2,3] up (as routing does for every replica) keeps it the oldest.
+    assert_eq!(forest.best_match(&[1, 2, 3]).unwrap().matched_len, 3);
+    forest.insert(0, &[7]).unwrap();
+    assert_eq!(forest.match_len(0, &[1, 2, 3]).unwrap(), 0);
+    assert_eq!(forest.match_len(0, &[4, 5, 6]).unwrap(), 3);
+    forest.check_invariants().unwrap();
 }
 
 #[test]
