@@ -82,7 +82,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add("--dist-init-addr", default=None, help="host:port where the tensor-parallel ranks meet")
     add("--nccl-port", type=int, default=None, help="local port for the ranks to meet (default: a free one)")
-    add("--base-gpu-id", type=int, default=0, help="GPU of rank 0; rank r uses base-gpu-id + r")
+    add(
+        "--nnodes",
+        type=int,
+        default=1,
+        help="machines the tensor-parallel group spans (tp-size/nnodes ranks each)",
+    )
+    add(
+        "--node-rank",
+        type=int,
+        default=0,
+        help="this machine's place among --nnodes; 0 serves HTTP, the others run only their ranks",
+    )
+    add(
+        "--base-gpu-id",
+        type=int,
+        default=0,
+        help="GPU of a node's first rank; local rank r uses base-gpu-id + r",
+    )
     add(
         "--dp-size",
         "--data-parallel-size",
@@ -152,6 +169,8 @@ def engine_options(args: argparse.Namespace) -> dict[str, Any]:
         "dist_init_addr": args.dist_init_addr,
         "nccl_port": args.nccl_port,
         "base_gpu_id": args.base_gpu_id,
+        "nnodes": args.nnodes,
+        "node_rank": args.node_rank,
     }
 
 
@@ -167,6 +186,36 @@ def _build_engine(args: argparse.Namespace, engine_class: Any) -> Any:
         router_config=RouterConfig(policy=args.router_policy, seed=args.random_seed or 0),
         **engine_options(args),
     )
+
+
+def _run_follower_node(args: argparse.Namespace) -> int:
+    """`--node-rank K > 0`: this machine's ranks of the group node 0 serves; no HTTP."""
+    from sglr.engine.config import EngineConfig
+    from sglr.engine.engine import runner_config_for
+    from sglr.engine.worker.node import run_follower_node
+    from sglr.errors import SglrError
+
+    try:
+        if args.dp_size != 1:
+            raise ValueError("--dp-size > 1 cannot be combined with --nnodes > 1")
+        cfg = EngineConfig.from_kwargs(model_path=args.model_path, **engine_options(args))
+        runner_config = runner_config_for(cfg)
+    except (SglrError, ValueError, OSError) as exc:
+        print(f"sglr-server: {exc}", file=sys.stderr)
+        return 2
+    ranks = cfg.local_ranks
+    print(
+        f"sglr-server: node {cfg.node_rank} of {cfg.nnodes}: ranks {ranks.start}-{ranks.stop - 1} "
+        f"joining {cfg.dist_init_addr}",
+        flush=True,
+    )
+    try:
+        code = run_follower_node(cfg, runner_config)
+    except (SglrError, ValueError, OSError) as exc:
+        print(f"sglr-server: {exc}", file=sys.stderr)
+        return 2
+    print("sglr-server: shut down", flush=True)
+    return code
 
 
 def _bind(host: str, port: int, prog: str = "sglr-server") -> socket.socket:
@@ -190,6 +239,8 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    if args.node_rank != 0:
+        return _run_follower_node(args)
     sock = _bind(args.host, args.port)
     host, port = sock.getsockname()[:2]
     url = f"http://{f'[{host}]' if ':' in host else host}:{port}"
