@@ -7,6 +7,7 @@ workers, and no process outlives its parent."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 import threading
 import time
@@ -27,7 +28,7 @@ def workers(tiny_dir: Path) -> Iterator[list[Process]]:
     started: list[Process] = []
     try:
         for _ in range(2):
-            started.append(start_worker(tiny_dir))
+            started.append(start_worker(tiny_dir, "--enable-metrics"))
         yield started
     finally:
         for worker in started:
@@ -103,6 +104,8 @@ def test_apis_pass_through_with_cache_affinity(workers: list[Process]) -> None:
             assert all(len(urls) == 1 for urls in homes.values()), homes
             assert len(set().union(*homes.values())) == 2
             assert client.post("/flush_cache").json()["workers"] == {w.url: 200 for w in workers}
+            # The query goes along: every worker refuses this timeout.
+            assert client.post("/flush_cache", params={"timeout": "soon"}).status_code == 400
             metrics = client.get("/metrics").text
             for worker in workers:
                 assert f'sglr_router:requests_total{{outcome="ok",worker="{worker.url}"}}' in metrics
@@ -235,3 +238,34 @@ def test_router_restarts_over_running_workers(workers: list[Process]) -> None:
     # The workers outlived both routers.
     for worker in workers:
         assert httpx.get(worker.url + "/health", timeout=30).status_code == 200
+
+
+def test_a_client_leaving_mid_stream_frees_the_worker(workers: list[Process]) -> None:
+    """The router closes its upstream stream when its client goes: the worker aborts the
+    generation, and the router's load count for it returns to zero."""
+    router = start_router([w.url for w in workers])
+    body = {
+        "text": "leave early",
+        "stream": True,
+        "sampling_params": {"max_new_tokens": 3000, "ignore_eos": True},
+    }
+    try:
+        with httpx.Client(base_url=router.url, timeout=120) as client:
+            with client.stream("POST", "/generate", json=body) as response:
+                worker_url = response.headers[WORKER_HEADER]
+                next(response.iter_raw())
+            assert list_workers(client)[worker_url]["num_in_flight"] in (0, 1)
+
+            def worker_idle() -> bool:
+                stats = httpx.get(worker_url + "/server_info", timeout=30).json()["internal_states"][0]
+                return stats["num_running_requests"] == 0 and stats["num_waiting_requests"] == 0
+
+            wait_for(worker_idle, what="the worker to finish the abandoned generation")
+            # It ended as aborted (the worker saw its client go), not by running to its length.
+            metrics = httpx.get(worker_url + "/metrics", timeout=30).text
+            assert re.search(r'sglr:num_requests_total\{finish_reason="abort",[^}]*\} [1-9]', metrics), (
+                metrics
+            )
+            wait_for(lambda: list_workers(client)[worker_url]["num_in_flight"] == 0, what="the load count")
+    finally:
+        assert router.stop() == 0, router.output()

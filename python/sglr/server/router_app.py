@@ -158,7 +158,7 @@ async def _any_worker(state: RouterState, request: Request) -> Response:
         workers = workers[start:] + workers[:start]
     for worker in workers:
         try:
-            upstream = await state.client.get(worker.url + request.url.path, headers=_auth(request))
+            upstream = await state.client.get(worker.url + _path_and_query(request), headers=_auth(request))
         except httpx.TransportError as exc:
             state.pool.mark_failed(worker, f"{type(exc).__name__}: {exc}")
             continue
@@ -181,7 +181,7 @@ async def _every_worker(state: RouterState, request: Request) -> Response:
 
     async def one(worker: Worker) -> tuple[str, int]:
         try:
-            upstream = await state.client.request(request.method, worker.url + request.url.path, content=body, headers=headers)  # fmt: skip
+            upstream = await state.client.request(request.method, worker.url + _path_and_query(request), content=body, headers=headers)  # fmt: skip
         except httpx.TransportError as exc:
             state.pool.mark_failed(worker, f"{type(exc).__name__}: {exc}")
             return worker.url, 502
@@ -242,6 +242,11 @@ def _describe_worker(state: RouterState, worker: Worker) -> dict:
         "num_failed": worker.num_failed,
         "last_error": worker.last_error,
     }
+
+
+def _path_and_query(request: Request) -> str:
+    query = request.url.query
+    return request.url.path + (f"?{query}" if query else "")
 
 
 def _auth(request: Request) -> dict[str, str]:
