@@ -6,6 +6,9 @@ from pathlib import Path
 
 import pytest
 import tomllib
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from sglr.errors import DuplicateWorkerError, NoReplicaAvailableError, RouterConfigError, UnknownWorkerError
 from sglr.router import RouterConfig
@@ -87,3 +90,68 @@ def test_console_script_points_at_the_router() -> None:
     with pytest.raises(SystemExit) as exit_info:
         main(["--help"])
     assert exit_info.value.code == 0
+
+
+class WorkerPoolMachine(RuleBasedStateMachine):
+    """Random membership, health and routing; invariants after every operation: requests go
+    only to healthy members, in-flight counts match the model, a worker that left and came
+    back starts from zero whatever it had in flight before."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pool = WorkerPool([], RouterConfig(policy="cache-aware"))
+        self.members: dict[str, bool] = {}  # url -> healthy
+        self.routes: list = []
+        self.next_port = 2000
+
+    @rule()
+    def add(self) -> None:
+        url = f"http://127.0.0.1:{self.next_port}"
+        self.next_port += 1
+        self.pool.add_worker(url, healthy=True)
+        self.members[url] = True
+
+    @precondition(lambda self: self.members)
+    @rule(data=st.data())
+    def remove(self, data: st.DataObject) -> None:
+        url = data.draw(st.sampled_from(sorted(self.members)))
+        self.pool.remove_worker(url)
+        del self.members[url]
+
+    @precondition(lambda self: self.members)
+    @rule(data=st.data(), healthy=st.booleans())
+    def health(self, data: st.DataObject, healthy: bool) -> None:
+        url = data.draw(st.sampled_from(sorted(self.members)))
+        worker = self.pool.get(url)
+        if healthy:
+            self.pool.mark_healthy(worker)
+        else:
+            self.pool.mark_failed(worker, "probe failed")
+        self.members[url] = healthy
+
+    @rule(group=st.integers(0, 3))
+    def route(self, group: int) -> None:
+        if not any(self.members.values()):
+            with pytest.raises(NoReplicaAvailableError):
+                self.pool.route([group] * 4)
+            return
+        route = self.pool.route([group] * 4)
+        assert self.members.get(route.worker.url) is True
+        self.routes.append(route)
+
+    @precondition(lambda self: self.routes)
+    @rule(data=st.data(), failed=st.booleans())
+    def finish(self, data: st.DataObject, failed: bool) -> None:
+        self.pool.finish(self.routes.pop(data.draw(st.integers(0, len(self.routes) - 1))), failed=failed)
+
+    @invariant()
+    def consistent(self) -> None:
+        self.pool.check_invariants()
+        assert {w.url: w.healthy for w in self.pool.workers} == self.members
+        for worker in self.pool.workers:
+            expected = sum(r.replica_id == worker.replica_id for r in self.routes) if worker.healthy else 0
+            assert self.pool.num_in_flight(worker) == expected
+
+
+WorkerPoolMachine.TestCase.settings = settings(max_examples=50, stateful_step_count=40, deadline=None)
+test_worker_pool_state_machine = WorkerPoolMachine.TestCase
