@@ -267,5 +267,8 @@ def test_a_client_leaving_mid_stream_frees_the_worker(workers: list[Process]) ->
                 metrics
             )
             wait_for(lambda: list_workers(client)[worker_url]["num_in_flight"] == 0, what="the load count")
+            assert f'sglr_router:requests_total{{outcome="client_left",worker="{worker_url}"}} 1.0' in (
+                client.get("/metrics").text
+            )
     finally:
         assert router.stop() == 0, router.output()

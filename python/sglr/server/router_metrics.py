@@ -3,7 +3,8 @@
 Counted as requests pass: requests by worker and outcome (`ok`, `error_status`: the worker
 answered an error, passed through; `failed`: the worker broke off, the client got an error;
 `retried`: the worker broke off before anything reached the client, so another one got the
-request), and the time the router spends choosing a worker. Read from the pool when scraped:
+request; `client_left`: the client closed a stream first), and the time the router spends
+choosing a worker. Read from the pool when scraped:
 each worker's health, requests in flight and the keys its prefix tree holds.
 """
 
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from sglr.router.workers import WorkerPool
 
-OUTCOMES = ("ok", "error_status", "failed", "retried")
+OUTCOMES = ("ok", "error_status", "failed", "retried", "client_left")
 _ROUTE_BUCKETS = (1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2)
 
 

@@ -134,7 +134,7 @@ async def _relay(
     chunks: AsyncIterator[bytes],
     first: bytes,
 ) -> AsyncIterator[bytes]:
-    failed = False
+    failed = completed = False
     try:
         yield first
         tail = first
@@ -142,6 +142,7 @@ async def _relay(
             async for chunk in chunks:
                 yield chunk
                 tail = chunk
+            completed = True
         except httpx.TransportError as exc:
             failed = True
             context.pool.mark_failed(route.worker, _describe(exc))
@@ -153,7 +154,9 @@ async def _relay(
     finally:
         await upstream.aclose()
         context.pool.finish(route, failed=failed)
-        context.metrics.count(route.worker.url, "failed" if failed else "ok")
+        # Neither: the client left first (the worker aborts when its connection closes).
+        outcome = "failed" if failed else "ok" if completed else "client_left"
+        context.metrics.count(route.worker.url, outcome)
 
 
 def _broke_off(context: ProxyContext, route: Route, exc: BaseException | None) -> None:
