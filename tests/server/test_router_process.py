@@ -206,16 +206,17 @@ def test_requests_not_yet_answered_are_retried(tiny_dir: Path, workers: list[Pro
     try:
         with httpx.Client(base_url=router.url, timeout=120) as client, ThreadPoolExecutor(6) as pool:
             futures = [
-                pool.submit(generate, client, f"long {index}", max_new_tokens=400, ignore_eos=True)
+                # Long enough that none ends before the kill; six fit the survivor's KV at once.
+                pool.submit(generate, client, f"long {index}", max_new_tokens=1200, ignore_eos=True)
                 for index in range(6)
             ]
             wait_for(lambda: list_workers(client)[victim.url]["num_in_flight"] == 3, what="victim load")
-            time.sleep(0.3)
+            time.sleep(0.2)
             victim.popen.send_signal(signal.SIGKILL)
             responses = [future.result() for future in futures]
             assert all(r.status_code == 200 for r in responses), [r.text for r in responses]
             assert {r.headers[WORKER_HEADER] for r in responses} == {survivor.url}
-            assert all(r.json()["meta_info"]["completion_tokens"] == 400 for r in responses)
+            assert all(r.json()["meta_info"]["completion_tokens"] == 1200 for r in responses)
             assert 'outcome="retried"' in client.get("/metrics").text
     finally:
         assert router.stop() == 0, router.output()
