@@ -14,7 +14,8 @@ PACKAGE_ROOT = Path(__file__).resolve().parents[1] / "python"
 FORBIDDEN = {
     "sglr.kernels": ("sglr.model", "sglr.engine", "sglr.server", "sglr.lang"),
     "sglr.model": ("sglr.engine", "sglr.server", "sglr.lang"),
-    "sglr.engine": ("sglr.server", "sglr.lang"),
+    "sglr.engine": ("sglr.router", "sglr.server", "sglr.lang"),
+    "sglr.router": ("sglr.server", "sglr.lang"),
     "sglr.server": ("sglr.lang",),
 }
 

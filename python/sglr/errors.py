@@ -235,3 +235,31 @@ class TokenNotAllowedError(ConstraintError, ValueError):
 
 class BitmaskShapeError(ConstraintError, ValueError):
     """A token bitmask buffer too small for the vocabulary or the batch."""
+
+
+class RouterError(SglrError):
+    """Misuse of the data-parallel router (`sglr.router`, `sglr._core.PrefixForest`)."""
+
+
+class UnknownReplicaError(RouterError, ValueError):
+    """A replica id the router does not hold (never added, or removed)."""
+
+
+class DuplicateReplicaError(RouterError, ValueError):
+    """A replica id the router already holds."""
+
+
+class RouterConfigError(RouterError, ValueError):
+    """An invalid router setting (unknown policy, zero tree capacity, bad thresholds)."""
+
+
+class NoReplicaAvailableError(RouterError, RuntimeError):
+    """Every replica is dead or removed: the request has nowhere to go."""
+
+
+class UnknownWorkerError(RouterError, ValueError):
+    """A worker URL the router does not hold."""
+
+
+class DuplicateWorkerError(RouterError, ValueError):
+    """A worker URL the router already holds."""

@@ -32,7 +32,11 @@ class EngineConfig:
         keeping tokenization and result assembly. None: only when tp_size > 1 (the in-process
         engine otherwise); `sglr-server` turns it on.
     dist_init_addr / nccl_port: where the ranks meet (`host:port`; default a free local port).
-    base_gpu_id: the GPU of rank 0; rank r uses `base_gpu_id + r`.
+    nnodes / node_rank: a tensor-parallel group over `nnodes` machines, `tp_size / nnodes`
+        ranks each (node k runs ranks k*per_node ...); node 0 runs the front and rank 0, the
+        others only their ranks (`sglr.engine.worker.node`). Needs `dist_init_addr`, an
+        address of node 0 every node reaches.
+    base_gpu_id: the GPU of a node's first rank; its local rank r uses `base_gpu_id + r`.
     worker_start_timeout_s: how long the workers may take to load the model.
     watchdog_timeout_s: a worker whose scheduler makes no step for this long while it has work
         (a hung rank, a stuck collective) or that stops reporting at all is declared hung: the
@@ -64,6 +68,8 @@ class EngineConfig:
     multiprocess: bool | None = None
     dist_init_addr: str | None = None
     nccl_port: int | None = None
+    nnodes: int = 1
+    node_rank: int = 0
     base_gpu_id: int = 0
     worker_start_timeout_s: float = 600.0
     watchdog_timeout_s: float = 300.0
@@ -89,10 +95,33 @@ class EngineConfig:
             raise EngineConfigError(
                 "tp_size > 1 runs one worker process per rank: multiprocess cannot be False"
             )
+        if not isinstance(self.nnodes, int) or self.nnodes < 1 or not 0 <= self.node_rank < self.nnodes:
+            raise EngineConfigError(
+                f"need nnodes >= 1 and 0 <= node_rank < nnodes, got {self.nnodes}, {self.node_rank}"
+            )
+        if self.nnodes > 1:
+            if self.tp_size % self.nnodes:
+                raise EngineConfigError(f"tp_size={self.tp_size} does not split over nnodes={self.nnodes}")
+            if not self.dist_init_addr:
+                raise EngineConfigError("nnodes > 1 needs dist_init_addr (host:port of node 0)")
+            if self.multiprocess is False:
+                raise EngineConfigError(
+                    "nnodes > 1 runs the ranks in worker processes: multiprocess cannot be False"
+                )
         if self.base_gpu_id < 0 or self.worker_start_timeout_s <= 0 or self.watchdog_timeout_s <= 0:
             raise EngineConfigError(
                 "base_gpu_id must be >= 0, worker_start_timeout_s and watchdog_timeout_s positive"
             )
+
+    @property
+    def ranks_per_node(self) -> int:
+        return self.tp_size // self.nnodes
+
+    @property
+    def local_ranks(self) -> range:
+        """The tensor-parallel ranks this node runs."""
+        first = self.node_rank * self.ranks_per_node
+        return range(first, first + self.ranks_per_node)
 
     @property
     def uses_workers(self) -> bool:

@@ -31,7 +31,7 @@ from sglr.engine.request import TokenizedRequest
 from sglr.engine.request_builder import RequestBuilder
 from sglr.engine.token_output import TokenOutput
 from sglr.engine.tokenizer import EngineTokenizer
-from sglr.errors import EngineClosedError
+from sglr.errors import EngineClosedError, EngineConfigError
 
 logger = logging.getLogger("sglr.engine")
 
@@ -41,25 +41,33 @@ _CPU_CHUNK = 2048
 _GPU_CHUNK = 8192
 
 
+def runner_config_for(cfg: EngineConfig) -> Any:
+    """The model runner's settings from the engine's (the same on every rank of every node)."""
+    from sglr.model.runner import RunnerConfig
+
+    return RunnerConfig(
+        model_path=cfg.model_path,
+        dtype=cfg.dtype,
+        device=cfg.device,
+        kv_num_tokens=cfg.max_total_tokens,
+        mem_fraction=cfg.mem_fraction_static,
+        max_context_len=cfg.context_length,
+        attention_backend=cfg.attention_backend,
+        load_format=cfg.load_format,
+        seed=cfg.seed,
+        cuda_graph_max_bs=cfg.cuda_graph_max_bs,
+        max_num_reqs=(cfg.max_running_requests or _GPU_MAX_RUNNING) + 2,
+    )
+
+
 class Engine:
     def __init__(self, model_path: str | None = None, **kwargs: Any) -> None:
-        from sglr.model.runner import RunnerConfig
-
         cfg = EngineConfig.from_kwargs(model_path=model_path, **kwargs)
-        runner_config = RunnerConfig(
-            model_path=cfg.model_path,
-            dtype=cfg.dtype,
-            device=cfg.device,
-            kv_num_tokens=cfg.max_total_tokens,
-            mem_fraction=cfg.mem_fraction_static,
-            max_context_len=cfg.context_length,
-            attention_backend=cfg.attention_backend,
-            load_format=cfg.load_format,
-            seed=cfg.seed,
-            cuda_graph_max_bs=cfg.cuda_graph_max_bs,
-            max_num_reqs=(cfg.max_running_requests or _GPU_MAX_RUNNING) + 2,
-        )
-        self._start(cfg, runner_config)
+        if cfg.node_rank != 0:
+            raise EngineConfigError(
+                "node_rank > 0 runs only its ranks (sglr.engine.worker.node); node 0 holds the engine"
+            )
+        self._start(cfg, runner_config_for(cfg))
 
     @classmethod
     def from_runner(cls, runner: Any, **kwargs: Any) -> Engine:

@@ -29,6 +29,7 @@ _TYPES = {
     413: "invalid_request_error",
     415: "invalid_request_error",
     500: "internal_server_error",
+    502: "bad_gateway",  # sglr-router: the worker behind it failed
     503: "service_unavailable",
 }
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from sglr.engine.config import SCHEDULE_POLICIES
+from sglr.router.policy import ROUTER_POLICIES
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 CHATML_TEMPLATE = (
@@ -81,7 +82,38 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add("--dist-init-addr", default=None, help="host:port where the tensor-parallel ranks meet")
     add("--nccl-port", type=int, default=None, help="local port for the ranks to meet (default: a free one)")
-    add("--base-gpu-id", type=int, default=0, help="GPU of rank 0; rank r uses base-gpu-id + r")
+    add(
+        "--nnodes",
+        type=int,
+        default=1,
+        help="machines the tensor-parallel group spans (tp-size/nnodes ranks each)",
+    )
+    add(
+        "--node-rank",
+        type=int,
+        default=0,
+        help="this machine's place among --nnodes; 0 serves HTTP, the others run only their ranks",
+    )
+    add(
+        "--base-gpu-id",
+        type=int,
+        default=0,
+        help="GPU of a node's first rank; local rank r uses base-gpu-id + r",
+    )
+    add(
+        "--dp-size",
+        "--data-parallel-size",
+        dest="dp_size",
+        type=int,
+        default=1,
+        help="engine replicas behind this front, each its own tp group (replica i from GPU base + i*tp)",
+    )
+    add(
+        "--router-policy",
+        choices=ROUTER_POLICIES,
+        default="cache-aware",
+        help="how --dp-size replicas share requests",
+    )
     add(
         "--single-process",
         action="store_true",
@@ -137,10 +169,56 @@ def engine_options(args: argparse.Namespace) -> dict[str, Any]:
         "dist_init_addr": args.dist_init_addr,
         "nccl_port": args.nccl_port,
         "base_gpu_id": args.base_gpu_id,
+        "nnodes": args.nnodes,
+        "node_rank": args.node_rank,
     }
 
 
-def _bind(host: str, port: int) -> socket.socket:
+def _build_engine(args: argparse.Namespace, engine_class: Any) -> Any:
+    if args.dp_size == 1:
+        return engine_class(model_path=args.model_path, **engine_options(args))
+    from sglr.router.dp_engine import DataParallelEngine
+    from sglr.router.policy import RouterConfig
+
+    return DataParallelEngine(
+        args.model_path,
+        dp_size=args.dp_size,
+        router_config=RouterConfig(policy=args.router_policy, seed=args.random_seed or 0),
+        **engine_options(args),
+    )
+
+
+def _run_follower_node(args: argparse.Namespace) -> int:
+    """`--node-rank K > 0`: this machine's ranks of the group node 0 serves; no HTTP."""
+    from sglr.engine.config import EngineConfig
+    from sglr.engine.engine import runner_config_for
+    from sglr.engine.worker.node import run_follower_node
+    from sglr.errors import SglrError
+
+    try:
+        if args.dp_size != 1:
+            raise ValueError("--dp-size > 1 cannot be combined with --nnodes > 1")
+        cfg = EngineConfig.from_kwargs(model_path=args.model_path, **engine_options(args))
+        runner_config = runner_config_for(cfg)
+    except (SglrError, ValueError, OSError) as exc:
+        print(f"sglr-server: {exc}", file=sys.stderr)
+        return 2
+    ranks = cfg.local_ranks
+    print(
+        f"sglr-server: node {cfg.node_rank} of {cfg.nnodes}: ranks {ranks.start}-{ranks.stop - 1} "
+        f"joining {cfg.dist_init_addr}",
+        flush=True,
+    )
+    try:
+        code = run_follower_node(cfg, runner_config)
+    except (SglrError, ValueError, OSError) as exc:
+        print(f"sglr-server: {exc}", file=sys.stderr)
+        return 2
+    print("sglr-server: shut down", flush=True)
+    return code
+
+
+def _bind(host: str, port: int, prog: str = "sglr-server") -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -148,7 +226,7 @@ def _bind(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        raise SystemExit(f"sglr-server: cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        raise SystemExit(f"{prog}: cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     sock.listen(2048)
     sock.set_inheritable(True)
     return sock
@@ -161,6 +239,8 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    if args.node_rank != 0:
+        return _run_follower_node(args)
     sock = _bind(args.host, args.port)
     host, port = sock.getsockname()[:2]
     url = f"http://{f'[{host}]' if ':' in host else host}:{port}"
@@ -171,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     from sglr.server.settings import DEFAULT_MAX_BODY_BYTES, ServerSettings
 
     try:
-        engine = Engine(model_path=args.model_path, **engine_options(args))
+        engine = _build_engine(args, Engine)
         settings = ServerSettings(
             api_key=args.api_key,
             enable_metrics=args.enable_metrics,

@@ -5,6 +5,7 @@ mod errors;
 mod fsm;
 mod grammar;
 mod radix;
+mod router;
 mod sched;
 mod sched_decision;
 mod sched_index;
@@ -14,6 +15,7 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _core(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<radix::PyRadixTree>()?;
+    module.add_class::<router::PyPrefixForest>()?;
     module.add_class::<sched::PyScheduler>()?;
     module.add_class::<sched_decision::PyDecision>()?;
     module.add_class::<sched_decision::PyAdmission>()?;

@@ -99,6 +99,29 @@ impl RadixTree {
         (matched_len, self.handle(node.0))
     }
 
+    /// Length of the longest cached prefix of `tokens` in `namespace`, leaving the tree as it
+    /// is: no split, no LRU touch. For observers that must not change what gets evicted (the
+    /// router's approximate per-replica trees match every replica, but route to one).
+    pub fn peek_match_len(&self, namespace: Option<Namespace>, tokens: &[TokenId]) -> usize {
+        let Some(&root) = self.roots.get(&namespace) else {
+            return 0;
+        };
+        let (mut node, mut pos) = (root, 0);
+        while pos < tokens.len() {
+            let Some(&child) = self.nodes[node as usize].children.get(&tokens[pos]) else {
+                break;
+            };
+            let edge = &self.nodes[child as usize].tokens;
+            let shared = common_prefix_len(edge, &tokens[pos..]);
+            pos += shared;
+            if shared < edge.len() {
+                break;
+            }
+            node = child;
+        }
+        pos
+    }
+
     /// Caches `tokens` with their KV `slots`.
     ///
     /// Only the part past the longest cached prefix is added (as one new leaf); the caller

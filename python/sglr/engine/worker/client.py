@@ -70,9 +70,10 @@ class WorkerScheduler:
         dist_init = _dist_init_method(engine_config) if tp_size > 1 else None
         # On CPU the ranks share the cores (a model-bound step wants all of them; the front's
         # work is small next to it).
-        num_threads = max(1, (os.cpu_count() or 1) // tp_size)
+        num_threads = max(1, (os.cpu_count() or 1) // engine_config.ranks_per_node)
         self._procs: list[subprocess.Popen[bytes]] = []
-        for rank in range(tp_size):
+        # On a multi-node group this node runs its own ranks only (node 0: rank 0 onwards).
+        for rank in engine_config.local_ranks:
             spec = WorkerSpec(
                 rank=rank,
                 tp_size=tp_size,

@@ -84,7 +84,8 @@ def _load_runner(spec: WorkerSpec) -> Any:
     config = spec.runner_config
     device = resolve_device(config.device)
     if device.type == "cuda":
-        device = torch.device("cuda", spec.engine_config.base_gpu_id + spec.rank)
+        local_rank = spec.rank % spec.engine_config.ranks_per_node
+        device = torch.device("cuda", spec.engine_config.base_gpu_id + local_rank)
         torch.cuda.set_device(device)
         config = dataclasses.replace(config, device=str(device))
     tp = None

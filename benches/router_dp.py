@@ -1,0 +1,306 @@
+"""Data-parallel routing, side by side in one run: `sglr-router` in front of two `sglr-server`
+workers (tiny model, CPU) under the shared-prefix workload with many prefix groups.
+
+For each policy (cache-aware, round-robin, shortest-queue) a fresh router over the same two
+workers (their caches flushed first), and as the reference one worker alone behind the router
+(dp=1, the same KV size per worker). Reported per run: aggregate prefix-cache hit rate (cached
+prompt tokens / prompt tokens, from every response's `meta_info`), its ratio to dp=1, request
+throughput, TTFT p50 / p99, failures. Then the router's own cost per request: choosing a worker
+(body parse + routing key + policy + finish, in process, on this workload's bodies), the extra
+latency of the HTTP hop (a 1-token request through the router vs straight to a worker, median),
+and the prefix forest's insert / lookup rate on radix_overhead.py's heavy trace next to the
+KV cache's RadixTree.
+
+    python benches/router_dp.py                      # about two minutes on a 2-core CPU
+    python benches/router_dp.py --num-groups 64 --output benches/results/router_dp_cpu.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+import httpx
+
+from benchlib.serving_datasets import BenchRequest, shared_prefix_dataset
+
+_ADDRESS = re.compile(r"sglr-(?:server|router): \w+ .* on (http://\S+)")
+
+
+@dataclass
+class Outcome:
+    ok: bool
+    ttft_s: float = 0.0
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+
+
+def spawn(argv: list[str]) -> tuple[subprocess.Popen, str]:
+    process = subprocess.Popen([sys.executable, *argv], stdout=subprocess.PIPE, text=True)
+    assert process.stdout is not None
+    for line in process.stdout:
+        match = _ADDRESS.search(line)
+        if match:
+            return process, match.group(1)
+    raise SystemExit(f"{argv[:3]} exited with status {process.wait()}")
+
+
+def stop(process: subprocess.Popen) -> None:
+    process.terminate()
+    try:
+        process.wait(60)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+async def one(client: httpx.AsyncClient, request: BenchRequest) -> Outcome:
+    body = {
+        "input_ids": request.prompt_ids,
+        "stream": True,
+        "sampling_params": {"max_new_tokens": request.output_len, "ignore_eos": True, "temperature": 0},
+    }
+    started = time.perf_counter()
+    outcome = Outcome(ok=False)
+    async with client.stream("POST", "/generate", json=body) as response:
+        if response.status_code != 200:
+            return outcome
+        async for line in response.aiter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            event = json.loads(line[6:])
+            if "error" in event:
+                return outcome
+            if not outcome.ttft_s:
+                outcome.ttft_s = time.perf_counter() - started
+            meta = event["meta_info"]
+            outcome.prompt_tokens = meta["prompt_tokens"]
+            outcome.cached_tokens = meta["cached_tokens"]
+    outcome.ok = True
+    return outcome
+
+
+async def run_workload(
+    url: str, requests: list[BenchRequest], concurrency: int
+) -> tuple[list[Outcome], float]:
+    semaphore = asyncio.Semaphore(concurrency)
+    limits = httpx.Limits(max_connections=concurrency)
+    async with httpx.AsyncClient(base_url=url, timeout=600, limits=limits) as client:
+
+        async def limited(request: BenchRequest) -> Outcome:
+            async with semaphore:
+                return await one(client, request)
+
+        started = time.perf_counter()
+        outcomes = await asyncio.gather(*(limited(request) for request in requests))
+    return list(outcomes), time.perf_counter() - started
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))] if ordered else float("nan")
+
+
+def run_policy(policy: str, worker_urls: list[str], requests: list[BenchRequest], concurrency: int) -> dict:
+    for url in worker_urls:
+        httpx.post(url + "/flush_cache", timeout=60).raise_for_status()
+    router_argv = ["-m", "sglr.server.router_launch", "--port", "0", "--log-level", "warning"]
+    router, router_url = spawn([*router_argv, "--policy", policy, "--worker-urls", *worker_urls])
+    try:
+        outcomes, duration = asyncio.run(run_workload(router_url, requests, concurrency))
+        per_worker = {
+            w["url"]: w["num_routed"] for w in httpx.get(router_url + "/list_workers").json()["workers"]
+        }
+    finally:
+        stop(router)
+    done = [o for o in outcomes if o.ok]
+    ttfts = [o.ttft_s * 1e3 for o in done]
+    return {
+        "hit_rate": sum(o.cached_tokens for o in done) / max(1, sum(o.prompt_tokens for o in done)),
+        "throughput": len(done) / duration,
+        "ttft_p50": percentile(ttfts, 50),
+        "ttft_p99": percentile(ttfts, 99),
+        "failed": len(outcomes) - len(done),
+        "split": "/".join(str(per_worker.get(url, 0)) for url in worker_urls),
+    }
+
+
+def routing_decision_us(requests: list[BenchRequest], num_workers: int = 2) -> float:
+    """In-process cost of what the router does per request besides the HTTP hop: parse the body,
+    take its routing key, choose a worker (cache-aware), finish."""
+    from sglr.router.keys import routing_key
+    from sglr.router.workers import WorkerPool
+
+    pool = WorkerPool([f"http://127.0.0.1:{10000 + i}" for i in range(num_workers)])
+    bodies = [
+        json.dumps(
+            {"input_ids": r.prompt_ids, "stream": True, "sampling_params": {"max_new_tokens": 8}}
+        ).encode()
+        for r in requests
+    ]
+    rounds = max(1, 4000 // len(bodies))
+    started = time.perf_counter()
+    for _ in range(rounds):
+        for body in bodies:
+            route = pool.route(routing_key("/generate", json.loads(body)))
+            pool.finish(route)
+    return (time.perf_counter() - started) / (rounds * len(bodies)) * 1e6
+
+
+def hop_overhead_ms(router_url: str, worker_url: str, num: int = 60) -> tuple[float, float]:
+    """Median latency of a 1-token request straight to the worker and through the router."""
+    body = {"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 1}}
+
+    def median_ms(url: str) -> float:
+        with httpx.Client(base_url=url, timeout=60) as client:
+            client.post("/generate", json=body)  # warm the connection
+            samples = []
+            for _ in range(num):
+                started = time.perf_counter()
+                client.post("/generate", json=body).raise_for_status()
+                samples.append((time.perf_counter() - started) * 1e3)
+        return statistics.median(samples)
+
+    # Interleaved halves, so drift on a shared machine hits both sides alike.
+    direct = [median_ms(worker_url), 0.0]
+    routed = [median_ms(router_url), 0.0]
+    direct[1], routed[1] = median_ms(worker_url), median_ms(router_url)
+    return statistics.fmean(direct), statistics.fmean(routed)
+
+
+def tree_rates() -> dict[str, tuple[float, float]]:
+    """Inserts and prefix lookups per second on radix_overhead.py's heavy trace (2,000 requests
+    of 1-4k tokens over 32 shared prefixes): the router's forest (two replicas, alternating)
+    next to the KV cache's RadixTree (one tree, slots = positions)."""
+    import numpy as np
+
+    from radix_overhead import grouped_trace
+    from sglr._core import PrefixForest, RadixTree
+
+    trace = grouped_trace(2, 32, 63, (512, 2048), (256, 2048))[:2000]
+    forest = PrefixForest(1 << 24)
+    forest.add_replica(0)
+    forest.add_replica(1)
+    tree = RadixTree()
+    rates = {}
+    started = time.perf_counter()
+    for index, key in enumerate(trace):
+        forest.insert(index % 2, key)
+    insert_s = time.perf_counter() - started
+    started = time.perf_counter()
+    for key in trace:
+        forest.best_match(key)
+    rates["PrefixForest (router)"] = (len(trace) / insert_s, len(trace) / (time.perf_counter() - started))
+    forest.check_invariants()
+    slots = [np.arange(1, len(key) + 1, dtype=np.int32) for key in trace]
+    started = time.perf_counter()
+    for key, key_slots in zip(trace, slots, strict=True):
+        tree.insert(key, key_slots)
+    insert_s = time.perf_counter() - started
+    started = time.perf_counter()
+    for key in trace:
+        tree.match_prefix_len(key)
+    rates["RadixTree (KV cache)"] = (len(trace) / insert_s, len(trace) / (time.perf_counter() - started))
+    return rates
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--num-groups", type=int, default=32)
+    parser.add_argument("--prompts-per-group", type=int, default=8)
+    parser.add_argument("--system-len", type=int, default=256)
+    parser.add_argument("--question-len", type=int, default=32)
+    parser.add_argument("--output-len", type=int, default=8)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--max-total-tokens", type=int, default=16384, help="KV size of each worker")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--output", type=Path, default=None, help="also write the table here")
+    args = parser.parse_args()
+
+    from sglr.model.tiny import tiny_model_path
+
+    model_dir = tiny_model_path("llama")
+    vocab_size = json.loads((Path(model_dir) / "config.json").read_text())["vocab_size"]
+    requests = shared_prefix_dataset(
+        args.num_groups, args.prompts_per_group, args.system_len, args.question_len,
+        args.output_len, vocab_size, args.seed,
+    )  # fmt: skip
+    worker_argv = ["-m", "sglr", "--model-path", str(model_dir), "--port", "0", "--device", "cpu",
+                   "--max-total-tokens", str(args.max_total_tokens), "--log-level", "warning"]  # fmt: skip
+    workers = [spawn(worker_argv) for _ in range(2)]
+    worker_urls = [url for _, url in workers]
+    rows: list[tuple[str, dict]] = []
+    try:
+        # Warm both workers alike (first forwards allocate and compile), so no run pays for it.
+        for url in worker_urls:
+            asyncio.run(run_workload(url, requests[: args.concurrency], args.concurrency))
+        rows.append(
+            ("dp=1 (reference)", run_policy("cache-aware", worker_urls[:1], requests, args.concurrency))
+        )
+        for policy in ("cache-aware", "round-robin", "shortest-queue"):
+            rows.append((f"dp=2 {policy}", run_policy(policy, worker_urls, requests, args.concurrency)))
+        router, router_url = spawn(
+            ["-m", "sglr.server.router_launch", "--port", "0", "--log-level", "warning",
+             "--worker-urls", worker_urls[0]]
+        )  # fmt: skip
+        try:
+            direct_ms, routed_ms = hop_overhead_ms(router_url, worker_urls[0])
+        finally:
+            stop(router)
+    finally:
+        for process, _ in workers:
+            stop(process)
+    decision_us = routing_decision_us(requests)
+    rates = tree_rates()
+
+    reference = rows[0][1]["hit_rate"]
+    lines = [
+        f"Workload: {len(requests)} requests, {args.num_groups} prefix groups x {args.prompts_per_group}, "
+        f"system {args.system_len} + question {args.question_len} tokens, {args.output_len} output tokens, "
+        f"concurrency {args.concurrency}; tiny llama on CPU, {args.max_total_tokens} KV tokens per worker; "
+        "sglr-router in front of sglr-server workers.",
+        "",
+        "| run | hit rate | vs dp=1 | req/s | TTFT p50 ms | TTFT p99 ms | failed | requests per worker |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for name, row in rows:
+        lines.append(
+            f"| {name} | {row['hit_rate']:.1%} | {row['hit_rate'] / reference:.1%} | {row['throughput']:.1f} | "
+            f"{row['ttft_p50']:.1f} | {row['ttft_p99']:.1f} | {row['failed']} | {row['split']} |"
+        )
+    lines += [
+        "",
+        "| router cost | value |",
+        "| --- | ---: |",
+        f"| choosing a worker (parse + key + cache-aware route + finish), per request | {decision_us:.1f} us |",
+        f"| 1-token request straight to a worker, median | {direct_ms:.2f} ms |",
+        f"| the same through sglr-router, median | {routed_ms:.2f} ms |",
+        f"| HTTP hop added by the router | {routed_ms - direct_ms:.2f} ms |",
+    ]
+    lines += [
+        "",
+        "| heavy radix trace (2,000 keys of 1-4k tokens) | inserts /s | lookups /s |",
+        "| --- | ---: | ---: |",
+    ]
+    lines += [f"| {name} | {insert:,.0f} | {match:,.0f} |" for name, (insert, match) in rates.items()]
+    table = "\n".join(lines)
+    print(table)
+    if args.output:
+        args.output.write_text(f"# `python benches/router_dp.py`\n\n{table}\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,62 @@
+"""The routing key of an API request body: what the router matches against its prefix trees.
+
+Token ids when the request carries them (`input_ids`, or an OpenAI `prompt` of ids), else the
+prompt's text (the router does not tokenize; a shared text prefix is a shared token prefix).
+Chat requests key on their messages in order, role then content, so a conversation's next turn
+extends the key of the turn before. A batch keys on its first prompt. A body the router cannot
+read keys to "" (the worker answers it with the proper error).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+Key = list[int] | str
+# The prefix trees hold u32 ids; anything else is not a valid token id anyway.
+_MAX_ID = 1 << 32
+
+
+def routing_key(path: str, body: Any) -> Key:
+    if not isinstance(body, dict):
+        return ""
+    if path == "/v1/chat/completions":
+        return _chat_key(body.get("messages"))
+    if path == "/v1/completions":
+        return _prompt_key(body.get("prompt"))
+    ids = _prompt_key(body.get("input_ids"))
+    return ids if ids else _prompt_key(body.get("text"))
+
+
+def _prompt_key(prompt: Any) -> Key:
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, list) and prompt:
+        first = prompt[0]
+        if isinstance(first, (str, list)):
+            return _prompt_key(first)
+        if all(
+            isinstance(token, int) and not isinstance(token, bool) and 0 <= token < _MAX_ID
+            for token in prompt
+        ):
+            return prompt
+    return ""
+
+
+def _chat_key(messages: Any) -> str:
+    if not isinstance(messages, list):
+        return ""
+    parts: list[str] = []
+    for message in messages:
+        if not isinstance(message, dict):
+            continue
+        parts.append(str(message.get("role", "")))
+        parts.append("\n")
+        content = message.get("content")
+        if isinstance(content, str):
+            parts.append(content)
+        elif isinstance(content, list):
+            parts.extend(
+                str(part.get("text", "")) for part in content if isinstance(part, dict) and "text" in part
+            )
+        parts.append("\n")
+    return "".join(parts)

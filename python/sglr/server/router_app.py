@@ -1,0 +1,284 @@
+"""`build_router_app(pool)`: the Starlette application of `sglr-router`.
+
+Generation (`/generate`, `/v1/completions`, `/v1/chat/completions`) goes to the worker the
+policy picks (`sglr.server.router_proxy`). Model and server info go to any healthy worker;
+`/flush_cache` and `/abort_request` go to every healthy one. Run-time membership:
+`POST /add_worker?url=...` / `POST /remove_worker?url=...` (or `{"url": ...}` as the body),
+`GET /list_workers`. `/health` is 200 while some worker is healthy; `/metrics` is the
+router's (`sglr.server.router_metrics`).
+
+Health checks run in the background: every `health_check_interval_s` each worker's `/health`
+is probed; `health_failure_threshold` failures in a row take it out of routing, one success
+brings it back. A request a worker fails takes it out at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import itertools
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+
+import httpx
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from sglr.errors import UnknownWorkerError
+from sglr.router.workers import Worker, WorkerPool
+from sglr.server.auth import BearerAuthMiddleware
+from sglr.server.errors import as_api_error, error_response, handle_http_exception, handle_unexpected
+from sglr.server.jsonout import JSONOut
+from sglr.server.router_metrics import RouterMetrics
+from sglr.server.router_proxy import WORKER_HEADER, ProxyContext, forward_generation
+
+logger = logging.getLogger("sglr.router")
+
+GENERATION_PATHS = ("/generate", "/v1/completions", "/v1/chat/completions")
+# Answered by any one worker: every worker serves the same model.
+ANY_WORKER_GET_PATHS = (
+    "/health_generate",
+    "/v1/models",
+    "/model_info",
+    "/get_model_info",
+    "/server_info",
+    "/get_server_info",
+)
+EVERY_WORKER_POST_PATHS = ("/flush_cache", "/abort_request")
+
+
+@dataclass(frozen=True)
+class RouterSettings:
+    health_check_interval_s: float = 2.0
+    health_check_timeout_s: float = 2.0
+    health_failure_threshold: int = 2
+    # Other workers a request may go to after one broke off before replying.
+    max_retries: int = 2
+    # None: a generation may take as long as it takes.
+    request_timeout_s: float | None = None
+    connect_timeout_s: float = 5.0
+    api_key: str | None = None
+
+
+@dataclass
+class RouterState:
+    pool: WorkerPool
+    settings: RouterSettings
+    metrics: RouterMetrics
+    client: httpx.AsyncClient | None = None
+    proxy: ProxyContext | None = None
+
+
+Handler = Callable[[RouterState, Request], Awaitable[Response]]
+
+
+def build_router_app(pool: WorkerPool, settings: RouterSettings | None = None) -> Starlette:
+    settings = settings or RouterSettings()
+    state = RouterState(pool=pool, settings=settings, metrics=RouterMetrics(pool))
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        timeout = httpx.Timeout(settings.request_timeout_s, connect=settings.connect_timeout_s)
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=256)
+        async with httpx.AsyncClient(timeout=timeout, limits=limits) as client:
+            state.client = client
+            state.proxy = ProxyContext(pool, client, state.metrics, settings.max_retries)
+            checker = asyncio.create_task(_check_health_forever(state))
+            try:
+                yield
+            finally:
+                checker.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await checker
+
+    routes = [
+        Route(path, _bind(state, _generation(path)), methods=["POST", "PUT"]) for path in GENERATION_PATHS
+    ]
+    routes += [Route(path, _bind(state, _any_worker), methods=["GET"]) for path in ANY_WORKER_GET_PATHS]
+    routes.append(Route("/v1/models/{model:path}", _bind(state, _any_worker), methods=["GET"]))
+    routes += [Route(path, _bind(state, _every_worker), methods=["GET", "POST"]) for path in EVERY_WORKER_POST_PATHS]  # fmt: skip
+    routes += [
+        Route("/health", _bind(state, _health), methods=["GET"]),
+        Route("/add_worker", _bind(state, _add_worker), methods=["POST"]),
+        Route("/remove_worker", _bind(state, _remove_worker), methods=["POST"]),
+        Route("/list_workers", _bind(state, _list_workers), methods=["GET"]),
+        Route("/metrics", _bind(state, _metrics), methods=["GET"]),
+    ]
+    middleware = []
+    if settings.api_key is not None:
+        middleware.append(Middleware(BearerAuthMiddleware, api_key=settings.api_key))
+    app = Starlette(
+        routes=routes,
+        middleware=middleware,
+        exception_handlers={HTTPException: handle_http_exception, Exception: handle_unexpected},
+        lifespan=lifespan,
+    )
+    app.state.sglr_router = state
+    return app
+
+
+def _bind(state: RouterState, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+    @functools.wraps(handler)
+    async def endpoint(request: Request) -> Response:
+        try:
+            return await handler(state, request)
+        except UnknownWorkerError as exc:
+            return error_response(404, str(exc), "url")
+        except Exception as exc:
+            error = as_api_error(exc)
+            return error_response(error.status, error.message, error.param)
+
+    return endpoint
+
+
+def _generation(path: str) -> Handler:
+    async def handler(state: RouterState, request: Request) -> Response:
+        assert state.proxy is not None
+        return await forward_generation(state.proxy, request, path)
+
+    handler.__name__ = "generation_" + path.strip("/").replace("/", "_")
+    return handler
+
+
+_rotation = itertools.count()
+
+
+async def _any_worker(state: RouterState, request: Request) -> Response:
+    assert state.client is not None
+    workers = state.pool.healthy_workers()
+    if workers:
+        start = next(_rotation) % len(workers)
+        workers = workers[start:] + workers[:start]
+    for worker in workers:
+        try:
+            upstream = await state.client.get(worker.url + _path_and_query(request), headers=_auth(request))
+        except httpx.TransportError as exc:
+            state.pool.mark_failed(worker, f"{type(exc).__name__}: {exc}")
+            continue
+        return Response(
+            upstream.content,
+            status_code=upstream.status_code,
+            headers={WORKER_HEADER: worker.url},
+            media_type=upstream.headers.get("content-type"),
+        )
+    return error_response(503, "no healthy worker is available")
+
+
+async def _every_worker(state: RouterState, request: Request) -> Response:
+    assert state.client is not None
+    body = await request.body()
+    workers = state.pool.healthy_workers()
+    if not workers:
+        return error_response(503, "no healthy worker is available")
+    headers = {**_auth(request), "content-type": request.headers.get("content-type", "application/json")}
+
+    async def one(worker: Worker) -> tuple[str, int]:
+        try:
+            upstream = await state.client.request(request.method, worker.url + _path_and_query(request), content=body, headers=headers)  # fmt: skip
+        except httpx.TransportError as exc:
+            state.pool.mark_failed(worker, f"{type(exc).__name__}: {exc}")
+            return worker.url, 502
+        return worker.url, upstream.status_code
+
+    statuses = dict(await asyncio.gather(*(one(worker) for worker in workers)))
+    status = 200 if all(code == 200 for code in statuses.values()) else max(statuses.values())
+    return JSONOut({"workers": statuses}, status_code=status)
+
+
+async def _health(state: RouterState, request: Request) -> Response:
+    num_healthy = len(state.pool.healthy_workers())
+    if num_healthy == 0:
+        return error_response(503, "no healthy worker")
+    return JSONOut({"num_healthy_workers": num_healthy})
+
+
+async def _worker_url(request: Request) -> str:
+    url = request.query_params.get("url")
+    if url is None:
+        try:
+            body = json.loads(await request.body() or b"{}")
+        except ValueError:
+            body = None
+        url = body.get("url") if isinstance(body, dict) else None
+    if not isinstance(url, str) or not url:
+        raise ValueError('give the worker as ?url=http://host:port or a JSON body {"url": ...}')
+    return url
+
+
+async def _add_worker(state: RouterState, request: Request) -> Response:
+    worker = state.pool.add_worker(await _worker_url(request), healthy=False)
+    # Routable as soon as it answers a health check: now if it is up, else from the checker.
+    await _probe(state, worker)
+    return JSONOut(_describe_worker(state, worker))
+
+
+async def _remove_worker(state: RouterState, request: Request) -> Response:
+    worker = state.pool.remove_worker(await _worker_url(request))
+    return JSONOut(_describe_worker(state, worker))
+
+
+async def _list_workers(state: RouterState, request: Request) -> Response:
+    return JSONOut({"workers": [_describe_worker(state, worker) for worker in state.pool.workers]})
+
+
+async def _metrics(state: RouterState, request: Request) -> Response:
+    body, content_type = state.metrics.render()
+    return Response(body, media_type=content_type)
+
+
+def _describe_worker(state: RouterState, worker: Worker) -> dict:
+    return {
+        "url": worker.url,
+        "healthy": worker.healthy,
+        "num_in_flight": state.pool.num_in_flight(worker),
+        "num_routed": worker.num_routed,
+        "num_failed": worker.num_failed,
+        "last_error": worker.last_error,
+    }
+
+
+def _path_and_query(request: Request) -> str:
+    query = request.url.query
+    return request.url.path + (f"?{query}" if query else "")
+
+
+def _auth(request: Request) -> dict[str, str]:
+    value = request.headers.get("authorization")
+    return {"authorization": value} if value else {}
+
+
+async def _probe(state: RouterState, worker: Worker) -> None:
+    assert state.client is not None
+    settings = state.settings
+    try:
+        response = await state.client.get(worker.url + "/health", timeout=settings.health_check_timeout_s)
+        ok = response.status_code == 200
+        reason = f"health check answered {response.status_code}"
+    except httpx.HTTPError as exc:
+        ok = False
+        reason = f"health check failed: {type(exc).__name__}: {exc}"
+    was_healthy = worker.healthy
+    if ok:
+        state.pool.mark_healthy(worker)
+        if not was_healthy and worker.healthy:
+            logger.info("worker %s is healthy; routing to it", worker.url)
+    else:
+        state.pool.mark_failed(worker, reason, failure_threshold=settings.health_failure_threshold)
+        if was_healthy and not worker.healthy:
+            logger.warning("worker %s left routing: %s", worker.url, reason)
+
+
+async def _check_health_forever(state: RouterState) -> None:
+    while True:
+        await asyncio.sleep(state.settings.health_check_interval_s)
+        try:
+            await asyncio.gather(*(_probe(state, worker) for worker in state.pool.workers))
+        except Exception:  # never let one odd answer stop the checks
+            logger.exception("health check round failed")

@@ -1,0 +1,14 @@
+//! Approximate prefix trees for the data-parallel router.
+//!
+//! The router never sees the replicas' real KV caches; it remembers what it *sent* where.
+//! Each replica gets a radix tree (`sglr-radix`, the KV cache's own) of the keys (token ids,
+//! or text bytes widened to u32) routed to it. A tree holds at most `max_keys_per_tree` keys;
+//! past that, least-recently-used leaves are evicted whole, as the replica's cache evicts.
+
+mod error;
+mod forest;
+mod tree;
+
+pub use error::RouterTreeError;
+pub use forest::{PrefixForest, ReplicaId, ReplicaMatch};
+pub use tree::ReplicaTree;
