@@ -1,0 +1,98 @@
+"""LLaVA-1.5: a CLIP ViT tower, a two-layer MLP projector and a Llama-family decoder.
+
+An image stands in the prompt as `num_image_tokens` copies of the image token; the decoder sees
+the projected patch features at those positions instead of the token's embedding. Everything
+after the embeddings is the text model's (`LlamaForCausalLM`), so decode steps, the KV cache and
+the attention backends do not know images exist.
+
+Checkpoint names come in two layouts, both read: the published one
+(`language_model.model.*`, `language_model.lm_head`, `vision_tower.vision_model.*`) and the one
+`transformers` 5 uses in memory (`model.language_model.*`, `model.vision_tower.*`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+
+import torch
+
+from sglr.errors import ModelConfigError
+from sglr.model.clip_vision import VISION_ACTIVATIONS, ClipVisionTower
+from sglr.model.config import ModelConfig
+from sglr.model.image_input import ImageSpan
+from sglr.model.layers import Linear, load_named_weights
+from sglr.model.lazy_tensor import LazyTensor
+from sglr.model.llama import LlamaForCausalLM
+from sglr.model.parallel import TensorParallel
+from sglr.model.vision_config import VisionConfig
+
+# (checkpoint prefix, module prefix), first match wins.
+_RENAMES = (
+    ("language_model.model.", "model."),
+    ("language_model.lm_head.", "lm_head."),
+    ("model.language_model.", "model."),
+    ("model.vision_tower.vision_model.", "vision_tower."),
+    ("model.vision_tower.", "vision_tower."),
+    ("vision_tower.vision_model.", "vision_tower."),
+    ("model.multi_modal_projector.", "multi_modal_projector."),
+)
+# In the checkpoint, unused by LLaVA (it reads a hidden state before the final norm).
+_UNUSED_SUFFIXES = ("vision_tower.post_layernorm.weight", "vision_tower.post_layernorm.bias")
+
+
+class MultiModalProjector(torch.nn.Module):
+    def __init__(self, vision: VisionConfig, text_hidden: int, dtype: torch.dtype) -> None:
+        super().__init__()
+        in_features = vision.hidden_size * len(vision.feature_layers)
+        self.linear_1 = Linear(in_features, text_hidden, bias=vision.projector_bias, dtype=dtype)
+        self.act = VISION_ACTIVATIONS[vision.projector_hidden_act]
+        self.linear_2 = Linear(text_hidden, text_hidden, bias=vision.projector_bias, dtype=dtype)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear_2(self.act(self.linear_1(x)))
+
+
+class LlavaForConditionalGeneration(LlamaForCausalLM):
+    def __init__(
+        self, config: ModelConfig, dtype: torch.dtype, max_positions: int, tp: TensorParallel | None = None
+    ) -> None:
+        if config.vision is None:
+            raise ModelConfigError("a LLaVA model needs a vision config")
+        super().__init__(config, dtype, max_positions, tp)
+        self.vision = config.vision
+        # Replicated on every tensor-parallel rank: it runs once per image, not per token.
+        self.vision_tower = ClipVisionTower(config.vision, dtype)
+        self.multi_modal_projector = MultiModalProjector(config.vision, config.hidden_size, dtype)
+
+    def encode_images(self, pixel_values: torch.Tensor) -> torch.Tensor:
+        """`[N, C, H, W]` -> `[N, num_image_tokens, hidden]` in the decoder's embedding space."""
+        return self.multi_modal_projector(self.vision_tower(pixel_values))
+
+    def embed_with_images(self, input_ids: torch.Tensor, spans: Sequence[ImageSpan]) -> torch.Tensor:
+        """Token embeddings `[T, hidden]` with each span's image features in place. Each image
+        is encoded once per call, however many spans (chunks) of it the batch holds."""
+        embeds = self.model.embed_tokens(input_ids)
+        images = list({id(span.image): span.image for span in spans}.values())
+        device = embeds.device
+        pixels = torch.stack([image.pixel_values for image in images]).to(device)
+        features = self.encode_images(pixels).to(embeds.dtype)
+        index = {id(image): i for i, image in enumerate(images)}
+        for span in spans:
+            rows = features[index[id(span.image)], span.first : span.first + span.length]
+            embeds[span.batch_start : span.batch_start + span.length] = rows
+        return embeds
+
+    def load_weights(self, weights: Iterable[tuple[str, torch.Tensor | LazyTensor]]) -> None:
+        ignored = ("lm_head.weight",) if self.config.tie_word_embeddings else ()
+        load_named_weights(self, _renamed(weights), ignored_names=(*ignored, *_UNUSED_SUFFIXES))
+
+
+def _renamed(
+    weights: Iterable[tuple[str, torch.Tensor | LazyTensor]],
+) -> Iterator[tuple[str, torch.Tensor | LazyTensor]]:
+    for name, tensor in weights:
+        for old, new in _RENAMES:
+            if name.startswith(old):
+                name = new + name[len(old) :]
+                break
+        yield name, tensor

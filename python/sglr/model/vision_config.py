@@ -1,0 +1,98 @@
+"""`VisionConfig`: the image side of a LLaVA-style checkpoint (a CLIP ViT tower, an MLP projector
+and how image tokens stand in the prompt), read from the `config.json` of
+`LlavaForConditionalGeneration`.
+
+The decoder itself is described by the usual `ModelConfig` (read from `text_config`); this part
+rides along as `ModelConfig.vision`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sglr.errors import ModelConfigError
+
+VISION_ARCHITECTURES = ("LlavaForConditionalGeneration",)
+_SELECT_STRATEGIES = ("default", "full")
+_ACTIVATIONS = ("quick_gelu", "gelu", "gelu_pytorch_tanh")
+
+
+@dataclass(frozen=True)
+class VisionConfig:
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    image_size: int
+    patch_size: int
+    num_channels: int = 3
+    layer_norm_eps: float = 1e-5
+    hidden_act: str = "quick_gelu"
+    projector_hidden_act: str = "gelu"
+    projector_bias: bool = True
+    # Hidden states the projector reads: indexes into (embeddings, layer 1 out, ..., layer N out),
+    # negative from the end; several are concatenated along the feature dim.
+    feature_layers: tuple[int, ...] = (-2,)
+    select_strategy: str = "default"  # "default" drops the CLS position, "full" keeps it
+    image_token_id: int = 32000
+
+    def __post_init__(self) -> None:
+        if self.select_strategy not in _SELECT_STRATEGIES:
+            raise ModelConfigError(
+                f"vision_feature_select_strategy must be one of {_SELECT_STRATEGIES}, got {self.select_strategy!r}"
+            )
+        for name in ("hidden_act", "projector_hidden_act"):
+            if getattr(self, name) not in _ACTIVATIONS:
+                raise ModelConfigError(f"unsupported vision activation {getattr(self, name)!r}")
+        if self.image_size % self.patch_size:
+            raise ModelConfigError("image_size must be a multiple of patch_size")
+        if self.hidden_size % self.num_attention_heads:
+            raise ModelConfigError("vision hidden_size must be a multiple of num_attention_heads")
+        for layer in self.feature_layers:
+            if not -(self.num_hidden_layers + 1) <= layer <= self.num_hidden_layers:
+                raise ModelConfigError(f"vision_feature_layer {layer} outside the tower's hidden states")
+
+    @property
+    def num_patches(self) -> int:
+        return (self.image_size // self.patch_size) ** 2
+
+    @property
+    def num_image_tokens(self) -> int:
+        """Prompt positions one image fills."""
+        return self.num_patches + (1 if self.select_strategy == "full" else 0)
+
+    @property
+    def num_layers_to_run(self) -> int:
+        """Encoder layers up to the deepest hidden state the projector reads."""
+        return max(layer % (self.num_hidden_layers + 1) for layer in self.feature_layers)
+
+
+def read_vision_config(raw: dict[str, Any]) -> VisionConfig:
+    """The vision part of a LLaVA `config.json` dict."""
+    vision = raw.get("vision_config")
+    if not isinstance(vision, dict):
+        raise ModelConfigError("a LLaVA config.json needs a vision_config")
+    model_type = vision.get("model_type", "clip_vision_model")
+    if model_type != "clip_vision_model":
+        raise ModelConfigError(f"unsupported vision tower {model_type!r}; sglr supports CLIP ViT towers")
+    layers = raw.get("vision_feature_layer", -2)
+    try:
+        return VisionConfig(
+            hidden_size=int(vision["hidden_size"]),
+            intermediate_size=int(vision["intermediate_size"]),
+            num_hidden_layers=int(vision["num_hidden_layers"]),
+            num_attention_heads=int(vision["num_attention_heads"]),
+            image_size=int(vision["image_size"]),
+            patch_size=int(vision["patch_size"]),
+            num_channels=int(vision.get("num_channels", 3)),
+            layer_norm_eps=float(vision.get("layer_norm_eps", 1e-5)),
+            hidden_act=str(vision.get("hidden_act", "quick_gelu")),
+            projector_hidden_act=str(raw.get("projector_hidden_act", "gelu")),
+            projector_bias=bool(raw.get("multimodal_projector_bias", True)),
+            feature_layers=tuple(int(x) for x in layers) if isinstance(layers, list) else (int(layers),),
+            select_strategy=str(raw.get("vision_feature_select_strategy", "default")),
+            image_token_id=int(raw.get("image_token_index", raw.get("image_token_id", 32000))),
+        )
+    except KeyError as exc:
+        raise ModelConfigError(f"vision_config lacks required field {exc.args[0]!r}") from None
