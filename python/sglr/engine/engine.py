@@ -24,6 +24,8 @@ from typing import Any
 from sglr.engine import delivery
 from sglr.engine.assembler import OutputAssembler
 from sglr.engine.config import EngineConfig
+from sglr.engine.images.loading import ImageLimits
+from sglr.engine.images.prompt import ImagePrompter
 from sglr.engine.io import NormalizedInput, normalize_generate_input
 from sglr.engine.loop import SchedulerLoop
 from sglr.engine.output import AsyncQueueSink, OutputSink, QueueSink
@@ -103,7 +105,11 @@ class Engine:
         self.served_model_name = cfg.served_model_name or self.model_path
         self.context_len = runner.max_context_len
         self._builder = RequestBuilder(
-            self.tokenizer, runner.vocab_size, self.context_len, runner.num_kv_slots
+            self.tokenizer,
+            runner.vocab_size,
+            self.context_len,
+            runner.num_kv_slots,
+            _image_prompter(runner.model_dir, runner.vocab_size, cfg),
         )
         if scheduler is None:
             scheduler = SchedulerLoop(
@@ -138,6 +144,7 @@ class Engine:
         stream: bool = False,
         rid: str | list[str] | None = None,
         namespace: str | None = None,
+        image_data: Any = None,
     ) -> dict[str, Any] | list[dict[str, Any]] | Iterator[dict[str, Any]]:
         batch = _normalize(locals())
         requests, assemblers = self._prepare(batch)
@@ -225,9 +232,21 @@ class Engine:
             self._loop.submit(request, sink)
 
 
+def _image_prompter(model_dir: Any, vocab_size: int, cfg: EngineConfig) -> ImagePrompter | None:
+    """The front's image reader and placer, for a model that takes images."""
+    from sglr.model.config import load_model_config
+
+    config = load_model_config(model_dir)
+    if config.vision is None:
+        return None
+    limits = ImageLimits(cfg.max_images_per_request, cfg.max_image_bytes, cfg.max_image_pixels)
+    return ImagePrompter(model_dir, config.vision, vocab_size, config.bos_token_id, limits)
+
+
 def _normalize(call: Mapping[str, Any]) -> NormalizedInput:
     """`generate`'s arguments as one spec per sequence."""
     return normalize_generate_input(
         call["prompt"], call["input_ids"], call["sampling_params"], call["rid"], call["return_logprob"],
         call["logprob_start_len"], call["top_logprobs_num"], call["return_text_in_logprobs"], call["namespace"],
+        call.get("image_data"),
     )  # fmt: skip

@@ -32,6 +32,8 @@ class SequenceSpec:
     top_logprobs_num: int = 0
     return_text_in_logprobs: bool = False
     namespace: str | None = None
+    # The sequence's images as the caller gave them (paths, URLs, base64, bytes, PIL images).
+    image_data: tuple[Any, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,7 @@ def normalize_generate_input(
     top_logprobs_num: int | list[int] | None = None,
     return_text_in_logprobs: bool = False,
     namespace: str | None = None,
+    image_data: Any = None,
 ) -> NormalizedInput:
     if (text is None) == (input_ids is None):
         raise InvalidRequestError("Either text, input_ids or input_embeds should be provided.", param="text")
@@ -67,6 +70,7 @@ def normalize_generate_input(
     tops = _per_item(top_logprobs_num, num_items, "top_logprobs_num", int, 0)
     if any(t < 0 for t in tops):
         raise InvalidRequestError("top_logprobs_num must be >= 0.", param="top_logprobs_num")
+    images = _images_per_item(image_data, num_items, is_batch)
     num_sequences = num_items * num_samples
     rids = _rids(rid, num_items, num_sequences)
     specs = []
@@ -84,6 +88,7 @@ def normalize_generate_input(
                     top_logprobs_num=tops[item],
                     return_text_in_logprobs=return_text_in_logprobs,
                     namespace=namespace,
+                    image_data=images[item],
                 )
             )
     return NormalizedInput(specs, is_batch or num_samples > 1)
@@ -112,6 +117,29 @@ def _prompts(text: Any, input_ids: Any) -> tuple[list[str | tuple[int, ...]], bo
     raise InvalidRequestError(
         "input_ids must be a list of ints or a list of lists of ints.", param="input_ids"
     )
+
+
+def _images_per_item(image_data: Any, num_items: int, is_batch: bool) -> list[tuple[Any, ...]]:
+    """SGLang's `image_data`: for one prompt an image or a list of them; for a batch a list with
+    one entry (None, an image or a list of images) per prompt."""
+    if image_data is None:
+        return [()] * num_items
+    if not is_batch:
+        return [_image_list(image_data)]
+    if not isinstance(image_data, (list, tuple)) or len(image_data) != num_items:
+        count = len(image_data) if isinstance(image_data, (list, tuple)) else 1
+        raise InvalidRequestError(
+            f"image_data has {count} entries for {num_items} prompts.", param="image_data"
+        )
+    return [_image_list(entry) for entry in image_data]
+
+
+def _image_list(entry: Any) -> tuple[Any, ...]:
+    if entry is None:
+        return ()
+    if isinstance(entry, (list, tuple)):
+        return tuple(entry)
+    return (entry,)
 
 
 def _is_int(value: Any) -> bool:
