@@ -188,6 +188,11 @@ class Engine:
         return self._loop.get_stats()
 
     @property
+    def takes_images(self) -> bool:
+        """Whether the model reads images (`image_data`)."""
+        return self._builder.image_prompter is not None
+
+    @property
     def is_alive(self) -> bool:
         """Accepting requests: not shut down, and the scheduler loop is running."""
         return not self._closed and self._loop.is_alive
