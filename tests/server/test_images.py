@@ -130,3 +130,26 @@ def test_the_flag_lets_paths_through(llava_dir: Path, tmp_path: Path) -> None:
         )
         assert by_path.status_code == 200, by_path.text
         assert by_path.json()["choices"][0]["message"] == inline.json()["choices"][0]["message"]
+
+
+def test_a_program_with_images_over_runtime_endpoint(served: Served) -> None:
+    import sglr as sgl
+
+    @sgl.function
+    def compare(s, first, second):
+        s += "A: " + sgl.image(first) + " B: " + sgl.image(second) + " Same?"
+        s += sgl.gen("answer", max_tokens=4, temperature=0, ignore_eos=True)
+        s += sgl.select("verdict", choices=["yes", "no"])
+
+    state = compare.run(
+        first=png(picture(7)), second=png(picture(8)), backend=sgl.RuntimeEndpoint(served.url)
+    )
+    text = state.text()
+    prompt = text[: text.index(state["answer"], text.index("Same?"))]
+    expected = served.engine.generate(
+        prompt,
+        {"max_new_tokens": 4, "temperature": 0, "ignore_eos": True},
+        image_data=[picture(7), picture(8)],
+    )
+    assert state["answer"] == expected["text"]
+    assert state["verdict"] in ("yes", "no")

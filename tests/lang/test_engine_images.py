@@ -1,0 +1,90 @@
+"""`sgl.image` on the in-process engine with a tiny LLaVA checkpoint: a program's answer is the
+engine's own for the same text and image, a second question about the same image reuses its
+KV (reported cached), and `select` scores choices after an image."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import sglr as sgl
+from sglr.engine.engine import Engine
+from sglr.lang.backend.engine_backend import EngineBackend
+from sglr.model.tiny_llava import write_llava_checkpoint
+
+
+def picture(seed: int):  # a PIL image
+    from PIL import Image
+
+    return Image.fromarray(np.random.default_rng(seed).integers(0, 256, (30, 44, 3), dtype=np.uint8))
+
+
+@pytest.fixture(scope="module")
+def llava_path(tmp_path_factory: pytest.TempPathFactory):
+    return write_llava_checkpoint(tmp_path_factory.mktemp("llava"), seed=4)
+
+
+@pytest.fixture(scope="module")
+def llava_engine(llava_path):
+    path = llava_path
+    engine = Engine(model_path=str(path), device="cpu", max_total_tokens=4096, debug_invariants=True)
+    yield engine
+    engine.shutdown()
+
+
+@sgl.function
+def ask(s, image, question):
+    s += "Look: " + sgl.image(image) + " " + question
+    s += sgl.gen("answer", max_tokens=5, temperature=0, ignore_eos=True)
+
+
+@sgl.function
+def pick(s, image):
+    s += "Look: " + sgl.image(image) + " Is it bright?"
+    s += sgl.select("verdict", choices=["yes", "no", "maybe not"])
+
+
+def test_a_program_with_an_image_answers_as_the_engine_does(llava_engine: Engine) -> None:
+    backend = EngineBackend(llava_engine)
+    state = ask.run(image=picture(1), question="What is it?", backend=backend)
+    answer = state["answer"]
+    prompt = state.text()[: len(state.text()) - len(answer)]
+    assert prompt.count("<image>") == 1
+    expected = llava_engine.generate(
+        prompt, {"max_new_tokens": 5, "temperature": 0, "ignore_eos": True}, image_data=picture(1)
+    )
+    assert answer == expected["text"]
+    again = ask.run(image=picture(1), question="And its colour?", backend=backend)
+    assert again.get_meta_info("answer")["cached_tokens"] >= llava_engine.num_image_tokens
+
+
+def hf_choice(path, prompt: str, image, choices: list[str]) -> str:
+    """The choice with the highest mean token logprob after `prompt`, through `transformers`."""
+    import torch
+    from transformers import AutoProcessor, LlavaForConditionalGeneration
+
+    processor = AutoProcessor.from_pretrained(str(path))
+    model = LlavaForConditionalGeneration.from_pretrained(path, dtype=torch.float32).eval()
+    prompt_ids = processor(text=prompt, images=[image], return_tensors="pt")["input_ids"][0].tolist()
+    scores = []
+    for choice in choices:
+        inputs = processor(text=prompt + choice, images=[image], return_tensors="pt")
+        ids = inputs["input_ids"][0]
+        # The choice's tokens start where the two tokenizations part.
+        start = next(
+            (i for i, (a, b) in enumerate(zip(prompt_ids, ids.tolist(), strict=False)) if a != b),
+            len(prompt_ids),
+        )
+        with torch.no_grad():
+            logprobs = model(**inputs).logits[0].float().log_softmax(-1)
+        picked = [logprobs[i - 1, ids[i]].item() for i in range(start, len(ids))]
+        scores.append(sum(picked) / len(picked))
+    return choices[int(np.argmax(scores))]
+
+
+def test_select_after_an_image_matches_transformers(llava_engine: Engine, llava_path) -> None:
+    choices = ["yes", "no", "maybe not"]
+    for seed in (2, 3):
+        state = pick.run(image=picture(seed), backend=EngineBackend(llava_engine))
+        prompt = state.text()[: len(state.text()) - len(state["verdict"])]
+        assert state["verdict"] == hf_choice(llava_path, prompt, picture(seed), choices)
