@@ -107,8 +107,11 @@ def test_a_prefill_split_anywhere_gives_the_same_logits(llava_path: Path, split:
     ids, images, pixels = expanded_prompt(runner, [[74, 75], 5, [9, 10, 11]], llava_path)
     allocator = KVSlotAllocator(runner.num_kv_slots)
     slots = allocator.try_alloc(len(ids))
+    num_encoded = runner.model.num_images_encoded
     first = ExtendRequest(1, np.array(ids[:split]), slots[:0], slots[:split], images=images)
     runner.forward(runner.extend_batch([first]))
     rest = ExtendRequest(1, np.array(ids[split:]), slots[:split], slots[split:], images=images)
     logits = runner.forward(runner.extend_batch([rest])).next_token_logits[0]
     torch.testing.assert_close(logits, hf_logits(llava_path, ids, pixels)[-1], atol=LOGIT_ATOL, rtol=0)
+    assert runner.model.num_images_encoded == num_encoded + 1  # once, even when split
+    assert not runner.model._unfinished

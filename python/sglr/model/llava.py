@@ -19,7 +19,7 @@ import torch
 from sglr.errors import ModelConfigError
 from sglr.model.clip_vision import VISION_ACTIVATIONS, ClipVisionTower
 from sglr.model.config import ModelConfig
-from sglr.model.image_input import ImageSpan
+from sglr.model.image_input import ImageInput, ImageSpan
 from sglr.model.layers import Linear, load_named_weights
 from sglr.model.lazy_tensor import LazyTensor
 from sglr.model.llama import LlamaForCausalLM
@@ -36,6 +36,8 @@ _RENAMES = (
     ("vision_tower.vision_model.", "vision_tower."),
     ("model.multi_modal_projector.", "multi_modal_projector."),
 )
+# Features kept for images a prefill chunk split (bounded: a request may end mid-image).
+_MAX_UNFINISHED = 16
 # In the checkpoint, unused by LLaVA (it reads a hidden state before the final norm).
 _UNUSED_SUFFIXES = ("vision_tower.post_layernorm.weight", "vision_tower.post_layernorm.bias")
 
@@ -63,6 +65,8 @@ class LlavaForConditionalGeneration(LlamaForCausalLM):
         # Replicated on every tensor-parallel rank: it runs once per image, not per token.
         self.vision_tower = ClipVisionTower(config.vision, dtype)
         self.multi_modal_projector = MultiModalProjector(config.vision, config.hidden_size, dtype)
+        self._unfinished: dict[bytes, torch.Tensor] = {}  # by content hash, oldest first
+        self.num_images_encoded = 0
 
     def encode_images(self, pixel_values: torch.Tensor) -> torch.Tensor:
         """`[N, C, H, W]` -> `[N, num_image_tokens, hidden]` in the decoder's embedding space."""
@@ -70,16 +74,32 @@ class LlavaForConditionalGeneration(LlamaForCausalLM):
 
     def embed_with_images(self, input_ids: torch.Tensor, spans: Sequence[ImageSpan]) -> torch.Tensor:
         """Token embeddings `[T, hidden]` with each span's image features in place. Each image
-        is encoded once per call, however many spans (chunks) of it the batch holds."""
+        is encoded once per call; an image whose positions a later chunk still has to compute
+        keeps its features until that chunk (`_unfinished`), so a prefill split inside an image
+        encodes it once."""
         embeds = self.model.embed_tokens(input_ids)
-        images = list({id(span.image): span.image for span in spans}.values())
-        device = embeds.device
-        pixels = torch.stack([image.pixel_values for image in images]).to(device)
-        features = self.encode_images(pixels).to(embeds.dtype)
-        index = {id(image): i for i, image in enumerate(images)}
+        features: dict[bytes, torch.Tensor] = {}
+        todo: dict[bytes, ImageInput] = {}
         for span in spans:
-            rows = features[index[id(span.image)], span.first : span.first + span.length]
+            digest = span.image.content_hash
+            if digest in self._unfinished:
+                features[digest] = self._unfinished.pop(digest)
+            elif digest not in features:
+                todo[digest] = span.image
+        if todo:
+            pixels = torch.stack([image.pixel_values for image in todo.values()]).to(embeds.device)
+            encoded = self.encode_images(pixels).to(embeds.dtype)
+            self.num_images_encoded += len(todo)
+            features.update(zip(todo, encoded, strict=True))
+        for span in spans:
+            rows = features[span.image.content_hash][span.first : span.first + span.length]
             embeds[span.batch_start : span.batch_start + span.length] = rows
+            if span.first + span.length < span.image.num_tokens:
+                self._unfinished[span.image.content_hash] = features[span.image.content_hash]
+            else:
+                self._unfinished.pop(span.image.content_hash, None)
+        while len(self._unfinished) > _MAX_UNFINISHED:  # requests that ended mid-image
+            self._unfinished.pop(next(iter(self._unfinished)))
         return embeds
 
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor | LazyTensor]]) -> None:
