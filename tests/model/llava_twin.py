@@ -29,22 +29,45 @@ def expanded_prompt(
     runner: ModelRunner, pieces: list[list[int] | int], model_dir: Path
 ) -> tuple[list[int], tuple[ImageInput, ...], torch.Tensor | None]:
     """`pieces`: token lists and image seeds, in order. Returns the ids (each image as its run of
-    image tokens), the runner's image inputs and the stacked pixels for `transformers`."""
+    image tokens), the runner's image inputs and the pixels for `transformers` (a dict of its
+    keyword arguments: `pixel_values`, and `image_sizes` for tiled models)."""
     vision = runner.config.vision
     assert vision is not None
-    processor = load_image_processor(model_dir, vision.image_size)
+    processor = load_image_processor(model_dir, vision.image_size, vision.image_grid_pinpoints)
     ids: list[int] = []
     images = []
     for piece in pieces:
         if isinstance(piece, int):
-            pixels = processor(random_image(piece, 30 + piece % 17, 25 + piece % 11))
-            digest = hashlib.sha256(pixels.numpy().tobytes()).digest()
-            images.append(ImageInput(len(ids), vision.num_image_tokens, pixels, digest))
-            ids += [vision.image_token_id] * vision.num_image_tokens
+            width, height = 30 + piece % 17 * 3, 25 + piece % 11 * 4
+            pixels = processor(random_image(piece, width, height))
+            digest = hashlib.sha256(pixels.numpy().tobytes() + bytes(str((height, width)), "ascii")).digest()
+            num_tokens = vision.num_tokens_for(height, width)
+            images.append(ImageInput(len(ids), num_tokens, pixels, digest, (height, width)))
+            ids += [vision.image_token_id] * num_tokens
         else:
             ids += piece
-    pixels = torch.stack([image.pixel_values for image in images]) if images else None
-    return ids, tuple(images), pixels
+    return ids, tuple(images), hf_pixels(images, vision.is_anyres)
+
+
+def hf_pixels(images: list[ImageInput], tiled: bool) -> dict | None:
+    if not images:
+        return None
+    if not tiled:
+        return {"pixel_values": torch.stack([image.pixel_values for image in images])}
+    max_tiles = max(image.pixel_values.shape[0] for image in images)
+    padded = [
+        torch.cat(
+            [
+                i.pixel_values,
+                i.pixel_values.new_zeros(max_tiles - i.pixel_values.shape[0], *i.pixel_values.shape[1:]),
+            ]
+        )
+        for i in images
+    ]
+    return {
+        "pixel_values": torch.stack(padded),
+        "image_sizes": torch.tensor([i.original_size for i in images]),
+    }
 
 
 def runner_greedy(
@@ -73,20 +96,20 @@ def runner_greedy(
 
 @lru_cache(maxsize=2)
 def load_hf_llava(path: Path) -> torch.nn.Module:
-    from transformers import LlavaForConditionalGeneration
+    from transformers import AutoModelForImageTextToText
 
-    model = LlavaForConditionalGeneration.from_pretrained(path, dtype=torch.float32).eval()
+    model = AutoModelForImageTextToText.from_pretrained(path, dtype=torch.float32).eval()
     model.generation_config.eos_token_id = None
     model.generation_config.pad_token_id = 0
     return model
 
 
-def hf_greedy(path: Path, ids: list[int], pixels: torch.Tensor | None, num_new: int) -> list[int]:
+def hf_greedy(path: Path, ids: list[int], pixels: dict | None, num_new: int) -> list[int]:
     model = load_hf_llava(path)
     with torch.no_grad():
         out = model.generate(
             input_ids=torch.tensor([ids]),
-            **({"pixel_values": pixels} if pixels is not None else {}),
+            **(pixels or {}),
             max_new_tokens=num_new,
             min_new_tokens=num_new,
             do_sample=False,
@@ -94,8 +117,7 @@ def hf_greedy(path: Path, ids: list[int], pixels: torch.Tensor | None, num_new: 
     return out[0, len(ids) :].tolist()
 
 
-def hf_logits(path: Path, ids: list[int], pixels: torch.Tensor | None) -> torch.Tensor:
+def hf_logits(path: Path, ids: list[int], pixels: dict | None) -> torch.Tensor:
     """fp32 logits `[len, V]` at every position."""
     with torch.no_grad():
-        extra = {"pixel_values": pixels} if pixels is not None else {}
-        return load_hf_llava(path)(input_ids=torch.tensor([ids]), **extra).logits[0].float()
+        return load_hf_llava(path)(input_ids=torch.tensor([ids]), **(pixels or {})).logits[0].float()

@@ -1,9 +1,11 @@
-"""LLaVA-1.5 against `transformers` on a tiny checkpoint it wrote (CLIP tower, projector, Llama):
-the image processor gives the same pixels; greedy tokens are identical with one and two images,
-alone and batched; logits agree after a whole prompt and after a prefill split inside an image."""
+"""LLaVA-1.5 and LLaVA-NeXT (tiled images) against `transformers` on tiny checkpoints it wrote
+(CLIP tower, projector, Llama): the image processor gives the same pixels and image token
+counts; greedy tokens are identical with one and two images, alone and batched; logits agree
+after a whole prompt and after a prefill split inside an image."""
 
 from __future__ import annotations
 
+import json
 from functools import lru_cache
 from pathlib import Path
 
@@ -24,9 +26,9 @@ NUM_NEW = 8
 LOGIT_ATOL = 1e-4
 
 
-@pytest.fixture(scope="module")
-def llava_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_llava_checkpoint(tmp_path_factory.mktemp("llava"), seed=2)
+@pytest.fixture(scope="module", params=["llava", "llava_next"])
+def llava_path(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_llava_checkpoint(tmp_path_factory.mktemp(request.param), seed=2, family=request.param)
 
 
 @lru_cache(maxsize=2)
@@ -36,7 +38,8 @@ def runner_for(path: Path) -> ModelRunner:
 
 def test_config_reads_the_tower_and_the_decoder(llava_path: Path) -> None:
     config = runner_for(llava_path).config
-    assert config.architecture == "LlavaForConditionalGeneration"
+    assert config.architecture == json.loads((llava_path / "config.json").read_text())["architectures"][0]
+    assert type(runner_for(llava_path).model).__name__ == config.architecture
     assert config.vision is not None and config.vision.num_image_tokens == 16
     assert config.hidden_size == 64 and config.vocab_size == 4160
     assert config.vision.num_layers_to_run == 2  # of 3: the second to last hidden state
@@ -62,10 +65,14 @@ def test_preprocessing_equals_the_hugging_face_processor(
     from transformers import AutoProcessor
 
     image = random_image(width * height, width, height, mode)
-    reference = AutoProcessor.from_pretrained(str(llava_path)).image_processor(image, return_tensors="pt")
-    mine = load_image_processor(llava_path, 28)(image)
-    assert mine.shape == (3, 28, 28)
+    processor = AutoProcessor.from_pretrained(str(llava_path))
+    reference = processor(text="<image>", images=[image], return_tensors="pt")
+    vision = runner_for(llava_path).config.vision
+    mine = load_image_processor(llava_path, 28, vision.image_grid_pinpoints)(image)
+    assert mine.shape[-3:] == (3, 28, 28)
     torch.testing.assert_close(mine, reference["pixel_values"][0], atol=0, rtol=0)
+    num_image_tokens = int((reference["input_ids"] == vision.image_token_id).sum())
+    assert vision.num_tokens_for(height, width) == num_image_tokens
 
 
 def test_one_image_greedy_matches_transformers(llava_path: Path) -> None:

@@ -17,8 +17,9 @@ import torch
 class ImageInput:
     offset: int  # prompt position of the image's first token
     num_tokens: int
-    pixel_values: torch.Tensor  # [C, H, W] float32, the model's image processor applied
-    content_hash: bytes  # sha256 of the pixels: equal images, equal features
+    pixel_values: torch.Tensor  # [C, H, W] (or [tiles, C, H, W] when tiled) float32, preprocessed
+    content_hash: bytes  # sha256 of the pixels (and size): equal images, equal features
+    original_size: tuple[int, int] = (0, 0)  # (height, width) before preprocessing (tiled models)
 
     @property
     def end(self) -> int:

@@ -4,11 +4,16 @@ Steps, as the Hugging Face CLIP processor (PIL backend) does them, so the pixels
 RGB (transparent pixels composited onto white), resize so the shortest edge is `size` (PIL
 bicubic by default), center crop, scale to [0, 1] (in float64, stored float32), then normalize
 by the channel mean and std in float32. Output `[C, H, W]` float32.
+
+`AnyresImageProcessor` (LLaVA-NeXT) first tiles: the image is resized to fit the best grid
+resolution, zero-padded to it (centered) and cut into crop-sized tiles; the whole image squashed
+to one tile comes first. Each tile then goes through the steps above. Output `[1 + tiles, C, H, W]`.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -93,7 +98,52 @@ class ClipImageProcessor:
         return (new_short, new_long) if width <= height else (new_long, new_short)
 
 
-def load_image_processor(model_dir: str | Path, image_size: int) -> ClipImageProcessor:
+@dataclass(frozen=True)
+class AnyresImageProcessor:
+    tile: ClipImageProcessor
+    grid_pinpoints: tuple[tuple[int, int], ...]
+
+    def __call__(self, image: Any) -> torch.Tensor:
+        from sglr.model.vision_config import best_resolution
+
+        image = _to_rgb(image)
+        grid_h, grid_w = best_resolution((image.height, image.width), self.grid_pinpoints)
+        fit_h, fit_w = _fit_size(image.height, image.width, grid_h, grid_w)
+        fitted = np.asarray(image.resize((fit_w, fit_h), resample=self.tile.resample))
+        top, left = (grid_h - fit_h) // 2, (grid_w - fit_w) // 2
+        padded = np.zeros((grid_h, grid_w, 3), dtype=np.uint8)
+        padded[top : top + fit_h, left : left + fit_w] = fitted
+        side = self.tile.shortest_edge
+        tile_h, tile_w = self.tile.crop_height, self.tile.crop_width
+        tiles = [image.resize((side, side), resample=self.tile.resample)]
+        tiles += [
+            _pil(padded[i : i + tile_h, j : j + tile_w])
+            for i in range(0, grid_h, tile_h)
+            for j in range(0, grid_w, tile_w)
+        ]
+        return torch.stack([self.tile(tile) for tile in tiles])
+
+
+def _fit_size(height: int, width: int, target_h: int, target_w: int) -> tuple[int, int]:
+    """(height, width) of the image scaled to fit `target_h x target_w`, aspect kept (rounded up)."""
+    scale_w, scale_h = target_w / width, target_h / height
+    if scale_w < scale_h:
+        return min(math.ceil(height * scale_w), target_h), target_w
+    return target_h, min(math.ceil(width * scale_h), target_w)
+
+
+def _pil(pixels: np.ndarray) -> Any:
+    from PIL import Image
+
+    return Image.fromarray(pixels)
+
+
+ImageProcessor = ClipImageProcessor | AnyresImageProcessor
+
+
+def load_image_processor(
+    model_dir: str | Path, image_size: int, grid_pinpoints: tuple[tuple[int, int], ...] = ()
+) -> ImageProcessor:
     """The checkpoint's processor (`preprocessor_config.json`, or the `image_processor` entry of
     the `processor_config.json` that `transformers` 5 writes), else CLIP's defaults at `image_size`."""
     model_dir = Path(model_dir)
@@ -102,7 +152,12 @@ def load_image_processor(model_dir: str | Path, image_size: int) -> ClipImagePro
         raw = json.loads((model_dir / "preprocessor_config.json").read_text())
     elif (model_dir / "processor_config.json").is_file():
         raw = json.loads((model_dir / "processor_config.json").read_text()).get("image_processor") or {}
-    return ClipImageProcessor.from_dict(raw, image_size)
+    tile = ClipImageProcessor.from_dict(raw, image_size)
+    if not grid_pinpoints:
+        return tile
+    pinpoints = raw.get("image_grid_pinpoints")
+    grid = tuple((int(h), int(w)) for h, w in pinpoints) if pinpoints else grid_pinpoints
+    return AnyresImageProcessor(tile, grid)
 
 
 def _to_rgb(image: Any) -> Any:

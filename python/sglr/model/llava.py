@@ -24,7 +24,7 @@ from sglr.model.layers import Linear, load_named_weights
 from sglr.model.lazy_tensor import LazyTensor
 from sglr.model.llama import LlamaForCausalLM
 from sglr.model.parallel import TensorParallel
-from sglr.model.vision_config import VisionConfig
+from sglr.model.vision_config import VisionConfig, best_resolution, unpadded_shape
 
 # (checkpoint prefix, module prefix), first match wins.
 _RENAMES = (
@@ -35,6 +35,7 @@ _RENAMES = (
     ("model.vision_tower.", "vision_tower."),
     ("vision_tower.vision_model.", "vision_tower."),
     ("model.multi_modal_projector.", "multi_modal_projector."),
+    ("model.image_newline", "image_newline"),
 )
 # Features kept for images a prefill chunk split (bounded: a request may end mid-image).
 _MAX_UNFINISHED = 16
@@ -72,6 +73,11 @@ class LlavaForConditionalGeneration(LlamaForCausalLM):
         """`[N, C, H, W]` -> `[N, num_image_tokens, hidden]` in the decoder's embedding space."""
         return self.multi_modal_projector(self.vision_tower(pixel_values))
 
+    def image_features(self, images: Sequence[ImageInput], device: torch.device) -> list[torch.Tensor]:
+        """Each image's features `[num_tokens, hidden]`, all images through the tower at once."""
+        pixels = torch.stack([image.pixel_values for image in images]).to(device)
+        return list(self.encode_images(pixels))
+
     def embed_with_images(self, input_ids: torch.Tensor, spans: Sequence[ImageSpan]) -> torch.Tensor:
         """Token embeddings `[T, hidden]` with each span's image features in place. Each image
         is encoded once per call; an image whose positions a later chunk still has to compute
@@ -87,10 +93,9 @@ class LlavaForConditionalGeneration(LlamaForCausalLM):
             elif digest not in features:
                 todo[digest] = span.image
         if todo:
-            pixels = torch.stack([image.pixel_values for image in todo.values()]).to(embeds.device)
-            encoded = self.encode_images(pixels).to(embeds.dtype)
+            encoded = self.image_features(list(todo.values()), embeds.device)
             self.num_images_encoded += len(todo)
-            features.update(zip(todo, encoded, strict=True))
+            features.update(zip(todo, (f.to(embeds.dtype) for f in encoded), strict=True))
         for span in spans:
             rows = features[span.image.content_hash][span.first : span.first + span.length]
             embeds[span.batch_start : span.batch_start + span.length] = rows
@@ -116,3 +121,38 @@ def _renamed(
                 name = new + name[len(old) :]
                 break
         yield name, tensor
+
+
+class LlavaNextForConditionalGeneration(LlavaForConditionalGeneration):
+    """LLaVA-NeXT: an image comes as tiles (the whole image squashed, then the grid's tiles);
+    the grid's features are laid out as one feature map, its padding rows or columns dropped,
+    and each row ends with the learned `image_newline`, after the whole image's features."""
+
+    def __init__(
+        self, config: ModelConfig, dtype: torch.dtype, max_positions: int, tp: TensorParallel | None = None
+    ) -> None:
+        super().__init__(config, dtype, max_positions, tp)
+        self.image_newline = torch.nn.Parameter(
+            torch.empty(config.hidden_size, dtype=dtype), requires_grad=False
+        )
+
+    def image_features(self, images: Sequence[ImageInput], device: torch.device) -> list[torch.Tensor]:
+        pixels = torch.cat([image.pixel_values for image in images]).to(device)
+        per_tile = self.encode_images(pixels).split([image.pixel_values.shape[0] for image in images])
+        return [self._pack(tiles, image.original_size) for tiles, image in zip(per_tile, images, strict=True)]
+
+    def _pack(self, tiles: torch.Tensor, original_size: tuple[int, int]) -> torch.Tensor:
+        """`[1 + tiles, side * side, hidden]` -> `[num_tokens_for(original_size), hidden]`."""
+        vision = self.vision
+        side = vision.image_size // vision.patch_size
+        grid_h, grid_w = best_resolution(original_size, vision.image_grid_pinpoints)
+        tiles_h, tiles_w = grid_h // vision.image_size, grid_w // vision.image_size
+        hidden = tiles.shape[-1]
+        # [tiles_h, tiles_w, side, side, hidden] -> one map [tiles_h * side, tiles_w * side, hidden]
+        grid = tiles[1:].view(tiles_h, tiles_w, side, side, hidden).permute(0, 2, 1, 3, 4)
+        grid = grid.reshape(tiles_h * side, tiles_w * side, hidden)
+        rows, cols = unpadded_shape(original_size, tiles_h * side, tiles_w * side)
+        top, left = (tiles_h * side - rows) // 2, (tiles_w * side - cols) // 2
+        grid = grid[top : top + rows, left : left + cols]
+        newline = self.image_newline.to(grid.dtype).expand(rows, 1, hidden)
+        return torch.cat([tiles[0], torch.cat([grid, newline], dim=1).reshape(-1, hidden)])

@@ -54,6 +54,10 @@ def model_class(architecture: str) -> type[torch.nn.Module]:
         from sglr.model.llava import LlavaForConditionalGeneration
 
         return LlavaForConditionalGeneration
+    if architecture == "LlavaNextForConditionalGeneration":
+        from sglr.model.llava import LlavaNextForConditionalGeneration
+
+        return LlavaNextForConditionalGeneration
     raise ModelConfigError(f"no sglr implementation for architecture {architecture!r}")
 
 

@@ -1,9 +1,11 @@
 """A tiny random-weight LLaVA-1.5 checkpoint written by `transformers` itself: a CLIP ViT tower,
 the MLP projector and a Llama decoder (`LlavaForConditionalGeneration.save_pretrained`), with a
 `LlavaProcessor` (the tiny models' tokenizer plus an `<image>` token, and a CLIP image
-processor) saved beside it. For tests and benchmarks; nothing is downloaded:
+processor) saved beside it; or the same as LLaVA-NeXT (tiles on a grid of up to 56x56 pixels,
+`LlavaNextProcessor`). For tests and benchmarks; nothing is downloaded:
 
     path = write_llava_checkpoint(tmp_path, seed=1)          # 28x28 images, 16 image tokens
+    path = write_llava_checkpoint(tmp_path, seed=1, family="llava_next")
 
 Weights are redrawn at unit activation scale (as `sglr.model.tiny_families` does), so greedy
 choices are not near-ties and image features move the logits.
@@ -59,10 +61,12 @@ def write_llava_checkpoint(
     seed: int = 0,
     text: dict[str, Any] | None = None,
     vision: dict[str, Any] | None = None,
+    family: str = "llava",
     **overrides: Any,
 ) -> Path:
     """Writes the checkpoint and its processor at `path`; `text` / `vision` override fields of
-    those configs, `overrides` fields of the LLaVA config (e.g. `vision_feature_layer`)."""
+    those configs, `overrides` fields of the LLaVA config (e.g. `vision_feature_layer`).
+    `family`: "llava" (LLaVA-1.5) or "llava_next" (tiled images)."""
     import transformers
 
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(tiny_model_path("llama")))
@@ -70,17 +74,26 @@ def write_llava_checkpoint(
     tokenizer.chat_template = CHAT_TEMPLATE
     image_token_id = tokenizer.convert_tokens_to_ids(IMAGE_TOKEN)
     vision_config = transformers.CLIPVisionConfig(**{**_VISION, **(vision or {})})
-    config = transformers.LlavaConfig(
+    size = vision_config.image_size
+    next_fields = {"image_grid_pinpoints": [[size, 2 * size], [2 * size, size], [2 * size, 2 * size]]}
+    config_class = transformers.LlavaNextConfig if family == "llava_next" else transformers.LlavaConfig
+    config = config_class(
         vision_config=vision_config,
         text_config=transformers.LlamaConfig(**{**_TEXT, **(text or {})}),
         image_token_index=image_token_id,
         projector_hidden_act="gelu",
         vision_feature_layer=-2,
         vision_feature_select_strategy="default",
+        **(next_fields if family == "llava_next" else {}),
         **overrides,
     )
     torch.manual_seed(seed)
-    model = transformers.LlavaForConditionalGeneration(config).eval()
+    model_class = (
+        transformers.LlavaNextForConditionalGeneration
+        if family == "llava_next"
+        else transformers.LlavaForConditionalGeneration
+    )
+    model = model_class(config).eval()
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, param in model.named_parameters():
@@ -95,11 +108,14 @@ def write_llava_checkpoint(
                 value = torch.randn(param.shape, generator=generator) / fan_in**0.5
             param.copy_(value)
     model.save_pretrained(path)
-    size = vision_config.image_size
-    image_processor = transformers.CLIPImageProcessorPil(
-        size={"shortest_edge": size}, crop_size={"height": size, "width": size}
-    )
-    processor = transformers.LlavaProcessor(
+    sizes = {"size": {"shortest_edge": size}, "crop_size": {"height": size, "width": size}}
+    if family == "llava_next":
+        image_processor = transformers.LlavaNextImageProcessorPil(**sizes, **next_fields)
+        processor_class = transformers.LlavaNextProcessor
+    else:
+        image_processor = transformers.CLIPImageProcessorPil(**sizes)
+        processor_class = transformers.LlavaProcessor
+    processor = processor_class(
         image_processor=image_processor,
         tokenizer=tokenizer,
         patch_size=vision_config.patch_size,

@@ -1,6 +1,11 @@
 """`VisionConfig`: the image side of a LLaVA-style checkpoint (a CLIP ViT tower, an MLP projector
 and how image tokens stand in the prompt), read from the `config.json` of
-`LlavaForConditionalGeneration`.
+`LlavaForConditionalGeneration` or `LlavaNextForConditionalGeneration`.
+
+LLaVA-NeXT ("anyres") tiles a larger image: it picks the grid resolution that fits the image best
+(`image_grid_pinpoints`), encodes each `image_size` tile plus the whole image squashed to one
+tile, drops the tiles' padding rows or columns and ends each row of features with a learned
+newline, so its image token count depends on the image's size (`num_tokens_for`).
 
 The decoder itself is described by the usual `ModelConfig` (read from `text_config`); this part
 rides along as `ModelConfig.vision`.
@@ -13,7 +18,7 @@ from typing import Any
 
 from sglr.errors import ModelConfigError
 
-VISION_ARCHITECTURES = ("LlavaForConditionalGeneration",)
+VISION_ARCHITECTURES = ("LlavaForConditionalGeneration", "LlavaNextForConditionalGeneration")
 _SELECT_STRATEGIES = ("default", "full")
 _ACTIVATIONS = ("quick_gelu", "gelu", "gelu_pytorch_tanh")
 
@@ -36,6 +41,8 @@ class VisionConfig:
     feature_layers: tuple[int, ...] = (-2,)
     select_strategy: str = "default"  # "default" drops the CLS position, "full" keeps it
     image_token_id: int = 32000
+    # LLaVA-NeXT: the (height, width) resolutions an image may be tiled at; () = one tile (LLaVA-1.5).
+    image_grid_pinpoints: tuple[tuple[int, int], ...] = ()
 
     def __post_init__(self) -> None:
         if self.select_strategy not in _SELECT_STRATEGIES:
@@ -49,6 +56,8 @@ class VisionConfig:
             raise ModelConfigError("image_size must be a multiple of patch_size")
         if self.hidden_size % self.num_attention_heads:
             raise ModelConfigError("vision hidden_size must be a multiple of num_attention_heads")
+        if self.image_grid_pinpoints and self.select_strategy != "default":
+            raise ModelConfigError("tiled (anyres) images need vision_feature_select_strategy 'default'")
         for layer in self.feature_layers:
             if not -(self.num_hidden_layers + 1) <= layer <= self.num_hidden_layers:
                 raise ModelConfigError(f"vision_feature_layer {layer} outside the tower's hidden states")
@@ -63,9 +72,51 @@ class VisionConfig:
         return self.num_patches + (1 if self.select_strategy == "full" else 0)
 
     @property
+    def is_anyres(self) -> bool:
+        return bool(self.image_grid_pinpoints)
+
+    def num_tokens_for(self, height: int, width: int) -> int:
+        """Prompt positions an image of `height x width` pixels fills."""
+        if not self.is_anyres:
+            return self.num_image_tokens
+        grid_h, grid_w = best_resolution((height, width), self.image_grid_pinpoints)
+        side = self.image_size // self.patch_size
+        rows, cols = unpadded_shape(
+            (height, width), side * (grid_h // self.image_size), side * (grid_w // self.image_size)
+        )
+        return self.num_image_tokens + rows * cols + rows  # base tile, tiles, a newline per row
+
+    @property
     def num_layers_to_run(self) -> int:
         """Encoder layers up to the deepest hidden state the projector reads."""
         return max(layer % (self.num_hidden_layers + 1) for layer in self.feature_layers)
+
+
+def best_resolution(size: tuple[int, int], resolutions: tuple[tuple[int, int], ...]) -> tuple[int, int]:
+    """The (height, width) of `resolutions` that keeps most of an image of `size` (height,
+    width) when scaled to fit, wasting the least area on ties."""
+    height, width = size
+    best, best_kept, best_waste = resolutions[0], -1, float("inf")
+    for res_h, res_w in resolutions:
+        scale = min(res_w / width, res_h / height)
+        kept = min(int(width * scale) * int(height * scale), width * height)
+        waste = res_w * res_h - kept
+        if kept > best_kept or (kept == best_kept and waste < best_waste):
+            best, best_kept, best_waste = (res_h, res_w), kept, waste
+    return best
+
+
+def unpadded_shape(size: tuple[int, int], rows: int, cols: int) -> tuple[int, int]:
+    """The rows x cols feature grid of a tiled image without the rows (or columns) that cover
+    only the padding added to fit its aspect ratio."""
+    height, width = size
+    if width / height > cols / rows:
+        kept = int(round(height * (cols / width), 7))
+        rows -= (rows - kept) // 2 * 2
+    else:
+        kept = int(round(width * (rows / height), 7))
+        cols -= (cols - kept) // 2 * 2
+    return rows, cols
 
 
 def read_vision_config(raw: dict[str, Any]) -> VisionConfig:
@@ -93,6 +144,7 @@ def read_vision_config(raw: dict[str, Any]) -> VisionConfig:
             feature_layers=tuple(int(x) for x in layers) if isinstance(layers, list) else (int(layers),),
             select_strategy=str(raw.get("vision_feature_select_strategy", "default")),
             image_token_id=int(raw.get("image_token_index", raw.get("image_token_id", 32000))),
+            image_grid_pinpoints=tuple((int(h), int(w)) for h, w in raw.get("image_grid_pinpoints") or ()),
         )
     except KeyError as exc:
         raise ModelConfigError(f"vision_config lacks required field {exc.args[0]!r}") from None

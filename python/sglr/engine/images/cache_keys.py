@@ -19,10 +19,11 @@ _NUM_WORDS = 8
 _KEY_LIMIT = 2**31 - 1  # the tree stores non-negative int32 ids
 
 
-def pixel_digest(pixel_values: torch.Tensor) -> bytes:
-    """sha256 of the preprocessed pixels and their shape: equal digests, equal features."""
+def pixel_digest(pixel_values: torch.Tensor, extra: tuple[int, ...] = ()) -> bytes:
+    """sha256 of the preprocessed pixels, their shape and `extra` (what else the features
+    depend on): equal digests, equal features."""
     values = pixel_values.detach().to("cpu", torch.float32).contiguous()
-    digest = hashlib.sha256(repr(tuple(values.shape)).encode())
+    digest = hashlib.sha256(repr((tuple(values.shape), tuple(extra))).encode())
     digest.update(values.numpy().tobytes())
     return digest.digest()
 

@@ -43,7 +43,7 @@ class ImagePrompter:
         self.vocab_size = vocab_size
         self.bos_token_id = bos_token_id
         self.limits = limits or ImageLimits()
-        self.processor = load_image_processor(model_dir, vision.image_size)
+        self.processor = load_image_processor(model_dir, vision.image_size, vision.image_grid_pinpoints)
 
     def build(self, ids: Sequence[int], image_data: Sequence[Any]) -> PromptWithImages:
         limits = self.limits
@@ -63,10 +63,9 @@ class ImagePrompter:
                 f"the prompt holds {num_placeholders} image tokens for {len(image_data)} images",
                 param="image_data",
             )
-        pixels = [
-            self.processor(load_image(item, f"image_data[{i}]", limits)) for i, item in enumerate(image_data)
-        ]
-        num_tokens = self.vision.num_image_tokens
+        loaded = [load_image(item, f"image_data[{i}]", limits) for i, item in enumerate(image_data)]
+        sizes = [(image.height, image.width) for image in loaded]
+        pixels = [self.processor(image) for image in loaded]
         out_ids: list[int] = []
         keys: list[np.ndarray] = []
         images = []
@@ -75,9 +74,12 @@ class ImagePrompter:
                 out_ids.append(token)
                 keys.append(np.array([token], dtype=np.int32))
                 continue
-            values = pixels[len(images)]
-            digest = pixel_digest(values)
-            images.append(ImageInput(len(out_ids), num_tokens, values, digest))
+            index = len(images)
+            values, size = pixels[index], sizes[index]
+            num_tokens = self.vision.num_tokens_for(*size)
+            # A tiled image's features depend on its size too (the padding dropped).
+            digest = pixel_digest(values, size if self.vision.is_anyres else ())
+            images.append(ImageInput(len(out_ids), num_tokens, values, digest, size))
             out_ids += [image_token] * num_tokens
             keys.append(image_cache_keys(digest, num_tokens, self.vocab_size))
         return PromptWithImages(out_ids, tuple(images), np.concatenate(keys))
