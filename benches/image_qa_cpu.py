@@ -83,6 +83,9 @@ def run_system(model_dir: Path, options: dict, args: argparse.Namespace) -> dict
         )
         questions = (QUESTIONS * ((args.questions // len(QUESTIONS)) + 1))[: args.questions]
         cold, _ = first_token_times(engine, questions[:1], image, args.max_new_tokens)
+        prompt_tokens = engine.generate(prompt(questions[0]), {"max_new_tokens": 0}, image_data=image)[
+            "meta_info"
+        ]["prompt_tokens"]
         follow_ttft, follow_cached = [], []
         for question in questions[1:]:
             ttft, cached = first_token_times(engine, [question], image, args.max_new_tokens)
@@ -97,7 +100,7 @@ def run_system(model_dir: Path, options: dict, args: argparse.Namespace) -> dict
             "follow_cached": statistics.mean(follow_cached),
             "parallel_ms": 1000 * max(parallel),
             "parallel_cached": statistics.mean(parallel_cached),
-            "prompt_tokens": engine.num_image_tokens + len(engine.tokenizer.encode(prompt(questions[0]))) - 1,
+            "prompt_tokens": prompt_tokens,
         }
     finally:
         engine.shutdown()

@@ -193,12 +193,6 @@ class Engine:
         return self._builder.image_prompter is not None
 
     @property
-    def num_image_tokens(self) -> int:
-        """Prompt positions one image fills (0 for a text-only model)."""
-        prompter = self._builder.image_prompter
-        return prompter.vision.num_image_tokens if prompter is not None else 0
-
-    @property
     def is_alive(self) -> bool:
         """Accepting requests: not shut down, and the scheduler loop is running."""
         return not self._closed and self._loop.is_alive

@@ -118,8 +118,10 @@ class EngineBackend(BaseBackend):
         prompt_ids = tokenizer.encode(s.text_)
         sequences = [tokenizer.encode(s.text_ + choice) for choice in choices]
         choice_starts = [common_prefix_len(prompt_ids, ids) for ids in sequences]
-        # The prompt's images stand before every choice; each image token grows into its run.
-        shift = len(images) * (self.engine.num_image_tokens - 1) if images else 0
+        # The prompt's images stand before every choice, each image token grown into its run of
+        # tokens (as many as the image's size gives): prefilling the prompt (which the choices
+        # then reuse from the cache) tells how many positions they add.
+        shift = self._prefill(s.text_, images) - len(prompt_ids) if images else 0
         input_logprobs = self._prompt_logprobs(
             sequences, [max(start - 1, 0) + shift for start in choice_starts], images
         )
@@ -153,12 +155,13 @@ class EngineBackend(BaseBackend):
         return entries
 
     # --- hints -----------------------------------------------------------------------------------
-    def _prefill(self, text: str, images: list[str] | None = None) -> None:
-        if text:
-            result = self.engine.generate(
-                prompt=text, sampling_params={"max_new_tokens": 0}, image_data=images
-            )
-            raise_if_aborted(result["meta_info"])
+    def _prefill(self, text: str, images: list[str] | None = None) -> int:
+        """Caches the prompt; returns its length in tokens as the model runs it."""
+        if not text:
+            return 0
+        result = self.engine.generate(prompt=text, sampling_params={"max_new_tokens": 0}, image_data=images)
+        raise_if_aborted(result["meta_info"])
+        return int(result["meta_info"]["prompt_tokens"])
 
     def cache_prefix(self, prefix_str: str) -> None:
         self._prefill(prefix_str)
