@@ -171,3 +171,64 @@ def test_images_reach_worker_processes(llava_dir: Path, make_engine) -> None:
     again = workers.generate(text, GREEDY, image_data=picture(14))
     assert first["output_ids"] == again["output_ids"] == hf_greedy(llava_dir, text, [picture(14)])
     assert again["meta_info"]["cached_tokens"] == again["meta_info"]["prompt_tokens"] - 1
+
+
+@pytest.fixture(scope="module")
+def video_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_llava_checkpoint(tmp_path_factory.mktemp("video"), seed=6, family="llava_next_video")
+
+
+def hf_video_greedy(path: Path, engine: Engine, text: str, frames: list, images: list) -> list[int]:
+    """`transformers` with the engine's own frame pixels (its video processor needs torchvision;
+    frames are preprocessed as single image tiles, which the model tests check against it)."""
+    from sglr.model.image_processor import load_image_processor
+
+    processor, model = _hf(path)
+    vision = engine.runner.config.vision
+    tile = load_image_processor(path, vision.image_size, vision.image_grid_pinpoints).tile
+    num_tokens = len(frames) * vision.num_tokens_per_frame
+    inputs = processor(
+        text=text.replace("<video>", "<video>" * num_tokens), images=images or None, return_tensors="pt"
+    )
+    inputs["pixel_values_videos"] = torch.stack([tile(frame) for frame in frames])[None]
+    with torch.no_grad():
+        out = model.generate(**inputs, max_new_tokens=NUM_NEW, min_new_tokens=NUM_NEW, do_sample=False)
+    return out[0, inputs["input_ids"].shape[1] :].tolist()
+
+
+def test_a_video_as_frames_matches_transformers_and_hits_the_cache(video_dir: Path, make_engine) -> None:
+    engine = make_engine(video_dir, max_total_tokens=4096)
+    frames = [picture(20 + f, 36, 30) for f in range(5)]
+    text = "Watch <video> then <image>: what changed?"
+    expected = hf_video_greedy(video_dir, engine, text, frames, [picture(30)])
+    first = engine.generate(text, GREEDY, image_data=picture(30), video_data=[frames])
+    again = engine.generate(text, GREEDY, image_data=picture(30), video_data=[frames])
+    assert first["output_ids"] == again["output_ids"] == expected
+    assert again["meta_info"]["cached_tokens"] == again["meta_info"]["prompt_tokens"] - 1
+    other = engine.generate(text, GREEDY, image_data=picture(30), video_data=[frames[::-1]])
+    assert other["meta_info"]["cached_tokens"] == len(engine.tokenizer.encode("Watch "))
+    batched = engine.generate(
+        [text, "no video"], GREEDY, image_data=[picture(30), None], video_data=[[frames], None]
+    )
+    assert batched[0]["output_ids"] == expected
+
+
+def test_bad_videos_are_refused(video_dir: Path, llava_dir: Path, make_engine, tmp_path: Path) -> None:
+    engine = make_engine(video_dir, max_video_frames=4)
+    with pytest.raises(InvalidRequestError, match="limit is 4") as info:
+        engine.generate("<video>", GREEDY, video_data=[[picture(1)] * 5])
+    assert info.value.param == "video_data[0]"
+    with pytest.raises(InvalidRequestError, match=r"video_data\[0\]\[1\] is not a readable image"):
+        engine.generate("<video>", GREEDY, video_data=[[picture(1), b"junk"]])
+    with pytest.raises(InvalidRequestError, match=r"video file .* or a list of frames"):
+        engine.generate("<video>", GREEDY, video_data=picture(1))
+    not_a_video = tmp_path / "clip.mp4"
+    not_a_video.write_bytes(b"not a video at all")
+    # PyAV decodes files when installed; either way this one is refused, by name.
+    with pytest.raises(
+        InvalidRequestError, match=r"video_data\[0\]: decoding video files needs PyAV|not a readable video"
+    ):
+        engine.generate("<video>", GREEDY, video_data=str(not_a_video))
+    image_only = make_engine(llava_dir)
+    with pytest.raises(InvalidRequestError, match="does not take videos"):
+        image_only.generate("<video>", GREEDY, video_data=[[picture(1)]])

@@ -26,9 +26,9 @@ def random_image(seed: int, width: int = 40, height: int = 33, mode: str = "RGB"
 
 
 def expanded_prompt(
-    runner: ModelRunner, pieces: list[list[int] | int], model_dir: Path
+    runner: ModelRunner, pieces: list[list[int] | int | tuple[int, int]], model_dir: Path
 ) -> tuple[list[int], tuple[ImageInput, ...], torch.Tensor | None]:
-    """`pieces`: token lists and image seeds, in order. Returns the ids (each image as its run of
+    """`pieces`: token lists, image seeds and `(seed, num_frames)` videos, in order. Returns the ids (each image as its run of
     image tokens), the runner's image inputs and the pixels for `transformers` (a dict of its
     keyword arguments: `pixel_values`, and `image_sizes` for tiled models)."""
     vision = runner.config.vision
@@ -36,8 +36,17 @@ def expanded_prompt(
     processor = load_image_processor(model_dir, vision.image_size, vision.image_grid_pinpoints)
     ids: list[int] = []
     images = []
+    videos = []
     for piece in pieces:
-        if isinstance(piece, int):
+        if isinstance(piece, tuple):
+            seed, num_frames = piece
+            tile = getattr(processor, "tile", processor)
+            frames = torch.stack([tile(random_image(seed * 100 + f, 36, 30)) for f in range(num_frames)])
+            digest = hashlib.sha256(frames.numpy().tobytes()).digest()
+            num_tokens = num_frames * vision.num_tokens_per_frame
+            videos.append(ImageInput(len(ids), num_tokens, frames, digest, is_video=True))
+            ids += [vision.video_token_id] * num_tokens
+        elif isinstance(piece, int):
             width, height = 30 + piece % 17 * 3, 25 + piece % 11 * 4
             pixels = processor(random_image(piece, width, height))
             digest = hashlib.sha256(pixels.numpy().tobytes() + bytes(str((height, width)), "ascii")).digest()
@@ -46,7 +55,10 @@ def expanded_prompt(
             ids += [vision.image_token_id] * num_tokens
         else:
             ids += piece
-    return ids, tuple(images), hf_pixels(images, vision.is_anyres)
+    inputs = hf_pixels(images, vision.is_anyres)
+    if videos:
+        inputs = (inputs or {}) | {"pixel_values_videos": torch.stack([v.pixel_values for v in videos])}
+    return ids, tuple(sorted(images + videos, key=lambda i: i.offset)), inputs
 
 
 def hf_pixels(images: list[ImageInput], tiled: bool) -> dict | None:

@@ -122,3 +122,28 @@ def test_a_prefill_split_anywhere_gives_the_same_logits(llava_path: Path, split:
     torch.testing.assert_close(logits, hf_logits(llava_path, ids, pixels)[-1], atol=LOGIT_ATOL, rtol=0)
     assert runner.model.num_images_encoded == num_encoded + 1  # once, even when split
     assert not runner.model._unfinished
+
+
+@pytest.fixture(scope="module")
+def video_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_llava_checkpoint(tmp_path_factory.mktemp("video"), seed=5, family="llava_next_video")
+
+
+def test_video_greedy_matches_transformers_alone_and_batched(video_path: Path) -> None:
+    runner = runner_for(video_path)
+    assert runner.config.vision is not None and runner.config.vision.num_tokens_per_frame == 4
+    pieces = [
+        [[74, 75], (1, 4), [9, 10]],  # a video of 4 frames
+        [[74], 3, [300], (2, 3), [44]],  # an image and a video
+        [[5, 6, 7]],
+        [[88], 4, [9]],
+    ]
+    prompts = [expanded_prompt(runner, p, video_path) for p in pieces]
+    expected = [hf_greedy(video_path, ids, pixels, NUM_NEW) for ids, _, pixels in prompts]
+    alone = [runner_greedy(runner, [(ids, images)], NUM_NEW)[0][0] for ids, images, _ in prompts]
+    batched, _ = runner_greedy(runner, [(ids, images) for ids, images, _ in prompts], NUM_NEW)
+    assert alone == expected
+    assert batched == expected
+    _, logits = runner_greedy(runner, [prompts[0][:2]], 1)
+    reference = hf_logits(video_path, prompts[0][0], prompts[0][2])[-1]
+    torch.testing.assert_close(logits[0], reference, atol=LOGIT_ATOL, rtol=0)

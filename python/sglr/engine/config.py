@@ -38,7 +38,9 @@ class EngineConfig:
         (a hung rank, a stuck collective) or that stops reporting at all is declared hung: the
         workers are killed and every request ends with an error.
     max_images_per_request / max_image_bytes / max_image_pixels: limits on a request's images
-        (count, encoded size, width x height); past them the request is refused.
+        and videos (count, encoded size, width x height); past them the request is refused.
+    max_video_frames / video_num_frames: frames a video given as frames may have; frames
+        sampled from a video file (PyAV).
     """
 
     model_path: str | None = None
@@ -72,6 +74,8 @@ class EngineConfig:
     max_images_per_request: int = 16
     max_image_bytes: int = 20 * 2**20
     max_image_pixels: int = 4096 * 4096
+    max_video_frames: int = 32
+    video_num_frames: int = 8
 
     def __post_init__(self) -> None:
         if self.schedule_policy not in SCHEDULE_POLICIES:
@@ -86,6 +90,8 @@ class EngineConfig:
             "max_images_per_request",
             "max_image_bytes",
             "max_image_pixels",
+            "max_video_frames",
+            "video_num_frames",
         ):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 1):

@@ -145,6 +145,7 @@ class Engine:
         rid: str | list[str] | None = None,
         namespace: str | None = None,
         image_data: Any = None,
+        video_data: Any = None,
     ) -> dict[str, Any] | list[dict[str, Any]] | Iterator[dict[str, Any]]:
         batch = _normalize(locals())
         requests, assemblers = self._prepare(batch)
@@ -191,6 +192,12 @@ class Engine:
     def takes_images(self) -> bool:
         """Whether the model reads images (`image_data`)."""
         return self._builder.image_prompter is not None
+
+    @property
+    def takes_videos(self) -> bool:
+        """Whether the model reads videos (`video_data`)."""
+        prompter = self._builder.image_prompter
+        return prompter is not None and prompter.takes_videos
 
     @property
     def is_alive(self) -> bool:
@@ -244,7 +251,13 @@ def _image_prompter(model_dir: Any, vocab_size: int, cfg: EngineConfig) -> Image
     config = load_model_config(model_dir)
     if config.vision is None:
         return None
-    limits = ImageLimits(cfg.max_images_per_request, cfg.max_image_bytes, cfg.max_image_pixels)
+    limits = ImageLimits(
+        cfg.max_images_per_request,
+        cfg.max_image_bytes,
+        cfg.max_image_pixels,
+        cfg.max_video_frames,
+        cfg.video_num_frames,
+    )
     return ImagePrompter(model_dir, config.vision, vocab_size, config.bos_token_id, limits)
 
 
@@ -253,5 +266,5 @@ def _normalize(call: Mapping[str, Any]) -> NormalizedInput:
     return normalize_generate_input(
         call["prompt"], call["input_ids"], call["sampling_params"], call["rid"], call["return_logprob"],
         call["logprob_start_len"], call["top_logprobs_num"], call["return_text_in_logprobs"], call["namespace"],
-        call.get("image_data"),
+        call.get("image_data"), call.get("video_data"),
     )  # fmt: skip

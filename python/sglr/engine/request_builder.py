@@ -53,12 +53,14 @@ class RequestBuilder:
         params.verify_vocab(vocab)
         images: tuple = ()
         prompt_keys = None
-        if spec.image_data:
+        if spec.image_data or spec.video_data:
             if self.image_prompter is None:
-                raise InvalidRequestError("this model does not take images", param="image_data")
-            placed = self.image_prompter.build(ids, spec.image_data)
+                kind = "image" if spec.image_data else "video"
+                raise InvalidRequestError(f"this model does not take {kind}s", param=f"{kind}_data")
+            placed = self.image_prompter.build(ids, spec.image_data, spec.video_data)
             ids, images, prompt_keys = placed.ids, placed.images, placed.keys
-            spec = dataclasses.replace(spec, image_data=())  # the pixels travel, not the sources
+            # The pixels travel to the scheduler, not the sources.
+            spec = dataclasses.replace(spec, image_data=(), video_data=())
         prompt_len = len(ids)
         max_new = self._max_new_tokens(prompt_len, params.max_new_tokens, prompt_field)
         stop_ids = set(params.stop_token_ids)

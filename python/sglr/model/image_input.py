@@ -20,6 +20,7 @@ class ImageInput:
     pixel_values: torch.Tensor  # [C, H, W] (or [tiles, C, H, W] when tiled) float32, preprocessed
     content_hash: bytes  # sha256 of the pixels (and size): equal images, equal features
     original_size: tuple[int, int] = (0, 0)  # (height, width) before preprocessing (tiled models)
+    is_video: bool = False  # pixel_values are a video's frames `[frames, C, H, W]`
 
     @property
     def end(self) -> int:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 
 import torch
+import torch.nn.functional as F
 
 from sglr.errors import ModelConfigError
 from sglr.model.clip_vision import VISION_ACTIVATIONS, ClipVisionTower
@@ -156,3 +157,32 @@ class LlavaNextForConditionalGeneration(LlavaForConditionalGeneration):
         grid = grid[top : top + rows, left : left + cols]
         newline = self.image_newline.to(grid.dtype).expand(rows, 1, hidden)
         return torch.cat([tiles[0], torch.cat([grid, newline], dim=1).reshape(-1, hidden)])
+
+
+class LlavaNextVideoForConditionalGeneration(LlavaNextForConditionalGeneration):
+    """LLaVA-NeXT-Video: images as LLaVA-NeXT; a video's frames each through the tower, the
+    patch grid pooled (`video_pool_stride`, average or max) before the projector, and the
+    frames' features one after the other."""
+
+    def image_features(self, images: Sequence[ImageInput], device: torch.device) -> list[torch.Tensor]:
+        stills = [image for image in images if not image.is_video]
+        videos = [image for image in images if image.is_video]
+        by_input = dict(
+            zip(map(id, stills), super().image_features(stills, device) if stills else [], strict=True)
+        )
+        if videos:
+            frames = torch.cat([video.pixel_values for video in videos]).to(device)
+            encoded = self.multi_modal_projector(self._pool(self.vision_tower(frames)))
+            per_video = encoded.split([video.pixel_values.shape[0] for video in videos])
+            by_input.update(
+                (id(video), f.reshape(-1, f.shape[-1])) for video, f in zip(videos, per_video, strict=True)
+            )
+        return [by_input[id(image)] for image in images]
+
+    def _pool(self, features: torch.Tensor) -> torch.Tensor:
+        """`[frames, side * side, dim]` -> `[frames, (side // stride) ** 2, dim]`."""
+        side = self.vision.image_size // self.vision.patch_size
+        stride = self.vision.video_pool_stride
+        grid = features.view(features.shape[0], side, side, -1).permute(0, 3, 1, 2)
+        pool = F.avg_pool2d if self.vision.video_pool_mode == "average" else F.max_pool2d
+        return pool(grid, stride, stride).flatten(2).transpose(1, 2)

@@ -58,6 +58,10 @@ def model_class(architecture: str) -> type[torch.nn.Module]:
         from sglr.model.llava import LlavaNextForConditionalGeneration
 
         return LlavaNextForConditionalGeneration
+    if architecture == "LlavaNextVideoForConditionalGeneration":
+        from sglr.model.llava import LlavaNextVideoForConditionalGeneration
+
+        return LlavaNextVideoForConditionalGeneration
     raise ModelConfigError(f"no sglr implementation for architecture {architecture!r}")
 
 

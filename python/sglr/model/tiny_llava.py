@@ -6,6 +6,10 @@ processor) saved beside it; or the same as LLaVA-NeXT (tiles on a grid of up to 
 
     path = write_llava_checkpoint(tmp_path, seed=1)          # 28x28 images, 16 image tokens
     path = write_llava_checkpoint(tmp_path, seed=1, family="llava_next")
+    path = write_llava_checkpoint(tmp_path, seed=1, family="llava_next_video")  # + <video>, 4 tokens a frame
+
+The video family's processor is saved as LLaVA-NeXT's (images only): `transformers`' video
+processor needs torchvision. Frames are preprocessed like images (CLIP steps, one tile each).
 
 Weights are redrawn at unit activation scale (as `sglr.model.tiny_families` does), so greedy
 choices are not near-ties and image features move the logits.
@@ -21,6 +25,17 @@ import torch
 from sglr.model.tiny import tiny_model_path
 
 IMAGE_TOKEN = "<image>"
+VIDEO_TOKEN = "<video>"
+_CONFIGS = {
+    "llava": "LlavaConfig",
+    "llava_next": "LlavaNextConfig",
+    "llava_next_video": "LlavaNextVideoConfig",
+}
+_MODELS = {
+    "llava": "LlavaForConditionalGeneration",
+    "llava_next": "LlavaNextForConditionalGeneration",
+    "llava_next_video": "LlavaNextVideoForConditionalGeneration",
+}
 # ChatML with content parts: an image part renders as the image token, a text part as its text.
 CHAT_TEMPLATE = (
     "{%- for message in messages %}"
@@ -66,34 +81,36 @@ def write_llava_checkpoint(
 ) -> Path:
     """Writes the checkpoint and its processor at `path`; `text` / `vision` override fields of
     those configs, `overrides` fields of the LLaVA config (e.g. `vision_feature_layer`).
-    `family`: "llava" (LLaVA-1.5) or "llava_next" (tiled images)."""
+    `family`: "llava" (LLaVA-1.5), "llava_next" (tiled images) or "llava_next_video"."""
     import transformers
 
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(tiny_model_path("llama")))
-    tokenizer.add_special_tokens({"additional_special_tokens": [IMAGE_TOKEN]})
+    tokenizer.add_special_tokens({"additional_special_tokens": [IMAGE_TOKEN, VIDEO_TOKEN]})
     tokenizer.chat_template = CHAT_TEMPLATE
     image_token_id = tokenizer.convert_tokens_to_ids(IMAGE_TOKEN)
     vision_config = transformers.CLIPVisionConfig(**{**_VISION, **(vision or {})})
     size = vision_config.image_size
-    next_fields = {"image_grid_pinpoints": [[size, 2 * size], [2 * size, size], [2 * size, 2 * size]]}
-    config_class = transformers.LlavaNextConfig if family == "llava_next" else transformers.LlavaConfig
-    config = config_class(
+    tiled = family.startswith("llava_next")
+    next_fields: dict[str, Any] = {
+        "image_grid_pinpoints": [[size, 2 * size], [2 * size, size], [2 * size, 2 * size]]
+    }
+    if family == "llava_next_video":
+        next_fields |= {
+            "video_token_index": tokenizer.convert_tokens_to_ids(VIDEO_TOKEN),
+            "spatial_pool_stride": 2,
+        }
+    config = getattr(transformers, _CONFIGS[family])(
         vision_config=vision_config,
         text_config=transformers.LlamaConfig(**{**_TEXT, **(text or {})}),
         image_token_index=image_token_id,
         projector_hidden_act="gelu",
         vision_feature_layer=-2,
         vision_feature_select_strategy="default",
-        **(next_fields if family == "llava_next" else {}),
+        **(next_fields if tiled else {}),
         **overrides,
     )
     torch.manual_seed(seed)
-    model_class = (
-        transformers.LlavaNextForConditionalGeneration
-        if family == "llava_next"
-        else transformers.LlavaForConditionalGeneration
-    )
-    model = model_class(config).eval()
+    model = getattr(transformers, _MODELS[family])(config).eval()
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, param in model.named_parameters():
@@ -109,8 +126,10 @@ def write_llava_checkpoint(
             param.copy_(value)
     model.save_pretrained(path)
     sizes = {"size": {"shortest_edge": size}, "crop_size": {"height": size, "width": size}}
-    if family == "llava_next":
-        image_processor = transformers.LlavaNextImageProcessorPil(**sizes, **next_fields)
+    if tiled:
+        image_processor = transformers.LlavaNextImageProcessorPil(
+            **sizes, image_grid_pinpoints=next_fields["image_grid_pinpoints"]
+        )
         processor_class = transformers.LlavaNextProcessor
     else:
         image_processor = transformers.CLIPImageProcessorPil(**sizes)

@@ -6,6 +6,8 @@ LLaVA-NeXT ("anyres") tiles a larger image: it picks the grid resolution that fi
 (`image_grid_pinpoints`), encodes each `image_size` tile plus the whole image squashed to one
 tile, drops the tiles' padding rows or columns and ends each row of features with a learned
 newline, so its image token count depends on the image's size (`num_tokens_for`).
+LLaVA-NeXT-Video adds videos: each sampled frame goes through the tower as one tile, its patch
+features pooled (`video_pool_stride`) before the projector, frames one after the other.
 
 The decoder itself is described by the usual `ModelConfig` (read from `text_config`); this part
 rides along as `ModelConfig.vision`.
@@ -18,7 +20,12 @@ from typing import Any
 
 from sglr.errors import ModelConfigError
 
-VISION_ARCHITECTURES = ("LlavaForConditionalGeneration", "LlavaNextForConditionalGeneration")
+VISION_ARCHITECTURES = (
+    "LlavaForConditionalGeneration",
+    "LlavaNextForConditionalGeneration",
+    "LlavaNextVideoForConditionalGeneration",
+)
+_POOL_MODES = ("average", "max")
 _SELECT_STRATEGIES = ("default", "full")
 _ACTIVATIONS = ("quick_gelu", "gelu", "gelu_pytorch_tanh")
 
@@ -43,8 +50,16 @@ class VisionConfig:
     image_token_id: int = 32000
     # LLaVA-NeXT: the (height, width) resolutions an image may be tiled at; () = one tile (LLaVA-1.5).
     image_grid_pinpoints: tuple[tuple[int, int], ...] = ()
+    # LLaVA-NeXT-Video: the video token, and how each frame's patch grid is pooled.
+    video_token_id: int | None = None
+    video_pool_stride: int = 2
+    video_pool_mode: str = "average"
 
     def __post_init__(self) -> None:
+        if self.video_pool_mode not in _POOL_MODES or self.video_pool_stride < 1:
+            raise ModelConfigError(
+                f"unsupported video pooling {self.video_pool_mode!r} / stride {self.video_pool_stride}"
+            )
         if self.select_strategy not in _SELECT_STRATEGIES:
             raise ModelConfigError(
                 f"vision_feature_select_strategy must be one of {_SELECT_STRATEGIES}, got {self.select_strategy!r}"
@@ -70,6 +85,11 @@ class VisionConfig:
     def num_image_tokens(self) -> int:
         """Prompt positions one image fills."""
         return self.num_patches + (1 if self.select_strategy == "full" else 0)
+
+    @property
+    def num_tokens_per_frame(self) -> int:
+        """Prompt positions one video frame fills (its pooled patch grid)."""
+        return (self.image_size // self.patch_size // self.video_pool_stride) ** 2
 
     @property
     def is_anyres(self) -> bool:
@@ -145,6 +165,9 @@ def read_vision_config(raw: dict[str, Any]) -> VisionConfig:
             select_strategy=str(raw.get("vision_feature_select_strategy", "default")),
             image_token_id=int(raw.get("image_token_index", raw.get("image_token_id", 32000))),
             image_grid_pinpoints=tuple((int(h), int(w)) for h, w in raw.get("image_grid_pinpoints") or ()),
+            video_token_id=None if raw.get("video_token_index") is None else int(raw["video_token_index"]),
+            video_pool_stride=int(raw.get("spatial_pool_stride", 2)),
+            video_pool_mode=str(raw.get("spatial_pool_mode", "average")),
         )
     except KeyError as exc:
         raise ModelConfigError(f"vision_config lacks required field {exc.args[0]!r}") from None

@@ -25,6 +25,8 @@ class ImageLimits:
     max_images: int = 16  # per request
     max_bytes: int = 20 * 2**20  # encoded size
     max_pixels: int = 4096 * 4096  # width x height, checked before decoding the pixels
+    max_video_frames: int = 32  # frames a video given as a list may have
+    video_num_frames: int = 8  # frames sampled from a video file
 
 
 def source_kind(item: Any) -> str:
