@@ -88,3 +88,38 @@ def test_select_after_an_image_matches_transformers(llava_engine: Engine, llava_
         state = pick.run(image=picture(seed), backend=EngineBackend(llava_engine))
         prompt = state.text()[: len(state.text()) - len(state["verdict"])]
         assert state["verdict"] == hf_choice(llava_path, prompt, picture(seed), choices)
+
+
+@pytest.fixture(scope="module")
+def video_engine(tmp_path_factory: pytest.TempPathFactory):
+    path = write_llava_checkpoint(tmp_path_factory.mktemp("video"), seed=6, family="llava_next_video")
+    engine = Engine(model_path=str(path), device="cpu", max_total_tokens=4096, debug_invariants=True)
+    yield engine
+    engine.shutdown()
+
+
+@sgl.function
+def watch(s, frames, question):
+    s += "Clip: " + sgl.video(frames) + " " + question
+    s += sgl.gen("answer", max_tokens=5, temperature=0, ignore_eos=True)
+    s += sgl.select("verdict", choices=["moving", "still"])
+
+
+def test_a_program_with_a_video_answers_as_the_engine_does(video_engine: Engine) -> None:
+    frames = [picture(40 + f) for f in range(3)]
+    state = watch.run(frames=frames, question="What happens?", backend=EngineBackend(video_engine))
+    text = state.text()
+    prompt = text[: text.index(state["answer"], text.index("What happens?"))]
+    assert prompt.count("<video>") == 1
+    expected = video_engine.generate(
+        prompt, {"max_new_tokens": 5, "temperature": 0, "ignore_eos": True}, video_data=[frames]
+    )
+    assert state["answer"] == expected["text"]
+    assert state["verdict"] in ("moving", "still")
+    again = watch.run(frames=frames, question="Who is there?", backend=EngineBackend(video_engine))
+    assert again.get_meta_info("answer")["cached_tokens"] >= 3 * 4  # the video's tokens at least
+
+
+def test_video_arguments_are_checked() -> None:
+    with pytest.raises(ValueError, match="num_frames"):
+        sgl.video("clip.mp4", num_frames=0)

@@ -153,3 +153,31 @@ def test_a_program_with_images_over_runtime_endpoint(served: Served) -> None:
     )
     assert state["answer"] == expected["text"]
     assert state["verdict"] in ("yes", "no")
+
+
+def test_videos_over_generate_and_runtime_endpoint(tmp_path_factory: pytest.TempPathFactory) -> None:
+    import sglr as sgl
+
+    path = write_llava_checkpoint(tmp_path_factory.mktemp("video"), seed=6, family="llava_next_video")
+    frames = [picture(50 + f) for f in range(3)]
+    with served_engine(path, ServerSettings(), debug_invariants=True) as s:
+        expected = s.engine.generate("Clip <video>:", GREEDY, video_data=[frames])["output_ids"]
+        body = {
+            "text": "Clip <video>:",
+            "sampling_params": GREEDY,
+            "video_data": [[data_url(png(f)) for f in frames]],
+        }
+        response = httpx.post(f"{s.url}/generate", json=body, timeout=30)
+        assert response.status_code == 200, response.text
+        assert response.json()["output_ids"] == expected
+        refused = dict(body, video_data=[["/etc/hostname"]])
+        answer = httpx.post(f"{s.url}/generate", json=refused, timeout=30)
+        assert answer.status_code == 400 and answer.json()["error"]["param"] == "video_data[0][0]"
+
+        @sgl.function
+        def watch(s, clip):
+            s += "Clip " + sgl.video(clip) + ":"
+            s += sgl.gen("answer", max_tokens=5, temperature=0, ignore_eos=True)
+
+        state = watch.run(clip=[png(f) for f in frames], backend=sgl.RuntimeEndpoint(s.url))
+        assert state["answer"] == s.engine.generate("Clip <video>:", GREEDY, video_data=[frames])["text"]

@@ -12,6 +12,7 @@ from typing import Any
 from sglr.errors import ProgramError
 from sglr.lang.image_encoding import encode_image_base64
 from sglr.lang.speculative import GenPart, TextPart, chat_call_params, match_chat_template
+from sglr.lang.video_encoding import encode_video_frames_base64
 
 # Calls per assistant turn before chat speculation gives up on a reply that ignores the template.
 NUM_CHAT_SPEC_TRIES = 3
@@ -63,6 +64,12 @@ class RoleMixin:
         self.cur_images.append((shown, b64))
         self._fill(self.chat_template.image_token, prefix=True)
         self.backend.fill_image(self)
+
+    def _add_video(self, source: Any, num_frames: int) -> None:
+        frames = encode_video_frames_base64(source, num_frames)
+        shown = source if isinstance(source, str) else type(source).__name__
+        self.videos_.append((shown, frames))
+        self._fill(self.chat_template.video_token, prefix=True)
 
     def _finish_speculative_turn(self) -> None:
         """Generates a whole assistant turn in one call and splits it into the turn's gens."""
@@ -124,6 +131,7 @@ class RoleMixin:
                 "cur_role_begin_pos": self.cur_role_begin_pos,
                 "images_": list(self.images_),
                 "cur_images": list(self.cur_images),
+                "videos_": list(self.videos_),
             }
 
     def restore_state(self, snapshot: dict[str, Any]) -> None:

@@ -29,17 +29,26 @@ def check_image_source(item: Any, where: str, allow_urls: bool) -> None:
     )
 
 
-def check_image_data(image_data: Any, is_batch: bool, allow_urls: bool) -> None:
-    """SGLang's native `image_data` (see `sglr.engine.io`): every source in it allowed."""
+def check_image_data(image_data: Any, is_batch: bool, allow_urls: bool, name: str = "image_data") -> None:
+    """SGLang's native `image_data` or `video_data` (see `sglr.engine.io`): every source in it
+    allowed (a video given as frames: every frame)."""
     if image_data is None:
         return
     entries = image_data if is_batch and isinstance(image_data, list) else [image_data]
     for i, entry in enumerate(entries):
-        prefix = f"image_data[{i}]" if is_batch else "image_data"
+        prefix = f"{name}[{i}]" if is_batch else name
         if entry is None:
             continue
         if isinstance(entry, list):
             for j, item in enumerate(entry):
-                check_image_source(item, f"{prefix}[{j}]", allow_urls)
+                _check_item(item, f"{prefix}[{j}]", allow_urls)
         else:
             check_image_source(entry, prefix, allow_urls)
+
+
+def _check_item(item: Any, where: str, allow_urls: bool) -> None:
+    if isinstance(item, list):  # a video's frames
+        for k, frame in enumerate(item):
+            check_image_source(frame, f"{where}[{k}]", allow_urls)
+    else:
+        check_image_source(item, where, allow_urls)

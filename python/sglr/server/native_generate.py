@@ -3,7 +3,8 @@
 Request: `text` or `input_ids` (one prompt or a batch), `sampling_params` (one object or one per
 prompt), `rid`, `stream`, `return_logprob`, `logprob_start_len`, `top_logprobs_num`,
 `return_text_in_logprobs`, `image_data` (for a model that takes images: per prompt an image
-or a list, as data URLs or base64; paths and URLs with `--allow-image-urls`). Response: `{"text", "output_ids", "meta_info"}`, a list of them for
+or a list, as data URLs or base64; paths and URLs with `--allow-image-urls`), `video_data`
+(per prompt a list of videos, each a list of frames or an encoded video file). Response: `{"text", "output_ids", "meta_info"}`, a list of them for
 a batch or `n > 1`. Streams are SSE: by default every event holds the cumulative response so far
 (SGLang's default, which its `RuntimeEndpoint` relies on); with
 `--incremental-streaming-output`, only what is new. Batch events carry `index`. The stream ends
@@ -27,7 +28,7 @@ from sglr.server.state import ServerState
 
 _FIELDS = frozenset({
     "text", "input_ids", "sampling_params", "rid", "stream", "return_logprob", "logprob_start_len",
-    "top_logprobs_num", "return_text_in_logprobs", "image_data",
+    "top_logprobs_num", "return_text_in_logprobs", "image_data", "video_data",
 })  # fmt: skip
 # SGLang fields without an effect here (routing, logging and priority hints): accepted, ignored.
 _IGNORED = frozenset({
@@ -37,7 +38,6 @@ _IGNORED = frozenset({
 })  # fmt: skip
 # SGLang features sglr does not have: accepted only when empty.
 _UNSUPPORTED = {
-    "video_data": "this server serves text-only models",
     "audio_data": "this server serves text-only models",
     "input_embeds": "send text or input_ids",
     "lora_path": "LoRA adapters are not supported",
@@ -65,6 +65,7 @@ def parse_generate_request(
         and isinstance(body["input_ids"][0], list)
     )
     check_image_data(body.get("image_data"), is_batch, allow_image_urls)
+    check_image_data(body.get("video_data"), is_batch, allow_image_urls, "video_data")
     kwargs = {
         "prompt": body.get("text"),
         "input_ids": body.get("input_ids"),
@@ -75,6 +76,7 @@ def parse_generate_request(
         "top_logprobs_num": body.get("top_logprobs_num"),
         "return_text_in_logprobs": get_bool(body, "return_text_in_logprobs", False),
         "image_data": body.get("image_data"),
+        "video_data": body.get("video_data"),
     }
     return kwargs, bool(get_bool(body, "stream", False))
 

@@ -60,7 +60,7 @@ def load_image(item: Any, param: str, limits: ImageLimits) -> Any:
             f"got {type(item).__name__}",
             param=param,
         )
-    data = _read_bytes(item, kind, param, limits)
+    data = read_bytes(item, kind, param, limits)
     if len(data) > limits.max_bytes:
         raise InvalidRequestError(
             f"{param} is {len(data)} bytes; the limit is {limits.max_bytes} bytes", param=param
@@ -76,7 +76,8 @@ def load_image(item: Any, param: str, limits: ImageLimits) -> Any:
     return image
 
 
-def _read_bytes(item: Any, kind: str, param: str, limits: ImageLimits) -> bytes:
+def read_bytes(item: Any, kind: str, param: str, limits: ImageLimits) -> bytes:
+    """The encoded bytes `item` (of `source_kind` `kind`) names or holds."""
     if kind == "bytes":
         return bytes(item)
     if kind == "data_url":

@@ -1,5 +1,5 @@
 """Reading a video's frames: a list of frames (each anything `load_image` reads), or a video
-file (a path, `file://` URL or encoded bytes) decoded with PyAV, `limits.video_num_frames`
+file (a path, `file://` URL, encoded bytes, a base64 data URL or bare base64) decoded with PyAV, `limits.video_num_frames`
 frames sampled evenly over its length. Errors are `InvalidRequestError`s naming `video_data[i]`.
 """
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from sglr.engine.images.loading import ImageLimits, load_image, source_kind
+from sglr.engine.images.loading import ImageLimits, load_image, read_bytes, source_kind
 from sglr.errors import InvalidRequestError
 
 
@@ -25,10 +25,13 @@ def load_video_frames(item: Any, param: str, limits: ImageLimits) -> list[Any]:
             )
         return [load_image(frame, f"{param}[{j}]", limits) for j, frame in enumerate(item)]
     kind = source_kind(item)
-    if kind not in ("bytes", "file"):
+    if kind not in ("bytes", "file", "data_url", "base64"):
         raise InvalidRequestError(
-            f"{param} must be a video file (a path, file:// URL or bytes) or a list of frames", param=param
+            f"{param} must be a video file (a path, file:// URL, bytes or base64) or a list of frames",
+            param=param,
         )
+    if kind in ("data_url", "base64"):
+        item, kind = read_bytes(item, kind, param, limits), "bytes"
     return _decode(item, kind, param, limits)
 
 

@@ -64,6 +64,7 @@ class EngineBackend(BaseBackend):
             prompt=self._prompt(s),
             sampling_params=engine_sampling_params(sampling_params),
             image_data=self._images(s),
+            video_data=self._videos(s),
             **native_logprob_fields(sampling_params),
         )
         if isinstance(result, list):  # n > 1
@@ -80,6 +81,7 @@ class EngineBackend(BaseBackend):
             prompt=self._prompt(s),
             sampling_params=engine_sampling_params(sampling_params),
             image_data=self._images(s),
+            video_data=self._videos(s),
             stream=True,
             rid=rid,
             **native_logprob_fields(sampling_params),
@@ -114,6 +116,7 @@ class EngineBackend(BaseBackend):
         if temperature > MAX_SELECT_TEMPERATURE:
             raise ValueError("select on the engine is greedy: temperature must be 0")
         images = self._images(s)
+        videos = self._videos(s)
         tokenizer = self.engine.tokenizer
         prompt_ids = tokenizer.encode(s.text_)
         sequences = [tokenizer.encode(s.text_ + choice) for choice in choices]
@@ -121,9 +124,9 @@ class EngineBackend(BaseBackend):
         # The prompt's images stand before every choice, each image token grown into its run of
         # tokens (as many as the image's size gives): prefilling the prompt (which the choices
         # then reuse from the cache) tells how many positions they add.
-        shift = self._prefill(s.text_, images) - len(prompt_ids) if images else 0
+        shift = self._prefill(s.text_, images, videos) - len(prompt_ids) if images or videos else 0
         input_logprobs = self._prompt_logprobs(
-            sequences, [max(start - 1, 0) + shift for start in choice_starts], images
+            sequences, [max(start - 1, 0) + shift for start in choice_starts], images, videos
         )
         unconditional = None
         if choices_method.requires_unconditional_logprobs:
@@ -133,7 +136,11 @@ class EngineBackend(BaseBackend):
         return decide(choices, input_logprobs, choices_method, output_logprobs, unconditional)
 
     def _prompt_logprobs(
-        self, sequences: list[list[int]], starts: list[int], images: list[str] | None = None
+        self,
+        sequences: list[list[int]],
+        starts: list[int],
+        images: list[str] | None = None,
+        videos: list[list[str]] | None = None,
     ) -> list[list]:
         """`input_token_logprobs` of each sequence from its start (empty sequences: no entries);
         `images` go with every sequence."""
@@ -148,6 +155,7 @@ class EngineBackend(BaseBackend):
             logprob_start_len=[starts[i] for i in todo],
             return_text_in_logprobs=True,
             image_data=[images] * len(todo) if images else None,
+            video_data=[videos] * len(todo) if videos else None,
         )
         for i, result in zip(todo, results, strict=True):
             raise_if_aborted(result["meta_info"])
@@ -155,11 +163,15 @@ class EngineBackend(BaseBackend):
         return entries
 
     # --- hints -----------------------------------------------------------------------------------
-    def _prefill(self, text: str, images: list[str] | None = None) -> int:
+    def _prefill(
+        self, text: str, images: list[str] | None = None, videos: list[list[str]] | None = None
+    ) -> int:
         """Caches the prompt; returns its length in tokens as the model runs it."""
         if not text:
             return 0
-        result = self.engine.generate(prompt=text, sampling_params={"max_new_tokens": 0}, image_data=images)
+        result = self.engine.generate(
+            prompt=text, sampling_params={"max_new_tokens": 0}, image_data=images, video_data=videos
+        )
         raise_if_aborted(result["meta_info"])
         return int(result["meta_info"]["prompt_tokens"])
 
@@ -167,11 +179,19 @@ class EngineBackend(BaseBackend):
         self._prefill(prefix_str)
 
     def commit_lazy_operations(self, s: Any) -> None:
-        self._prefill(self._prompt(s), self._images(s))
+        self._prefill(self._prompt(s), self._images(s), self._videos(s))
 
     # --- the rest of the protocol ----------------------------------------------------------------
     def _prompt(self, s: Any) -> str:
         return s.text_
+
+    def _videos(self, s: Any) -> list[list[str]] | None:
+        """The prompt's videos (base64 frames each), in order; each at a video token in the text."""
+        if not s.videos_:
+            return None
+        if not self.engine.takes_videos:
+            raise ValueError("this engine's model does not take videos; this prompt has some")
+        return [frames for _, frames in s.videos_]
 
     def _images(self, s: Any) -> list[str] | None:
         """The prompt's images (base64), in order; each stands at an image token in the text."""

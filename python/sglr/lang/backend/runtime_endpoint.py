@@ -106,11 +106,19 @@ class RuntimeEndpoint(BaseBackend):
         """SGLang's `image_data` for the prompt's images: one prompt, or `num_prompts` that all
         start with this prompt (a batch takes one list per prompt)."""
         if not s.images_:
-            return {}
+            return self._video_data(s, num_prompts)
         images: str | list[str] = [b64 for _, b64 in s.images_]
         if len(images) == 1:
             images = images[0]  # one image as a bare string, as SGLang's client sends it
-        return {"image_data": images if num_prompts is None else [images] * num_prompts}
+        image_data = images if num_prompts is None else [images] * num_prompts
+        return {"image_data": image_data, **self._video_data(s, num_prompts)}
+
+    def _video_data(self, s: Any, num_prompts: int | None = None) -> dict[str, Any]:
+        """`video_data`: the prompt's videos, each its list of base64 frames."""
+        if not s.videos_:
+            return {}
+        videos = [frames for _, frames in s.videos_]
+        return {"video_data": videos if num_prompts is None else [videos] * num_prompts}
 
     def _prefill(self, text: str, s: Any = None) -> dict:
         body = {"text": text, "sampling_params": {"max_new_tokens": 0}}
