@@ -1,20 +1,22 @@
-"""Questions about one image, prefix cache on vs off: time to first token on a tiny LLaVA.
+"""Questions about one image (or one video), prefix cache on vs off: time to first token on a
+tiny LLaVA (LLaVA-1.5 for the image rows, LLaVA-NeXT-Video for the video rows).
 
-The SGLang paper's multimodal shape: several questions about the same image, so every request
-after the first shares the image (hundreds of tokens) and the text before it. With the cache
-keyed by image content, a follow-up prefills only its question and skips the vision tower; with
-the cache off, every request encodes the image and prefills all of it again.
+The SGLang paper's multimodal shapes: several questions about the same image or video, so every
+request after the first shares the media (hundreds of tokens) and the text before it. With the
+cache keyed by content, a follow-up prefills only its question and skips the vision tower; with
+the cache off, every request encodes the media and prefills all of it again.
 
-Workloads (one image, Q questions, a few output tokens each):
+Workloads (one image or one video of F frames, Q questions, a few output tokens each):
 - sequential: the questions one after another (a user asking follow-ups); TTFT of each
   follow-up (the first question is cold in both systems and reported apart);
-- parallel: all Q questions at once (a batch): time until every question has its first token.
+- parallel: all Q questions at once (a batch) about media seen once before: time until every
+  question has its first token.
 
 Both systems run the same requests on their own engine (same weights, one process, one after
-the other), each warmed up on a different image first.
+the other), each warmed up on different media first.
 
     python benches/image_qa_cpu.py                      # 576 image tokens (LLaVA-1.5's 336 px / 14)
-    python benches/image_qa_cpu.py --questions 4 --image-size 168
+    python benches/image_qa_cpu.py --questions 4 --image-size 168 --video-frames 0   # images only
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from sglr.engine.engine import Engine
 from sglr.model.tiny_llava import write_llava_checkpoint
 
 SYSTEMS = {"cache": {}, "no-cache": {"disable_radix_cache": True}}
+FAMILIES = {"image": "llava", "video": "llava_next_video"}
 QUESTIONS = [
     "What is in the picture?", "Which colour stands out most?", "Is it day or night?",
     "How many objects can you count?", "Describe the texture.", "Where might this be?",
@@ -52,18 +55,29 @@ def picture(seed: int, size: int):  # a PIL image
     return Image.fromarray(rng.integers(0, 256, (size + 37, size + 91, 3), dtype=np.uint8))
 
 
-def prompt(question: str) -> str:
-    return f"<|im_start|>user\nLook at this: <image>\n{question}<|im_end|>\n<|im_start|>assistant\n"
+def make_media(kind: str, seed: int, args: argparse.Namespace):
+    if kind == "image":
+        return picture(seed, args.image_size)
+    return [picture(seed * 1000 + f, args.image_size) for f in range(args.video_frames)]
+
+
+def prompt(question: str, kind: str) -> str:
+    return f"<|im_start|>user\nLook at this: <{kind}>\n{question}<|im_end|>\n<|im_start|>assistant\n"
+
+
+def media_args(kind: str, media, num_prompts: int) -> dict:
+    """`image_data` (one image) or `video_data` (one video of frames) for each prompt."""
+    return {f"{kind}_data": [[media]] * num_prompts}
 
 
 def first_token_times(
-    engine: Engine, questions: list[str], image, max_new_tokens: int
+    engine: Engine, questions: list[str], media, kind: str, max_new_tokens: int
 ) -> tuple[list[float], list[int]]:
     """Submits the questions together; seconds until each has its first token, and its cached tokens."""
     params = {"max_new_tokens": max_new_tokens, "temperature": 0.0, "ignore_eos": True}
-    texts = [prompt(q) for q in questions]
+    texts = [prompt(q, kind) for q in questions]
     start = time.perf_counter()
-    stream = engine.generate(texts, params, image_data=[[image]] * len(texts), stream=True)
+    stream = engine.generate(texts, params, **media_args(kind, media, len(texts)), stream=True)
     firsts: dict[int, float] = {}
     cached: dict[int, int] = {}
     for chunk in stream:
@@ -74,33 +88,32 @@ def first_token_times(
     return [firsts[i] for i in range(len(texts))], [cached[i] for i in range(len(texts))]
 
 
-def run_system(model_dir: Path, options: dict, args: argparse.Namespace) -> dict[str, float]:
-    engine = Engine(model_path=str(model_dir), device="cpu", max_total_tokens=32768, **options)
+def run_system(model_dir: Path, options: dict, args: argparse.Namespace, kind: str) -> dict[str, float]:
+    engine = Engine(model_path=str(model_dir), device="cpu", max_total_tokens=65536, **options)
     try:
-        image = picture(args.seed, args.image_size)
-        first_token_times(
-            engine, ["warm-up"], picture(args.seed + 1000, args.image_size), args.max_new_tokens
-        )
+        new = args.max_new_tokens
+        media = make_media(kind, args.seed, args)
+        first_token_times(engine, ["warm-up"], make_media(kind, args.seed + 1000, args), kind, new)
         questions = (QUESTIONS * ((args.questions // len(QUESTIONS)) + 1))[: args.questions]
-        cold, _ = first_token_times(engine, questions[:1], image, args.max_new_tokens)
-        prompt_tokens = engine.generate(prompt(questions[0]), {"max_new_tokens": 0}, image_data=image)[
-            "meta_info"
-        ]["prompt_tokens"]
+        cold, _ = first_token_times(engine, questions[:1], media, kind, new)
+        probe = engine.generate(
+            [prompt(questions[0], kind)], {"max_new_tokens": 0}, **media_args(kind, media, 1)
+        )
         follow_ttft, follow_cached = [], []
         for question in questions[1:]:
-            ttft, cached = first_token_times(engine, [question], image, args.max_new_tokens)
+            ttft, cached = first_token_times(engine, [question], media, kind, new)
             follow_ttft += ttft
             follow_cached += cached
-        image_b = picture(args.seed + 1, args.image_size)
-        first_token_times(engine, questions[:1], image_b, args.max_new_tokens)  # the image seen once
-        parallel, parallel_cached = first_token_times(engine, questions, image_b, args.max_new_tokens)
+        media_b = make_media(kind, args.seed + 1, args)
+        first_token_times(engine, questions[:1], media_b, kind, new)  # seen once
+        parallel, parallel_cached = first_token_times(engine, questions, media_b, kind, new)
         return {
             "cold_ms": 1000 * cold[0],
             "follow_ms": 1000 * statistics.mean(follow_ttft),
             "follow_cached": statistics.mean(follow_cached),
             "parallel_ms": 1000 * max(parallel),
             "parallel_cached": statistics.mean(parallel_cached),
-            "prompt_tokens": prompt_tokens,
+            "prompt_tokens": probe[0]["meta_info"]["prompt_tokens"],
         }
     finally:
         engine.shutdown()
@@ -113,47 +126,57 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=8)
     parser.add_argument("--image-size", type=int, default=336)
     parser.add_argument("--patch-size", type=int, default=14)
+    parser.add_argument(
+        "--video-frames", type=int, default=8, help="frames of the video rows (0: no video rows)"
+    )
     parser.add_argument("--max-new-tokens", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--output", type=Path, default=None, help="also write the table here (markdown)")
     args = parser.parse_args()
     import torch
 
+    kinds = ["image", "video"] if args.video_frames else ["image"]
+    results: dict[tuple[str, str], dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        model_dir = write_llava_checkpoint(
-            Path(tmp) / "llava",
-            seed=args.seed,
-            text={"hidden_size": 256, "intermediate_size": 688, "num_hidden_layers": 4, "num_attention_heads": 8,
-                  "num_key_value_heads": 4},
-            vision={"hidden_size": 256, "intermediate_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 8,
-                    "image_size": args.image_size, "patch_size": args.patch_size},
-        )  # fmt: skip
-        results = {name: run_system(model_dir, options, args) for name, options in SYSTEMS.items()}
-    cache, base = results["cache"], results["no-cache"]
+        for kind in kinds:
+            model_dir = write_llava_checkpoint(
+                Path(tmp) / kind,
+                seed=args.seed,
+                family=FAMILIES[kind],
+                text={"hidden_size": 256, "intermediate_size": 688, "num_hidden_layers": 4, "num_attention_heads": 8,
+                      "num_key_value_heads": 4},
+                vision={"hidden_size": 256, "intermediate_size": 1024, "num_hidden_layers": 4,
+                        "num_attention_heads": 8, "image_size": args.image_size, "patch_size": args.patch_size},
+            )  # fmt: skip
+            for name, options in SYSTEMS.items():
+                results[kind, name] = run_system(model_dir, options, args, kind)
+    side = args.image_size // args.patch_size
     lines = [
-        "# Questions about one image: prefix cache on vs off (tiny LLaVA, CPU)",
+        "# Questions about one image or video: prefix cache on vs off (tiny LLaVA, CPU)",
         "",
         f"Command: `python {shlex.join(['benches/image_qa_cpu.py', *sys.argv[1:]])}`  ",
         f"Machine: {platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
         f"{torch.get_num_threads()} threads  ",
-        f"Model: LLaVA (CLIP 4 x 256, Llama 4 x 256), {args.image_size} px / {args.patch_size} = "
-        f"{(args.image_size // args.patch_size) ** 2} image tokens; prompt {cache['prompt_tokens']} tokens; "
+        f"Models: CLIP 4 x 256 and Llama 4 x 256; image: LLaVA-1.5, {args.image_size} px / {args.patch_size} = "
+        f"{side**2} tokens; video: LLaVA-NeXT-Video, {args.video_frames} frames x {(side // 2) ** 2} tokens; "
         f"{args.questions} questions, {args.max_new_tokens} output tokens each",
         "",
-        "| workload | system | first question TTFT (ms) | follow-up TTFT (ms) | cached tokens / follow-up "
-        "| all-at-once: last first token (ms) | cached tokens / question |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
+        "| workload | system | prompt tokens | first question TTFT (ms) | follow-up TTFT (ms) "
+        "| cached tokens / follow-up | all-at-once: last first token (ms) | cached tokens / question |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    for name, row in results.items():
+    for (kind, name), row in results.items():
         lines.append(
-            f"| image QA | {name} | {row['cold_ms']:.1f} | {row['follow_ms']:.1f} | {row['follow_cached']:.0f} "
-            f"| {row['parallel_ms']:.1f} | {row['parallel_cached']:.0f} |"
+            f"| {kind} QA | {name} | {row['prompt_tokens']} | {row['cold_ms']:.1f} | {row['follow_ms']:.1f} "
+            f"| {row['follow_cached']:.0f} | {row['parallel_ms']:.1f} | {row['parallel_cached']:.0f} |"
         )
-    lines += [
-        "",
-        f"Follow-up TTFT, no-cache / cache: **{base['follow_ms'] / cache['follow_ms']:.2f}x**; "
-        f"all-at-once, no-cache / cache: **{base['parallel_ms'] / cache['parallel_ms']:.2f}x**.",
-    ]
+    lines.append("")
+    for kind in kinds:
+        cache, base = results[kind, "cache"], results[kind, "no-cache"]
+        lines.append(
+            f"{kind.capitalize()} QA: follow-up TTFT no-cache / cache **{base['follow_ms'] / cache['follow_ms']:.2f}x**; "
+            f"all-at-once **{base['parallel_ms'] / cache['parallel_ms']:.2f}x**.  "
+        )
     table = "\n".join(lines)
     print(table)
     if args.output is not None:
