@@ -302,3 +302,19 @@ def test_importing_sglr_loads_no_heavy_modules():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_videos_enter_text_and_backend_state_as_base64_frames():
+    backend = RecordingBackend(reply=lambda prompt, sp: "a dance")
+
+    @sgl.function
+    def describe(s, clip):
+        s += "Watch " + sgl.video(clip) + " now:"
+        s += sgl.gen("caption")
+
+    state = describe.run(clip=[b"frame one", b"frame two"], backend=backend)
+    assert state["caption"] == "a dance"
+    assert "Watch <video> now:" in state.text()
+    assert state.stream_executor.videos_ == [("list", ["ZnJhbWUgb25l", "ZnJhbWUgdHdv"])]
+    with pytest.raises(sgl_errors.ProgramError, match="cannot read a video from a int"):
+        describe.run(clip=7, backend=backend).text()
