@@ -232,3 +232,12 @@ def test_bad_videos_are_refused(video_dir: Path, llava_dir: Path, make_engine, t
     image_only = make_engine(llava_dir)
     with pytest.raises(InvalidRequestError, match="does not take videos"):
         image_only.generate("<video>", GREEDY, video_data=[[picture(1)]])
+
+
+def test_tensor_parallel_ranks_run_images(llava_dir: Path, make_engine) -> None:
+    """Two ranks (gloo): the tower and projector replicated, the decoder split; same tokens."""
+    engine = make_engine(llava_dir, tp_size=2, max_total_tokens=4096)
+    text = "split <image> across ranks"
+    assert engine.generate(text, GREEDY, image_data=picture(15))["output_ids"] == hf_greedy(
+        llava_dir, text, [picture(15)]
+    )
