@@ -123,3 +123,21 @@ def test_a_program_with_a_video_answers_as_the_engine_does(video_engine: Engine)
 def test_video_arguments_are_checked() -> None:
     with pytest.raises(ValueError, match="num_frames"):
         sgl.video("clip.mp4", num_frames=0)
+
+
+@sgl.function
+def branches(s, image):
+    s += "Look: " + sgl.image(image) + " Answer two ways."
+    forks = s.fork(2)
+    for i, f in enumerate(forks):
+        f += f" Way {i}:" + sgl.gen("way", max_tokens=3, temperature=0, ignore_eos=True)
+    forks.join()
+
+
+def test_forked_branches_reuse_the_image_kv(llava_engine: Engine) -> None:
+    llava_engine.flush_cache()
+    before = llava_engine.get_stats()["num_cached_prompt_tokens"]
+    state = branches.run(image=picture(5), backend=EngineBackend(llava_engine))
+    assert len(state["way"]) == 2
+    # The fork hint prefilled the image prompt once; both branches matched it from the cache.
+    assert llava_engine.get_stats()["num_cached_prompt_tokens"] - before >= 2 * 16
