@@ -275,8 +275,9 @@ def test_images_enter_text_messages_and_backend_state():
     assert state["caption"] == "a cat"
     assert "<|image|>What is this?" in state.text()
     content = state.messages()[0]["content"]
-    assert content[0] == {"type": "text", "text": "<|image|>What is this?"}
-    assert content[1]["image_url"]["url"] == "data:image/jpeg;base64,iVBORyBmYWtlIGJ5dGVz"
+    # The image part stands where its token was; the token itself stays out of the text part.
+    assert content[0]["image_url"]["url"] == "data:image/jpeg;base64,iVBORyBmYWtlIGJ5dGVz"
+    assert content[1] == {"type": "text", "text": "What is this?"}
     assert state.stream_executor.images_ == [("bytes", "iVBORyBmYWtlIGJ5dGVz")]
     with pytest.raises(sgl_errors.ProgramError, match="cannot read an image from a int"):
         describe.run(picture=7, backend=backend).text()

@@ -181,3 +181,25 @@ def test_videos_over_generate_and_runtime_endpoint(tmp_path_factory: pytest.Temp
 
         state = watch.run(clip=[png(f) for f in frames], backend=sgl.RuntimeEndpoint(s.url))
         assert state["answer"] == s.engine.generate("Clip <video>:", GREEDY, video_data=[frames])["text"]
+
+
+def test_a_program_with_an_image_over_the_openai_backend(served: Served) -> None:
+    import sglr as sgl
+
+    @sgl.function
+    def describe(s, image):
+        s += sgl.user(sgl.image(image) + "What is it?")
+        s += sgl.assistant(sgl.gen("answer", max_tokens=4, temperature=0))
+
+    backend = sgl.OpenAI("default", is_chat_model=True, base_url=f"{served.url}/v1", api_key="none")
+    try:
+        state = describe.run(image=png(picture(9)), backend=backend)
+        answer = state["answer"]
+    finally:
+        backend.shutdown()
+    messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "What is it?"}]}]
+    prompt = served.engine.tokenizer.apply_chat_template(messages)
+    expected = served.engine.generate(prompt, {"max_new_tokens": 4, "temperature": 0}, image_data=picture(9))[
+        "text"
+    ]
+    assert answer == expected

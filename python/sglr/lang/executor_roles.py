@@ -49,13 +49,29 @@ class RoleMixin:
         self.cur_role, self.cur_role_begin_pos = None, None
         self._fill(suffix, prefix=True)
         if self.cur_images:
-            parts: list[dict] = [{"type": "text", "text": content}]
-            for _, b64 in self.cur_images:
-                parts.append({"type": "image_url", "image_url": {"url": f"data:image/jpeg;base64,{b64}"}})
-            self.messages_.append({"role": role, "content": parts})
+            self.messages_.append({"role": role, "content": self._content_parts(content)})
             self.cur_images = []
         else:
             self.messages_.append({"role": role, "content": content})
+
+    def _content_parts(self, content: str) -> list[dict]:
+        """A turn's text and images as chat content parts, each image where its token stood (the
+        token itself left out: the part carries the image, and a server's template renders its
+        own token for it). Text holding other copies of the token keeps it, images at the end."""
+        images = [
+            {"type": "image_url", "image_url": {"url": f"data:image/jpeg;base64,{b64}"}}
+            for _, b64 in self.cur_images
+        ]
+        pieces = content.split(self.chat_template.image_token)
+        if len(pieces) != len(images) + 1:
+            return [{"type": "text", "text": content}, *images]
+        parts: list[dict] = []
+        for piece, image in zip(pieces, [*images, None], strict=True):
+            if piece:
+                parts.append({"type": "text", "text": piece})
+            if image is not None:
+                parts.append(image)
+        return parts
 
     def _add_image(self, source: Any) -> None:
         b64 = encode_image_base64(source)
