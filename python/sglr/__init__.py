@@ -35,6 +35,7 @@ from sglr.lang.api import (
     user,
     user_begin,
     user_end,
+    video,
 )
 from sglr.lang.choices import (
     greedy_token_selection,
@@ -95,4 +96,5 @@ __all__ = [
     "user",
     "user_begin",
     "user_end",
+    "video",
 ]

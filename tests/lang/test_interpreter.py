@@ -275,8 +275,9 @@ def test_images_enter_text_messages_and_backend_state():
     assert state["caption"] == "a cat"
     assert "<|image|>What is this?" in state.text()
     content = state.messages()[0]["content"]
-    assert content[0] == {"type": "text", "text": "<|image|>What is this?"}
-    assert content[1]["image_url"]["url"] == "data:image/jpeg;base64,iVBORyBmYWtlIGJ5dGVz"
+    # The image part stands where its token was; the token itself stays out of the text part.
+    assert content[0]["image_url"]["url"] == "data:image/jpeg;base64,iVBORyBmYWtlIGJ5dGVz"
+    assert content[1] == {"type": "text", "text": "What is this?"}
     assert state.stream_executor.images_ == [("bytes", "iVBORyBmYWtlIGJ5dGVz")]
     with pytest.raises(sgl_errors.ProgramError, match="cannot read an image from a int"):
         describe.run(picture=7, backend=backend).text()
@@ -302,3 +303,19 @@ def test_importing_sglr_loads_no_heavy_modules():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_videos_enter_text_and_backend_state_as_base64_frames():
+    backend = RecordingBackend(reply=lambda prompt, sp: "a dance")
+
+    @sgl.function
+    def describe(s, clip):
+        s += "Watch " + sgl.video(clip) + " now:"
+        s += sgl.gen("caption")
+
+    state = describe.run(clip=[b"frame one", b"frame two"], backend=backend)
+    assert state["caption"] == "a dance"
+    assert "Watch <video> now:" in state.text()
+    assert state.stream_executor.videos_ == [("list", ["ZnJhbWUgb25l", "ZnJhbWUgdHdv"])]
+    with pytest.raises(sgl_errors.ProgramError, match="cannot read a video from a int"):
+        describe.run(clip=7, backend=backend).text()

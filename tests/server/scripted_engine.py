@@ -44,6 +44,7 @@ class ScriptedEngine:
     def __init__(self, deltas: list[dict[str, Any]]) -> None:
         self.deltas = deltas
         self.tokenizer = _Tokenizer()
+        self.takes_images = False
 
     async def async_generate(self, **kwargs: Any) -> AsyncIterator[dict[str, Any]]:
         assert kwargs["stream"], "the server always streams from the engine"

@@ -69,7 +69,7 @@ NATIVE_CASES = [
     # unknown keys
     ({"text": "hi", "sampling_params": {"max_new_tokenz": 3}}, "sampling_params.max_new_tokenz", "unknown field `max_new_tokenz`"),
     ({"text": "hi", "max_new_tokens": 3}, "max_new_tokens", "unknown field `max_new_tokens` in the /generate request"),
-    ({"text": "hi", "image_data": "aGVsbG8="}, "image_data", "image_data is not supported"),
+    ({"text": "hi", "image_data": "aGVsbG8="}, "image_data", "this model does not take images"),
     ({"text": "hi", "lora_path": "adapter"}, "lora_path", "LoRA"),
     # out of range
     ({"text": "hi", "sampling_params": {"temperature": -1}}, "sampling_params.temperature", "temperature must be a non-negative"),

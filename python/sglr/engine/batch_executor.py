@@ -76,6 +76,7 @@ class BatchExecutor:
                     new_slots=kv.pending_slots(),
                     logprob_start=_logprob_start(item),
                     top_logprobs_num=item.req.spec.top_logprobs_num,
+                    images=item.req.images,
                 )
             )
         output = self.runner.forward_extend(requests)

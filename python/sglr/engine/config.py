@@ -41,6 +41,10 @@ class EngineConfig:
     watchdog_timeout_s: a worker whose scheduler makes no step for this long while it has work
         (a hung rank, a stuck collective) or that stops reporting at all is declared hung: the
         workers are killed and every request ends with an error.
+    max_images_per_request / max_image_bytes / max_image_pixels: limits on a request's images
+        and videos (count, encoded size, width x height); past them the request is refused.
+    max_video_frames / video_num_frames: frames a video given as frames may have; frames
+        sampled from a video file (PyAV).
     """
 
     model_path: str | None = None
@@ -73,13 +77,28 @@ class EngineConfig:
     base_gpu_id: int = 0
     worker_start_timeout_s: float = 600.0
     watchdog_timeout_s: float = 300.0
+    max_images_per_request: int = 16
+    max_image_bytes: int = 20 * 2**20
+    max_image_pixels: int = 4096 * 4096
+    max_video_frames: int = 32
+    video_num_frames: int = 8
 
     def __post_init__(self) -> None:
         if self.schedule_policy not in SCHEDULE_POLICIES:
             raise EngineConfigError(
                 f"schedule_policy must be one of {', '.join(SCHEDULE_POLICIES)}, got {self.schedule_policy!r}"
             )
-        for name in ("max_total_tokens", "context_length", "max_running_requests", "chunked_prefill_size"):
+        for name in (
+            "max_total_tokens",
+            "context_length",
+            "max_running_requests",
+            "chunked_prefill_size",
+            "max_images_per_request",
+            "max_image_bytes",
+            "max_image_pixels",
+            "max_video_frames",
+            "video_num_frames",
+        ):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise EngineConfigError(f"{name} must be a positive integer, got {value!r}")

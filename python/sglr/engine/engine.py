@@ -24,6 +24,8 @@ from typing import Any
 from sglr.engine import delivery
 from sglr.engine.assembler import OutputAssembler
 from sglr.engine.config import EngineConfig
+from sglr.engine.images.loading import ImageLimits
+from sglr.engine.images.prompt import ImagePrompter
 from sglr.engine.io import NormalizedInput, normalize_generate_input
 from sglr.engine.loop import SchedulerLoop
 from sglr.engine.output import AsyncQueueSink, OutputSink, QueueSink
@@ -111,7 +113,11 @@ class Engine:
         self.served_model_name = cfg.served_model_name or self.model_path
         self.context_len = runner.max_context_len
         self._builder = RequestBuilder(
-            self.tokenizer, runner.vocab_size, self.context_len, runner.num_kv_slots
+            self.tokenizer,
+            runner.vocab_size,
+            self.context_len,
+            runner.num_kv_slots,
+            _image_prompter(runner.model_dir, runner.vocab_size, cfg),
         )
         if scheduler is None:
             scheduler = SchedulerLoop(
@@ -146,6 +152,8 @@ class Engine:
         stream: bool = False,
         rid: str | list[str] | None = None,
         namespace: str | None = None,
+        image_data: Any = None,
+        video_data: Any = None,
     ) -> dict[str, Any] | list[dict[str, Any]] | Iterator[dict[str, Any]]:
         batch = _normalize(locals())
         requests, assemblers = self._prepare(batch)
@@ -187,6 +195,17 @@ class Engine:
 
     def get_stats(self) -> dict[str, Any]:
         return self._loop.get_stats()
+
+    @property
+    def takes_images(self) -> bool:
+        """Whether the model reads images (`image_data`)."""
+        return self._builder.image_prompter is not None
+
+    @property
+    def takes_videos(self) -> bool:
+        """Whether the model reads videos (`video_data`)."""
+        prompter = self._builder.image_prompter
+        return prompter is not None and prompter.takes_videos
 
     @property
     def is_alive(self) -> bool:
@@ -233,9 +252,27 @@ class Engine:
             self._loop.submit(request, sink)
 
 
+def _image_prompter(model_dir: Any, vocab_size: int, cfg: EngineConfig) -> ImagePrompter | None:
+    """The front's image reader and placer, for a model that takes images."""
+    from sglr.model.config import load_model_config
+
+    config = load_model_config(model_dir)
+    if config.vision is None:
+        return None
+    limits = ImageLimits(
+        cfg.max_images_per_request,
+        cfg.max_image_bytes,
+        cfg.max_image_pixels,
+        cfg.max_video_frames,
+        cfg.video_num_frames,
+    )
+    return ImagePrompter(model_dir, config.vision, vocab_size, config.bos_token_id, limits)
+
+
 def _normalize(call: Mapping[str, Any]) -> NormalizedInput:
     """`generate`'s arguments as one spec per sequence."""
     return normalize_generate_input(
         call["prompt"], call["input_ids"], call["sampling_params"], call["rid"], call["return_logprob"],
         call["logprob_start_len"], call["top_logprobs_num"], call["return_text_in_logprobs"], call["namespace"],
+        call.get("image_data"), call.get("video_data"),
     )  # fmt: skip

@@ -32,6 +32,10 @@ class SequenceSpec:
     top_logprobs_num: int = 0
     return_text_in_logprobs: bool = False
     namespace: str | None = None
+    # The sequence's images as the caller gave them (paths, URLs, base64, bytes, PIL images).
+    image_data: tuple[Any, ...] = ()
+    # Its videos: each a file (path or bytes) or a list of frames.
+    video_data: tuple[Any, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,8 @@ def normalize_generate_input(
     top_logprobs_num: int | list[int] | None = None,
     return_text_in_logprobs: bool = False,
     namespace: str | None = None,
+    image_data: Any = None,
+    video_data: Any = None,
 ) -> NormalizedInput:
     if (text is None) == (input_ids is None):
         raise InvalidRequestError("Either text, input_ids or input_embeds should be provided.", param="text")
@@ -67,6 +73,8 @@ def normalize_generate_input(
     tops = _per_item(top_logprobs_num, num_items, "top_logprobs_num", int, 0)
     if any(t < 0 for t in tops):
         raise InvalidRequestError("top_logprobs_num must be >= 0.", param="top_logprobs_num")
+    images = _images_per_item(image_data, num_items, is_batch, "image_data")
+    videos = _images_per_item(video_data, num_items, is_batch, "video_data")
     num_sequences = num_items * num_samples
     rids = _rids(rid, num_items, num_sequences)
     specs = []
@@ -84,6 +92,8 @@ def normalize_generate_input(
                     top_logprobs_num=tops[item],
                     return_text_in_logprobs=return_text_in_logprobs,
                     namespace=namespace,
+                    image_data=images[item],
+                    video_data=videos[item],
                 )
             )
     return NormalizedInput(specs, is_batch or num_samples > 1)
@@ -112,6 +122,28 @@ def _prompts(text: Any, input_ids: Any) -> tuple[list[str | tuple[int, ...]], bo
     raise InvalidRequestError(
         "input_ids must be a list of ints or a list of lists of ints.", param="input_ids"
     )
+
+
+def _images_per_item(data: Any, num_items: int, is_batch: bool, name: str) -> list[tuple[Any, ...]]:
+    """SGLang's `image_data` / `video_data`: for one prompt an item or a list of them; for a
+    batch a list with one entry (None, an item or a list of items) per prompt. A video given as
+    frames is itself a list, so it always comes inside its prompt's list: `[[frame, ...]]`."""
+    if data is None:
+        return [()] * num_items
+    if not is_batch:
+        return [_item_list(data)]
+    if not isinstance(data, (list, tuple)) or len(data) != num_items:
+        count = len(data) if isinstance(data, (list, tuple)) else 1
+        raise InvalidRequestError(f"{name} has {count} entries for {num_items} prompts.", param=name)
+    return [_item_list(entry) for entry in data]
+
+
+def _item_list(entry: Any) -> tuple[Any, ...]:
+    if entry is None:
+        return ()
+    if isinstance(entry, (list, tuple)):
+        return tuple(entry)
+    return (entry,)
 
 
 def _is_int(value: Any) -> bool:

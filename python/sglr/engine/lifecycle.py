@@ -56,7 +56,9 @@ class RequestTable:
     def finish(self, req: Req) -> None:
         """Ends `req` (its `finish_reason` is set): release KV, count, publish."""
         assert req.finish_reason is not None
-        self.pool.release(req.kv, req.computed_ids(), req.spec.namespace, keep=not req.finish_reason.is_abort)
+        self.pool.release(
+            req.kv, req.computed_keys(), req.spec.namespace, keep=not req.finish_reason.is_abort
+        )
         if req in self.decoding:
             self.decoding.remove(req)
         self.reqs.pop(req.uid, None)

@@ -2,7 +2,9 @@
 
 Token bookkeeping: `fill_ids = prompt + output`. `kv.num_computed` of them have KV (in
 `kv.slots`); the rest (normally just the last sampled token) still has to run through the
-model. The request's hold on KV memory (`kv`: its row, slots and prefix lock) is a record that
+model. The prefix cache indexes `fill_keys()`, the same ids except at image positions, which
+carry ids derived from the image's content (`engine/images/cache_keys.py`), so equal images
+share KV and different ones never do. The request's hold on KV memory (`kv`: its row, slots and prefix lock) is a record that
 only the engine's `KVPool` changes.
 """
 
@@ -21,6 +23,7 @@ from sglr.engine.io import SequenceSpec
 from sglr.engine.kv import RequestKV
 from sglr.engine.output import OutputSink
 from sglr.engine.stop_strings import StopText
+from sglr.model.image_input import ImageInput
 from sglr.sampling_params import SamplingParams
 
 
@@ -52,6 +55,9 @@ class TokenizedRequest:
     max_new_tokens: int
     stop_token_ids: frozenset[int]
     arrival_time: float
+    images: tuple[ImageInput, ...] = ()
+    # The prompt as the prefix cache sees it (None: `prompt_ids` itself, a text-only prompt).
+    prompt_keys: np.ndarray | None = None
 
 
 @dataclass(eq=False)
@@ -62,6 +68,8 @@ class Req:
     max_new_tokens: int
     stop_token_ids: frozenset[int]
     sink: OutputSink
+    images: tuple[ImageInput, ...] = ()
+    prompt_keys: np.ndarray | None = None  # see `TokenizedRequest.prompt_keys`
     # Only for requests with stop strings: the text, decoded to find them.
     stop_text: StopText | None = None
     arrival_time: float = field(default_factory=time.monotonic)
@@ -95,6 +103,8 @@ class Req:
             max_new_tokens=t.max_new_tokens,
             stop_token_ids=t.stop_token_ids,
             sink=sink,
+            images=t.images,
+            prompt_keys=t.prompt_keys,
             stop_text=stop_text,
             arrival_time=t.arrival_time,
             logprobs=LogprobRecord() if t.spec.return_logprob else None,
@@ -120,6 +130,18 @@ class Req:
         if not self.output_ids:
             return self.prompt_ids
         return np.concatenate([self.prompt_ids, np.asarray(self.output_ids, dtype=np.int32)])
+
+    def fill_keys(self) -> np.ndarray:
+        """`fill_ids` as the prefix cache indexes them (image positions keyed by content)."""
+        if self.prompt_keys is None:
+            return self.fill_ids()
+        if not self.output_ids:
+            return self.prompt_keys
+        return np.concatenate([self.prompt_keys, np.asarray(self.output_ids, dtype=np.int32)])
+
+    def computed_keys(self) -> np.ndarray:
+        """`fill_keys()[:num_computed]`: the keys of the KV the request holds."""
+        return self.fill_keys()[: self.kv.num_computed]
 
     @property
     def tokens_left(self) -> int:

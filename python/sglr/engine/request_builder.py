@@ -8,6 +8,7 @@ context and the KV cache, resolves `max_new_tokens` and the stop token set. Ever
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import threading
 import time
@@ -15,6 +16,7 @@ import time
 import numpy as np
 
 from sglr.engine.assembler import OutputAssembler
+from sglr.engine.images.prompt import ImagePrompter
 from sglr.engine.io import SequenceSpec
 from sglr.engine.request import TokenizedRequest
 from sglr.engine.tokenizer import EngineTokenizer
@@ -23,9 +25,15 @@ from sglr.errors import InvalidRequestError
 
 class RequestBuilder:
     def __init__(
-        self, tokenizer: EngineTokenizer, vocab_size: int, context_len: int, num_kv_slots: int
+        self,
+        tokenizer: EngineTokenizer,
+        vocab_size: int,
+        context_len: int,
+        num_kv_slots: int,
+        image_prompter: ImagePrompter | None = None,
     ) -> None:
         self.tokenizer = tokenizer
+        self.image_prompter = image_prompter
         self.vocab_size = vocab_size
         self.context_len = context_len
         self.num_kv_slots = num_kv_slots
@@ -43,6 +51,16 @@ class RequestBuilder:
         if min(ids) < 0 or max(ids) >= vocab:
             raise InvalidRequestError(f"input_ids must be in [0, {vocab - 1}].", param="input_ids")
         params.verify_vocab(vocab)
+        images: tuple = ()
+        prompt_keys = None
+        if spec.image_data or spec.video_data:
+            if self.image_prompter is None:
+                kind = "image" if spec.image_data else "video"
+                raise InvalidRequestError(f"this model does not take {kind}s", param=f"{kind}_data")
+            placed = self.image_prompter.build(ids, spec.image_data, spec.video_data)
+            ids, images, prompt_keys = placed.ids, placed.images, placed.keys
+            # The pixels travel to the scheduler, not the sources.
+            spec = dataclasses.replace(spec, image_data=(), video_data=())
         prompt_len = len(ids)
         max_new = self._max_new_tokens(prompt_len, params.max_new_tokens, prompt_field)
         stop_ids = set(params.stop_token_ids)
@@ -58,6 +76,8 @@ class RequestBuilder:
             max_new_tokens=max_new,
             stop_token_ids=frozenset(stop_ids),
             arrival_time=arrival_time,
+            images=images,
+            prompt_keys=prompt_keys,
         )
         assembler = OutputAssembler(
             self.tokenizer,

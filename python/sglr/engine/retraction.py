@@ -24,7 +24,7 @@ def reserve_decode_slots(
         if pool.reserve([req.kv for req in reqs], [1] * len(reqs)):
             return reqs
         victim = reqs.pop()
-        pool.release(victim.kv, victim.computed_ids(), victim.spec.namespace, keep=True)
+        pool.release(victim.kv, victim.computed_keys(), victim.spec.namespace, keep=True)
         table.decoding.remove(victim)
         victim.num_retractions += 1
         stats.num_retractions += 1

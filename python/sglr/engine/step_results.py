@@ -100,4 +100,4 @@ class StepResults:
             self.out.publish(req)
 
     def _share(self, req: Req) -> None:
-        self.pool.share(req.kv, req.computed_ids(), req.spec.namespace)
+        self.pool.share(req.kv, req.computed_keys(), req.spec.namespace)

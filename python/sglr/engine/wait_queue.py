@@ -38,7 +38,7 @@ class WaitQueue:
         req.phase = Phase.WAITING
         self.scheduler.add_request(
             req.uid,
-            req.prompt_ids,
+            req.fill_keys(),
             req.max_new_tokens,
             req.spec.namespace,
             arrival_time=req.arrival_time,
@@ -50,7 +50,7 @@ class WaitQueue:
         req.phase = Phase.WAITING
         self.scheduler.requeue(
             req.uid,
-            req.fill_ids(),
+            req.fill_keys(),
             max(req.tokens_left, 1),
             req.spec.namespace,
             arrival_time=req.arrival_time,

@@ -138,6 +138,14 @@ def image(expr: Any) -> ir.Image:
     return ir.Image(expr)
 
 
+def video(path: Any, num_frames: int = 8) -> ir.Video:
+    """A video placed in the prompt: a file (path or bytes; `num_frames` frames sampled evenly,
+    decoded with PyAV) or a list of frames (file paths, bytes or PIL images)."""
+    if not isinstance(num_frames, int) or num_frames < 1:
+        raise ValueError(f"num_frames must be a positive integer, got {num_frames!r}")
+    return ir.Video(path, num_frames)
+
+
 def _role(role: str, expr: Any) -> ir.ExprList:
     if expr is None:
         return ir.ExprList([ir.RoleBegin(role), ir.RoleEnd(role)])

@@ -27,6 +27,7 @@ class ChatTemplate:
     default_system_prompt: str | None = None
     stop_str: tuple[str, ...] = ()
     image_token: str = "<image>"
+    video_token: str = "<video>"
     style: ChatTemplateStyle = ChatTemplateStyle.PLAIN
     extra: dict[str, str] = field(default_factory=dict)
 

@@ -12,6 +12,7 @@ from typing import Any
 from sglr.errors import ProgramError
 from sglr.lang.image_encoding import encode_image_base64
 from sglr.lang.speculative import GenPart, TextPart, chat_call_params, match_chat_template
+from sglr.lang.video_encoding import encode_video_frames_base64
 
 # Calls per assistant turn before chat speculation gives up on a reply that ignores the template.
 NUM_CHAT_SPEC_TRIES = 3
@@ -48,13 +49,29 @@ class RoleMixin:
         self.cur_role, self.cur_role_begin_pos = None, None
         self._fill(suffix, prefix=True)
         if self.cur_images:
-            parts: list[dict] = [{"type": "text", "text": content}]
-            for _, b64 in self.cur_images:
-                parts.append({"type": "image_url", "image_url": {"url": f"data:image/jpeg;base64,{b64}"}})
-            self.messages_.append({"role": role, "content": parts})
+            self.messages_.append({"role": role, "content": self._content_parts(content)})
             self.cur_images = []
         else:
             self.messages_.append({"role": role, "content": content})
+
+    def _content_parts(self, content: str) -> list[dict]:
+        """A turn's text and images as chat content parts, each image where its token stood (the
+        token itself left out: the part carries the image, and a server's template renders its
+        own token for it). Text holding other copies of the token keeps it, images at the end."""
+        images = [
+            {"type": "image_url", "image_url": {"url": f"data:image/jpeg;base64,{b64}"}}
+            for _, b64 in self.cur_images
+        ]
+        pieces = content.split(self.chat_template.image_token)
+        if len(pieces) != len(images) + 1:
+            return [{"type": "text", "text": content}, *images]
+        parts: list[dict] = []
+        for piece, image in zip(pieces, [*images, None], strict=True):
+            if piece:
+                parts.append({"type": "text", "text": piece})
+            if image is not None:
+                parts.append(image)
+        return parts
 
     def _add_image(self, source: Any) -> None:
         b64 = encode_image_base64(source)
@@ -63,6 +80,12 @@ class RoleMixin:
         self.cur_images.append((shown, b64))
         self._fill(self.chat_template.image_token, prefix=True)
         self.backend.fill_image(self)
+
+    def _add_video(self, source: Any, num_frames: int) -> None:
+        frames = encode_video_frames_base64(source, num_frames)
+        shown = source if isinstance(source, str) else type(source).__name__
+        self.videos_.append((shown, frames))
+        self._fill(self.chat_template.video_token, prefix=True)
 
     def _finish_speculative_turn(self) -> None:
         """Generates a whole assistant turn in one call and splits it into the turn's gens."""
@@ -124,6 +147,7 @@ class RoleMixin:
                 "cur_role_begin_pos": self.cur_role_begin_pos,
                 "images_": list(self.images_),
                 "cur_images": list(self.cur_images),
+                "videos_": list(self.videos_),
             }
 
     def restore_state(self, snapshot: dict[str, Any]) -> None:

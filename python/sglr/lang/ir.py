@@ -169,6 +169,20 @@ class Image(Expr):
 
 
 @_node
+class Video(Expr):
+    """A video (file path or bytes, sampled to `num_frames` frames; or a list of frames)
+    attached to the prompt at this position."""
+
+    kind = "video"
+    source: Any
+    num_frames: int
+
+    def describe(self) -> str:
+        shown = self.source if isinstance(self.source, str) else type(self.source).__name__
+        return f"Video({shown!r}, num_frames={self.num_frames})"
+
+
+@_node
 class _RoleMarker(Expr):
     role: str
 

@@ -57,6 +57,7 @@ class StreamExecutor(RoleMixin, GenerationMixin):
         self.messages_: list[dict] = []
         self.images_: list[tuple[Any, str]] = []
         self.cur_images: list[tuple[Any, str]] = []
+        self.videos_: list[tuple[Any, list[str]]] = []  # (source, base64 frames)
         self.cur_role: str | None = None
         self.cur_role_begin_pos: int | None = None
         self.fork_start_text_pos: int | None = None
@@ -257,6 +258,8 @@ class StreamExecutor(RoleMixin, GenerationMixin):
             self._role_end(expr.role)
         elif isinstance(expr, ir.Image):
             self._add_image(expr.source)
+        elif isinstance(expr, ir.Video):
+            self._add_video(expr.source, expr.num_frames)
         elif isinstance(expr, ir.VarScopeBegin):
             self._scope_starts[expr.name] = len(self.text_)
         elif isinstance(expr, ir.VarScopeEnd):

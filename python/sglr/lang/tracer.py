@@ -98,7 +98,8 @@ class TracerState(StateSurface):
                 self.variables[expr.name] = ir.Variable(expr.name, node_id)
                 self.produced.add(expr.name)
         elif isinstance(
-            expr, (ir.ConstantText, ir.Argument, ir.RoleBegin, ir.RoleEnd, ir.Image, ir.VarScopeBegin)
+            expr,
+            (ir.ConstantText, ir.Argument, ir.RoleBegin, ir.RoleEnd, ir.Image, ir.Video, ir.VarScopeBegin),
         ):
             self._add(expr)
         else:

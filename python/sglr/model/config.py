@@ -8,13 +8,14 @@ version (or by our own converters) load the same way.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from sglr.errors import ModelConfigError
 from sglr.model.family_options import FamilyOptions, read_family_options
 from sglr.model.moe_config import MOE_ARCHITECTURES, MoEConfig, read_moe_config
+from sglr.model.vision_config import VISION_ARCHITECTURES, VisionConfig, read_vision_config
 
 # Architectures with an implementation in sglr.model (see `sglr.model.registry`).
 SUPPORTED_ARCHITECTURES = (
@@ -26,7 +27,10 @@ SUPPORTED_ARCHITECTURES = (
     "Phi3ForCausalLM",
     "Qwen3ForCausalLM",
     *MOE_ARCHITECTURES,
+    *VISION_ARCHITECTURES,
 )
+# Decoders a LLaVA checkpoint's `text_config` may name (all computed by the Llama blocks).
+_LLAVA_TEXT_ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM")
 # config.json "model_type" -> architecture, for configs without an "architectures" list.
 _ARCHITECTURE_OF_MODEL_TYPE = {
     "llama": "LlamaForCausalLM",
@@ -91,6 +95,7 @@ class ModelConfig:
     eos_token_ids: tuple[int, ...] = ()
     family: FamilyOptions = field(default_factory=FamilyOptions)
     moe: MoEConfig | None = None  # experts of a mixture-of-experts architecture
+    vision: VisionConfig | None = None  # the image tower of a LLaVA-style architecture
 
     def __post_init__(self) -> None:
         if self.architecture not in SUPPORTED_ARCHITECTURES:
@@ -99,6 +104,8 @@ class ModelConfig:
             )
         if (self.moe is not None) != (self.architecture in MOE_ARCHITECTURES):
             raise ModelConfigError(f"{self.architecture} needs experts exactly when it is a MoE architecture")
+        if (self.vision is not None) != (self.architecture in VISION_ARCHITECTURES):
+            raise ModelConfigError(f"{self.architecture} needs a vision config exactly when it takes images")
         for name in (
             "vocab_size",
             "hidden_size",
@@ -164,6 +171,8 @@ class ModelConfig:
                 raise ModelConfigError("config.json names no architecture (no 'architectures' field)")
             architectures = [_ARCHITECTURE_OF_MODEL_TYPE[model_type]]
         architecture = architectures[0]
+        if architecture in VISION_ARCHITECTURES:
+            return _read_llava(raw, architecture)
         try:
             hidden_size = int(raw["hidden_size"])
             num_heads = int(raw["num_attention_heads"])
@@ -206,6 +215,23 @@ class ModelConfig:
             family=read_family_options(raw, architecture, num_layers),
             moe=read_moe_config(raw, architecture),
         )
+
+
+def _read_llava(raw: dict[str, Any], architecture: str) -> ModelConfig:
+    """A LLaVA config: the decoder from `text_config`, the tower and projector beside it."""
+    text = dict(raw.get("text_config") or {})
+    text_model_type = text.get("model_type", "llama")
+    text_architecture = (text.get("architectures") or [None])[0] or _ARCHITECTURE_OF_MODEL_TYPE.get(
+        text_model_type
+    )
+    if text_architecture not in _LLAVA_TEXT_ARCHITECTURES:
+        raise ModelConfigError(
+            f"unsupported LLaVA text model {text_model_type!r}; sglr supports {_LLAVA_TEXT_ARCHITECTURES}"
+        )
+    text["architectures"] = [text_architecture]
+    text.setdefault("torch_dtype", raw.get("torch_dtype") or raw.get("dtype"))
+    decoder = ModelConfig.from_dict(text)
+    return replace(decoder, architecture=architecture, vision=read_vision_config(raw))
 
 
 def _read_rope(raw: dict[str, Any]) -> tuple[float, RopeScaling]:

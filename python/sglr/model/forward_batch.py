@@ -25,6 +25,7 @@ import torch
 
 from sglr.errors import BatchError
 from sglr.kernels.attention_metadata import AttentionMetadata
+from sglr.model.image_input import ImageInput, ImageSpan, spans_at
 
 IntArrayLike = Sequence[int] | np.ndarray
 
@@ -89,6 +90,8 @@ class ExtendRequest:
         `p >= logprob_start` of this chunk except the last, the logprob of the token at `p + 1`.
         Must be `>= prefix_len` (cached positions have no logits).
     top_logprobs_num: also return the top-k logprobs at those positions.
+    images: the images of the request's prompt (all of them, wherever they stand; the batch
+        takes the parts at the positions this extend computes).
     """
 
     row: int
@@ -97,6 +100,7 @@ class ExtendRequest:
     new_slots: np.ndarray
     logprob_start: int | None = None
     top_logprobs_num: int = 0
+    images: tuple[ImageInput, ...] = ()
 
     @property
     def prefix_len(self) -> int:
@@ -131,6 +135,8 @@ class ForwardBatch(AttentionMetadata):
     table_slots: torch.Tensor
     logprob_starts: tuple[int | None, ...] = ()
     top_logprobs_nums: tuple[int, ...] = ()
+    # Image features to place in the token stream (extend batches of multimodal requests).
+    image_spans: tuple[ImageSpan, ...] = ()
 
     @property
     def mode(self) -> ForwardMode:
@@ -169,12 +175,19 @@ class ForwardBatch(AttentionMetadata):
         )
         if limits is not None:
             limits.check(layout.input_ids, layout.table_slots, rows, seq_lens)
+        spans = [
+            span
+            for r, start in zip(requests, layout.extend_starts.tolist(), strict=True)
+            if r.images
+            for span in spans_at(r.images, r.prefix_len, r.seq_len, start)
+        ]
         return cls._build(
             layout,
             device,
             is_decode=False,
             logprob_starts=tuple(r.logprob_start for r in requests),
             top_logprobs_nums=tuple(r.top_logprobs_num for r in requests),
+            image_spans=tuple(spans),
         )
 
     @classmethod
@@ -235,6 +248,7 @@ class ForwardBatch(AttentionMetadata):
         is_decode: bool,
         logprob_starts: tuple[int | None, ...],
         top_logprobs_nums: tuple[int, ...],
+        image_spans: tuple[ImageSpan, ...] = (),
     ) -> ForwardBatch:
         # The device tensors are named like the layout's arrays.
         device_arrays = dict(zip(host._fields, _to_device(list(host), device), strict=True))
@@ -249,6 +263,7 @@ class ForwardBatch(AttentionMetadata):
             req_rows_cpu=host.req_rows,
             logprob_starts=logprob_starts,
             top_logprobs_nums=top_logprobs_nums,
+            image_spans=image_spans,
             **device_arrays,
         )
 
@@ -281,6 +296,9 @@ def _check_extend_request(index: int, req: ExtendRequest) -> None:
         )
     if req.top_logprobs_num < 0:
         raise BatchError(f"request {index}: top_logprobs_num must be >= 0")
+    for image in req.images:
+        if image.offset < 0 or image.num_tokens < 1:
+            raise BatchError(f"request {index}: an image at positions {image.offset}..{image.end - 1}")
 
 
 def _to_device(arrays: list[np.ndarray], device: torch.device | str) -> list[torch.Tensor]:

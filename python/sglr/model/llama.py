@@ -140,11 +140,16 @@ class LlamaForCausalLM(torch.nn.Module):
         self.rope = RotaryEmbedding(config, max_positions, dtype)
 
     def forward(
-        self, input_ids: torch.Tensor, positions: torch.Tensor, attn: AttentionBackend
+        self,
+        input_ids: torch.Tensor,
+        positions: torch.Tensor,
+        attn: AttentionBackend,
+        input_embeds: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """input_ids, positions `[T]` -> normalized hidden states `[T, hidden]`. Writes this
-        batch's K/V into the cache (through `attn`)."""
-        hidden = self.model.embed_tokens(input_ids)
+        batch's K/V into the cache (through `attn`). `input_embeds` replaces the token
+        embeddings (a multimodal model's, with image features in place)."""
+        hidden = self.model.embed_tokens(input_ids) if input_embeds is None else input_embeds
         cos_sin = self.rope.lookup(positions)
         for layer in self.model.layers:
             hidden = layer(hidden, cos_sin, attn)

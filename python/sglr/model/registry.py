@@ -50,6 +50,18 @@ def model_class(architecture: str) -> type[torch.nn.Module]:
         from sglr.model.qwen3_moe import Qwen3MoeForCausalLM
 
         return Qwen3MoeForCausalLM
+    if architecture == "LlavaForConditionalGeneration":
+        from sglr.model.llava import LlavaForConditionalGeneration
+
+        return LlavaForConditionalGeneration
+    if architecture == "LlavaNextForConditionalGeneration":
+        from sglr.model.llava import LlavaNextForConditionalGeneration
+
+        return LlavaNextForConditionalGeneration
+    if architecture == "LlavaNextVideoForConditionalGeneration":
+        from sglr.model.llava import LlavaNextVideoForConditionalGeneration
+
+        return LlavaNextVideoForConditionalGeneration
     raise ModelConfigError(f"no sglr implementation for architecture {architecture!r}")
 
 

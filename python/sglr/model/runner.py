@@ -205,7 +205,11 @@ class ModelRunner:
             logits = graphs.replay(batch)
             return ForwardOutput(logits, [None] * batch.batch_size)
         self.attn.begin(batch)
-        hidden = self.model(batch.input_ids, batch.positions, self.attn)  # [T, hidden]
+        if batch.image_spans:
+            embeds = self.model.embed_with_images(batch.input_ids, batch.image_spans)
+            hidden = self.model(batch.input_ids, batch.positions, self.attn, input_embeds=embeds)
+        else:
+            hidden = self.model(batch.input_ids, batch.positions, self.attn)  # [T, hidden]
         last = torch.from_numpy(batch.extend_starts_cpu + batch.extend_lens_cpu - 1).to(self.device)
         logits = self.model.compute_logits(hidden[last])
         prompt_logprobs: list[TokenLogprobs | None] = [None] * batch.batch_size

@@ -69,7 +69,11 @@ def as_api_error(exc: BaseException, names: ParamNames = ENGINE_NAMES) -> ApiErr
     if isinstance(exc, ApiError):
         return exc
     if isinstance(exc, InvalidRequestError):
-        return ApiError(400, exc.message, names.client_name(exc.param))
+        param = names.client_name(exc.param)
+        message = exc.message
+        if exc.param and param and param != exc.param:  # the message names the field as sent
+            message = message.replace(exc.param, param)
+        return ApiError(400, message, param)
     if isinstance(exc, EngineClosedError):
         return ApiError(503, "the engine is not running")
     if isinstance(exc, EngineInternalError):

@@ -125,6 +125,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="native /generate streams send deltas instead of the cumulative text",
     )
+    add(
+        "--allow-image-urls",
+        action="store_true",
+        help="accept images given as file paths or http(s) URLs (default: data URLs / base64 only)",
+    )
+    add("--max-images-per-request", type=int, default=16, help="images one request may carry")
     add("--max-body-bytes", type=int, default=None, help="largest request body accepted (default: 32 MiB)")
     add(
         "--shutdown-timeout",
@@ -171,6 +177,7 @@ def engine_options(args: argparse.Namespace) -> dict[str, Any]:
         "base_gpu_id": args.base_gpu_id,
         "nnodes": args.nnodes,
         "node_rank": args.node_rank,
+        "max_images_per_request": args.max_images_per_request,
     }
 
 
@@ -256,6 +263,7 @@ def main(argv: list[str] | None = None) -> int:
             api_key=args.api_key,
             enable_metrics=args.enable_metrics,
             incremental_streaming_output=args.incremental_streaming_output,
+            allow_image_urls=args.allow_image_urls,
             max_body_bytes=args.max_body_bytes or DEFAULT_MAX_BODY_BYTES,
             launch_args=vars(args),
         )

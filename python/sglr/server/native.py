@@ -65,7 +65,7 @@ def model_info_payload(state: ServerState) -> dict[str, Any]:
         "architectures": config.get("architectures"),
         "context_length": engine.context_len,
         "vocab_size": engine.runner.vocab_size,
-        "has_image_understanding": False,
+        "has_image_understanding": engine.takes_images,
         "has_audio_understanding": False,
     }
 

@@ -2,7 +2,9 @@
 
 Request: `text` or `input_ids` (one prompt or a batch), `sampling_params` (one object or one per
 prompt), `rid`, `stream`, `return_logprob`, `logprob_start_len`, `top_logprobs_num`,
-`return_text_in_logprobs`. Response: `{"text", "output_ids", "meta_info"}`, a list of them for
+`return_text_in_logprobs`, `image_data` (for a model that takes images: per prompt an image
+or a list, as data URLs or base64; paths and URLs with `--allow-image-urls`), `video_data`
+(per prompt a list of videos, each a list of frames or an encoded video file). Response: `{"text", "output_ids", "meta_info"}`, a list of them for
 a batch or `n > 1`. Streams are SSE: by default every event holds the cumulative response so far
 (SGLang's default, which its `RuntimeEndpoint` relies on); with
 `--incremental-streaming-output`, only what is new. Batch events carry `index`. The stream ends
@@ -21,11 +23,12 @@ from sglr.server.body import read_json_object
 from sglr.server.fields import check_known_fields, get_bool, require_null
 from sglr.server.generation import Generation, start_generation
 from sglr.server.generation_response import DeltaRenderer, json_response, stream_response
+from sglr.server.image_sources import check_image_data
 from sglr.server.state import ServerState
 
 _FIELDS = frozenset({
     "text", "input_ids", "sampling_params", "rid", "stream", "return_logprob", "logprob_start_len",
-    "top_logprobs_num", "return_text_in_logprobs",
+    "top_logprobs_num", "return_text_in_logprobs", "image_data", "video_data",
 })  # fmt: skip
 # SGLang fields without an effect here (routing, logging and priority hints): accepted, ignored.
 _IGNORED = frozenset({
@@ -35,8 +38,6 @@ _IGNORED = frozenset({
 })  # fmt: skip
 # SGLang features sglr does not have: accepted only when empty.
 _UNSUPPORTED = {
-    "image_data": "this server serves text-only models",
-    "video_data": "this server serves text-only models",
     "audio_data": "this server serves text-only models",
     "input_embeds": "send text or input_ids",
     "lora_path": "LoRA adapters are not supported",
@@ -51,11 +52,20 @@ _UNSUPPORTED = {
 _KNOWN = _FIELDS | _IGNORED | frozenset(_UNSUPPORTED)
 
 
-def parse_generate_request(body: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+def parse_generate_request(
+    body: dict[str, Any], allow_image_urls: bool = False
+) -> tuple[dict[str, Any], bool]:
     """The engine's keyword arguments and whether to stream; 400s name the offending field."""
     check_known_fields(body, _KNOWN, "the /generate request")
     for name, reason in _UNSUPPORTED.items():
         require_null(body, name, reason)
+    is_batch = isinstance(body.get("text"), list) or (
+        isinstance(body.get("input_ids"), list)
+        and bool(body["input_ids"])
+        and isinstance(body["input_ids"][0], list)
+    )
+    check_image_data(body.get("image_data"), is_batch, allow_image_urls)
+    check_image_data(body.get("video_data"), is_batch, allow_image_urls, "video_data")
     kwargs = {
         "prompt": body.get("text"),
         "input_ids": body.get("input_ids"),
@@ -65,13 +75,15 @@ def parse_generate_request(body: dict[str, Any]) -> tuple[dict[str, Any], bool]:
         "logprob_start_len": body.get("logprob_start_len"),
         "top_logprobs_num": body.get("top_logprobs_num"),
         "return_text_in_logprobs": get_bool(body, "return_text_in_logprobs", False),
+        "image_data": body.get("image_data"),
+        "video_data": body.get("video_data"),
     }
     return kwargs, bool(get_bool(body, "stream", False))
 
 
 async def generate(state: ServerState, request: Request) -> Response:
     body = await read_json_object(request, state.settings.max_body_bytes)
-    kwargs, stream = parse_generate_request(body)
+    kwargs, stream = parse_generate_request(body, state.settings.allow_image_urls)
     gen = await start_generation(state, kwargs)
     if stream:
         return await stream_response(

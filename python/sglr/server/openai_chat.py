@@ -9,13 +9,14 @@ then (with `stream_options.include_usage`) a usage chunk, and `data: [DONE]`.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 
 from sglr.server.body import read_json_object
-from sglr.server.chat_messages import normalize_messages
+from sglr.server.chat_messages import ImagePart, normalize_messages
 from sglr.server.errors import ApiError
 from sglr.server.fields import get_bool, get_dict, get_int
 from sglr.server.generation import start_generation
@@ -50,7 +51,13 @@ class _ChatRequest(OpenAIRequest):
         modalities = body.get("modalities")
         if modalities is not None and modalities != ["text"]:
             raise ApiError.bad_request("only the text modality is supported", "modalities")
-        messages, tool_kwargs = self.tools.render_inputs(normalize_messages(body.get("messages")))
+        self.images: list[ImagePart] = []
+        messages = normalize_messages(
+            body.get("messages"),
+            self.images if state.engine.takes_images else None,
+            state.settings.allow_image_urls,
+        )
+        messages, tool_kwargs = self.tools.render_inputs(messages)
         template_kwargs = {**(get_dict(body, "chat_template_kwargs") or {}), **tool_kwargs}
         text = state.engine.tokenizer.apply_chat_template(
             messages, add_generation_prompt=True, **template_kwargs
@@ -71,6 +78,8 @@ class _ChatRequest(OpenAIRequest):
         self.tools.constrain(self.params)
         if self.tools.active:
             self.tools.keep_special_tokens(self.params, state.engine.tokenizer.is_special_token_text)
+        if self.images:  # engine errors about image k name its content part
+            self.names = dataclasses.replace(self.names, images=tuple(image.where for image in self.images))
         self._number_choices(body, num_prompts=1, id_prefix="chatcmpl")
 
     def engine_kwargs(self) -> dict[str, Any]:
@@ -81,6 +90,7 @@ class _ChatRequest(OpenAIRequest):
             "return_logprob": self.logprobs,
             "top_logprobs_num": self.top_logprobs,
             "return_text_in_logprobs": True,
+            "image_data": [[image.url for image in self.images]] if self.images else None,
         }
 
     def header(self, kind: str) -> dict[str, Any]:

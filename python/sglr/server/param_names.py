@@ -20,8 +20,14 @@ class ParamNames:
     kept its name). None: the request used the engine's own layout."""
 
     sampling: Mapping[str, str] | None = field(default=None)
+    # Request field of each image (`image_data[k]` to the engine), for chat content parts.
+    images: tuple[str, ...] = ()
 
     def client_name(self, engine_param: str | None) -> str | None:
+        if engine_param is not None and self.images and engine_param.startswith("image_data["):
+            index = engine_param.removeprefix("image_data[").rstrip("]")
+            if index.isdigit() and int(index) < len(self.images):
+                return self.images[int(index)]
         if self.sampling is None or engine_param is None or not engine_param.startswith(_SAMPLING_PREFIX):
             # NOTE: prompt fields (`text`, `input_ids`) keep the engine's names on every route.
             return engine_param

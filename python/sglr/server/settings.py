@@ -20,6 +20,8 @@ class ServerSettings:
     max_body_bytes: larger request bodies are refused with 413.
     max_sequences_per_request: a request whose batch size times `n` is larger gets a 400.
     health_timeout_s: how long `/health_generate` waits for its one-token generation.
+    allow_image_urls: images may come as file paths and http(s) URLs (else only inline, as data
+        URLs or base64), in `/generate` `image_data` and chat `image_url` parts.
     launch_args: the resolved command-line options, echoed by `/server_info` (the key masked).
     """
 
@@ -29,6 +31,7 @@ class ServerSettings:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     max_sequences_per_request: int = DEFAULT_MAX_SEQUENCES
     health_timeout_s: float = 20.0
+    allow_image_urls: bool = False
     launch_args: dict[str, Any] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:

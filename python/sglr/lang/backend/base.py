@@ -7,6 +7,7 @@ working default (no prefix caching, no server to flush). The argument `s` is the
 - `s.text_`      the prompt text so far (chat template already applied),
 - `s.messages_`  the same prompt as OpenAI-style messages (only complete turns),
 - `s.images_`    `(source, base64)` pairs of the images in the prompt,
+- `s.videos_`    `(source, [base64 frame, ...])` pairs of the videos in the prompt,
 - `s.cur_role`   the open role (`"assistant"` while a reply is being generated) or None,
 - `s.sid`        a unique id of the prompt state.
 

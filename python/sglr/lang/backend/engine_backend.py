@@ -63,6 +63,8 @@ class EngineBackend(BaseBackend):
         result = self.engine.generate(
             prompt=self._prompt(s),
             sampling_params=engine_sampling_params(sampling_params),
+            image_data=self._images(s),
+            video_data=self._videos(s),
             **native_logprob_fields(sampling_params),
         )
         if isinstance(result, list):  # n > 1
@@ -78,6 +80,8 @@ class EngineBackend(BaseBackend):
         chunks = self.engine.generate(
             prompt=self._prompt(s),
             sampling_params=engine_sampling_params(sampling_params),
+            image_data=self._images(s),
+            video_data=self._videos(s),
             stream=True,
             rid=rid,
             **native_logprob_fields(sampling_params),
@@ -111,12 +115,19 @@ class EngineBackend(BaseBackend):
         """
         if temperature > MAX_SELECT_TEMPERATURE:
             raise ValueError("select on the engine is greedy: temperature must be 0")
-        self._check_text_only(s)
+        images = self._images(s)
+        videos = self._videos(s)
         tokenizer = self.engine.tokenizer
         prompt_ids = tokenizer.encode(s.text_)
         sequences = [tokenizer.encode(s.text_ + choice) for choice in choices]
         choice_starts = [common_prefix_len(prompt_ids, ids) for ids in sequences]
-        input_logprobs = self._prompt_logprobs(sequences, [max(start - 1, 0) for start in choice_starts])
+        # The prompt's images stand before every choice, each image token grown into its run of
+        # tokens (as many as the image's size gives): prefilling the prompt (which the choices
+        # then reuse from the cache) tells how many positions they add.
+        shift = self._prefill(s.text_, images, videos) - len(prompt_ids) if images or videos else 0
+        input_logprobs = self._prompt_logprobs(
+            sequences, [max(start - 1, 0) + shift for start in choice_starts], images, videos
+        )
         unconditional = None
         if choices_method.requires_unconditional_logprobs:
             alone = [ids[start:] for ids, start in zip(sequences, choice_starts, strict=True)]
@@ -124,8 +135,15 @@ class EngineBackend(BaseBackend):
         output_logprobs: list[list] = [[] for _ in choices]
         return decide(choices, input_logprobs, choices_method, output_logprobs, unconditional)
 
-    def _prompt_logprobs(self, sequences: list[list[int]], starts: list[int]) -> list[list]:
-        """`input_token_logprobs` of each sequence from its start (empty sequences: no entries)."""
+    def _prompt_logprobs(
+        self,
+        sequences: list[list[int]],
+        starts: list[int],
+        images: list[str] | None = None,
+        videos: list[list[str]] | None = None,
+    ) -> list[list]:
+        """`input_token_logprobs` of each sequence from its start (empty sequences: no entries);
+        `images` go with every sequence."""
         todo = [i for i, ids in enumerate(sequences) if ids]
         entries: list[list] = [[] for _ in sequences]
         if not todo:
@@ -136,6 +154,8 @@ class EngineBackend(BaseBackend):
             return_logprob=True,
             logprob_start_len=[starts[i] for i in todo],
             return_text_in_logprobs=True,
+            image_data=[images] * len(todo) if images else None,
+            video_data=[videos] * len(todo) if videos else None,
         )
         for i, result in zip(todo, results, strict=True):
             raise_if_aborted(result["meta_info"])
@@ -143,25 +163,43 @@ class EngineBackend(BaseBackend):
         return entries
 
     # --- hints -----------------------------------------------------------------------------------
-    def _prefill(self, text: str) -> None:
-        if text:
-            result = self.engine.generate(prompt=text, sampling_params={"max_new_tokens": 0})
-            raise_if_aborted(result["meta_info"])
+    def _prefill(
+        self, text: str, images: list[str] | None = None, videos: list[list[str]] | None = None
+    ) -> int:
+        """Caches the prompt; returns its length in tokens as the model runs it."""
+        if not text:
+            return 0
+        result = self.engine.generate(
+            prompt=text, sampling_params={"max_new_tokens": 0}, image_data=images, video_data=videos
+        )
+        raise_if_aborted(result["meta_info"])
+        return int(result["meta_info"]["prompt_tokens"])
 
     def cache_prefix(self, prefix_str: str) -> None:
         self._prefill(prefix_str)
 
     def commit_lazy_operations(self, s: Any) -> None:
-        self._prefill(self._prompt(s))
+        self._prefill(self._prompt(s), self._images(s), self._videos(s))
 
     # --- the rest of the protocol ----------------------------------------------------------------
     def _prompt(self, s: Any) -> str:
-        self._check_text_only(s)
         return s.text_
 
-    def _check_text_only(self, s: Any) -> None:
-        if s.images_:
-            raise ValueError("the in-process engine runs text-only models; this prompt has images")
+    def _videos(self, s: Any) -> list[list[str]] | None:
+        """The prompt's videos (base64 frames each), in order; each at a video token in the text."""
+        if not s.videos_:
+            return None
+        if not self.engine.takes_videos:
+            raise ValueError("this engine's model does not take videos; this prompt has some")
+        return [frames for _, frames in s.videos_]
+
+    def _images(self, s: Any) -> list[str] | None:
+        """The prompt's images (base64), in order; each stands at an image token in the text."""
+        if not s.images_:
+            return None
+        if not self.engine.takes_images:
+            raise ValueError("this engine's model does not take images; this prompt has some")
+        return [b64 for _, b64 in s.images_]
 
     def get_model_name(self) -> str:
         return self.engine.served_model_name

@@ -171,6 +171,7 @@ class OpenAI(BaseBackend):
         return list(s.messages_)
 
     def generate(self, s: Any, sampling_params: GenParams) -> tuple[str | list[str], dict]:
+        _refuse_videos(s)
         kwargs = self.sampling_kwargs(sampling_params)
         if self.is_chat_model:
             response = self.call("chat", messages=self.chat_messages(s), **kwargs)
@@ -198,6 +199,7 @@ class OpenAI(BaseBackend):
         return (texts[0] if sampling_params.n == 1 else texts), meta
 
     def generate_stream(self, s: Any, sampling_params: GenParams) -> Iterator[tuple[str, dict]]:
+        _refuse_videos(s)
         kwargs = self.sampling_kwargs(sampling_params)
         stream_kwargs = {"stream": True, "stream_options": {"include_usage": True}}
         if self.is_chat_model:
@@ -229,6 +231,7 @@ class OpenAI(BaseBackend):
     def select(
         self, s: Any, choices: Sequence[str], temperature: float, choices_method: ChoicesSamplingMethod
     ) -> ChoicesDecision:
+        _refuse_videos(s)
         return select_choice(self, s, list(choices), choices_method)
 
     def shutdown(self) -> None:
@@ -250,3 +253,11 @@ def _add_tool_call_deltas(calls: dict[int, dict[str, Any]], entries: Sequence[An
             if entry.function.name:
                 call["function"]["name"] = entry.function.name
             call["function"]["arguments"] += entry.function.arguments or ""
+
+
+def _refuse_videos(s: Any) -> None:
+    """OpenAI's chat API has no video content part: a video would be dropped silently."""
+    if getattr(s, "videos_", None):
+        raise ValueError(
+            "the OpenAI backend cannot send videos; run the program on the engine or RuntimeEndpoint"
+        )

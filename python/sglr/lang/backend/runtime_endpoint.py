@@ -102,12 +102,23 @@ class RuntimeEndpoint(BaseBackend):
     def get_server_info(self) -> dict:
         return self._get("/server_info", fallback="/get_server_info")
 
-    def _image_data(self, s: Any) -> dict[str, Any]:
+    def _image_data(self, s: Any, num_prompts: int | None = None) -> dict[str, Any]:
+        """SGLang's `image_data` for the prompt's images: one prompt, or `num_prompts` that all
+        start with this prompt (a batch takes one list per prompt)."""
         if not s.images_:
+            return self._video_data(s, num_prompts)
+        images: str | list[str] = [b64 for _, b64 in s.images_]
+        if len(images) == 1:
+            images = images[0]  # one image as a bare string, as SGLang's client sends it
+        image_data = images if num_prompts is None else [images] * num_prompts
+        return {"image_data": image_data, **self._video_data(s, num_prompts)}
+
+    def _video_data(self, s: Any, num_prompts: int | None = None) -> dict[str, Any]:
+        """`video_data`: the prompt's videos, each its list of base64 frames."""
+        if not s.videos_:
             return {}
-        if len(s.images_) > 1:
-            raise ValueError("RuntimeEndpoint sends one image per request; this prompt has several")
-        return {"image_data": s.images_[0][1]}
+        videos = [frames for _, frames in s.videos_]
+        return {"video_data": videos if num_prompts is None else [videos] * num_prompts}
 
     def _prefill(self, text: str, s: Any = None) -> dict:
         body = {"text": text, "sampling_params": {"max_new_tokens": 0}}
@@ -175,7 +186,7 @@ class RuntimeEndpoint(BaseBackend):
                 "return_logprob": True,
                 "return_text_in_logprobs": True,
                 "logprob_start_len": max(prompt_len - 1, 0),
-                **self._image_data(s),
+                **self._image_data(s, len(choices)),
             }
         )
         if not isinstance(scored, list) or len(scored) != len(choices):
