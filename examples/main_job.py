@@ -5,15 +5,18 @@ worker process (this process tokenizes, assembles results and runs the programs)
 
 It runs a multi-turn chat, a fork/join program, multiple choice with `select`, a JSON
 schema-constrained extraction and an EBNF grammar-constrained expression, prints each result, then the engine's prefix-cache hit rate and
-generation speed.
+generation speed. Last, it starts `sglr-server` on the same model (HTTP front, scheduler in a
+worker process) and runs a tool-calling program through its OpenAI API (`--no-server` skips it).
 
-    python examples/main_job.py [--model-path PATH] [--device cpu|cuda] [--in-process]
+    python examples/main_job.py [--model-path PATH] [--device cpu|cuda] [--in-process] [--no-server]
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import re
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -35,6 +38,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--model-path", default=None, help="default: the embedded SmolLM2-135M-Instruct")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--in-process", action="store_true", help="no worker process: everything here")
+    parser.add_argument("--no-server", action="store_true", help="skip the sglr-server part")
     args = parser.parse_args(argv)
     example_argv = ["--backend", "engine", "--device", args.device]
     if args.model_path is not None:
@@ -80,10 +84,43 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         f"(engine busy time; {stats['num_generated_tokens'] / programs_seconds:.1f} tokens/s over the whole run), "
         f"mean decode batch {stats['mean_decode_batch_size']:.1f}"
     )
+    lang_backends.close_engines()
+    if not args.no_server:
+        print(
+            "\n== sglr-server: tool calling through the OpenAI API (examples/tool_calling.py) ==", flush=True
+        )
+        try:
+            results["tool_calling"] = run_on_server(args, "tool_calling")
+        except Exception as exc:
+            failures.append("tool_calling")
+            print(f"FAILED: {type(exc).__name__}: {exc}")
+        summary["num_failed_programs"] = len(failures)
     if failures:
         print(f"failed programs: {', '.join(failures)}")
-    lang_backends.close_engines()
     return summary
+
+
+def run_on_server(args: argparse.Namespace, module_name: str) -> Any:
+    """Starts sglr-server on the model, runs the example against its OpenAI API, stops it."""
+    started = time.perf_counter()
+    argv = [sys.executable, "-m", "sglr", "--port", "0", "--log-level", "warning", "--device", args.device]
+    if args.model_path is not None:
+        argv += ["--model-path", args.model_path]
+    server = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        url = next(
+            (m.group(1) for line in server.stdout if (m := re.search(r"serving .* on (http://\S+)", line))),
+            None,
+        )
+        if url is None:
+            raise RuntimeError(f"sglr-server exited with status {server.wait()} before serving")
+        print(f"sglr-server at {url} (ready in {time.perf_counter() - started:.1f} s)", flush=True)
+        example_argv = ["--backend", "openai", "--base-url", f"{url}/v1", "--model", "default"]
+        return importlib.import_module(module_name).main(example_argv)
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
 
 
 if __name__ == "__main__":

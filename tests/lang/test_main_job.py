@@ -32,5 +32,9 @@ def test_main_job_answers_correctly_on_smollm2(smollm2_dir, monkeypatch, capsys)
         arithmetic["expression"]
     )
 
+    call = results["tool_calling"]  # through sglr-server's OpenAI API, arguments per the schema
+    assert call["name"] == "get_weather" and call["arguments"]["unit"] in ("celsius", "fahrenheit")
+    assert "Paris" in call["arguments"]["city"]
+
     assert 0.2 < summary["cache_hit_rate"] < 1 and summary["generation_tokens_per_s"] > 0
     assert "cache hit rate" in out and "tokens/s" in out
