@@ -27,11 +27,11 @@ class RMSNorm(torch.nn.Module):
         self.weight = torch.nn.Parameter(torch.ones(size, dtype=dtype), requires_grad=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # One fused op for `x * rsqrt(mean(x^2) + eps)` instead of five.
+        shape = (x.shape[-1],)
         if x.dtype == torch.float32:
-            return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
-        x32 = x.to(torch.float32)
-        variance = x32.pow(2).mean(-1, keepdim=True)
-        return self.weight * (x32 * torch.rsqrt(variance + self.eps)).to(x.dtype)
+            return self.weight * F.rms_norm(x, shape, eps=self.eps)
+        return self.weight * F.rms_norm(x.to(torch.float32), shape, eps=self.eps).to(x.dtype)
 
 
 class Linear(torch.nn.Module):
