@@ -127,6 +127,10 @@ def test_tiny_gguf_quantized_matches_dequantized(gguf_cache, architecture):
     assert q_error.max() < 0.15 * e_logits.abs().max()
 
 
+def _param_bytes(runner: ModelRunner) -> int:
+    return sum(p.numel() * p.element_size() for p in runner.model.parameters())
+
+
 def _linears(runner: ModelRunner) -> list[Linear]:
     return [m for m in runner.model.modules() if isinstance(m, Linear)]
 
@@ -140,6 +144,9 @@ def test_smollm2_quantized_tokens_and_logits():
     quantized = _runner(None, gguf_weights="quantized")
     assert sum(m.int4 is not None for m in _linears(quantized)) == 4 * 30
     bf16 = _runner(None, dtype="bfloat16")
+    # No second copy: the int4 layers hold no dense weight (about 2.2x fewer weight bytes).
+    quantized_bytes = _param_bytes(quantized) + sum(m.int4.num_bytes for m in _linears(quantized) if m.int4)
+    assert quantized_bytes < 0.5 * _param_bytes(bf16)
     exact = _runner(None, dtype="float32")
     tokenizer = AutoTokenizer.from_pretrained(exact.model_dir)
     questions = ["What is the capital of France?", "What is 3 + 4?", "Name three colors."]

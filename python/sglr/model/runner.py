@@ -30,7 +30,12 @@ from sglr.model.cuda_graph import DecodeCudaGraphs
 from sglr.model.forward_batch import BatchLimits, ExtendRequest, ForwardBatch, IntArrayLike, RowWrites
 from sglr.model.gguf_int4 import load_int4_linears, without_names
 from sglr.model.kv_cache import KVCache, KVCacheShape, kv_slots_for_memory_fraction
-from sglr.model.loader import fill_dummy_weights, iter_checkpoint_tensors, resolve_checkpoint_dir
+from sglr.model.loader import (
+    fill_dummy_weights,
+    iter_checkpoint_tensors,
+    release_freed_heap,
+    resolve_checkpoint_dir,
+)
 from sglr.model.logprobs import TokenLogprobs, score_tokens
 from sglr.model.parallel import TensorParallel
 from sglr.model.registry import build_model
@@ -138,9 +143,13 @@ class ModelRunner:
             fill_dummy_weights(self.model, seed=config.seed + (tp.rank if tp else 0))
         elif int4_source is not None:
             consumed = load_int4_linears(self.model, int4_source)
-            self.model.load_weights(without_names(iter_checkpoint_tensors(self.model_dir), consumed))
+            # Lazy: the dense copies of the int4 matrices in the converted directory are never read.
+            self.model.load_weights(
+                without_names(iter_checkpoint_tensors(self.model_dir, lazy=True), consumed)
+            )
         else:
             self.model.load_weights(iter_checkpoint_tensors(self.model_dir, lazy=tp is not None))
+        release_freed_heap()
         num_kv_heads = self.model.model.layers[0].self_attn.num_kv_heads  # this rank's
         shape = KVCacheShape(self.config.num_hidden_layers, num_kv_heads, self.config.head_dim, self.dtype)
         self.req_to_token = ReqToTokenTable(config.max_num_reqs, self.max_context_len, self.device)
