@@ -1,6 +1,8 @@
 """The embedded GGUF model (SmolLM2-135M-Instruct, Q4_1) on the CPU, side by side in one run:
 weight formats (dequantized bf16 vs 4-bit quantized), thread counts, and optionally the same
-benchmark on another checkout of sglr (`--baseline-src`, e.g. the code before a change).
+benchmark on another checkout of sglr (`--baseline-src`, e.g. the code before a change); with
+several threads also the quantized model with decode steps capped to one thread
+(`SGLR_CPU_DECODE_THREADS=1`).
 
 Each system runs in its own process (so resident memory is its own) through the engine
 (`generate_token_ids`: greedy, exactly N new tokens), and the systems take turns `--repeats`
@@ -30,6 +32,8 @@ def worker(spec: dict) -> dict:
     import torch
 
     torch.set_num_threads(spec["threads"])
+    if spec.get("decode_threads"):
+        os.environ["SGLR_CPU_DECODE_THREADS"] = str(spec["decode_threads"])
     from sglr.engine.offline import generate_token_ids as generate
     from sglr.model.runner import ModelRunner, RunnerConfig
 
@@ -105,6 +109,9 @@ def main() -> None:
             )
         systems.append((f"bf16 dequantized, {threads}T", SRC, _spec("bfloat16", "dequantized", threads)))
         systems.append((f"int4 quantized, {threads}T", SRC, _spec("bfloat16", "quantized", threads)))
+        if threads > 1:
+            label = f"int4 quantized, {threads}T, decode 1T"
+            systems.append((label, SRC, dict(_spec("bfloat16", "quantized", threads), decode_threads=1)))
     best: dict[str, dict] = {}
     for _ in range(args.repeats):
         for label, src, spec in systems:

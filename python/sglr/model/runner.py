@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from sglr.envs import cpu_decode_threads
 from sglr.errors import ModelConfigError
 from sglr.kernels.attention import ATTENTION_BACKENDS, create_attention_backend
 from sglr.kernels.attention_metadata import AttentionMetadata
@@ -223,9 +224,20 @@ class ModelRunner:
         batch = self.extend_batch(args) if kind == "extend" else self.decode_batch(*args)
         return self.forward(batch)
 
-    @torch.inference_mode()
     def forward(self, batch: ForwardBatch) -> ForwardOutput:
         """Runs one step. Mutates the KV cache (this batch's K/V) and the request table rows."""
+        limit = cpu_decode_threads() if batch.is_decode and self.device.type == "cpu" else None
+        threads = torch.get_num_threads()
+        if limit is None or limit >= threads:
+            return self._forward(batch)
+        torch.set_num_threads(limit)
+        try:
+            return self._forward(batch)
+        finally:
+            torch.set_num_threads(threads)
+
+    @torch.inference_mode()
+    def _forward(self, batch: ForwardBatch) -> ForwardOutput:
         table = self.req_to_token.table
         # The runner is the table's only writer: every batch brings the entries it needs.
         table[batch.table_rows, batch.table_cols] = batch.table_slots.to(table.dtype)
