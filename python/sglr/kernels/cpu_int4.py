@@ -25,8 +25,8 @@ INT4_GROUP_SIZE = 32
 INT4_ROW_TILE = 64
 # Up to this many rows the int4 kernel runs; beyond, a transient bf16 copy of the weight and
 # oneDNN's GEMM (one thread, SmolLM2's 3072 x 576 gate/up: the kernel takes 5.7 ms at 128 rows
-# and 22 ms at 512, dequantizing 5 ms plus the bf16 GEMM 2 ms and 9 ms).
-INT4_MAX_KERNEL_ROWS = 192
+# and 22 ms at 512, dequantizing 3.6 ms plus the bf16 GEMM 2 ms and 9 ms).
+INT4_MAX_KERNEL_ROWS = 128
 
 
 @dataclass(frozen=True)
@@ -80,5 +80,7 @@ def dequantize_int4(weight: Int4Weight) -> torch.Tensor:
     scale_zero = weight.scale_zero.float()  # [K/G, N, 2]
     scales = scale_zero[..., 0].T[..., None]  # [N, K/G, 1]
     offsets = scale_zero[..., 1].T[..., None] - 8 * scales
-    values = levels.view(n, k // INT4_GROUP_SIZE, INT4_GROUP_SIZE) * scales + offsets
+    # In place on one fp32 copy: 4x faster than `levels * scales + offsets` (mixed dtypes).
+    values = levels.view(n, k // INT4_GROUP_SIZE, INT4_GROUP_SIZE).float()
+    values.mul_(scales).add_(offsets)
     return values.view(n, k).to(torch.bfloat16)
