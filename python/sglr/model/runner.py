@@ -69,8 +69,8 @@ class RunnerConfig:
     gguf_weights: for a GGUF checkpoint on the CPU, "quantized" keeps its Q4_0/Q4_1 matrices
         4-bit in memory and multiplies them as such (`sglr.kernels.cpu_int4`; bf16 activations,
         so the run dtype is bfloat16); "dequantized" converts every weight to the run dtype;
-        "auto" is dequantized (quantized is faster at batch-1 decode but slower at prefill and
-        batched decode on the measured CPU: benches/results/cpu_quant_kernels.md).
+        "auto" is dequantized (quantized is faster at batch-1 decode, slower at prefill:
+        benches/results/smollm2_cpu_gguf.md).
     """
 
     model_path: str | Path | None
