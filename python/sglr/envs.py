@@ -26,3 +26,15 @@ def cpu_prepack() -> bool:
     """Whether models that opt in run their CPU matmuls on prepacked weight copies
     (`SGLR_CPU_PREPACK=0` turns it off: slower, but no second copy of the weights in memory)."""
     return os.environ.get("SGLR_CPU_PREPACK", "1") not in ("", "0")
+
+
+def cpu_decode_threads() -> int | None:
+    """`SGLR_CPU_DECODE_THREADS=N`: CPU decode steps run on at most N torch threads (prefill keeps
+    all of them); unset or 0: no cap. On a CPU shared with other work, a decode step's many
+    small parallel regions wait for descheduled threads (benches/results/smollm2_cpu_gguf.md)."""
+    value = os.environ.get("SGLR_CPU_DECODE_THREADS", "")
+    try:
+        threads = int(value) if value else 0
+    except ValueError:
+        raise ValueError(f"SGLR_CPU_DECODE_THREADS must be an integer, got {value!r}") from None
+    return threads if threads > 0 else None

@@ -35,9 +35,11 @@ def make_case(
     seed: int = 0,
     decode: bool = False,
     device: str = "cpu",
+    consecutive_slots: bool = False,
 ) -> PagedCase:
-    """Each request gets shuffled (non-contiguous) slots and a random table row; the cache holds
-    random K/V for every prefix token. With `decode`, every extend length must be 1."""
+    """Each request gets shuffled (non-contiguous) slots, or with `consecutive_slots` the next
+    ones in order, and a random table row; the cache holds random K/V for every prefix token.
+    With `decode`, every extend length must be 1."""
     rng = np.random.default_rng(seed)
     gen = torch.Generator().manual_seed(seed)
     seq_lens = [p + e for p, e in zip(prefix_lens, extend_lens, strict=True)]
@@ -48,7 +50,7 @@ def make_case(
     kv_cache.k_buffer.copy_(torch.randn(kv_cache.k_buffer.shape, generator=gen).to(dtype))
     kv_cache.v_buffer.copy_(torch.randn(kv_cache.v_buffer.shape, generator=gen).to(dtype))
     table = torch.zeros((len(seq_lens) + 3, max_context), dtype=torch.int32, device=device)
-    slots = rng.permutation(np.arange(1, num_slots + 1))
+    slots = np.arange(3, num_slots + 1) if consecutive_slots else rng.permutation(np.arange(1, num_slots + 1))
     rows = rng.permutation(np.arange(1, len(seq_lens) + 3))[: len(seq_lens)]
     requests, offset = [], 0
     for row, prefix_len, extend_len in zip(rows, prefix_lens, extend_lens, strict=True):

@@ -38,6 +38,26 @@ def test_backend_matches_reference(backend_name, prefix_lens, extend_lens, decod
     torch.testing.assert_close(out, expected, atol=2e-5, rtol=1e-4)
 
 
+@pytest.mark.parametrize(
+    ("prefix_len", "extend_len", "decode"), [(0, 9, False), (13, 4, False), (21, 1, True)]
+)
+@pytest.mark.parametrize("consecutive", [True, False])
+def test_torch_backend_reads_a_lone_requests_consecutive_slots_as_a_view(
+    prefix_len, extend_len, decode, consecutive
+) -> None:
+    """One request on consecutive slots: K/V are a slice of the cache (no gather), same result."""
+    case = make_case([prefix_len], [extend_len], decode=decode, device="cpu", consecutive_slots=consecutive)
+    backend = create_attention_backend("torch", case.kv_cache, case.table, case.scale)
+    backend.begin(case.batch)
+    assert (backend._groups[0].kv_start is not None) == consecutive
+    out = backend.forward(0, case.q, case.k, case.v)
+    expected = extend_attention_reference(
+        case.q, case.kv_cache.k_cache(0), case.kv_cache.v_cache(0), case.table,
+        case.batch.req_rows_cpu.tolist(), [prefix_len], [extend_len], case.scale,
+    )  # fmt: skip
+    torch.testing.assert_close(out, expected, atol=2e-5, rtol=1e-4)
+
+
 def test_auto_backend_on_cpu_is_torch() -> None:
     assert resolve_backend_name("auto", torch.device("cpu")) == "torch"
 

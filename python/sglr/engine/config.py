@@ -17,6 +17,8 @@ class EngineConfig:
     max_total_tokens: KV-cache size in tokens (default: the runner's, from memory on GPU).
     mem_fraction_static: fraction of device memory for weights + KV cache (GPU).
     context_length: longest sequence (default: the model's).
+    gguf_weights: "quantized" keeps a GGUF file's Q4_0/Q4_1 matrices 4-bit on the CPU (bf16
+        compute), "dequantized" converts all weights; see `RunnerConfig.gguf_weights`.
     max_running_requests: requests decoding at once.
     chunked_prefill_size: prefill tokens per step; longer prompts are prefilled in chunks.
     schedule_policy: order of admission: lpm (longest cached prefix first), dfs-weight, fcfs,
@@ -53,6 +55,7 @@ class EngineConfig:
     dtype: str = "auto"
     device: str = "auto"
     load_format: str = "auto"
+    gguf_weights: str = "auto"
     attention_backend: str = "auto"
     max_total_tokens: int | None = None
     mem_fraction_static: float | None = None

@@ -56,6 +56,7 @@ def runner_config_for(cfg: EngineConfig) -> Any:
         max_context_len=cfg.context_length,
         attention_backend=cfg.attention_backend,
         load_format=cfg.load_format,
+        gguf_weights=cfg.gguf_weights,
         seed=cfg.seed,
         cuda_graph_max_bs=cfg.cuda_graph_max_bs,
         max_num_reqs=(cfg.max_running_requests or _GPU_MAX_RUNNING) + 2,

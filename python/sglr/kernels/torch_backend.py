@@ -1,7 +1,10 @@
 """Pure-torch attention backend (CPU and GPU): pad, gather KV by slot, run SDPA.
 
 Per batch, `begin` builds index and mask tensors once; every layer then only gathers its K/V
-rows from the pool and calls `scaled_dot_product_attention`. Requests are padded to a common
+rows from the pool and calls `scaled_dot_product_attention`. A lone request whose slots are
+consecutive (the usual case for batch-1 decode: the slot allocator hands out ascending ids) reads
+its K/V as a slice of the cache instead, without a gather per layer (CPU only: the check reads
+the slot ids on the host). Requests are padded to a common
 query length (the longest extend) and key length (the longest sequence); a boolean mask
 encodes both the padding and causality (key position <= the query's absolute position).
 Decode is the same computation with one query per request.
@@ -71,6 +74,9 @@ class _Group:
     additive_masks: dict[int | None, torch.Tensor] = field(default_factory=dict)
     # A lone fresh prompt: plain causal attention, no mask tensors at all.
     plain_causal: bool = False
+    # A lone request whose slots are consecutive: its first slot (K/V are then a view of the
+    # cache, not a gather per layer); None otherwise.
+    kv_start: int | None = None
 
     def window_mask(self, window: int | None) -> torch.Tensor:
         """`mask` narrowed to the last `window` keys of each real query."""
@@ -113,16 +119,23 @@ class TorchAttentionBackend(AttentionBackend):
             max_kv = int(metadata.seq_lens_cpu[requests].max())
             max_q = int(metadata.extend_lens_cpu[requests].max())
         kv_index = self.req_to_token[:, :max_kv].index_select(0, rows).long()  # [g, S]
+        # A host check (CPU only: on a GPU it would wait for the device).
+        on_cpu = kv_index.device.type == "cpu"
+        kv_start = _consecutive_start(kv_index) if on_cpu and kv_index.shape[0] == 1 else None
         if not self._is_decode and metadata.batch_size == 1 and metadata.prefix_lens_cpu[0] == 0:
             empty = torch.empty(0, device=device)
-            return _Group(kv_index, empty, empty, empty, empty, None, None, max_q, plain_causal=True)
+            return _Group(
+                kv_index, empty, empty, empty, empty, None, None, max_q, plain_causal=True, kv_start=kv_start
+            )
         k_pos = torch.arange(max_kv, device=device)
         if self._is_decode:
             # One query per request, at its last position: only the padding needs masking.
             mask = (k_pos[None, :] < seq_lens[:, None])[:, None, :]  # [g, 1, S]
             q_pos = seq_lens[:, None] - 1
             q_valid = torch.ones_like(q_pos, dtype=torch.bool)
-            return _Group(kv_index, mask, q_pos, q_valid, extend_starts[:, None], index, None, 1)
+            return _Group(
+                kv_index, mask, q_pos, q_valid, extend_starts[:, None], index, None, 1, kv_start=kv_start
+            )
         q_offsets = torch.arange(max_q, device=device)
         q_valid = q_offsets[None, :] < extend_lens[:, None]  # [g, M]
         q_index = torch.where(q_valid, extend_starts[:, None] + q_offsets[None, :], 0)
@@ -132,7 +145,9 @@ class TorchAttentionBackend(AttentionBackend):
         mask = (k_pos[None, None, :] <= q_pos[:, :, None]) | ~q_valid[:, :, None]
         mask &= k_pos[None, None, :] < seq_lens[:, None, None]  # [g, M, S]
         token_index = None if requests is None else q_index.flatten().index_select(0, valid_index)
-        return _Group(kv_index, mask, q_pos, q_valid, q_index, token_index, valid_index, max_q)
+        return _Group(
+            kv_index, mask, q_pos, q_valid, q_index, token_index, valid_index, max_q, kv_start=kv_start
+        )
 
     def forward(self, layer_id: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         self.kv_pool.store(layer_id, self.metadata.out_cache_slots, k, v)
@@ -162,9 +177,13 @@ class TorchAttentionBackend(AttentionBackend):
         group_size, max_kv = group.kv_index.shape
         heads_per_kv = num_heads // num_kv_heads
         max_q = group.max_q
-        # `embedding` is a plain row gather, several times faster than advanced indexing on CPU.
-        keys = F.embedding(group.kv_index, k_rows).view(group_size, max_kv, num_kv_heads, head_dim)
-        values = F.embedding(group.kv_index, v_rows).view(group_size, max_kv, num_kv_heads, head_dim)
+        if group.kv_start is not None:
+            keys = k_rows.narrow(0, group.kv_start, max_kv).view(1, max_kv, num_kv_heads, head_dim)
+            values = v_rows.narrow(0, group.kv_start, max_kv).view(1, max_kv, num_kv_heads, head_dim)
+        else:
+            # `embedding` is a plain row gather, several times faster than advanced indexing on CPU.
+            keys = F.embedding(group.kv_index, k_rows).view(group_size, max_kv, num_kv_heads, head_dim)
+            values = F.embedding(group.kv_index, v_rows).view(group_size, max_kv, num_kv_heads, head_dim)
         if group.plain_causal:
             return self._attend_causal(q, keys[0].to(q.dtype), values[0].to(q.dtype), variant)
         if self._is_decode:
@@ -226,6 +245,15 @@ class TorchAttentionBackend(AttentionBackend):
         additive.masked_fill_(~visible, float("-inf"))
         out = _softmax_attention(queries, per_query_head(keys), per_query_head(values), additive, variant)
         return out[0].transpose(0, 1)
+
+
+def _consecutive_start(kv_index: torch.Tensor) -> int | None:
+    """kv_index `[1, S]`: its first slot when the slots are `first, first + 1, ...`, else None."""
+    row = kv_index[0]
+    first = int(row[0])
+    if int(row[-1]) - first + 1 != row.shape[0]:
+        return None
+    return first if bool((row.diff() == 1).all()) else None
 
 
 def _softmax_attention(

@@ -90,6 +90,20 @@ def resolve_model_path(
     )
 
 
+def gguf_source_path(model_path: str | os.PathLike[str] | None) -> Path | None:
+    """The GGUF file `resolve_model_path` would convert for `model_path`, or None when it names
+    a Hugging Face-format directory (or nothing usable)."""
+    if model_path is None:
+        return default_gguf_path()
+    path = Path(model_path).expanduser()
+    if path.is_dir():
+        gguf_files = sorted(path.glob("*.gguf"))
+        return gguf_files[0] if not (path / "config.json").is_file() and len(gguf_files) == 1 else None
+    if path.is_file() and (path.suffix.lower() == ".gguf" or _starts_with_gguf_magic(path)):
+        return path
+    return None
+
+
 def _starts_with_gguf_magic(path: Path) -> bool:
     with path.open("rb") as file:
         return file.read(4) == b"GGUF"

@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from sglr.errors import CheckpointError
+from sglr.kernels.cpu_int4 import Int4Weight, int4_linear
 from sglr.kernels.cpu_linear import pack_weight, packed_linear
 from sglr.model.lazy_tensor import LazyTensor, materialize
 from sglr.model.parallel import TensorParallel, vocab_shard
@@ -26,11 +27,11 @@ class RMSNorm(torch.nn.Module):
         self.weight = torch.nn.Parameter(torch.ones(size, dtype=dtype), requires_grad=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # One fused op for `x * rsqrt(mean(x^2) + eps)` instead of five.
+        shape = (x.shape[-1],)
         if x.dtype == torch.float32:
-            return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
-        x32 = x.to(torch.float32)
-        variance = x32.pow(2).mean(-1, keepdim=True)
-        return self.weight * (x32 * torch.rsqrt(variance + self.eps)).to(x.dtype)
+            return self.weight * F.rms_norm(x, shape, eps=self.eps)
+        return self.weight * F.rms_norm(x.to(torch.float32), shape, eps=self.eps).to(x.dtype)
 
 
 class Linear(torch.nn.Module):
@@ -59,6 +60,7 @@ class Linear(torch.nn.Module):
         self.col_start = col_start
         self.reduce = reduce
         sizes = [out_features] if isinstance(out_features, int) else list(out_features)
+        self.in_features, self.out_features = in_features, sum(sizes)
         self.weight = torch.nn.Parameter(
             torch.empty(sum(sizes), in_features, dtype=dtype), requires_grad=False
         )
@@ -74,8 +76,23 @@ class Linear(torch.nn.Module):
         # first one, after loading (`sglr.kernels.cpu_linear`; a second copy in host memory).
         self.prepack_on_cpu = False
         self._cpu_pack: torch.Tensor | None = None
+        # Set by `use_int4`: the weight kept as 4-bit groups (CPU, bf16 activations) instead.
+        self.int4: Int4Weight | None = None
+
+    def use_int4(self, weight: Int4Weight) -> None:
+        """Replaces the dense weight (which is dropped: not a parameter to load any more)."""
+        if self.reduce is not None or self.row_starts:
+            raise ValueError("int4 weights are not supported under tensor parallelism")
+        shape = (weight.out_features, weight.in_features)
+        if shape != (self.out_features, self.in_features):
+            raise ValueError(f"int4 weight {shape} != {(self.out_features, self.in_features)}")
+        self.int4 = weight
+        self.register_parameter("weight", None)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.int4 is not None:
+            y = int4_linear(x, self.int4)
+            return y if self.bias is None else y + self.bias
         if self.prepack_on_cpu and x.device.type == "cpu":
             return self._forward_prepacked(x)
         if self.reduce is None:
@@ -93,12 +110,12 @@ class Linear(torch.nn.Module):
 
     def checkpoint_slice(self, shard: str | None, tensor: torch.Tensor, is_bias: bool) -> torch.Tensor:
         """The part of a checkpoint tensor this rank holds."""
-        rows = self.shard_offsets[shard][1] if shard is not None else self.weight.shape[0]
+        rows = self.shard_offsets[shard][1] if shard is not None else self.out_features
         start = self.row_starts.get(shard)
         if start is not None and (not is_bias or self.reduce is None):
             tensor = tensor.narrow(0, start, rows)
         if self.col_start is not None and not is_bias:
-            tensor = tensor.narrow(1, self.col_start, self.weight.shape[1])
+            tensor = tensor.narrow(1, self.col_start, self.in_features)
         return tensor
 
 

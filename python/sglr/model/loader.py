@@ -116,3 +116,20 @@ def fill_dummy_weights(model: torch.nn.Module, seed: int = 0, std: float = 0.02)
                 param.zero_()
             else:
                 param.normal_(0.0, std, generator=generator)
+
+
+def release_freed_heap() -> None:
+    """Hands the heap memory freed while loading (transient reads and conversions, megabytes
+    each: glibc keeps such chunks for reuse) back to the OS, so resident memory is the model's.
+    A no-op where glibc's `malloc_trim` is missing."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return
+    try:
+        trim = ctypes.CDLL(name).malloc_trim
+    except (OSError, AttributeError):
+        return
+    trim(0)

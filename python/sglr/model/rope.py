@@ -48,23 +48,22 @@ class RotaryEmbedding(torch.nn.Module):
         positions = torch.arange(max_positions, dtype=torch.float32)
         # NOTE: an fp32 outer product computes each angle with one rounding, as transformers does.
         freqs = positions[:, None] * inv_freq[None, :]  # [P, D/2]
-        self.register_buffer("cos_cache", freqs.cos().to(dtype), persistent=False)
-        self.register_buffer("sin_cache", freqs.sin().to(dtype), persistent=False)
+        cos, sin = freqs.cos(), freqs.sin()
+        # Full-width tables, the sine's first half negated: rotating is then
+        # `x * cos + roll(x) * sin` (4 operations instead of 9 on the two halves).
+        self.register_buffer("cos_cache", torch.cat((cos, cos), dim=-1).to(dtype), persistent=False)
+        self.register_buffer("sin_cache", torch.cat((-sin, sin), dim=-1).to(dtype), persistent=False)
 
     def lookup(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos, sin `[T, 1, D/2]` for `positions` `[T]`; computed once per step, shared by all layers."""
+        """cos, signed sin `[T, 1, D]` for `positions` `[T]`; computed once per step, shared by
+        all layers."""
         cos = torch.nn.functional.embedding(positions, self.cos_cache)
         sin = torch.nn.functional.embedding(positions, self.sin_cache)
         return cos.unsqueeze(1), sin.unsqueeze(1)
 
 
 def apply_rope(x: torch.Tensor, cos_sin: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-    """x `[T, H, D]` (any heads: q, k, or both stacked) -> rotated copy."""
-    cos, sin = cos_sin
-    return _rotate(x, cos, sin)
-
-
-def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    x1, x2 = x[..., :half], x[..., half:]
-    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+    """x `[T, H, D]` (any heads: q, k, or both stacked) -> rotated copy: the halves x1, x2 become
+    `x1 cos - x2 sin` and `x2 cos + x1 sin` (the same roundings as computing them one by one)."""
+    cos, signed_sin = cos_sin
+    return x * cos + x.roll(x.shape[-1] // 2, dims=-1) * signed_sin

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from sglr.envs import cpu_decode_threads
 from sglr.errors import ModelConfigError
 from sglr.kernels.attention import ATTENTION_BACKENDS, create_attention_backend
 from sglr.kernels.attention_metadata import AttentionMetadata
@@ -28,14 +29,21 @@ from sglr.kernels.attention_variant import AttentionVariant
 from sglr.model.config import ModelConfig, load_model_config
 from sglr.model.cuda_graph import DecodeCudaGraphs
 from sglr.model.forward_batch import BatchLimits, ExtendRequest, ForwardBatch, IntArrayLike, RowWrites
+from sglr.model.gguf_int4 import load_int4_linears, without_names
 from sglr.model.kv_cache import KVCache, KVCacheShape, kv_slots_for_memory_fraction
-from sglr.model.loader import fill_dummy_weights, iter_checkpoint_tensors, resolve_checkpoint_dir
+from sglr.model.loader import (
+    fill_dummy_weights,
+    iter_checkpoint_tensors,
+    release_freed_heap,
+    resolve_checkpoint_dir,
+)
 from sglr.model.logprobs import TokenLogprobs, score_tokens
 from sglr.model.parallel import TensorParallel
 from sglr.model.registry import build_model
 from sglr.model.req_to_token import ReqToTokenTable
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+GGUF_WEIGHTS = ("auto", "quantized", "dequantized")
 _CPU_DEFAULT_KV_TOKENS = 65536
 _GPU_DEFAULT_MEM_FRACTION = 0.85
 _LOGPROB_CHUNK = 512
@@ -58,6 +66,11 @@ class RunnerConfig:
     load_format: "auto" (safetensors, or .bin) | "dummy" (seeded random weights; needs only
         config.json).
     cuda_graph_max_bs: capture decode CUDA graphs up to this batch size (0 disables them).
+    gguf_weights: for a GGUF checkpoint on the CPU, "quantized" keeps its Q4_0/Q4_1 matrices
+        4-bit in memory and multiplies them as such (`sglr.kernels.cpu_int4`; bf16 activations,
+        so the run dtype is bfloat16); "dequantized" converts every weight to the run dtype;
+        "auto" is dequantized (quantized is faster at batch-1 decode, slower at prefill:
+        benches/results/smollm2_cpu_gguf.md).
     """
 
     model_path: str | Path | None
@@ -72,6 +85,7 @@ class RunnerConfig:
     seed: int = 0
     cuda_graph_max_bs: int = 256
     cuda_graph_batch_sizes: tuple[int, ...] = field(default=())
+    gguf_weights: str = "auto"
 
     def __post_init__(self) -> None:
         if self.dtype != "auto" and self.dtype not in _DTYPES:
@@ -90,6 +104,8 @@ class RunnerConfig:
             raise ModelConfigError(f"load_format must be 'auto' or 'dummy', got {self.load_format!r}")
         if self.cuda_graph_max_bs < 0:
             raise ModelConfigError("cuda_graph_max_bs must be >= 0")
+        if self.gguf_weights not in GGUF_WEIGHTS:
+            raise ModelConfigError(f"gguf_weights must be one of {GGUF_WEIGHTS}, got {self.gguf_weights!r}")
 
 
 @dataclass(frozen=True)
@@ -112,15 +128,29 @@ class ModelRunner:
         self.runner_config = config
         self.tp = tp
         self.device = resolve_device(config.device)
+        # The GGUF file whose 4-bit matrices stay 4-bit, or None (see `RunnerConfig.gguf_weights`).
+        int4_source = quantized_gguf_source(config, tp is not None)
+        self.weights_format = "quantized" if int4_source is not None else "dequantized"
         self.model_dir = resolve_model_dir(config)
         self.config: ModelConfig = load_model_config(self.model_dir)
-        self.dtype = _resolve_dtype(config.dtype, self.config, self.device)
+        self.dtype = (
+            torch.bfloat16
+            if int4_source is not None
+            else _resolve_dtype(config.dtype, self.config, self.device)
+        )
         self.max_context_len = config.max_context_len or self.config.max_position_embeddings
         self.model = build_model(self.config, self.dtype, self.device, self.max_context_len, tp)
         if config.load_format == "dummy":
             fill_dummy_weights(self.model, seed=config.seed + (tp.rank if tp else 0))
+        elif int4_source is not None:
+            consumed = load_int4_linears(self.model, int4_source)
+            # Lazy: the dense copies of the int4 matrices in the converted directory are never read.
+            self.model.load_weights(
+                without_names(iter_checkpoint_tensors(self.model_dir, lazy=True), consumed)
+            )
         else:
             self.model.load_weights(iter_checkpoint_tensors(self.model_dir, lazy=tp is not None))
+        release_freed_heap()
         num_kv_heads = self.model.model.layers[0].self_attn.num_kv_heads  # this rank's
         shape = KVCacheShape(self.config.num_hidden_layers, num_kv_heads, self.config.head_dim, self.dtype)
         self.req_to_token = ReqToTokenTable(config.max_num_reqs, self.max_context_len, self.device)
@@ -194,9 +224,20 @@ class ModelRunner:
         batch = self.extend_batch(args) if kind == "extend" else self.decode_batch(*args)
         return self.forward(batch)
 
-    @torch.inference_mode()
     def forward(self, batch: ForwardBatch) -> ForwardOutput:
         """Runs one step. Mutates the KV cache (this batch's K/V) and the request table rows."""
+        limit = cpu_decode_threads() if batch.is_decode and self.device.type == "cpu" else None
+        threads = torch.get_num_threads()
+        if limit is None or limit >= threads:
+            return self._forward(batch)
+        torch.set_num_threads(limit)
+        try:
+            return self._forward(batch)
+        finally:
+            torch.set_num_threads(threads)
+
+    @torch.inference_mode()
+    def _forward(self, batch: ForwardBatch) -> ForwardOutput:
         table = self.req_to_token.table
         # The runner is the table's only writer: every batch brings the entries it needs.
         table[batch.table_rows, batch.table_cols] = batch.table_slots.to(table.dtype)
@@ -279,7 +320,34 @@ def resolve_model_dir(config: RunnerConfig) -> Path:
     gguf_dtype = (
         config.dtype if config.dtype != "auto" else ("bfloat16" if device.type == "cuda" else "float32")
     )
+    if quantized_gguf_source(config, tensor_parallel=False) is not None:
+        gguf_dtype = "bfloat16"
     return resolve_checkpoint_dir(config.model_path, gguf_dtype)
+
+
+def quantized_gguf_source(config: RunnerConfig, tensor_parallel: bool) -> Path | None:
+    """The GGUF file to load 4-bit matrices from when `config` runs quantized, else None. Raises
+    `ModelConfigError` when "quantized" is asked for where it cannot apply."""
+    if config.gguf_weights != "quantized" or config.load_format == "dummy":
+        return None
+    from sglr.model.default_model import gguf_source_path
+
+    path = config.model_path
+    source = None if path is not None and not Path(path).expanduser().exists() else gguf_source_path(path)
+    problem = None
+    if source is None:
+        problem = "the model is not a GGUF file"
+    elif resolve_device(config.device).type != "cpu":
+        problem = "quantized GGUF weights run on the CPU only"
+    elif tensor_parallel:
+        problem = "quantized GGUF weights do not support tensor parallelism"
+    elif config.dtype not in ("auto", "bfloat16"):
+        problem = f"quantized GGUF weights compute in bfloat16, not {config.dtype}"
+    if problem is None:
+        return source
+    if config.gguf_weights == "quantized":
+        raise ModelConfigError(f"gguf_weights='quantized': {problem}")
+    return None
 
 
 def resolve_device(name: str) -> torch.device:

@@ -62,6 +62,12 @@ def build_parser() -> argparse.ArgumentParser:
     add("--chat-template", default=None, help="Jinja chat template: a file, an inline template, or 'chatml'")
     add("--dtype", default="auto", choices=("auto", "half", "float16", "bfloat16", "float", "float32"))
     add("--device", default="auto", help="auto, cpu or cuda")
+    add(
+        "--gguf-weights",
+        default="auto",
+        choices=("auto", "quantized", "dequantized"),
+        help="GGUF on CPU: keep Q4_0/Q4_1 weights 4-bit (quantized, bf16) or dequantize all",
+    )
     add("--context-length", type=int, default=None, help="longest sequence (default: the model's)")
     add("--load-format", default="auto", choices=("auto", "dummy"), help="dummy: random weights (benchmarks)")
     add("--max-total-tokens", type=int, default=None, help="KV cache size in tokens")
@@ -160,6 +166,7 @@ def engine_options(args: argparse.Namespace) -> dict[str, Any]:
         "dtype": dtype,
         "device": args.device,
         "load_format": args.load_format,
+        "gguf_weights": args.gguf_weights,
         "max_total_tokens": args.max_total_tokens,
         "mem_fraction_static": args.mem_fraction_static,
         "context_length": args.context_length,

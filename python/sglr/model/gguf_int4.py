@@ -1,0 +1,75 @@
+"""Keeping a GGUF checkpoint's 4-bit matrices 4-bit in memory: every linear layer whose checkpoint
+matrices (each shard of a fused one) are all Q4_0/Q4_1 gets an `Int4Weight` built straight from
+the file's blocks (`sglr.model.gguf.int4_blocks`) and drops its dense weight. Everything else
+(other block formats, embeddings, norms, biases) loads dequantized as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from sglr.kernels.cpu_int4 import int4_supported, pack_int4
+from sglr.model.gguf.int4_blocks import INT4_TYPE_NAMES, int4_groups
+from sglr.model.gguf.names import hf_tensor_name
+from sglr.model.gguf.reader import GGUFTensor, read_gguf
+from sglr.model.layers import FUSED_PROJECTIONS, Linear
+
+
+def load_int4_linears(model: torch.nn.Module, gguf_path: Path) -> set[str]:
+    """Moves each eligible `Linear` of `model` to int4; returns the checkpoint (Hugging Face)
+    tensor names consumed, which the dense loader must then skip."""
+    checkpoint = read_gguf(gguf_path)
+    architecture = checkpoint.architecture
+    by_name: dict[str, GGUFTensor] = {}
+    for tensor in checkpoint.tensors:
+        hf_name = hf_tensor_name(tensor.name, architecture)
+        if hf_name is not None:
+            by_name[hf_name] = tensor
+    config = model.config
+    rope_heads = {"q_proj": config.num_attention_heads, "k_proj": config.num_key_value_heads}
+    consumed: set[str] = set()
+    for module_name, module in model.named_modules():
+        if not isinstance(module, Linear) or module.reduce is not None or module.row_starts:
+            continue
+        names = _checkpoint_names(module_name, module)
+        tensors = [by_name.get(name) for name in names]
+        if any(t is None or t.type_name not in INT4_TYPE_NAMES for t in tensors):
+            continue
+        if not int4_supported(module.out_features, module.in_features):
+            continue
+        parts = []
+        for name, tensor in zip(names, tensors, strict=True):
+            projection = name.rsplit(".", 2)[-2]
+            heads = rope_heads.get(projection) if architecture == "llama" else None
+            parts.append(int4_groups(tensor, heads))
+        levels, scales, zeros = (np.concatenate(column) for column in zip(*parts, strict=True))
+        if levels.shape != (module.out_features, module.in_features):
+            continue  # the dense loader reports the shape mismatch
+        module.use_int4(
+            pack_int4(torch.from_numpy(levels), torch.from_numpy(scales), torch.from_numpy(zeros))
+        )
+        consumed.update(names)
+    return consumed
+
+
+def without_names(
+    weights: Iterable[tuple[str, torch.Tensor]], skipped: set[str]
+) -> Iterator[tuple[str, torch.Tensor]]:
+    return ((name, tensor) for name, tensor in weights if name not in skipped)
+
+
+def _checkpoint_names(module_name: str, module: Linear) -> list[str]:
+    """The checkpoint weights a linear layer is loaded from, in its row order."""
+    if not module.shard_offsets:
+        return [f"{module_name}.weight"]
+    names = []
+    for shard in module.shard_offsets:
+        part = next(
+            p for p, fused, s in FUSED_PROJECTIONS if s == shard and module_name.endswith(f".{fused}")
+        )
+        names.append(f"{module_name.rsplit('.', 1)[0]}.{part}.weight")
+    return names
