@@ -119,7 +119,19 @@ fn unsupported_keywords_are_named() {
         (r##"{"oneOf": [{"$ref": "#"}, {"type": "null"}]}"##, "oneOf"),
         (r##"{"type": "array", "items": {"$ref": "#"}, "uniqueItems": true}"##, "uniqueItems"),
         (r##"{"type": "array", "items": {"$ref": "#"}, "maxItems": 300}"##, "maxItems"),
-        (r##"{"type": "object", "properties": {"a": {"$ref": "#"}}, "minProperties": 1}"##, "minProperties"),
+        (r##"{"type": "object", "properties": {"a": {"$ref": "#"}}, "not": {}}"##, "not"),
+        (
+            r##"{"type": "object", "dependencies": {"a": ["b"]}, "patternProperties": {"x": {}}}"##,
+            "dependencies",
+        ),
+        (r##"{"type": "integer", "multipleOf": 0.5, "not": {"const": 1}}"##, "not"),
+        (
+            r##"{"type": "integer", "multipleOf": 3, "minimum": 1, "pattern": "x", "format": "x"}"##,
+            "multipleOf",
+        ),
+        (r##"{"type": "array", "items": {}, "uniqueItems": true}"##, "uniqueItems"),
+        (r##"{"type": "number", "minimum": 0.5}"##, "minimum"),
+        (r##"{"oneOf": [{"type": "integer"}, {"type": "number", "minimum": 0}]}"##, "oneOf"),
     ];
     for (schema, keyword) in cases {
         match json_schema_to_grammar(schema, &JsonSchemaOptions::default()) {
@@ -173,6 +185,88 @@ fn random_documents_validate() {
         }
         assert!(finished > 10, "only {finished} documents finished");
     }
+}
+
+fn keyword_matcher(schema: &str, additional_properties_default: bool) -> GrammarMatcher {
+    let options = JsonSchemaOptions { additional_properties_default, ..JsonSchemaOptions::default() };
+    let grammar = json_schema_to_grammar(schema, &options).unwrap_or_else(|e| panic!("{schema}: {e}"));
+    GrammarMatcher::new(grammar, CompileLimits::default(), ParserLimits::default())
+}
+
+/// Known documents per keyword, each decided by hand from the keyword's definition.
+#[test]
+fn keywords_beyond_the_regex_path() {
+    let cases: &[(&str, &[&str], &[&str])] = &[
+        (
+            r#"{"type": "object", "patternProperties": {"^x_": {"type": "integer"}}, "additionalProperties": false}"#,
+            &[r#"{}"#, r#"{"x_a": 1}"#, r#"{"x_a": 1, "x_b": -2}"#],
+            &[r#"{"y": 1}"#, r#"{"x_a": "s"}"#, r#"{"x_": 1.5}"#],
+        ),
+        (
+            // A declared name matching a pattern meets both schemas; others meet the rest.
+            r#"{"type": "object", "properties": {"x_id": {"minimum": 0}},
+                "patternProperties": {"^x_": {"type": "integer"}, "id$": {"maximum": 9}},
+                "additionalProperties": {"type": "string"}}"#,
+            &[r#"{"x_id": 3}"#, r#"{"x_id": 3, "x_b": 100, "bid": 2.5, "z": "s"}"#, r#"{"x_id": 9}"#],
+            &[
+                r#"{"x_id": -1}"#,
+                r#"{"x_id": 10}"#,
+                r#"{"x_id": 1.5}"#,
+                r#"{"x_bid": 10}"#,
+                r#"{"z": 1}"#,
+                r#"{"x_a": "s"}"#,
+            ],
+        ),
+        (
+            r#"{"type": "object", "properties": {"a": {"type": "integer"}}, "minProperties": 2, "maxProperties": 3}"#,
+            &[r#"{"a": 1, "b": 2}"#, r#"{"b": 2, "c": null}"#, r#"{"a": 1, "b": 2, "c": 3}"#],
+            &[r#"{}"#, r#"{"a": 1}"#, r#"{"b": 1}"#, r#"{"a": 1, "b": 2, "c": 3, "d": 4}"#],
+        ),
+        (
+            r#"{"type": "object", "propertyNames": {"maxLength": 2, "pattern": "^[a-z]+$"}, "properties": {"long": {}}}"#,
+            &[r#"{}"#, r#"{"ab": 1}"#, r#"{"a": {"x": [1, {"deep": [[[[1]]]]}]}}"#],
+            &[r#"{"long": 1}"#, r#"{"abc": 1}"#, r#"{"A": 1}"#],
+        ),
+        (
+            r#"{"type": "string", "pattern": "^[a-z]+$", "minLength": 2, "maxLength": 3}"#,
+            &[r#""ab""#, r#""abc""#],
+            &[r#""a""#, r#""abcd""#, r#""aB""#],
+        ),
+        (
+            r#"{"type": "integer", "multipleOf": 7}"#,
+            &["0", "7", "-14", "700", "98"],
+            &["1", "-0", "07", "15", "7.0"],
+        ),
+        (
+            r#"{"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}, "b": {}}, "required": ["a"],
+                           "additionalProperties": false},
+                          {"properties": {"a": {"minimum": 5}, "b": {"type": "string"}}}]}"#,
+            &[r#"{"a": 5}"#, r#"{"a": 6, "b": "x"}"#],
+            &[r#"{"a": 4}"#, r#"{"b": "x"}"#, r#"{"a": 5, "c": 1}"#],
+        ),
+        (
+            r#"{"enum": [{"a": [1, 2]}, [null], "x", 1.5]}"#,
+            &[r#"{"a": [1, 2]}"#, r#"[null]"#, r#""x""#, "1.5"],
+            &[r#"{"a": [1]}"#, r#"[]"#, r#""y""#, "1"],
+        ),
+    ];
+    for (schema, good, bad) in cases {
+        let m = keyword_matcher(schema, true);
+        for text in *good {
+            assert!(accepts(&m, text), "{schema} should accept {text}");
+        }
+        for text in *bad {
+            assert!(!accepts(&m, text), "{schema} should reject {text}");
+        }
+    }
+}
+
+/// A required name that only additionalProperties could admit, when it admits nothing.
+#[test]
+fn required_names_without_schema_obey_additional_properties() {
+    let schema = r#"{"type": "object", "required": ["x"], "additionalProperties": false, "patternProperties": {"^y": {}}}"#;
+    let options = JsonSchemaOptions { additional_properties_default: true, ..JsonSchemaOptions::default() };
+    assert!(matches!(json_schema_to_grammar(schema, &options), Err(GrammarError::EmptyLanguage)));
 }
 
 fn next(seed: &mut u64) -> u64 {
