@@ -245,6 +245,13 @@ fn keywords_beyond_the_regex_path() {
             &[r#"{"a": 4}"#, r#"{"b": "x"}"#, r#"{"a": 5, "c": 1}"#],
         ),
         (
+            // Exactly one of the names present (the others absent).
+            r#"{"type": "object", "properties": {"n": {}, "ssn": {"type": "string"}, "ein": {"type": "string"}},
+                "required": ["n"], "oneOf": [{"required": ["ssn"]}, {"required": ["ein"]}]}"#,
+            &[r#"{"n": 1, "ssn": "a"}"#, r#"{"n": 1, "ein": "b", "z": 2}"#],
+            &[r#"{"n": 1}"#, r#"{"n": 1, "ssn": "a", "ein": "b"}"#, r#"{"ssn": "a"}"#, r#""a""#],
+        ),
+        (
             r#"{"enum": [{"a": [1, 2]}, [null], "x", 1.5]}"#,
             &[r#"{"a": [1, 2]}"#, r#"[null]"#, r#""x""#, "1.5"],
             &[r#"{"a": [1]}"#, r#"[]"#, r#""y""#, "1"],

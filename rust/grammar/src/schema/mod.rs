@@ -204,6 +204,79 @@ pub(super) fn is_trivial(schema: &Value) -> bool {
     }
 }
 
+/// `oneOf` whose branches only list `required` names (next to object keywords): branch i
+/// holds and no other does exactly when i's names are present and, for each other branch,
+/// the one name it needs beyond them is absent. `None` (refused) when another branch needs
+/// two or more further names, or the siblings hide which properties they declare.
+fn exclusive_required(
+    branches: &[Value],
+    siblings: &Map<String, Value>,
+    path: &str,
+) -> Option<Vec<(Value, String)>> {
+    let names = |value: Option<&Value>| -> Option<Vec<String>> {
+        match value {
+            None => Some(Vec::new()),
+            Some(Value::Array(names)) => names.iter().map(|n| n.as_str().map(String::from)).collect(),
+            Some(_) => None,
+        }
+    };
+    let mut required_sets = Vec::new();
+    for branch in branches {
+        let Value::Object(branch) = branch else { return None };
+        if branch.keys().any(|k| k != "required" && !is_annotation(k)) {
+            return None;
+        }
+        required_sets.push(names(branch.get("required"))?);
+    }
+    if ["$ref", "allOf", "anyOf", "oneOf", "patternProperties"].iter().any(|k| siblings.contains_key(*k)) {
+        return None;
+    }
+    // A non-object meets every branch, so (with two or more) never exactly one: objects only.
+    if siblings.get("type").is_some_and(|t| t != "object") {
+        return None;
+    }
+    let always = names(siblings.get("required"))?;
+    let declared: Vec<&String> = match siblings.get("properties") {
+        Some(Value::Object(properties)) => properties.keys().collect(),
+        _ => Vec::new(),
+    };
+    let closed = siblings.get("additionalProperties").filter(|v| **v != Value::Bool(true));
+    let mut exclusive = Vec::new();
+    for (i, own) in required_sets.iter().enumerate() {
+        let branch_path = format!("{path}/oneOf/{i}");
+        let present = |name: &String| always.contains(name) || own.contains(name);
+        let mut forbidden = Map::new();
+        let mut possible = true;
+        for (_, other) in required_sets.iter().enumerate().filter(|(j, _)| *j != i) {
+            let missing: Vec<&String> = other.iter().filter(|n| !present(n)).collect();
+            match missing.as_slice() {
+                // Whenever branch i holds, branch j does too.
+                [] => possible = false,
+                [name] if declared.contains(name) || closed.is_none() => {
+                    forbidden.insert((*name).clone(), Value::Bool(false));
+                }
+                // Closed objects without that property never have it.
+                [_] if closed == Some(&Value::Bool(false)) => {}
+                _ => return None,
+            }
+        }
+        if !possible {
+            exclusive.push((Value::Bool(false), branch_path));
+            continue;
+        }
+        let mut requirement = Map::new();
+        requirement.insert("required".into(), Value::Array(own.iter().cloned().map(Value::String).collect()));
+        let mut parts = vec![Value::Object(siblings.clone()), Value::Object(requirement)];
+        if !forbidden.is_empty() {
+            let mut absent = Map::new();
+            absent.insert("properties".into(), Value::Object(forbidden));
+            parts.push(Value::Object(absent));
+        }
+        exclusive.push((all_of(parts), branch_path));
+    }
+    Some(exclusive)
+}
+
 /// Whether a (small) regex's DFA matches `text` exactly.
 pub(super) fn full_match(dfa: &ByteDfa, text: &[u8]) -> bool {
     let state = dfa.walk(dfa.start(), text);
@@ -447,9 +520,13 @@ impl<'a> SchemaGrammar<'a> {
                 (branch, format!("{path}/{keyword}/{index}"))
             })
             .collect();
-        if keyword == "oneOf" {
-            self.analysis.check_one_of_disjoint(&merged, path)?;
-        }
+        let merged = match keyword {
+            "oneOf" => match self.analysis.check_one_of_disjoint(&merged, path) {
+                Ok(()) => merged,
+                Err(error) => exclusive_required(branches, &siblings, path).ok_or(error)?,
+            },
+            _ => merged,
+        };
         let mut alternatives = Vec::new();
         for (branch, branch_path) in &merged {
             alternatives.push(self.schema(branch, branch_path)?);
