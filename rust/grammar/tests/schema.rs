@@ -282,3 +282,43 @@ fn next(seed: &mut u64) -> u64 {
     *seed ^= *seed << 17;
     *seed
 }
+
+/// Masks (memoised per lexeme state, Earley below lexeme ends) agree with advancing each token,
+/// at every byte of valid documents, for tokens that cross lexeme boundaries.
+#[test]
+fn schema_masks_agree_with_advancing() {
+    let tokens = [
+        "{", "}", "[", "]", "\"", ",", ":", " ", "\":", "\",", "\"}", "}]", "1", "12", "0", "-", "x", "x_",
+        "_a", "a", "ab", "\"x_", "\"a\":", ": ", ", \"", "null", "true", "s\"", "3}", "7,", "e", ".", "5",
+    ];
+    let mut list: Vec<Option<Vec<u8>>> = tokens.iter().map(|t| Some(t.as_bytes().to_vec())).collect();
+    list.push(None);
+    let vocabulary = sglr_fsm::Vocabulary::new(list, vec![tokens.len() as u32]).unwrap();
+    let cases = [
+        (
+            r#"{"type": "object", "patternProperties": {"^x_": {"type": "integer"}}, "properties": {"a": {"type": "string"}}}"#,
+            r#"{"a": "s", "x_a": 12, "x_": -7}"#,
+        ),
+        (TREE, r#"{"value": 1, "children": [{"value": 12}, {"value": 0, "children": []}]}"#),
+        (r#"{"type": "array", "items": {"type": "integer", "multipleOf": 3}}"#, "[0, 12, -3]"),
+    ];
+    for (schema, document) in cases {
+        let m = keyword_matcher(schema, true);
+        let mut state = m.start().unwrap();
+        for (index, &byte) in document.as_bytes().iter().enumerate() {
+            let allowed = m.allowed_tokens(&state, &vocabulary).unwrap();
+            for token in 0..vocabulary.vocab_size() as u32 {
+                let mut probe = state.clone();
+                let ok = m.advance_token(&mut probe, &vocabulary, token).unwrap();
+                assert_eq!(
+                    ok,
+                    allowed.contains(&token),
+                    "{schema}: token {token} after {:?}",
+                    &document[..index]
+                );
+            }
+            assert!(m.advance_bytes(&mut state, &[byte]).unwrap());
+        }
+        assert!(m.num_lexeme_masks() > 0);
+    }
+}
