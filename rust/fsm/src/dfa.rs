@@ -198,6 +198,49 @@ impl ByteDfa {
         Ok(Self { classes, num_classes, class_len, class_byte, trans, accepting: live_accepting })
     }
 
+    /// Decimal integers in JSON spelling (no leading zeros, no `-0`) divisible by `divisor`
+    /// (at least 1): a remainder automaton, which no short regex can say.
+    pub fn decimal_multiples(divisor: u32) -> Result<Self, FsmError> {
+        if divisor == 0 {
+            return Err(FsmError::InvalidRegex("a divisor must be positive".into()));
+        }
+        // Classes: each digit, '-', everything else.
+        let mut classes = [11u8; 256];
+        for digit in 0..10u8 {
+            classes[(b'0' + digit) as usize] = digit;
+        }
+        classes[b'-' as usize] = 10;
+        let num_classes = 12;
+        let mut class_len = vec![0u16; num_classes];
+        let mut class_byte = vec![0u8; num_classes];
+        for byte in (0..=255u8).rev() {
+            let class = classes[byte as usize] as usize;
+            class_len[class] += 1;
+            class_byte[class] = byte;
+        }
+        // States: 0 start, 1 after '-', 2 a lone "0", 3 + r digits read with remainder r.
+        let k = divisor as u64;
+        let remainder = |r: u64| 3 + r as u32;
+        let num_states = 3 + divisor as usize;
+        let mut raw_trans = vec![DEAD; num_states * num_classes];
+        let mut accepting = vec![false; num_states];
+        raw_trans[10] = 1;
+        raw_trans[0] = 2;
+        accepting[2] = true;
+        for digit in 1..10u64 {
+            raw_trans[digit as usize] = remainder(digit % k);
+            raw_trans[num_classes + digit as usize] = remainder(digit % k);
+        }
+        for r in 0..k {
+            let state = remainder(r) as usize;
+            accepting[state] = r == 0;
+            for digit in 0..10u64 {
+                raw_trans[state * num_classes + digit as usize] = remainder((r * 10 + digit) % k);
+            }
+        }
+        Self::from_raw(classes, num_classes, class_len, class_byte, &raw_trans, &accepting)
+    }
+
     /// The DFA of the strings every one of `all` accepts and none of `none` does (a product
     /// construction, so regexes can be intersected and subtracted, which their syntax cannot
     /// say). `AutomatonTooLarge` past `max_states` product states; `EmptyLanguage` if empty.
@@ -463,5 +506,18 @@ mod tests {
             ByteDfa::intersect(&[&dfa("[a-z]{0,50}")], &[], 10),
             Err(FsmError::AutomatonTooLarge { .. })
         ));
+    }
+
+    #[test]
+    fn decimal_multiples_are_exact() {
+        for divisor in [1u32, 3, 7, 10, 12] {
+            let d = ByteDfa::decimal_multiples(divisor).unwrap();
+            for n in -300i64..300 {
+                assert_eq!(full_match(&d, &n.to_string()), n % divisor as i64 == 0, "{n} / {divisor}");
+            }
+            for text in ["-0", "00", "012", "", "-", "1.0", "+3"] {
+                assert!(!full_match(&d, text), "{text}");
+            }
+        }
     }
 }

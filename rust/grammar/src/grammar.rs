@@ -24,7 +24,15 @@ pub enum Symbol {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Lexeme {
     Regex(String),
-    Intersection { all: Vec<String>, none: Vec<String> },
+    Intersection {
+        all: Vec<String>,
+        none: Vec<String>,
+    },
+    /// JSON integers divisible by `divisor` that every one of `all` matches.
+    MultipleOf {
+        divisor: u32,
+        all: Vec<String>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,7 +69,7 @@ impl Grammar {
     pub fn lexeme_pattern(&self, lexeme: LexemeId) -> Option<&str> {
         match &self.lexemes[lexeme as usize] {
             Lexeme::Regex(pattern) => Some(pattern),
-            Lexeme::Intersection { .. } => None,
+            Lexeme::Intersection { .. } | Lexeme::MultipleOf { .. } => None,
         }
     }
 

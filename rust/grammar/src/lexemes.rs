@@ -68,5 +68,15 @@ pub(crate) fn build(lexeme: &Lexeme, limits: &CompileLimits) -> Result<ByteDfa, 
             ByteDfa::intersect(&all_refs, &none_refs, MAX_INTERSECTION_STATES)
                 .map_err(|source| GrammarError::Lexeme { pattern: format!("{all:?} minus {none:?}"), source })
         }
+        Lexeme::MultipleOf { divisor, all } => {
+            let describe = || format!("multiples of {divisor} in {all:?}");
+            let multiples = ByteDfa::decimal_multiples(*divisor)
+                .map_err(|source| GrammarError::Lexeme { pattern: describe(), source })?;
+            let all_dfas: Vec<ByteDfa> = all.iter().map(one).collect::<Result<_, _>>()?;
+            let mut refs: Vec<&ByteDfa> = vec![&multiples];
+            refs.extend(all_dfas.iter());
+            ByteDfa::intersect(&refs, &[], MAX_INTERSECTION_STATES)
+                .map_err(|source| GrammarError::Lexeme { pattern: describe(), source })
+        }
     }
 }

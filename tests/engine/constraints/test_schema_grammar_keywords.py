@@ -174,7 +174,7 @@ def test_random_walks_under_the_mask_validate(name: str) -> None:
         ({"type": "object", "not": {"required": ["a"]}}, "not"),
         ({"type": "array", "items": {"type": "integer"}, "uniqueItems": True}, "uniqueItems"),
         ({"type": "object", "dependencies": {"a": ["b"]}, "minProperties": 1}, "dependencies"),
-        ({"type": "number", "minimum": 0.5, "multipleOf": 2}, "multipleOf"),
+        ({"type": "number", "minimum": 0.5, "multipleOf": 0.25}, "multipleOf"),
         ({"oneOf": [{"type": "integer"}, {"type": "number", "minimum": 0}]}, "oneOf"),
     ],
 )

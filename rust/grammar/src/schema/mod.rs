@@ -15,7 +15,7 @@
 //!   `minProperties` / `maxProperties` (a member count in the nonterminals);
 //! - arrays: `items`, `minItems` / `maxItems` (up to `MAX_ITEMS_BOUND`);
 //! - strings with length bounds and a `pattern` or `format` (the intersection of both
-//!   regexes), integers with `multipleOf` (a remainder automaton over digits).
+//!   regexes), integers with `multipleOf` (a remainder automaton, bounds intersected in).
 //!
 //! Any other keyword is refused by name (never ignored, so no output is wrongly accepted).
 
@@ -39,7 +39,7 @@ pub(super) const MAX_PATTERNS: usize = 4;
 /// Most nonterminals an object's member counting may take ((members + 2) x counts).
 pub(super) const MAX_COUNT_STATES: usize = 20_000;
 /// Largest integer `multipleOf` (remainder states of the digit automaton).
-pub(super) const MAX_MULTIPLE_OF: u64 = 1000;
+pub(super) const MAX_MULTIPLE_OF: u64 = 100_000;
 /// Deepest nesting of sub-schemas taken apart (hostile input cannot overflow the stack).
 const MAX_SCHEMA_DEPTH: usize = 96;
 /// Keywords whose meaning no grammar here expresses.
@@ -277,6 +277,37 @@ fn exclusive_required(
     Some(exclusive)
 }
 
+/// An object or array whose members may be any value (`{"type": "object"}` with undeclared
+/// properties allowed, `{"type": "array"}` without `items`): the regex path unrolls such values
+/// a few levels only, the grammar admits any depth.
+fn is_free_container(schema: &Value, options: &JsonSchemaOptions) -> bool {
+    let Value::Object(map) = schema else { return false };
+    let names_container = match map.get("type") {
+        Some(Value::String(t)) => t == "object" || t == "array",
+        Some(Value::Array(types)) => types.iter().any(|t| t == "object" || t == "array"),
+        _ => false,
+    };
+    let free_members = match map.get("additionalProperties") {
+        None => options.additional_properties_default,
+        Some(additional) => is_trivial(additional),
+    };
+    names_container
+        && free_members
+        && map
+            .keys()
+            .all(|k| matches!(k.as_str(), "type" | "additionalProperties" | "nullable") || is_annotation(k))
+}
+
+/// Whether `value` or anything inside it is a free container.
+fn contains_free_container(value: &Value, options: &JsonSchemaOptions) -> bool {
+    is_free_container(value, options)
+        || match value {
+            Value::Object(map) => map.values().any(|child| contains_free_container(child, options)),
+            Value::Array(items) => items.iter().any(|item| contains_free_container(item, options)),
+            _ => false,
+        }
+}
+
 /// Whether a (small) regex's DFA matches `text` exactly.
 pub(super) fn full_match(dfa: &ByteDfa, text: &[u8]) -> bool {
     let state = dfa.walk(dfa.start(), text);
@@ -397,7 +428,7 @@ impl<'a> SchemaGrammar<'a> {
         if is_trivial(schema) {
             return Ok(vec![Piece::Rule(self.any()?)]);
         }
-        if !contains_reference(schema) {
+        if !contains_reference(schema) && !contains_free_container(schema, self.options) {
             match json_value_to_regex(schema, self.options) {
                 Ok(regex) => return Ok(self.regex_piece(regex)),
                 // Taken apart below.

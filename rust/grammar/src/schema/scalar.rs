@@ -1,13 +1,13 @@
 //! Scalars beyond one regex: strings with length bounds next to a pattern or format (an
-//! intersection lexeme) and integers with `multipleOf` (a remainder automaton over digits).
-use rustc_hash::FxHashMap;
+//! intersection lexeme) and integers with `multipleOf` (a remainder automaton intersected with
+//! the bounds).
 use serde_json::{Map, Value};
 use sglr_fsm::schema::{json_value_to_regex, NEVER_REGEX};
 use sglr_fsm::{CompileLimits, FsmError};
 
 use super::{unsupported, Piece, SchemaGrammar, MAX_MULTIPLE_OF, SCALAR_KEYWORDS};
 use crate::error::GrammarError;
-use crate::grammar::{Lexeme, NonterminalId};
+use crate::grammar::Lexeme;
 
 impl SchemaGrammar<'_> {
     /// A string, number, integer, boolean or null: the regex path's regex, else (length
@@ -39,7 +39,7 @@ impl SchemaGrammar<'_> {
                     .checked_lexeme(lexeme)?
                     .map_or_else(|| vec![Piece::Rule(self.never())], |l| vec![Piece::Lexeme(l)]))
             }
-            ("integer", "multipleOf") => self.multiple_of(&single, path),
+            ("integer" | "number", "multipleOf") => self.multiple_of(&single, path),
             _ => Err(error.into()),
         }
     }
@@ -86,28 +86,20 @@ impl SchemaGrammar<'_> {
         }
     }
 
-    /// Integers divisible by `multipleOf` (a positive integer): `0`, or an optional `-` and
-    /// digits read by a remainder automaton (one nonterminal per remainder). Bounds next to it
-    /// are refused.
+    /// Integers divisible by `multipleOf` (a positive integer), within any bounds: one lexeme,
+    /// the remainder automaton intersected with the bounds' regex. For `number` only its
+    /// integers are admitted (`2.0` is a multiple too but never produced): a subset, never a
+    /// wrong value.
     pub(super) fn multiple_of(
         &mut self,
         map: &Map<String, Value>,
         path: &str,
     ) -> Result<Vec<Piece>, GrammarError> {
-        if ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"].iter().any(|k| map.contains_key(*k))
-        {
-            return Err(unsupported(
-                "multipleOf",
-                path,
-                "divisibility together with bounds is not supported",
-            ));
-        }
-        let divisor = match map.get("multipleOf") {
-            Some(value) => value
+        let divisor = map.get("multipleOf").and_then(|value| {
+            value
                 .as_u64()
-                .or_else(|| value.as_f64().filter(|f| f.fract() == 0.0 && *f >= 1.0).map(|f| f as u64)),
-            None => None,
-        };
+                .or_else(|| value.as_f64().filter(|f| f.fract() == 0.0 && *f >= 1.0).map(|f| f as u64))
+        });
         let Some(divisor) = divisor.filter(|d| (1..=MAX_MULTIPLE_OF).contains(d)) else {
             return Err(unsupported(
                 "multipleOf",
@@ -115,33 +107,20 @@ impl SchemaGrammar<'_> {
                 &format!("only integer divisors from 1 to {MAX_MULTIPLE_OF} are supported"),
             ));
         };
-        // rest[r]: digits that leave the value read so far (remainder r) divisible.
-        let rest: Vec<NonterminalId> = (0..divisor).map(|_| self.builder.fresh("remainder")).collect();
-        for r in 0..divisor {
-            if r == 0 {
-                self.builder.rule(rest[0], Vec::new());
-            }
-            // Digits grouped by the remainder they lead to, one lexeme per group.
-            let mut by_target: FxHashMap<u64, String> = FxHashMap::default();
-            for digit in 0..10u64 {
-                by_target.entry((r * 10 + digit) % divisor).or_default().push(char::from(b'0' + digit as u8));
-            }
-            let mut targets: Vec<_> = by_target.into_iter().collect();
-            targets.sort();
-            for (target, digits) in targets {
-                let rhs = self
-                    .symbols(vec![Piece::Regex(format!("[{digits}]")), Piece::Rule(rest[target as usize])]);
-                self.builder.rule(rest[r as usize], rhs);
+        let mut bounds = Map::new();
+        bounds.insert("type".into(), Value::String("integer".into()));
+        for key in ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"] {
+            if let Some(value) = map.get(key) {
+                bounds.insert(key.into(), value.clone());
             }
         }
-        let mut first = Vec::new();
-        for digit in 1..10u64 {
-            first.push(vec![
-                Piece::Regex(format!("-?{digit}")),
-                Piece::Rule(rest[(digit % divisor) as usize]),
-            ]);
+        let range = json_value_to_regex(&Value::Object(bounds), self.options)?;
+        if range == NEVER_REGEX {
+            return Ok(vec![Piece::Rule(self.never())]);
         }
-        first.push(vec![Piece::Regex("0".into())]);
-        Ok(vec![Piece::Rule(self.choice("multiple_of", first))])
+        let lexeme = Lexeme::MultipleOf { divisor: divisor as u32, all: vec![range] };
+        Ok(self
+            .checked_lexeme(lexeme)?
+            .map_or_else(|| vec![Piece::Rule(self.never())], |l| vec![Piece::Lexeme(l)]))
     }
 }
