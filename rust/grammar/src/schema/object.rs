@@ -104,9 +104,23 @@ impl SchemaGrammar<'_> {
         let pattern_dfas: Vec<Option<ByteDfa>> =
             pattern_regexes.iter().map(key_dfa).collect::<Result<_, _>>()?;
         let names_dfas: Vec<Option<ByteDfa>> = names_regexes.iter().map(key_dfa).collect::<Result<_, _>>()?;
-        let matches = |dfa: &Option<ByteDfa>, name: &str| {
-            let encoded = serde_json::to_string(name).expect("a string serializes");
-            dfa.as_ref().is_some_and(|dfa| full_match(dfa, encoded.as_bytes()))
+        // A key has two spellings when it is not ASCII (raw UTF-8, or `\u` escapes as
+        // `json.dumps` writes it): a pattern's schema applies when either spelling matches
+        // (more constraints), a name is allowed only when both do (fewer names).
+        let spellings = |name: &str| -> Vec<String> {
+            let raw = serde_json::to_string(name).expect("a string serializes");
+            let escaped = ascii_spelling(&raw);
+            if escaped == raw {
+                vec![raw]
+            } else {
+                vec![raw, escaped]
+            }
+        };
+        let matches_any = |dfa: &Option<ByteDfa>, name: &str| {
+            spellings(name).iter().any(|s| dfa.as_ref().is_some_and(|dfa| full_match(dfa, s.as_bytes())))
+        };
+        let matches_all = |dfa: &Option<ByteDfa>, name: &str| {
+            spellings(name).iter().all(|s| dfa.as_ref().is_some_and(|dfa| full_match(dfa, s.as_bytes())))
         };
 
         // Declared members (declared properties, then required names without a schema).
@@ -122,13 +136,13 @@ impl SchemaGrammar<'_> {
         let mut members: Vec<(Vec<Piece>, bool)> = Vec::new();
         for (name, schema) in declared {
             let is_required = required.contains(&name);
-            let allowed_name = names_dfas.iter().all(|dfa| matches(dfa, name));
+            let allowed_name = names_dfas.iter().all(|dfa| matches_all(dfa, name));
             let mut parts: Vec<Value> = schema.cloned().into_iter().collect();
             parts.extend(
                 patterns
                     .iter()
                     .zip(&pattern_dfas)
-                    .filter(|(_, dfa)| matches(dfa, name))
+                    .filter(|(_, dfa)| matches_any(dfa, name))
                     .map(|((_, s), _)| s.clone()),
             );
             if parts.is_empty() {
@@ -193,7 +207,12 @@ impl SchemaGrammar<'_> {
     ) -> Result<NonterminalId, GrammarError> {
         let n = members.len();
         let cap = 1.max(min_count).max(max_count.unwrap_or(0));
-        if (n + 2).saturating_mul(cap + 1) > MAX_COUNT_STATES {
+        // Extras are counted twice: every one towards the maximum, but at most one towards the
+        // minimum (two extras may repeat a key, and a parsed object keeps one).
+        let extra_cap = max_count.unwrap_or(1);
+        if (n + 1).saturating_mul(cap + 1).saturating_add((cap + 1).saturating_mul(extra_cap + 1))
+            > MAX_COUNT_STATES
+        {
             let keyword = if max_count.is_some() { "maxProperties" } else { "minProperties" };
             return Err(unsupported(keyword, path, "too many members to count in a grammar"));
         }
@@ -207,22 +226,31 @@ impl SchemaGrammar<'_> {
         let sep = |c: usize| if c > 0 { vec![Piece::Regex(separator.clone())] } else { Vec::new() };
         let declared: Vec<Vec<NonterminalId>> =
             (0..=n).map(|_| (0..=cap).map(|_| self.builder.fresh("members")).collect()).collect();
-        let extra: Vec<NonterminalId> = (0..=cap).map(|_| self.builder.fresh("extra_members")).collect();
+        // extra[d][k]: d declared members written, then k extras.
+        let extra: Vec<Vec<NonterminalId>> = (0..=cap)
+            .map(|_| (0..=extra_cap).map(|_| self.builder.fresh("extra_members")).collect())
+            .collect();
         let never = self.never();
-        for c in 0..=cap {
-            let mut alternatives: Vec<Vec<Piece>> = Vec::new();
-            if c >= min_count {
-                alternatives.push(Vec::new());
-            }
-            if let Some(c1) = next(c) {
-                for pieces in &extras {
-                    let mut alternative = sep(c);
-                    alternative.extend(pieces.iter().cloned());
-                    alternative.push(Piece::Rule(extra[c1]));
-                    alternatives.push(alternative);
+        for d in 0..=cap {
+            for k in 0..=extra_cap {
+                let mut alternatives: Vec<Vec<Piece>> = Vec::new();
+                if d + k.min(1) >= min_count {
+                    alternatives.push(Vec::new());
                 }
+                let following = match max_count {
+                    Some(max) => (d + k < max).then_some(k + 1),
+                    None => Some(1),
+                };
+                if let Some(k1) = following {
+                    for pieces in &extras {
+                        let mut alternative = sep(d + k);
+                        alternative.extend(pieces.iter().cloned());
+                        alternative.push(Piece::Rule(extra[d][k1]));
+                        alternatives.push(alternative);
+                    }
+                }
+                self.rules(extra[d][k], alternatives, never);
             }
-            self.rules(extra[c], alternatives, never);
         }
         for i in 0..=n {
             for c in 0..=cap {
@@ -239,7 +267,7 @@ impl SchemaGrammar<'_> {
                     }
                 }
                 if members[i..].iter().all(|(_, required)| !required) {
-                    alternatives.push(vec![Piece::Rule(extra[c])]);
+                    alternatives.push(vec![Piece::Rule(extra[c][0])]);
                 }
                 self.rules(declared[i][c], alternatives, never);
             }
@@ -261,4 +289,20 @@ impl SchemaGrammar<'_> {
             self.builder.rule(nonterminal, rhs);
         }
     }
+}
+
+/// A JSON string literal with every non-ASCII character as `\u` escapes (UTF-16 units).
+fn ascii_spelling(literal: &str) -> String {
+    let mut out = String::with_capacity(literal.len());
+    for c in literal.chars() {
+        if c.is_ascii() {
+            out.push(c);
+        } else {
+            let mut units = [0u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                out.push_str(&format!("\\u{unit:04x}"));
+            }
+        }
+    }
+    out
 }
