@@ -231,8 +231,8 @@ impl SchemaGrammar<'_> {
             .map(|_| (0..=extra_cap).map(|_| self.builder.fresh("extra_members")).collect())
             .collect();
         let never = self.never();
-        for d in 0..=cap {
-            for k in 0..=extra_cap {
+        for (d, row) in extra.iter().enumerate() {
+            for (k, &nonterminal) in row.iter().enumerate() {
                 let mut alternatives: Vec<Vec<Piece>> = Vec::new();
                 if d + k.min(1) >= min_count {
                     alternatives.push(Vec::new());
@@ -245,11 +245,11 @@ impl SchemaGrammar<'_> {
                     for pieces in &extras {
                         let mut alternative = sep(d + k);
                         alternative.extend(pieces.iter().cloned());
-                        alternative.push(Piece::Rule(extra[d][k1]));
+                        alternative.push(Piece::Rule(row[k1]));
                         alternatives.push(alternative);
                     }
                 }
-                self.rules(extra[d][k], alternatives, never);
+                self.rules(nonterminal, alternatives, never);
             }
         }
         for i in 0..=n {
