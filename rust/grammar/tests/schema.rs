@@ -346,3 +346,20 @@ fn schema_masks_agree_with_advancing() {
         assert!(m.num_lexeme_masks() > 0);
     }
 }
+
+/// A container whose regex would be very long is taken apart into rules, so no lexeme DFA
+/// has to hold it (one would be built mid-document, and could be too large there).
+#[test]
+fn long_regexes_become_rules() {
+    let properties: Vec<String> = (0..400)
+        .map(|i| format!(r#""property_{i}": {{"type": "string", "enum": ["a{i}", "b{i}"]}}"#))
+        .collect();
+    let schema = format!(r#"{{"type": "object", "properties": {{{}}}}}"#, properties.join(", "));
+    let m = keyword_matcher(&schema, false);
+    let grammar = m.grammar();
+    let longest =
+        (0..grammar.num_lexemes() as u32).filter_map(|l| grammar.lexeme_pattern(l)).map(str::len).max();
+    assert!(longest.is_some_and(|n| n < 16 << 10), "{longest:?}");
+    assert!(accepts(&m, r#"{"property_3": "a3", "property_399": "b399"}"#));
+    assert!(!accepts(&m, r#"{"property_3": "a4"}"#));
+}

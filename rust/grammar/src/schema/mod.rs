@@ -42,6 +42,8 @@ pub(super) const MAX_COUNT_STATES: usize = 20_000;
 pub(super) const MAX_MULTIPLE_OF: u64 = 100_000;
 /// Deepest nesting of sub-schemas taken apart (hostile input cannot overflow the stack).
 const MAX_SCHEMA_DEPTH: usize = 96;
+/// Longest regex a container sub-schema becomes as one lexeme (longer: taken apart).
+const MAX_LEXEME_REGEX_LEN: usize = 16 << 10;
 /// Keywords whose meaning no grammar here expresses.
 const UNSUPPORTED_ANYWHERE: &[&str] = &["not", "if", "$dynamicRef", "$recursiveRef", "dependentSchemas"];
 /// Keywords about scalars (a scalar type's alternative keeps these, and `format`).
@@ -298,6 +300,18 @@ fn is_free_container(schema: &Value, options: &JsonSchemaOptions) -> bool {
             .all(|k| matches!(k.as_str(), "type" | "additionalProperties" | "nullable") || is_annotation(k))
 }
 
+/// Whether a schema admits only objects or arrays (or combines sub-schemas): worth taking
+/// apart when its regex is long.
+fn is_container(schema: &Value) -> bool {
+    let Value::Object(map) = schema else { return false };
+    let container = |t: &Value| t == "object" || t == "array";
+    match map.get("type") {
+        Some(Value::String(_)) => map.get("type").is_some_and(container),
+        Some(Value::Array(types)) => types.iter().any(container),
+        _ => ["properties", "items", "allOf", "anyOf", "oneOf", "$ref"].iter().any(|k| map.contains_key(*k)),
+    }
+}
+
 /// Whether `value` or anything inside it is a free container.
 fn contains_free_container(value: &Value, options: &JsonSchemaOptions) -> bool {
     is_free_container(value, options)
@@ -430,6 +444,9 @@ impl<'a> SchemaGrammar<'a> {
         }
         if !contains_reference(schema) && !contains_free_container(schema, self.options) {
             match json_value_to_regex(schema, self.options) {
+                // A very long regex makes a DFA too large to build once the parser gets there;
+                // a container's structure is better held by rules.
+                Ok(regex) if regex.len() > MAX_LEXEME_REGEX_LEN && is_container(schema) => {}
                 Ok(regex) => return Ok(self.regex_piece(regex)),
                 // Taken apart below.
                 Err(FsmError::UnsupportedSchema { .. } | FsmError::AutomatonTooLarge { .. }) => {}
