@@ -363,3 +363,14 @@ fn long_regexes_become_rules() {
     assert!(accepts(&m, r#"{"property_3": "a3", "property_399": "b399"}"#));
     assert!(!accepts(&m, r#"{"property_3": "a4"}"#));
 }
+
+/// A free-form container next to a keyword the rules refuse (tuple `items`) keeps the regex
+/// path's lexeme instead of failing.
+#[test]
+fn refused_rules_fall_back_to_the_regex() {
+    let schema = r#"{"type": "object", "properties": {"free": {"type": "object"},
+        "pair": {"type": "array", "items": [{"type": "integer"}, {"type": "string"}], "additionalItems": false}}}"#;
+    let m = keyword_matcher(schema, true);
+    assert!(accepts(&m, r#"{"free": {"a": [1]}, "pair": [1, "x"]}"#));
+    assert!(!accepts(&m, r#"{"pair": ["x", 1]}"#));
+}

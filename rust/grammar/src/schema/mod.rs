@@ -442,12 +442,19 @@ impl<'a> SchemaGrammar<'a> {
         if is_trivial(schema) {
             return Ok(vec![Piece::Rule(self.any()?)]);
         }
-        if !contains_reference(schema) && !contains_free_container(schema, self.options) {
+        // The regex path's one lexeme, unless it is very long (its DFA could be too large to
+        // build once the parser gets there) or unrolls free-form values to a fixed depth: then
+        // rules, with the regex kept in case the rules refuse a keyword.
+        let mut fallback = None;
+        if !contains_reference(schema) {
             match json_value_to_regex(schema, self.options) {
-                // A very long regex makes a DFA too large to build once the parser gets there;
-                // a container's structure is better held by rules.
-                Ok(regex) if regex.len() > MAX_LEXEME_REGEX_LEN && is_container(schema) => {}
-                Ok(regex) => return Ok(self.regex_piece(regex)),
+                Ok(regex) => {
+                    let long = regex.len() > MAX_LEXEME_REGEX_LEN && is_container(schema);
+                    if !long && !contains_free_container(schema, self.options) {
+                        return Ok(self.regex_piece(regex));
+                    }
+                    fallback = Some(regex);
+                }
                 // Taken apart below.
                 Err(FsmError::UnsupportedSchema { .. } | FsmError::AutomatonTooLarge { .. }) => {}
                 Err(error) => return Err(error.into()),
@@ -460,10 +467,25 @@ impl<'a> SchemaGrammar<'a> {
                 &format!("schemas nested deeper than {MAX_SCHEMA_DEPTH} levels"),
             ));
         }
+        let Some(regex) = fallback else {
+            self.depth += 1;
+            let pieces = self.structure(schema, path);
+            self.depth -= 1;
+            return pieces;
+        };
+        // Rules written by a refused attempt are dropped with it.
+        let saved =
+            (self.builder.clone(), self.references.clone(), self.pending.clone(), self.never, self.any);
         self.depth += 1;
         let pieces = self.structure(schema, path);
         self.depth -= 1;
-        pieces
+        match pieces {
+            Err(GrammarError::Schema(FsmError::UnsupportedSchema { .. })) => {
+                (self.builder, self.references, self.pending, self.never, self.any) = saved;
+                Ok(self.regex_piece(regex))
+            }
+            other => other,
+        }
     }
 
     /// A schema the regex path cannot hold as one regex, taken apart keyword by keyword.
