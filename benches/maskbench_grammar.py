@@ -9,6 +9,13 @@ mask fill per token (first `--mask-tokens` tokens of each instance; the rest onl
 
     .venv/bin/python benches/maskbench_grammar.py              # recursive schemas only
     .venv/bin/python benches/maskbench_grammar.py --too-large  # also try regex-path refusals
+    .venv/bin/python benches/maskbench_grammar.py --all        # every file, routed as the engine does
+
+`--all` routes each schema as `ConstraintCompiler` does: a `$ref` cycle, or a regex-path refusal
+(unsupported keyword, too large), goes to the grammar path; the rest stays on the FSM. It
+reports the combined outcome (pass / fail / refused), false accepts and false rejects (valid
+instances rejected even in schema key order), compile + first mask and per-token mask times per
+path and combined (mask fill only, the first `--mask-tokens` tokens of each instance).
 """
 
 from __future__ import annotations
@@ -73,9 +80,13 @@ def check_grammar(case: dict, encoding: Any, vocab: Vocabulary, oracle: Any, mas
     result["compile_s"] = time.perf_counter() - started
     for test in case["tests"]:
         text = json.dumps(test["data"])
-        accepted = feed(
-            grammar, encoding.encode(text, disallowed_special=()), mask, mask_tokens, result["steps"]
-        )
+        try:
+            accepted = feed(
+                grammar, encoding.encode(text, disallowed_special=()), mask, mask_tokens, result["steps"]
+            )
+        except errors.ConstraintError as error:
+            # A lexeme built on first use can still be too large: a typed error mid-document.
+            return {"outcome": "error", "detail": f"while decoding: {type(error).__name__}"}
         if test["valid"] and not accepted:
             reordered = json.dumps(oracle.reorder_like_schema(test["data"], case["schema"], case["schema"]))
             if reordered == text or not feed(
@@ -89,6 +100,116 @@ def check_grammar(case: dict, encoding: Any, vocab: Vocabulary, oracle: Any, mas
     return result
 
 
+def feed_fsm(fsm: Any, tokens: list[int], mask: np.ndarray, timed: int, timings: list[float]) -> bool:
+    state = fsm.start_state
+    for index, token in enumerate(tokens):
+        if index < timed:
+            started = time.perf_counter()
+            fsm.fill_bitmask(state, mask)
+            timings.append(time.perf_counter() - started)
+        next_state = fsm.try_advance(state, token)
+        if next_state is None:
+            return False
+        state = next_state
+    return bool(fsm.is_accepting(state))
+
+
+def check_fsm(case: dict, encoding: Any, vocab: Vocabulary, oracle: Any, mask_tokens: int) -> dict:
+    """The FSM path with the same accounting as `check_grammar`."""
+    from sglr._core import TokenFsm
+
+    result: dict[str, Any] = {"outcome": "passing", "valid_rejected": 0, "invalid_accepted": 0, "steps": []}
+    started = time.perf_counter()
+    try:
+        fsm = TokenFsm.from_json_schema(json.dumps(case["schema"]), vocab, additional_properties=True)
+        mask = np.zeros(fsm.num_mask_words, dtype=np.int32)
+        fsm.fill_bitmask(fsm.start_state, mask)
+    except errors.UnsupportedSchemaError as error:
+        return {"outcome": "refused", "detail": error.keyword}
+    except errors.ConstraintTooLargeError:
+        return {"outcome": "too_large"}
+    except errors.ConstraintError as error:
+        return {"outcome": "error", "detail": f"{type(error).__name__}: {error}"[:120]}
+    result["compile_s"] = time.perf_counter() - started
+    for test in case["tests"]:
+        text = json.dumps(test["data"])
+        accepted = feed_fsm(
+            fsm, encoding.encode(text, disallowed_special=()), mask, mask_tokens, result["steps"]
+        )
+        if test["valid"] and not accepted:
+            reordered = json.dumps(oracle.reorder_like_schema(test["data"], case["schema"], case["schema"]))
+            if reordered == text or not feed_fsm(
+                fsm, encoding.encode(reordered, disallowed_special=()), mask, 0, []
+            ):
+                result["valid_rejected"] += 1
+        elif not test["valid"] and accepted:
+            result["invalid_accepted"] += 1
+    if result["valid_rejected"] or result["invalid_accepted"]:
+        result["outcome"] = "failing"
+    return result
+
+
+def run_all(args: argparse.Namespace, oracle: Any, directory: Path) -> None:
+    encoding, vocab = oracle.cl100k()
+    outcomes: dict[str, Counter[str]] = {"fsm": Counter(), "grammar": Counter(), "combined": Counter()}
+    refusals: Counter[str] = Counter()
+    compile_ms: dict[str, list[float]] = {"fsm": [], "grammar": []}
+    steps_us: dict[str, list[float]] = {"fsm": [], "grammar": []}
+    false_accepts = false_rejects = num_valid = num_invalid = 0
+    files = oracle.select_files(directory, args.limit)
+    for path in files:
+        case = json.loads(path.read_text())
+        text = json.dumps(case["schema"])
+        result = None
+        if not json_schema_is_recursive(text):
+            result = check_fsm(case, encoding, vocab, oracle, args.mask_tokens)
+            outcomes["fsm"][result["outcome"]] += 1
+            route = "fsm"
+        if result is None or result["outcome"] in ("refused", "too_large"):
+            result = check_grammar(case, encoding, vocab, oracle, args.mask_tokens)
+            outcomes["grammar"][result["outcome"]] += 1
+            route = "grammar"
+        outcomes["combined"][result["outcome"]] += 1
+        if result["outcome"] == "refused":
+            refusals[result["detail"]] += 1
+        if result["outcome"] == "error":
+            print(f"  {path.name}: {result['detail']}")
+        if "compile_s" in result:
+            num_valid += sum(t["valid"] for t in case["tests"])
+            num_invalid += sum(not t["valid"] for t in case["tests"])
+            false_accepts += result["invalid_accepted"]
+            false_rejects += result["valid_rejected"]
+            compile_ms[route].append(result["compile_s"] * 1e3)
+            steps_us[route].extend(s * 1e6 for s in result["steps"])
+            if result["invalid_accepted"]:
+                print(f"  FALSE ACCEPT {path.name} ({route})")
+    p = oracle.percentile
+    print(f"files: {len(files)} from {directory}; vocabulary cl100k_base ({vocab.vocab_size} tokens)")
+    for name, counter in outcomes.items():
+        print(f"{name:>9}: {dict(counter.most_common())}")
+    print(f"refused by keyword (combined): {dict(refusals.most_common(12))}")
+    print(
+        f"compiled schemas' instances: valid {num_valid}, rejected {false_rejects}; "
+        f"invalid {num_invalid}, accepted {false_accepts}"
+    )
+    rows = [
+        ("fsm", compile_ms["fsm"], steps_us["fsm"]),
+        ("grammar", compile_ms["grammar"], steps_us["grammar"]),
+    ]
+    rows.append(
+        ("combined", compile_ms["fsm"] + compile_ms["grammar"], steps_us["fsm"] + steps_us["grammar"])
+    )
+    print(
+        f"{'path':>9} {'schemas':>8} {'compile p50 ms':>15} {'p99 ms':>8} {'masks':>8} {'mask p50 us':>12} {'p99 us':>8}"
+    )
+    for name, compiles, steps in rows:
+        if compiles:
+            print(
+                f"{name:>9} {len(compiles):>8} {p(compiles, 0.5):>15.2f} {p(compiles, 0.99):>8.2f} "
+                f"{len(steps):>8} {p(steps, 0.5):>12.1f} {p(steps, 0.99):>8.1f}"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", default=None)
@@ -96,11 +217,16 @@ def main() -> None:
         "--too-large", action="store_true", help="also schemas the regex path refuses as too large"
     )
     parser.add_argument("--mask-tokens", type=int, default=32, help="tokens per instance whose mask is timed")
+    parser.add_argument("--all", action="store_true", help="every file, routed as the engine routes it")
+    parser.add_argument("--limit", type=int, default=None, help="with --all: this many files, spread evenly")
     args = parser.parse_args()
     oracle = load_oracle()
     directory = oracle.data_dir(args.data)
     if directory is None:
         sys.exit("MaskBench sample not found")
+    if args.all:
+        run_all(args, oracle, directory)
+        return
     encoding, vocab = oracle.cl100k()
     regex_outcomes: Counter[str] = Counter()
     grammar_outcomes: Counter[str] = Counter()

@@ -57,6 +57,16 @@ NESTED_SCHEMA = {
     "additionalProperties": False,
 }
 
+# No single regex holds it (patternProperties, maxProperties): compiled on the grammar path.
+PATTERN_SCHEMA = {
+    "type": "object",
+    "properties": {"id": {"type": "integer", "minimum": 0, "maximum": 99}},
+    "required": ["id"],
+    "patternProperties": {"^x[0-9]$": {"type": "boolean"}},
+    "additionalProperties": False,
+    "maxProperties": 3,
+}
+
 PROMPTS = ["Fill in the form:", "def main():\n    return", "The quick brown fox"]
 
 
@@ -93,7 +103,11 @@ def test_regex_outputs_fully_match(jump: bool, engine: Engine, engine_no_jump: E
 
 
 @pytest.mark.parametrize("jump", [True, False], ids=["jump-forward", "no-jump-forward"])
-@pytest.mark.parametrize("schema", [LONG_KEY_SCHEMA, NESTED_SCHEMA], ids=["long-keys", "nested"])
+@pytest.mark.parametrize(
+    "schema",
+    [LONG_KEY_SCHEMA, NESTED_SCHEMA, PATTERN_SCHEMA],
+    ids=["long-keys", "nested", "pattern-properties"],
+)
 def test_json_schema_outputs_validate(
     jump: bool, schema: dict, engine: Engine, engine_no_jump: Engine
 ) -> None:

@@ -150,12 +150,23 @@ impl ByteDfa {
                 raw_trans.push(intern(next, &mut number_of, &mut dense_ids));
             }
         }
-        let live = live_states(&raw_trans, &accepting, num_classes);
+        Self::from_raw(classes, num_classes, class_len, class_byte, &raw_trans, &accepting)
+    }
+
+    /// Keeps the live states of a raw table (state 0 the start, `DEAD` for no way on),
+    /// renumbered in BFS order so the start stays 0.
+    fn from_raw(
+        classes: [u8; 256],
+        num_classes: usize,
+        class_len: Vec<u16>,
+        class_byte: Vec<u8>,
+        raw_trans: &[u32],
+        accepting: &[bool],
+    ) -> Result<Self, FsmError> {
+        let live = live_states(raw_trans, accepting, num_classes);
         if !live[0] {
             return Err(FsmError::EmptyLanguage);
         }
-
-        // Pass 2: renumber the live states (BFS order again, so the start stays 0).
         let num_raw = accepting.len();
         let mut renumber = vec![DEAD; num_raw];
         let mut order = vec![0u32];
@@ -185,6 +196,124 @@ impl ByteDfa {
             }));
         }
         Ok(Self { classes, num_classes, class_len, class_byte, trans, accepting: live_accepting })
+    }
+
+    /// Decimal integers in JSON spelling (no leading zeros, no `-0`) divisible by `divisor`
+    /// (at least 1): a remainder automaton, which no short regex can say.
+    pub fn decimal_multiples(divisor: u32) -> Result<Self, FsmError> {
+        if divisor == 0 {
+            return Err(FsmError::InvalidRegex("a divisor must be positive".into()));
+        }
+        // Classes: each digit, '-', everything else.
+        let mut classes = [11u8; 256];
+        for digit in 0..10u8 {
+            classes[(b'0' + digit) as usize] = digit;
+        }
+        classes[b'-' as usize] = 10;
+        let num_classes = 12;
+        let mut class_len = vec![0u16; num_classes];
+        let mut class_byte = vec![0u8; num_classes];
+        for byte in (0..=255u8).rev() {
+            let class = classes[byte as usize] as usize;
+            class_len[class] += 1;
+            class_byte[class] = byte;
+        }
+        // States: 0 start, 1 after '-', 2 a lone "0", 3 + r digits read with remainder r.
+        let k = divisor as u64;
+        let remainder = |r: u64| 3 + r as u32;
+        let num_states = 3 + divisor as usize;
+        let mut raw_trans = vec![DEAD; num_states * num_classes];
+        let mut accepting = vec![false; num_states];
+        raw_trans[10] = 1;
+        raw_trans[0] = 2;
+        accepting[2] = true;
+        for digit in 1..10u64 {
+            raw_trans[digit as usize] = remainder(digit % k);
+            raw_trans[num_classes + digit as usize] = remainder(digit % k);
+        }
+        for r in 0..k {
+            let state = remainder(r) as usize;
+            accepting[state] = r == 0;
+            for digit in 0..10u64 {
+                raw_trans[state * num_classes + digit as usize] = remainder((r * 10 + digit) % k);
+            }
+        }
+        Self::from_raw(classes, num_classes, class_len, class_byte, &raw_trans, &accepting)
+    }
+
+    /// The DFA of the strings every one of `all` accepts and none of `none` does (a product
+    /// construction, so regexes can be intersected and subtracted, which their syntax cannot
+    /// say). `AutomatonTooLarge` past `max_states` product states; `EmptyLanguage` if empty.
+    pub fn intersect(all: &[&ByteDfa], none: &[&ByteDfa], max_states: usize) -> Result<Self, FsmError> {
+        let parts: Vec<&ByteDfa> = all.iter().chain(none).copied().collect();
+        if all.is_empty() {
+            return Err(FsmError::InvalidRegex("an intersection needs at least one language".into()));
+        }
+        // Bytes every part treats alike share a class.
+        let mut classes = [0u8; 256];
+        let mut signatures: Vec<Vec<u8>> = Vec::new();
+        for byte in 0..=255u8 {
+            let signature: Vec<u8> = parts.iter().map(|d| d.classes[byte as usize]).collect();
+            let class = match signatures.iter().position(|s| *s == signature) {
+                Some(class) => class,
+                None => {
+                    signatures.push(signature);
+                    signatures.len() - 1
+                }
+            };
+            classes[byte as usize] = class as u8;
+        }
+        let num_classes = signatures.len();
+        let mut class_len = vec![0u16; num_classes];
+        let mut class_byte = vec![0u8; num_classes];
+        for byte in (0..=255u8).rev() {
+            let class = classes[byte as usize] as usize;
+            class_len[class] += 1;
+            class_byte[class] = byte;
+        }
+        let mut number_of: std::collections::HashMap<Vec<u32>, u32> = std::collections::HashMap::new();
+        let mut states: Vec<Vec<u32>> = vec![parts.iter().map(|d| d.start()).collect()];
+        number_of.insert(states[0].clone(), 0);
+        let mut raw_trans: Vec<u32> = Vec::new();
+        let mut accepting = Vec::new();
+        let mut head = 0;
+        while head < states.len() {
+            let tuple = states[head].clone();
+            head += 1;
+            let accepts = |i: usize, d: &ByteDfa| tuple[i] != DEAD && d.is_accepting(tuple[i]);
+            accepting.push(
+                all.iter().enumerate().all(|(i, d)| accepts(i, d))
+                    && !none.iter().enumerate().any(|(i, d)| accepts(all.len() + i, d)),
+            );
+            for &byte in &class_byte {
+                let next: Vec<u32> = parts
+                    .iter()
+                    .zip(&tuple)
+                    .map(|(d, &s)| if s == DEAD { DEAD } else { d.next(s, byte) })
+                    .collect();
+                if next[..all.len()].contains(&DEAD) {
+                    raw_trans.push(DEAD);
+                    continue;
+                }
+                let id = match number_of.get(&next) {
+                    Some(&id) => id,
+                    None => {
+                        if states.len() >= max_states {
+                            return Err(FsmError::AutomatonTooLarge {
+                                what: "intersection DFA",
+                                limit: max_states,
+                            });
+                        }
+                        let id = states.len() as u32;
+                        number_of.insert(next.clone(), id);
+                        states.push(next);
+                        id
+                    }
+                };
+                raw_trans.push(id);
+            }
+        }
+        Self::from_raw(classes, num_classes, class_len, class_byte, &raw_trans, &accepting)
     }
 
     pub fn num_states(&self) -> usize {
@@ -362,5 +491,33 @@ mod tests {
         assert!(matches!(ByteDfa::build(r"\bfoo\b", &limits), Err(FsmError::UnsupportedRegex(_))));
         let small = CompileLimits { nfa_size_limit: 1 << 16, ..CompileLimits::default() };
         assert!(matches!(ByteDfa::build(r"\w{1000}", &small), Err(FsmError::AutomatonTooLarge { .. })));
+    }
+
+    #[test]
+    fn intersection_and_difference_match_the_set_algebra() {
+        let (words, short, ab) = (dfa("[a-c]+"), dfa("[a-z]{1,2}"), dfa("ab|ba"));
+        let both = ByteDfa::intersect(&[&words, &short], &[&ab], 1000).unwrap();
+        for text in ["a", "c", "aa", "ab", "ba", "bc", "abc", "d", "", "cd"] {
+            let expected = full_match(&words, text) && full_match(&short, text) && !full_match(&ab, text);
+            assert_eq!(full_match(&both, text), expected, "{text:?}");
+        }
+        assert_eq!(ByteDfa::intersect(&[&ab], &[&words], 1000).unwrap_err(), FsmError::EmptyLanguage);
+        assert!(matches!(
+            ByteDfa::intersect(&[&dfa("[a-z]{0,50}")], &[], 10),
+            Err(FsmError::AutomatonTooLarge { .. })
+        ));
+    }
+
+    #[test]
+    fn decimal_multiples_are_exact() {
+        for divisor in [1u32, 3, 7, 10, 12] {
+            let d = ByteDfa::decimal_multiples(divisor).unwrap();
+            for n in -300i64..300 {
+                assert_eq!(full_match(&d, &n.to_string()), n % divisor as i64 == 0, "{n} / {divisor}");
+            }
+            for text in ["-0", "00", "012", "", "-", "1.0", "+3"] {
+                assert!(!full_match(&d, text), "{text}");
+            }
+        }
     }
 }

@@ -19,6 +19,22 @@ pub enum Symbol {
     Lexeme(LexemeId),
 }
 
+/// A terminal's language: one regex, or (for what regex syntax cannot say) the strings all
+/// of `all` match and none of `none` do, built as a product DFA.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Lexeme {
+    Regex(String),
+    Intersection {
+        all: Vec<String>,
+        none: Vec<String>,
+    },
+    /// JSON integers divisible by `divisor` that every one of `all` matches.
+    MultipleOf {
+        divisor: u32,
+        all: Vec<String>,
+    },
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rule {
     pub lhs: NonterminalId,
@@ -32,8 +48,8 @@ pub struct Grammar {
     /// Rules of each nonterminal, by id.
     pub(crate) rules_by_lhs: Vec<Vec<u32>>,
     pub(crate) names: Vec<String>,
-    /// Regex of each lexeme (full match over bytes).
-    pub(crate) lexemes: Vec<String>,
+    /// Language of each lexeme (full match over bytes).
+    pub(crate) lexemes: Vec<Lexeme>,
 }
 
 impl Grammar {
@@ -45,8 +61,16 @@ impl Grammar {
         self.lexemes.len()
     }
 
-    pub fn lexeme_pattern(&self, lexeme: LexemeId) -> &str {
+    pub fn lexeme(&self, lexeme: LexemeId) -> &Lexeme {
         &self.lexemes[lexeme as usize]
+    }
+
+    /// The regex of a lexeme; `None` for an intersection.
+    pub fn lexeme_pattern(&self, lexeme: LexemeId) -> Option<&str> {
+        match &self.lexemes[lexeme as usize] {
+            Lexeme::Regex(pattern) => Some(pattern),
+            Lexeme::Intersection { .. } | Lexeme::MultipleOf { .. } => None,
+        }
     }
 
     pub fn rule(&self, rule: u32) -> &Rule {
@@ -64,8 +88,8 @@ pub struct GrammarBuilder {
     names: Vec<String>,
     by_name: FxHashMap<String, NonterminalId>,
     defined: Vec<bool>,
-    lexemes: Vec<String>,
-    lexeme_ids: FxHashMap<String, LexemeId>,
+    lexemes: Vec<Lexeme>,
+    lexeme_ids: FxHashMap<Lexeme, LexemeId>,
     rules: Vec<Rule>,
 }
 
@@ -94,12 +118,17 @@ impl GrammarBuilder {
 
     /// The id of the lexeme matching exactly `pattern` (a regex over the whole lexeme).
     pub fn lexeme(&mut self, pattern: &str) -> LexemeId {
-        if let Some(&id) = self.lexeme_ids.get(pattern) {
+        self.lexeme_of(Lexeme::Regex(pattern.to_string()))
+    }
+
+    /// The id of a lexeme (deduplicated by its definition).
+    pub fn lexeme_of(&mut self, lexeme: Lexeme) -> LexemeId {
+        if let Some(&id) = self.lexeme_ids.get(&lexeme) {
             return id;
         }
         let id = self.lexemes.len() as LexemeId;
-        self.lexemes.push(pattern.to_string());
-        self.lexeme_ids.insert(pattern.to_string(), id);
+        self.lexemes.push(lexeme.clone());
+        self.lexeme_ids.insert(lexeme, id);
         id
     }
 

@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 use sglr_fsm::{ByteDfa, CompileLimits};
 
 use crate::error::GrammarError;
-use crate::grammar::{Grammar, LexemeId};
+use crate::grammar::{Grammar, Lexeme, LexemeId};
 
 #[derive(Debug)]
 pub(crate) struct LexemeDfas {
@@ -21,11 +21,7 @@ impl LexemeDfas {
 
     pub fn get(&self, grammar: &Grammar, lexeme: LexemeId) -> Result<&ByteDfa, GrammarError> {
         self.dfas[lexeme as usize]
-            .get_or_init(|| {
-                let pattern = grammar.lexeme_pattern(lexeme);
-                ByteDfa::build(pattern, &self.limits)
-                    .map_err(|source| GrammarError::Lexeme { pattern: pattern.to_string(), source })
-            })
+            .get_or_init(|| build(grammar.lexeme(lexeme), &self.limits))
             .as_ref()
             .map_err(Clone::clone)
     }
@@ -41,5 +37,46 @@ impl LexemeDfas {
 
     pub fn memory_bytes(&self) -> usize {
         self.dfas.iter().filter_map(|d| d.get()?.as_ref().ok()).map(ByteDfa::memory_bytes).sum()
+    }
+}
+
+/// Most product states of an intersection lexeme (keys and bounded strings stay far below).
+const MAX_INTERSECTION_STATES: usize = 1 << 16;
+
+/// The DFA of one lexeme (an intersection builds its parts, then their product).
+pub(crate) fn build(lexeme: &Lexeme, limits: &CompileLimits) -> Result<ByteDfa, GrammarError> {
+    let one = |pattern: &String| {
+        ByteDfa::build(pattern, limits)
+            .map_err(|source| GrammarError::Lexeme { pattern: pattern.clone(), source })
+    };
+    match lexeme {
+        Lexeme::Regex(pattern) => one(pattern),
+        Lexeme::Intersection { all, none } => {
+            let all_dfas: Vec<ByteDfa> = all.iter().map(one).collect::<Result<_, _>>()?;
+            let mut none_dfas = Vec::new();
+            for pattern in none {
+                match ByteDfa::build(pattern, limits) {
+                    // Subtracting nothing changes nothing.
+                    Err(sglr_fsm::FsmError::EmptyLanguage) => {}
+                    other => none_dfas.push(
+                        other.map_err(|source| GrammarError::Lexeme { pattern: pattern.clone(), source })?,
+                    ),
+                }
+            }
+            let all_refs: Vec<&ByteDfa> = all_dfas.iter().collect();
+            let none_refs: Vec<&ByteDfa> = none_dfas.iter().collect();
+            ByteDfa::intersect(&all_refs, &none_refs, MAX_INTERSECTION_STATES)
+                .map_err(|source| GrammarError::Lexeme { pattern: format!("{all:?} minus {none:?}"), source })
+        }
+        Lexeme::MultipleOf { divisor, all } => {
+            let describe = || format!("multiples of {divisor} in {all:?}");
+            let multiples = ByteDfa::decimal_multiples(*divisor)
+                .map_err(|source| GrammarError::Lexeme { pattern: describe(), source })?;
+            let all_dfas: Vec<ByteDfa> = all.iter().map(one).collect::<Result<_, _>>()?;
+            let mut refs: Vec<&ByteDfa> = vec![&multiples];
+            refs.extend(all_dfas.iter());
+            ByteDfa::intersect(&refs, &[], MAX_INTERSECTION_STATES)
+                .map_err(|source| GrammarError::Lexeme { pattern: describe(), source })
+        }
     }
 }

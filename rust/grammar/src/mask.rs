@@ -1,13 +1,41 @@
-//! Allowed tokens of a parse state: a depth-first walk of the vocabulary's byte trie, one
-//! Earley step per trie node, skipping a whole subtree as soon as its prefix is dead.
+//! Allowed tokens of a parse state.
+//!
+//! A token is allowed when some in-lexeme item of the last Earley set can take its bytes. Two
+//! kinds of tokens: those whose bytes all stay inside one item's lexeme (its DFA stays live),
+//! and those that finish a lexeme part-way and go on in the grammar. The first kind depends
+//! only on (lexeme, DFA state), so its token set is computed once by walking the vocabulary
+//! trie with that DFA alone and memoised in the matcher ([`LexemeMask`], shared by every
+//! request and step). The second kind starts below *boundary* trie nodes (where the DFA
+//! accepts and the token goes on); only those subtrees are walked with Earley steps, one per
+//! trie node, skipping dead subtrees. Every Earley item is a viable prefix of the grammar
+//! (rules that derive nothing are dropped when it is built), so a live DFA state inside an
+//! item's lexeme always has a completion: the memoised part admits no dead end.
 
 use std::sync::Arc;
 
-use sglr_fsm::Vocabulary;
+use sglr_fsm::{Vocabulary, DEAD};
 
-use crate::earley::{scan, Chart, Item};
+use crate::earley::{scan, Chart, Item, NO_LEX};
 use crate::error::GrammarError;
+use crate::grammar::{LexemeId, Symbol};
 use crate::matcher::{GrammarMatcher, ParseState};
+
+/// Tokens whose bytes stay inside one lexeme from one DFA state, and the trie nodes where the
+/// lexeme may end with more bytes below (where the grammar takes over).
+#[derive(Debug)]
+pub(crate) struct LexemeMask {
+    words: Vec<u32>,
+    boundaries: Vec<u32>,
+}
+
+impl LexemeMask {
+    pub fn memory_bytes(&self) -> usize {
+        self.words.capacity() * 4 + self.boundaries.capacity() * 4
+    }
+}
+
+/// Memo key: vocabulary fingerprint, lexeme, DFA state.
+pub(crate) type LexemeMaskKey = (u64, LexemeId, u32);
 
 /// The committed chart followed by the walk's sets for depths `1..=depth`.
 struct Layered<'a> {
@@ -42,22 +70,118 @@ impl GrammarMatcher {
         if mask.len() < needed {
             return Err(GrammarError::BitmaskTooSmall { needed, got: mask.len() });
         }
-        let mut allowed = 0;
+        let mut allowed = vec![0u32; needed];
         if self.is_accepting(state) || state.finished {
             for &eos in vocabulary.eos_token_ids() {
-                mask[eos as usize >> 5] |= 1 << (eos & 31);
-                allowed += 1;
+                allowed[eos as usize >> 5] |= 1 << (eos & 31);
             }
         }
-        if state.finished {
-            return Ok(allowed);
+        if !state.finished {
+            let mut keys: Vec<(LexemeId, u32)> = Vec::new();
+            for item in state.last().iter().filter(|item| item.lex != NO_LEX) {
+                if let Symbol::Lexeme(lexeme) = self.grammar.rules[item.rule as usize].rhs[item.dot as usize]
+                {
+                    keys.push((lexeme, item.lex));
+                }
+            }
+            keys.sort_unstable();
+            keys.dedup();
+            let mut boundaries = Vec::new();
+            for (lexeme, lex) in keys {
+                let inside = self.lexeme_mask(vocabulary, lexeme, lex)?;
+                for (word, bits) in allowed.iter_mut().zip(&inside.words) {
+                    *word |= bits;
+                }
+                boundaries.extend_from_slice(&inside.boundaries);
+            }
+            boundaries.sort_unstable();
+            boundaries.dedup();
+            if !boundaries.is_empty() {
+                self.walk_boundaries(state, vocabulary, &boundaries, &mut allowed)?;
+            }
         }
+        let mut count = 0;
+        for (word, bits) in mask.iter_mut().zip(&allowed) {
+            *word |= bits;
+            count += bits.count_ones() as usize;
+        }
+        Ok(count)
+    }
+
+    /// The memoised inside-the-lexeme tokens of (`lexeme`, DFA state `lex`).
+    fn lexeme_mask(
+        &self,
+        vocabulary: &Vocabulary,
+        lexeme: LexemeId,
+        lex: u32,
+    ) -> Result<Arc<LexemeMask>, GrammarError> {
+        let key = (vocabulary.fingerprint(), lexeme, lex);
+        if let Some(found) = self.lexeme_masks.get(&key) {
+            return Ok(found);
+        }
+        let dfa = self.lexemes.get(&self.grammar, lexeme)?;
         let trie = vocabulary.trie();
-        let mut extra: Vec<Vec<Item>> = vec![Vec::new(); trie.max_depth + 1];
+        let mut words = vec![0u32; vocabulary.num_mask_words()];
+        let mut boundaries = Vec::new();
+        let mut states = vec![lex; trie.max_depth + 1];
         let end = trie.nodes[0].subtree_end as usize;
         let mut index = 1;
         while index < end {
             let node = trie.nodes[index];
+            let depth = node.depth as usize;
+            let next = dfa.next(states[depth - 1], node.byte);
+            if next == DEAD {
+                index = node.subtree_end as usize;
+                continue;
+            }
+            states[depth] = next;
+            let start = node.token_start as usize;
+            let stop = trie.nodes[index + 1].token_start as usize;
+            for &token in &trie.token_ids[start..stop] {
+                words[token as usize >> 5] |= 1 << (token & 31);
+            }
+            if dfa.is_accepting(next) && node.subtree_end as usize > index + 1 {
+                boundaries.push(index as u32);
+            }
+            index += 1;
+        }
+        let mask = Arc::new(LexemeMask { words, boundaries });
+        self.lexeme_masks.insert(key, mask.clone());
+        Ok(mask)
+    }
+
+    /// ORs into `allowed` the tokens below the `boundaries` (sorted trie nodes) that the
+    /// parser takes: one Earley step per node of their subtrees and of their ancestors (whose
+    /// sets the subtrees need), every other subtree skipped in one jump.
+    fn walk_boundaries(
+        &self,
+        state: &ParseState,
+        vocabulary: &Vocabulary,
+        boundaries: &[u32],
+        allowed: &mut [u32],
+    ) -> Result<(), GrammarError> {
+        let trie = vocabulary.trie();
+        let mut extra: Vec<Vec<Item>> = vec![Vec::new(); trie.max_depth + 1];
+        let end = trie.nodes[0].subtree_end as usize;
+        // Nodes before this one lie inside a boundary's subtree: walked in full.
+        let mut covered_until = 0;
+        let mut index = 1;
+        while index < end {
+            let node = trie.nodes[index];
+            if index >= covered_until {
+                let first = boundaries.partition_point(|&b| (b as usize) < index);
+                match boundaries.get(first) {
+                    Some(&b) if (b as usize) < node.subtree_end as usize => {
+                        if b as usize == index {
+                            covered_until = node.subtree_end as usize;
+                        }
+                    }
+                    _ => {
+                        index = node.subtree_end as usize;
+                        continue;
+                    }
+                }
+            }
             let depth = node.depth as usize;
             let (parents, rest) = extra.split_at_mut(depth);
             let chart = Layered { base: &state.sets, extra: parents };
@@ -70,12 +194,11 @@ impl GrammarMatcher {
             let start = node.token_start as usize;
             let stop = trie.nodes[index + 1].token_start as usize;
             for &token in &trie.token_ids[start..stop] {
-                mask[token as usize >> 5] |= 1 << (token & 31);
+                allowed[token as usize >> 5] |= 1 << (token & 31);
             }
-            allowed += stop - start;
             index += 1;
         }
-        Ok(allowed)
+        Ok(())
     }
 
     /// Allowed token ids of `state`, ascending.
@@ -89,5 +212,41 @@ impl GrammarMatcher {
         Ok((0..vocabulary.vocab_size() as u32)
             .filter(|&t| mask[t as usize >> 5] >> (t & 31) & 1 == 1)
             .collect())
+    }
+}
+
+/// Most memoised lexeme masks per matcher (each is one bit per token: 12.5 KiB at 100k
+/// tokens, so at most 6.25 MiB there); past it, masks are computed and not kept.
+const MAX_LEXEME_MASKS: usize = 512;
+
+/// The matcher's memo of [`LexemeMask`]s, shared by every request using the grammar.
+#[derive(Debug, Default)]
+pub(crate) struct LexemeMaskCache {
+    masks: std::sync::Mutex<rustc_hash::FxHashMap<LexemeMaskKey, Arc<LexemeMask>>>,
+}
+
+impl LexemeMaskCache {
+    fn lock(&self) -> std::sync::MutexGuard<'_, rustc_hash::FxHashMap<LexemeMaskKey, Arc<LexemeMask>>> {
+        // NOTE: a panic while holding the lock cannot leave the map half-updated.
+        self.masks.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn get(&self, key: &LexemeMaskKey) -> Option<Arc<LexemeMask>> {
+        self.lock().get(key).cloned()
+    }
+
+    fn insert(&self, key: LexemeMaskKey, mask: Arc<LexemeMask>) {
+        let mut masks = self.lock();
+        if masks.len() < MAX_LEXEME_MASKS {
+            masks.insert(key, mask);
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn memory_bytes(&self) -> usize {
+        self.lock().values().map(|m| m.memory_bytes()).sum()
     }
 }

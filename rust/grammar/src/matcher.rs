@@ -9,6 +9,7 @@ use crate::earley::{initial_set, is_accepting_set, scan, Chart, Item, ParserLimi
 use crate::error::GrammarError;
 use crate::grammar::{Grammar, Symbol};
 use crate::lexemes::LexemeDfas;
+use crate::mask::LexemeMaskCache;
 
 /// A grammar plus its lazily built lexeme DFAs; immutable apart from that cache, so one
 /// matcher serves every request using the grammar (share it in an `Arc`).
@@ -17,6 +18,8 @@ pub struct GrammarMatcher {
     pub(crate) grammar: Grammar,
     pub(crate) lexemes: LexemeDfas,
     pub(crate) limits: ParserLimits,
+    /// Inside-a-lexeme token masks, by (vocabulary, lexeme, DFA state).
+    pub(crate) lexeme_masks: LexemeMaskCache,
 }
 
 /// The Earley chart of the bytes taken so far (one set per byte, plus the initial one).
@@ -55,7 +58,7 @@ impl ParseState {
 impl GrammarMatcher {
     pub fn new(grammar: Grammar, compile_limits: CompileLimits, limits: ParserLimits) -> Self {
         let lexemes = LexemeDfas::new(grammar.num_lexemes(), compile_limits);
-        Self { grammar, lexemes, limits }
+        Self { grammar, lexemes, limits, lexeme_masks: LexemeMaskCache::default() }
     }
 
     pub fn grammar(&self) -> &Grammar {
@@ -67,8 +70,14 @@ impl GrammarMatcher {
         self.lexemes.num_built()
     }
 
+    /// Lexeme DFAs and memoised lexeme masks.
     pub fn memory_bytes(&self) -> usize {
-        self.lexemes.memory_bytes()
+        self.lexemes.memory_bytes() + self.lexeme_masks.memory_bytes()
+    }
+
+    /// Memoised inside-a-lexeme token masks (reuse across steps is observable).
+    pub fn num_lexeme_masks(&self) -> usize {
+        self.lexeme_masks.len()
     }
 
     pub fn start(&self) -> Result<ParseState, GrammarError> {

@@ -11,7 +11,9 @@ pub struct Reference<'g> {
 impl<'g> Reference<'g> {
     pub fn new(grammar: &'g Grammar) -> Self {
         let lexemes = (0..grammar.num_lexemes() as u32)
-            .map(|l| regex::bytes::Regex::new(&format!("^(?:{})$", grammar.lexeme_pattern(l))).unwrap())
+            .map(|l| {
+                regex::bytes::Regex::new(&format!("^(?:{})$", grammar.lexeme_pattern(l).unwrap())).unwrap()
+            })
             .collect();
         Self { grammar, lexemes }
     }

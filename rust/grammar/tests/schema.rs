@@ -119,7 +119,16 @@ fn unsupported_keywords_are_named() {
         (r##"{"oneOf": [{"$ref": "#"}, {"type": "null"}]}"##, "oneOf"),
         (r##"{"type": "array", "items": {"$ref": "#"}, "uniqueItems": true}"##, "uniqueItems"),
         (r##"{"type": "array", "items": {"$ref": "#"}, "maxItems": 300}"##, "maxItems"),
-        (r##"{"type": "object", "properties": {"a": {"$ref": "#"}}, "minProperties": 1}"##, "minProperties"),
+        (r##"{"type": "object", "properties": {"a": {"$ref": "#"}}, "not": {}}"##, "not"),
+        (
+            r##"{"type": "object", "dependencies": {"a": ["b"]}, "patternProperties": {"x": {}}}"##,
+            "dependencies",
+        ),
+        (r##"{"type": "integer", "multipleOf": 0.5, "not": {"const": 1}}"##, "not"),
+        (r##"{"type": "integer", "multipleOf": 0.5, "minimum": 1}"##, "multipleOf"),
+        (r##"{"type": "array", "items": {}, "uniqueItems": true}"##, "uniqueItems"),
+        (r##"{"type": "number", "minimum": 0.5}"##, "minimum"),
+        (r##"{"oneOf": [{"type": "integer"}, {"type": "number", "minimum": 0}]}"##, "oneOf"),
     ];
     for (schema, keyword) in cases {
         match json_schema_to_grammar(schema, &JsonSchemaOptions::default()) {
@@ -175,9 +184,193 @@ fn random_documents_validate() {
     }
 }
 
+fn keyword_matcher(schema: &str, additional_properties_default: bool) -> GrammarMatcher {
+    let options = JsonSchemaOptions { additional_properties_default, ..JsonSchemaOptions::default() };
+    let grammar = json_schema_to_grammar(schema, &options).unwrap_or_else(|e| panic!("{schema}: {e}"));
+    GrammarMatcher::new(grammar, CompileLimits::default(), ParserLimits::default())
+}
+
+/// Known documents per keyword, each decided by hand from the keyword's definition.
+#[test]
+fn keywords_beyond_the_regex_path() {
+    let cases: &[(&str, &[&str], &[&str])] = &[
+        (
+            // Free-form objects and arrays at any depth (the regex path unrolls 3 levels).
+            r#"{"type": "object", "properties": {"a": {"type": ["object", "null"]}, "b": {"type": "array"}}}"#,
+            &[
+                r#"{"a": {"x": {"y": {"z": {"w": [[[[{}]]]]}}}}}"#,
+                r#"{"b": [[[[[[1]]]]], {"k": {"k": {"k": {}}}}]}"#,
+            ],
+            &[r#"{"a": 1}"#, r#"{"b": {}}"#, r#"{"a": {"x": [}}"#],
+        ),
+        (
+            r#"{"type": "object", "patternProperties": {"^x_": {"type": "integer"}}, "additionalProperties": false}"#,
+            &[r#"{}"#, r#"{"x_a": 1}"#, r#"{"x_a": 1, "x_b": -2}"#],
+            &[r#"{"y": 1}"#, r#"{"x_a": "s"}"#, r#"{"x_": 1.5}"#],
+        ),
+        (
+            // A declared name matching a pattern meets both schemas; others meet the rest.
+            r#"{"type": "object", "properties": {"x_id": {"minimum": 0}},
+                "patternProperties": {"^x_": {"type": "integer"}, "id$": {"maximum": 9}},
+                "additionalProperties": {"type": "string"}}"#,
+            &[r#"{"x_id": 3}"#, r#"{"x_id": 3, "x_b": 100, "bid": 2.5, "z": "s"}"#, r#"{"x_id": 9}"#],
+            &[
+                r#"{"x_id": -1}"#,
+                r#"{"x_id": 10}"#,
+                r#"{"x_id": 1.5}"#,
+                r#"{"x_bid": 10}"#,
+                r#"{"z": 1}"#,
+                r#"{"x_a": "s"}"#,
+            ],
+        ),
+        (
+            // A non-ASCII declared name meets the pattern it matches, in either spelling.
+            r#"{"type": "object", "properties": {"é": {"type": "integer"}}, "patternProperties": {"^é$": {"minimum": 5}}}"#,
+            &[r#"{"é": 5}"#, r#"{"\u00e9": 7}"#],
+            &[r#"{"é": 3}"#, r#"{"\u00e9": 3}"#],
+        ),
+        (
+            r#"{"type": "object", "properties": {"a": {"type": "integer"}}, "minProperties": 2, "maxProperties": 3}"#,
+            &[r#"{"a": 1, "b": 2}"#, r#"{"a": 1, "b": 2, "c": 3}"#, r#"{"a": 1, "b": 2, "b": 3}"#],
+            // Two extras may repeat a key (a parsed object keeps one): not two members.
+            &[
+                r#"{}"#,
+                r#"{"a": 1}"#,
+                r#"{"b": 1}"#,
+                r#"{"a": 1, "b": 2, "c": 3, "d": 4}"#,
+                r#"{"b": 1, "b": 2}"#,
+            ],
+        ),
+        (
+            r#"{"type": "object", "propertyNames": {"maxLength": 2, "pattern": "^[a-z]+$"}, "properties": {"long": {}}}"#,
+            &[r#"{}"#, r#"{"ab": 1}"#, r#"{"a": {"x": [1, {"deep": [[[[1]]]]}]}}"#],
+            &[r#"{"long": 1}"#, r#"{"abc": 1}"#, r#"{"A": 1}"#],
+        ),
+        (
+            r#"{"type": "string", "pattern": "^[a-z]+$", "minLength": 2, "maxLength": 3}"#,
+            &[r#""ab""#, r#""abc""#],
+            &[r#""a""#, r#""abcd""#, r#""aB""#],
+        ),
+        (
+            r#"{"type": "integer", "multipleOf": 7}"#,
+            &["0", "7", "-14", "700", "98"],
+            &["1", "-0", "07", "15", "7.0"],
+        ),
+        (
+            r#"{"type": "number", "multipleOf": 5, "minimum": -10, "exclusiveMaximum": 20}"#,
+            &["0", "-10", "15", "5"],
+            &["-15", "20", "25", "3", "-0"],
+        ),
+        (
+            r#"{"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}, "b": {}}, "required": ["a"],
+                           "additionalProperties": false},
+                          {"properties": {"a": {"minimum": 5}, "b": {"type": "string"}}}]}"#,
+            &[r#"{"a": 5}"#, r#"{"a": 6, "b": "x"}"#],
+            &[r#"{"a": 4}"#, r#"{"b": "x"}"#, r#"{"a": 5, "c": 1}"#],
+        ),
+        (
+            // Exactly one of the names present (the others absent).
+            r#"{"type": "object", "properties": {"n": {}, "ssn": {"type": "string"}, "ein": {"type": "string"}},
+                "required": ["n"], "oneOf": [{"required": ["ssn"]}, {"required": ["ein"]}]}"#,
+            &[r#"{"n": 1, "ssn": "a"}"#, r#"{"n": 1, "ein": "b", "z": 2}"#],
+            &[r#"{"n": 1}"#, r#"{"n": 1, "ssn": "a", "ein": "b"}"#, r#"{"ssn": "a"}"#, r#""a""#],
+        ),
+        (
+            r#"{"enum": [{"a": [1, 2]}, [null], "x", 1.5]}"#,
+            &[r#"{"a": [1, 2]}"#, r#"[null]"#, r#""x""#, "1.5"],
+            &[r#"{"a": [1]}"#, r#"[]"#, r#""y""#, "1"],
+        ),
+    ];
+    for (schema, good, bad) in cases {
+        let m = keyword_matcher(schema, true);
+        for text in *good {
+            assert!(accepts(&m, text), "{schema} should accept {text}");
+        }
+        for text in *bad {
+            assert!(!accepts(&m, text), "{schema} should reject {text}");
+        }
+    }
+}
+
+/// A required name that only additionalProperties could admit, when it admits nothing.
+#[test]
+fn required_names_without_schema_obey_additional_properties() {
+    let schema = r#"{"type": "object", "required": ["x"], "additionalProperties": false, "patternProperties": {"^y": {}}}"#;
+    let options = JsonSchemaOptions { additional_properties_default: true, ..JsonSchemaOptions::default() };
+    assert!(matches!(json_schema_to_grammar(schema, &options), Err(GrammarError::EmptyLanguage)));
+}
+
 fn next(seed: &mut u64) -> u64 {
     *seed ^= *seed << 13;
     *seed ^= *seed >> 7;
     *seed ^= *seed << 17;
     *seed
+}
+
+/// Masks (memoised per lexeme state, Earley below lexeme ends) agree with advancing each token,
+/// at every byte of valid documents, for tokens that cross lexeme boundaries.
+#[test]
+fn schema_masks_agree_with_advancing() {
+    let tokens = [
+        "{", "}", "[", "]", "\"", ",", ":", " ", "\":", "\",", "\"}", "}]", "1", "12", "0", "-", "x", "x_",
+        "_a", "a", "ab", "\"x_", "\"a\":", ": ", ", \"", "null", "true", "s\"", "3}", "7,", "e", ".", "5",
+    ];
+    let mut list: Vec<Option<Vec<u8>>> = tokens.iter().map(|t| Some(t.as_bytes().to_vec())).collect();
+    list.push(None);
+    let vocabulary = sglr_fsm::Vocabulary::new(list, vec![tokens.len() as u32]).unwrap();
+    let cases = [
+        (
+            r#"{"type": "object", "patternProperties": {"^x_": {"type": "integer"}}, "properties": {"a": {"type": "string"}}}"#,
+            r#"{"a": "s", "x_a": 12, "x_": -7}"#,
+        ),
+        (TREE, r#"{"value": 1, "children": [{"value": 12}, {"value": 0, "children": []}]}"#),
+        (r#"{"type": "array", "items": {"type": "integer", "multipleOf": 3}}"#, "[0, 12, -3]"),
+    ];
+    for (schema, document) in cases {
+        let m = keyword_matcher(schema, true);
+        let mut state = m.start().unwrap();
+        for (index, &byte) in document.as_bytes().iter().enumerate() {
+            let allowed = m.allowed_tokens(&state, &vocabulary).unwrap();
+            for token in 0..vocabulary.vocab_size() as u32 {
+                let mut probe = state.clone();
+                let ok = m.advance_token(&mut probe, &vocabulary, token).unwrap();
+                assert_eq!(
+                    ok,
+                    allowed.contains(&token),
+                    "{schema}: token {token} after {:?}",
+                    &document[..index]
+                );
+            }
+            assert!(m.advance_bytes(&mut state, &[byte]).unwrap());
+        }
+        assert!(m.num_lexeme_masks() > 0);
+    }
+}
+
+/// A container whose regex would be very long is taken apart into rules, so no lexeme DFA
+/// has to hold it (one would be built mid-document, and could be too large there).
+#[test]
+fn long_regexes_become_rules() {
+    let properties: Vec<String> = (0..400)
+        .map(|i| format!(r#""property_{i}": {{"type": "string", "enum": ["a{i}", "b{i}"]}}"#))
+        .collect();
+    let schema = format!(r#"{{"type": "object", "properties": {{{}}}}}"#, properties.join(", "));
+    let m = keyword_matcher(&schema, false);
+    let grammar = m.grammar();
+    let longest =
+        (0..grammar.num_lexemes() as u32).filter_map(|l| grammar.lexeme_pattern(l)).map(str::len).max();
+    assert!(longest.is_some_and(|n| n < 16 << 10), "{longest:?}");
+    assert!(accepts(&m, r#"{"property_3": "a3", "property_399": "b399"}"#));
+    assert!(!accepts(&m, r#"{"property_3": "a4"}"#));
+}
+
+/// A free-form container next to a keyword the rules refuse (tuple `items`) keeps the regex
+/// path's lexeme instead of failing.
+#[test]
+fn refused_rules_fall_back_to_the_regex() {
+    let schema = r#"{"type": "object", "properties": {"free": {"type": "object"},
+        "pair": {"type": "array", "items": [{"type": "integer"}, {"type": "string"}], "additionalItems": false}}}"#;
+    let m = keyword_matcher(schema, true);
+    assert!(accepts(&m, r#"{"free": {"a": [1]}, "pair": [1, "x"]}"#));
+    assert!(!accepts(&m, r#"{"pair": ["x", 1]}"#));
 }

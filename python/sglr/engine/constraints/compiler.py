@@ -2,8 +2,9 @@
 state.
 
 `regex` and non-recursive schemas become a token FSM (`ConstraintState`); `ebnf`, schemas with
-a `$ref` cycle and schemas whose FSM would be too large become a grammar
-(`GrammarConstraintState`).
+a `$ref` cycle, schemas whose FSM would be too large and schemas using a keyword no regex can
+say (`patternProperties`, `minProperties`, ...) become a grammar (`GrammarConstraintState`);
+when the grammar path refuses too, its error (naming the keyword) is the request's.
 
 Compiles against the engine's vocabulary (built once, on first use) through the shared
 `ConstraintCache`, so one pattern is compiled once however many requests use it. A pattern
@@ -21,7 +22,7 @@ from sglr.engine.constraints.grammar_state import GrammarConstraintState
 from sglr.engine.constraints.state import ConstraintState
 from sglr.engine.constraints.vocab import vocabulary_from_hf
 from sglr.engine.tokenizer import EngineTokenizer
-from sglr.errors import ConstraintError, ConstraintTooLargeError, InvalidRequestError
+from sglr.errors import ConstraintError, ConstraintTooLargeError, InvalidRequestError, UnsupportedSchemaError
 from sglr.sampling_params import SamplingParams
 
 
@@ -64,5 +65,6 @@ class ConstraintCompiler:
             return GrammarConstraintState(self.cache.json_schema_grammar(schema, vocabulary))
         try:
             return ConstraintState(self.cache.json_schema(schema, vocabulary))
-        except ConstraintTooLargeError:
+        except (ConstraintTooLargeError, UnsupportedSchemaError):
+            # The grammar path holds what one regex cannot; a refusal there names the keyword.
             return GrammarConstraintState(self.cache.json_schema_grammar(schema, vocabulary))

@@ -16,7 +16,7 @@ pub(crate) const NUMBER: &str = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0
 pub(crate) const INTEGER: &str = r"-?(?:0|[1-9][0-9]*)";
 
 /// A regex that matches nothing (a branch that can never be taken).
-pub(crate) const NEVER: &str = r"[^\x00-\x{10FFFF}]";
+pub const NEVER: &str = r"[^\x00-\x{10FFFF}]";
 
 /// One char as a regex literal outside a class. Escapes use the common dialect (`\.`, `\xHH`)
 /// so the same regex also works in other engines.

@@ -17,6 +17,7 @@ mod disjoint;
 mod keywords;
 pub use keywords::is_annotation;
 pub use literal::string_literal;
+pub use literal::NEVER as NEVER_REGEX;
 pub use object::key_not_in;
 mod literal;
 mod merge;
@@ -85,6 +86,39 @@ pub fn json_value_to_regex(schema: &Value, options: &JsonSchemaOptions) -> Resul
         depth: 0,
     };
     ctx.schema(schema, "#")
+}
+
+/// The analyses this compiler makes of a schema (merging `allOf`, checking `oneOf`
+/// disjointness, the types a schema admits), for compilers that build on this one (the
+/// grammar path), so both read schemas the same way.
+pub struct SchemaAnalysis<'a> {
+    ctx: Ctx<'a>,
+}
+
+impl<'a> SchemaAnalysis<'a> {
+    pub fn new(root: &'a Value, options: &'a JsonSchemaOptions) -> Self {
+        Self { ctx: Ctx { root, options, ws: String::new(), ref_stack: Vec::new(), depth: 0 } }
+    }
+
+    /// `allOf` (and `$ref` with siblings) merged into one schema object; `None` when nothing
+    /// satisfies it. Merges that cannot be done exactly are refused.
+    pub fn merge_all_of(
+        &self,
+        map: &Map<String, Value>,
+        path: &str,
+    ) -> Result<Option<Map<String, Value>>, FsmError> {
+        Ok(merge::merge_all_of(&self.ctx, map, path)?.schema)
+    }
+
+    /// Refuses `oneOf` branches (schema, path) unless no value can match two of them.
+    pub fn check_one_of_disjoint(&self, branches: &[(Value, String)], path: &str) -> Result<(), FsmError> {
+        disjoint::check_disjoint(&self.ctx, branches, path)
+    }
+
+    /// The types a schema object admits (`number` subsumes `integer`).
+    pub fn types(&self, map: &Map<String, Value>, path: &str) -> Result<Vec<&'static str>, FsmError> {
+        self.ctx.types(map, path)
+    }
 }
 
 pub(crate) fn unsupported(keyword: &str, path: &str, reason: &str) -> FsmError {

@@ -1,0 +1,606 @@
+//! JSON schema -> grammar, for what a regex cannot hold: recursive `$ref`s (trees, linked
+//! lists) become nonterminals, so any depth is admitted instead of the regex path's fixed
+//! unrolling, and keywords no single regex can say become grammar structure or intersection
+//! lexemes (product DFAs).
+//!
+//! Every sub-schema is first offered to rust/fsm's schema compiler as one regex lexeme (so
+//! both paths agree wherever the regex path is exact); only where it refuses (a reference, an
+//! unsupported keyword, a regex too large) is the schema taken apart here:
+//! - `$ref` (a nonterminal per target), `allOf` and `$ref` with siblings (merged by the regex
+//!   path's merge, refused where a merge is not exact), `anyOf`, `oneOf` (when its branches are
+//!   provably disjoint, else refused), several `type`s, `enum` / `const`;
+//! - objects: `properties` (in schema order), `required`, `additionalProperties` (any
+//!   schema), `patternProperties` (each extra key's value must satisfy every pattern it
+//!   matches: one intersection lexeme per set of patterns), `propertyNames`,
+//!   `minProperties` / `maxProperties` (a member count in the nonterminals);
+//! - arrays: `items`, `minItems` / `maxItems` (up to `MAX_ITEMS_BOUND`);
+//! - strings with length bounds and a `pattern` or `format` (the intersection of both
+//!   regexes), integers with `multipleOf` (a remainder automaton, bounds intersected in).
+//!
+//! Any other keyword is refused by name (never ignored, so no output is wrongly accepted).
+
+use rustc_hash::FxHashMap;
+use serde_json::{Map, Value};
+use sglr_fsm::schema::{is_annotation, json_value_to_regex, JsonSchemaOptions, SchemaAnalysis, NEVER_REGEX};
+use sglr_fsm::{ByteDfa, FsmError, DEAD};
+
+use crate::error::GrammarError;
+use crate::grammar::{Grammar, GrammarBuilder, Lexeme, NonterminalId, Symbol};
+
+mod array;
+mod object;
+mod scalar;
+
+/// Most items an array bound may count to (each bound adds its count of rules).
+pub(super) const MAX_ITEMS_BOUND: u64 = 256;
+/// Most `patternProperties` patterns in one object (extra keys split by the set of patterns
+/// they match: 2^patterns lexemes).
+pub(super) const MAX_PATTERNS: usize = 4;
+/// Most nonterminals an object's member counting may take ((members + 2) x counts).
+pub(super) const MAX_COUNT_STATES: usize = 20_000;
+/// Largest integer `multipleOf` (remainder states of the digit automaton).
+pub(super) const MAX_MULTIPLE_OF: u64 = 100_000;
+/// Deepest nesting of sub-schemas taken apart (hostile input cannot overflow the stack).
+const MAX_SCHEMA_DEPTH: usize = 96;
+/// Longest regex a container sub-schema becomes as one lexeme (longer: taken apart).
+const MAX_LEXEME_REGEX_LEN: usize = 16 << 10;
+/// Keywords whose meaning no grammar here expresses.
+const UNSUPPORTED_ANYWHERE: &[&str] = &["not", "if", "$dynamicRef", "$recursiveRef", "dependentSchemas"];
+/// Keywords about scalars (a scalar type's alternative keeps these, and `format`).
+pub(super) const SCALAR_KEYWORDS: &[&str] = &[
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "format",
+];
+
+/// Parses `schema` (JSON text) into a grammar of the JSON documents it admits.
+pub fn json_schema_to_grammar(schema: &str, options: &JsonSchemaOptions) -> Result<Grammar, GrammarError> {
+    let root: Value = serde_json::from_str(schema)
+        .map_err(|e| FsmError::InvalidSchema { path: "#".into(), message: format!("not valid JSON: {e}") })?;
+    let mut compiler = SchemaGrammar {
+        root: &root,
+        options,
+        analysis: SchemaAnalysis::new(&root, options),
+        ws: format!("(?:{})", options.whitespace_pattern),
+        builder: GrammarBuilder::new(),
+        references: FxHashMap::default(),
+        pending: Vec::new(),
+        never: None,
+        any: None,
+        depth: 0,
+    };
+    let start = compiler.builder.nonterminal("#");
+    compiler.references.insert("#".into(), start);
+    compiler.pending.push(("#".into(), start));
+    while let Some((reference, nonterminal)) = compiler.pending.pop() {
+        let target = compiler.resolve(&reference)?;
+        let pieces = compiler.schema(target, &reference)?;
+        let rhs = compiler.symbols(pieces);
+        compiler.builder.rule(nonterminal, rhs);
+    }
+    compiler.builder.build(start)
+}
+
+/// Whether a schema has a `$ref` cycle (the regex path can only unroll those to a depth).
+pub fn schema_is_recursive(schema: &str) -> bool {
+    let Ok(root) = serde_json::from_str::<Value>(schema) else { return false };
+    let mut visiting = Vec::new();
+    has_cycle(&root, &root, &mut visiting)
+}
+
+fn has_cycle<'a>(root: &'a Value, value: &'a Value, visiting: &mut Vec<&'a str>) -> bool {
+    match value {
+        Value::Object(map) => map.iter().any(|(key, child)| match (key.as_str(), child) {
+            ("$ref", Value::String(reference)) => {
+                if visiting.contains(&reference.as_str()) {
+                    return true;
+                }
+                let Some(target) = pointer(root, reference) else { return false };
+                visiting.push(reference);
+                let found = has_cycle(root, target, visiting);
+                visiting.pop();
+                found
+            }
+            _ => has_cycle(root, child, visiting),
+        }),
+        Value::Array(items) => items.iter().any(|item| has_cycle(root, item, visiting)),
+        _ => false,
+    }
+}
+
+fn pointer<'a>(root: &'a Value, reference: &str) -> Option<&'a Value> {
+    let path = reference.strip_prefix('#')?;
+    if path.is_empty() {
+        Some(root)
+    } else {
+        root.pointer(&percent_decode(path))
+    }
+}
+
+/// Decodes `%XX` escapes in a URI-fragment JSON pointer.
+fn percent_decode(pointer: &str) -> String {
+    let bytes = pointer.as_bytes();
+    let hex = |b: u8| (b as char).to_digit(16);
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let (Some(hi), Some(lo)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                out.push((hi * 16 + lo) as u8);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+pub(super) fn contains_reference(value: &Value) -> bool {
+    match value {
+        Value::Object(map) => map.iter().any(|(key, child)| key == "$ref" || contains_reference(child)),
+        Value::Array(items) => items.iter().any(contains_reference),
+        _ => false,
+    }
+}
+
+/// A piece of a right-hand side: a regex (adjacent ones merge into one lexeme), a lexeme of
+/// its own (an intersection) or a rule.
+#[derive(Debug, Clone)]
+pub(super) enum Piece {
+    Regex(String),
+    Lexeme(Lexeme),
+    Rule(NonterminalId),
+}
+
+pub(super) struct SchemaGrammar<'a> {
+    pub(super) root: &'a Value,
+    pub(super) options: &'a JsonSchemaOptions,
+    pub(super) analysis: SchemaAnalysis<'a>,
+    pub(super) ws: String,
+    pub(super) builder: GrammarBuilder,
+    pub(super) references: FxHashMap<String, NonterminalId>,
+    /// References whose rules are still to be written.
+    pub(super) pending: Vec<(String, NonterminalId)>,
+    /// A nonterminal deriving nothing (built on first use).
+    pub(super) never: Option<NonterminalId>,
+    /// Any JSON value, at any depth (built on first use).
+    pub(super) any: Option<NonterminalId>,
+    pub(super) depth: usize,
+}
+
+pub(super) fn unsupported(keyword: &str, path: &str, reason: &str) -> GrammarError {
+    GrammarError::Schema(FsmError::UnsupportedSchema {
+        keyword: keyword.into(),
+        path: path.into(),
+        reason: reason.into(),
+    })
+}
+
+pub(super) fn invalid(path: &str, message: &str) -> GrammarError {
+    GrammarError::Schema(FsmError::InvalidSchema { path: path.into(), message: message.into() })
+}
+
+/// `{"allOf": parts}`, or the one part.
+pub(super) fn all_of(mut parts: Vec<Value>) -> Value {
+    if parts.len() == 1 {
+        return parts.remove(0);
+    }
+    let mut map = Map::new();
+    map.insert("allOf".into(), Value::Array(parts));
+    Value::Object(map)
+}
+
+pub(super) fn is_trivial(schema: &Value) -> bool {
+    match schema {
+        Value::Bool(true) => true,
+        Value::Object(map) => map.keys().all(|k| is_annotation(k)),
+        _ => false,
+    }
+}
+
+/// `oneOf` whose branches only list `required` names (next to object keywords): branch i
+/// holds and no other does exactly when i's names are present and, for each other branch,
+/// the one name it needs beyond them is absent. `None` (refused) when another branch needs
+/// two or more further names, or the siblings hide which properties they declare.
+fn exclusive_required(
+    branches: &[Value],
+    siblings: &Map<String, Value>,
+    path: &str,
+) -> Option<Vec<(Value, String)>> {
+    let names = |value: Option<&Value>| -> Option<Vec<String>> {
+        match value {
+            None => Some(Vec::new()),
+            Some(Value::Array(names)) => names.iter().map(|n| n.as_str().map(String::from)).collect(),
+            Some(_) => None,
+        }
+    };
+    let mut required_sets = Vec::new();
+    for branch in branches {
+        let Value::Object(branch) = branch else { return None };
+        if branch.keys().any(|k| k != "required" && !is_annotation(k)) {
+            return None;
+        }
+        required_sets.push(names(branch.get("required"))?);
+    }
+    if ["$ref", "allOf", "anyOf", "oneOf", "patternProperties"].iter().any(|k| siblings.contains_key(*k)) {
+        return None;
+    }
+    // A non-object meets every branch, so (with two or more) never exactly one: objects only.
+    if siblings.get("type").is_some_and(|t| t != "object") {
+        return None;
+    }
+    let always = names(siblings.get("required"))?;
+    let declared: Vec<&String> = match siblings.get("properties") {
+        Some(Value::Object(properties)) => properties.keys().collect(),
+        _ => Vec::new(),
+    };
+    let closed = siblings.get("additionalProperties").filter(|v| **v != Value::Bool(true));
+    let mut exclusive = Vec::new();
+    for (i, own) in required_sets.iter().enumerate() {
+        let branch_path = format!("{path}/oneOf/{i}");
+        let present = |name: &String| always.contains(name) || own.contains(name);
+        let mut forbidden = Map::new();
+        let mut possible = true;
+        for (_, other) in required_sets.iter().enumerate().filter(|(j, _)| *j != i) {
+            let missing: Vec<&String> = other.iter().filter(|n| !present(n)).collect();
+            match missing.as_slice() {
+                // Whenever branch i holds, branch j does too.
+                [] => possible = false,
+                [name] if declared.contains(name) || closed.is_none() => {
+                    forbidden.insert((*name).clone(), Value::Bool(false));
+                }
+                // Closed objects without that property never have it.
+                [_] if closed == Some(&Value::Bool(false)) => {}
+                _ => return None,
+            }
+        }
+        if !possible {
+            exclusive.push((Value::Bool(false), branch_path));
+            continue;
+        }
+        let mut requirement = Map::new();
+        requirement.insert("required".into(), Value::Array(own.iter().cloned().map(Value::String).collect()));
+        let mut parts = vec![Value::Object(siblings.clone()), Value::Object(requirement)];
+        if !forbidden.is_empty() {
+            let mut absent = Map::new();
+            absent.insert("properties".into(), Value::Object(forbidden));
+            parts.push(Value::Object(absent));
+        }
+        exclusive.push((all_of(parts), branch_path));
+    }
+    Some(exclusive)
+}
+
+/// An object or array whose members may be any value (`{"type": "object"}` with undeclared
+/// properties allowed, `{"type": "array"}` without `items`): the regex path unrolls such values
+/// a few levels only, the grammar admits any depth.
+fn is_free_container(schema: &Value, options: &JsonSchemaOptions) -> bool {
+    let Value::Object(map) = schema else { return false };
+    let names_container = match map.get("type") {
+        Some(Value::String(t)) => t == "object" || t == "array",
+        Some(Value::Array(types)) => types.iter().any(|t| t == "object" || t == "array"),
+        _ => false,
+    };
+    let free_members = match map.get("additionalProperties") {
+        None => options.additional_properties_default,
+        Some(additional) => is_trivial(additional),
+    };
+    names_container
+        && free_members
+        && map
+            .keys()
+            .all(|k| matches!(k.as_str(), "type" | "additionalProperties" | "nullable") || is_annotation(k))
+}
+
+/// Whether a schema admits only objects or arrays (or combines sub-schemas): worth taking
+/// apart when its regex is long.
+fn is_container(schema: &Value) -> bool {
+    let Value::Object(map) = schema else { return false };
+    let container = |t: &Value| t == "object" || t == "array";
+    match map.get("type") {
+        Some(Value::String(_)) => map.get("type").is_some_and(container),
+        Some(Value::Array(types)) => types.iter().any(container),
+        _ => ["properties", "items", "allOf", "anyOf", "oneOf", "$ref"].iter().any(|k| map.contains_key(*k)),
+    }
+}
+
+/// Whether `value` or anything inside it is a free container.
+fn contains_free_container(value: &Value, options: &JsonSchemaOptions) -> bool {
+    is_free_container(value, options)
+        || match value {
+            Value::Object(map) => map.values().any(|child| contains_free_container(child, options)),
+            Value::Array(items) => items.iter().any(|item| contains_free_container(item, options)),
+            _ => false,
+        }
+}
+
+/// Whether a (small) regex's DFA matches `text` exactly.
+pub(super) fn full_match(dfa: &ByteDfa, text: &[u8]) -> bool {
+    let state = dfa.walk(dfa.start(), text);
+    state != DEAD && dfa.is_accepting(state)
+}
+
+impl<'a> SchemaGrammar<'a> {
+    fn resolve(&self, reference: &str) -> Result<&'a Value, GrammarError> {
+        if !reference.starts_with('#') {
+            return Err(unsupported("$ref", reference, "only references within the document are supported"));
+        }
+        pointer(self.root, reference)
+            .ok_or_else(|| invalid(reference, "'$ref' points nowhere in the document"))
+    }
+
+    pub(super) fn symbols(&mut self, pieces: Vec<Piece>) -> Vec<Symbol> {
+        let mut symbols = Vec::new();
+        let mut run = String::new();
+        for piece in pieces {
+            match piece {
+                Piece::Regex(regex) => run.push_str(&regex),
+                other => {
+                    if !run.is_empty() {
+                        symbols.push(Symbol::Lexeme(self.builder.lexeme(&std::mem::take(&mut run))));
+                    }
+                    symbols.push(match other {
+                        Piece::Lexeme(lexeme) => Symbol::Lexeme(self.builder.lexeme_of(lexeme)),
+                        Piece::Rule(rule) => Symbol::Nonterminal(rule),
+                        Piece::Regex(_) => unreachable!("handled above"),
+                    });
+                }
+            }
+        }
+        if !run.is_empty() {
+            symbols.push(Symbol::Lexeme(self.builder.lexeme(&run)));
+        }
+        symbols
+    }
+
+    /// A fresh nonterminal with one rule per alternative (none: it derives nothing).
+    pub(super) fn choice(&mut self, hint: &str, alternatives: Vec<Vec<Piece>>) -> NonterminalId {
+        let nonterminal = self.builder.fresh(hint);
+        if alternatives.is_empty() {
+            let never = self.never();
+            self.builder.rule(nonterminal, vec![Symbol::Nonterminal(never)]);
+        }
+        for pieces in alternatives {
+            let rhs = self.symbols(pieces);
+            self.builder.rule(nonterminal, rhs);
+        }
+        nonterminal
+    }
+
+    pub(super) fn never(&mut self) -> NonterminalId {
+        if let Some(never) = self.never {
+            return never;
+        }
+        // `never -> never` derives no string; `build` drops it and every rule using it.
+        let never = self.builder.fresh("never");
+        self.builder.rule(never, vec![Symbol::Nonterminal(never)]);
+        self.never = Some(never);
+        never
+    }
+
+    /// A regex piece; the never-matching regex becomes the `never` rule (a lexeme must match
+    /// something).
+    pub(super) fn regex_piece(&mut self, regex: String) -> Vec<Piece> {
+        if regex == NEVER_REGEX {
+            return vec![Piece::Rule(self.never())];
+        }
+        vec![Piece::Regex(format!("(?:{regex})"))]
+    }
+
+    /// Any JSON value, nested to any depth (the regex path can only unroll a few levels).
+    pub(super) fn any(&mut self) -> Result<NonterminalId, GrammarError> {
+        if let Some(any) = self.any {
+            return Ok(any);
+        }
+        let any = self.builder.fresh("any");
+        self.any = Some(any);
+        let ws = self.ws.clone();
+        let scalar = |ty: &str| -> Result<String, GrammarError> {
+            let mut map = Map::new();
+            map.insert("type".into(), Value::String(ty.into()));
+            Ok(json_value_to_regex(&Value::Object(map), self.options)?)
+        };
+        let string = scalar("string")?;
+        let number = scalar("number")?;
+        let items = self.builder.fresh("any_items");
+        let members = self.builder.fresh("any_members");
+        let alternatives = vec![
+            vec![Piece::Regex(format!("(?:{string}|{number}|true|false|null)"))],
+            vec![Piece::Regex(format!(r"\[{ws}")), Piece::Rule(items), Piece::Regex(format!(r"{ws}\]"))],
+            vec![Piece::Regex(format!(r"\[{ws}{ws}\]"))],
+            vec![Piece::Regex(format!(r"\{{{ws}")), Piece::Rule(members), Piece::Regex(format!(r"{ws}\}}"))],
+            vec![Piece::Regex(format!(r"\{{{ws}{ws}\}}"))],
+        ];
+        for pieces in alternatives {
+            let rhs = self.symbols(pieces);
+            self.builder.rule(any, rhs);
+        }
+        // items -> any | items , any ; members -> member | members , member
+        self.builder.rule(items, vec![Symbol::Nonterminal(any)]);
+        let rhs =
+            self.symbols(vec![Piece::Rule(items), Piece::Regex(format!("{ws},{ws}")), Piece::Rule(any)]);
+        self.builder.rule(items, rhs);
+        let member = vec![Piece::Regex(format!("{string}{ws}:{ws}")), Piece::Rule(any)];
+        let rhs = self.symbols(member.clone());
+        self.builder.rule(members, rhs);
+        let mut more = vec![Piece::Rule(members), Piece::Regex(format!("{ws},{ws}"))];
+        more.extend(member);
+        let rhs = self.symbols(more);
+        self.builder.rule(members, rhs);
+        Ok(any)
+    }
+
+    pub(super) fn schema(&mut self, schema: &Value, path: &str) -> Result<Vec<Piece>, GrammarError> {
+        if is_trivial(schema) {
+            return Ok(vec![Piece::Rule(self.any()?)]);
+        }
+        // The regex path's one lexeme, unless it is very long (its DFA could be too large to
+        // build once the parser gets there) or unrolls free-form values to a fixed depth: then
+        // rules, with the regex kept in case the rules refuse a keyword.
+        let mut fallback = None;
+        if !contains_reference(schema) {
+            match json_value_to_regex(schema, self.options) {
+                Ok(regex) => {
+                    let long = regex.len() > MAX_LEXEME_REGEX_LEN && is_container(schema);
+                    if !long && !contains_free_container(schema, self.options) {
+                        return Ok(self.regex_piece(regex));
+                    }
+                    fallback = Some(regex);
+                }
+                // Taken apart below.
+                Err(FsmError::UnsupportedSchema { .. } | FsmError::AutomatonTooLarge { .. }) => {}
+                Err(error) => return Err(error.into()),
+            }
+        }
+        if self.depth >= MAX_SCHEMA_DEPTH {
+            return Err(unsupported(
+                "$ref",
+                path,
+                &format!("schemas nested deeper than {MAX_SCHEMA_DEPTH} levels"),
+            ));
+        }
+        let Some(regex) = fallback else {
+            self.depth += 1;
+            let pieces = self.structure(schema, path);
+            self.depth -= 1;
+            return pieces;
+        };
+        // Rules written by a refused attempt are dropped with it.
+        let saved =
+            (self.builder.clone(), self.references.clone(), self.pending.clone(), self.never, self.any);
+        self.depth += 1;
+        let pieces = self.structure(schema, path);
+        self.depth -= 1;
+        match pieces {
+            Err(GrammarError::Schema(FsmError::UnsupportedSchema { .. })) => {
+                (self.builder, self.references, self.pending, self.never, self.any) = saved;
+                Ok(self.regex_piece(regex))
+            }
+            other => other,
+        }
+    }
+
+    /// A schema the regex path cannot hold as one regex, taken apart keyword by keyword.
+    fn structure(&mut self, schema: &Value, path: &str) -> Result<Vec<Piece>, GrammarError> {
+        let map = match schema {
+            Value::Bool(true) => return Ok(vec![Piece::Rule(self.any()?)]),
+            Value::Bool(false) => return Ok(vec![Piece::Rule(self.never())]),
+            Value::Object(map) => map,
+            _ => return Err(invalid(path, "a schema must be an object or a boolean")),
+        };
+        for &keyword in UNSUPPORTED_ANYWHERE {
+            if map.contains_key(keyword) {
+                return Err(unsupported(keyword, path, "not expressible by the grammar path"));
+            }
+        }
+        if let Some(reference) = map.get("$ref") {
+            let Value::String(reference) = reference else {
+                return Err(invalid(path, "'$ref' must be a string"));
+            };
+            if map.keys().any(|k| k != "$ref" && !is_annotation(k)) {
+                return self.merged(map, path);
+            }
+            let nonterminal = match self.references.get(reference) {
+                Some(&known) => known,
+                None => {
+                    self.resolve(reference)?;
+                    let created = self.builder.nonterminal(reference);
+                    self.references.insert(reference.clone(), created);
+                    self.pending.push((reference.clone(), created));
+                    created
+                }
+            };
+            return Ok(vec![Piece::Rule(nonterminal)]);
+        }
+        if map.contains_key("allOf") {
+            return self.merged(map, path);
+        }
+        for keyword in ["anyOf", "oneOf"] {
+            if map.contains_key(keyword) {
+                return self.alternatives(map, keyword, path);
+            }
+        }
+        let types = self.analysis.types(map, path)?;
+        if map.contains_key("enum") || map.contains_key("const") {
+            // Literal values hold no references: the regex path writes them.
+            let mut literal: Map<String, Value> = map
+                .iter()
+                .filter(|(k, _)| matches!(k.as_str(), "enum" | "const" | "type"))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            literal.insert(
+                "type".into(),
+                Value::Array(types.iter().map(|t| Value::String((*t).into())).collect()),
+            );
+            let regex = json_value_to_regex(&Value::Object(literal), self.options)?;
+            return Ok(self.regex_piece(regex));
+        }
+        let mut alternatives = Vec::new();
+        for ty in types {
+            alternatives.push(match ty {
+                "object" => self.object(map, path)?,
+                "array" => self.array(map, path)?,
+                scalar => self.scalar(map, scalar, path)?,
+            });
+        }
+        if alternatives.len() == 1 {
+            return Ok(alternatives.remove(0));
+        }
+        Ok(vec![Piece::Rule(self.choice("types", alternatives))])
+    }
+
+    /// `allOf` / `$ref` with siblings: one merged schema.
+    fn merged(&mut self, map: &Map<String, Value>, path: &str) -> Result<Vec<Piece>, GrammarError> {
+        match self.analysis.merge_all_of(map, path)? {
+            None => Ok(vec![Piece::Rule(self.never())]),
+            Some(merged) => self.schema(&Value::Object(merged), path),
+        }
+    }
+
+    /// `anyOf` / `oneOf`, sibling keywords distributed into every branch.
+    fn alternatives(
+        &mut self,
+        map: &Map<String, Value>,
+        keyword: &str,
+        path: &str,
+    ) -> Result<Vec<Piece>, GrammarError> {
+        let Some(Value::Array(branches)) = map.get(keyword) else {
+            return Err(invalid(path, &format!("'{keyword}' must be an array")));
+        };
+        let mut siblings = map.clone();
+        siblings.remove(keyword);
+        let has_siblings = siblings.keys().any(|k| !is_annotation(k));
+        let merged: Vec<(Value, String)> = branches
+            .iter()
+            .enumerate()
+            .map(|(index, branch)| {
+                let branch = if has_siblings {
+                    all_of(vec![Value::Object(siblings.clone()), branch.clone()])
+                } else {
+                    branch.clone()
+                };
+                (branch, format!("{path}/{keyword}/{index}"))
+            })
+            .collect();
+        let merged = match keyword {
+            "oneOf" => match self.analysis.check_one_of_disjoint(&merged, path) {
+                Ok(()) => merged,
+                Err(error) => exclusive_required(branches, &siblings, path).ok_or(error)?,
+            },
+            _ => merged,
+        };
+        let mut alternatives = Vec::new();
+        for (branch, branch_path) in &merged {
+            alternatives.push(self.schema(branch, branch_path)?);
+        }
+        Ok(vec![Piece::Rule(self.choice("any_of", alternatives))])
+    }
+}

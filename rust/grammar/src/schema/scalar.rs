@@ -1,0 +1,126 @@
+//! Scalars beyond one regex: strings with length bounds next to a pattern or format (an
+//! intersection lexeme) and integers with `multipleOf` (a remainder automaton intersected with
+//! the bounds).
+use serde_json::{Map, Value};
+use sglr_fsm::schema::{json_value_to_regex, NEVER_REGEX};
+use sglr_fsm::{CompileLimits, FsmError};
+
+use super::{unsupported, Piece, SchemaGrammar, MAX_MULTIPLE_OF, SCALAR_KEYWORDS};
+use crate::error::GrammarError;
+use crate::grammar::Lexeme;
+
+impl SchemaGrammar<'_> {
+    /// A string, number, integer, boolean or null: the regex path's regex, else (length
+    /// bounds with a pattern or format, `multipleOf`) an intersection or a digit grammar.
+    pub(super) fn scalar(
+        &mut self,
+        map: &Map<String, Value>,
+        ty: &str,
+        path: &str,
+    ) -> Result<Vec<Piece>, GrammarError> {
+        let mut single: Map<String, Value> = map
+            .iter()
+            .filter(|(k, _)| SCALAR_KEYWORDS.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        single.insert("type".into(), Value::String(ty.into()));
+        let error = match json_value_to_regex(&Value::Object(single.clone()), self.options) {
+            Ok(regex) => return Ok(self.regex_piece(regex)),
+            Err(error) => error,
+        };
+        let FsmError::UnsupportedSchema { keyword, .. } = &error else { return Err(error.into()) };
+        match (ty, keyword.as_str()) {
+            ("string", "minLength" | "maxLength") => {
+                let Some(regexes) = self.string_regexes(single)? else {
+                    return Ok(vec![Piece::Rule(self.never())]);
+                };
+                let lexeme = Lexeme::Intersection { all: regexes, none: Vec::new() };
+                Ok(self
+                    .checked_lexeme(lexeme)?
+                    .map_or_else(|| vec![Piece::Rule(self.never())], |l| vec![Piece::Lexeme(l)]))
+            }
+            ("integer" | "number", "multipleOf") => self.multiple_of(&single, path),
+            _ => Err(error.into()),
+        }
+    }
+
+    /// A string schema as regexes a string must all match: the regex path's one, or, for
+    /// length bounds next to a pattern or format, the shape's and the length's. `None`: no
+    /// string matches.
+    pub(super) fn string_regexes(
+        &self,
+        mut single: Map<String, Value>,
+    ) -> Result<Option<Vec<String>>, GrammarError> {
+        single.insert("type".into(), Value::String("string".into()));
+        let error = match json_value_to_regex(&Value::Object(single.clone()), self.options) {
+            Ok(regex) if regex == NEVER_REGEX => return Ok(None),
+            Ok(regex) => return Ok(Some(vec![regex])),
+            Err(error) => error,
+        };
+        if !matches!(&error, FsmError::UnsupportedSchema { keyword, .. } if keyword == "minLength" || keyword == "maxLength")
+        {
+            return Err(error.into());
+        }
+        let mut lengths = Map::new();
+        lengths.insert("type".into(), Value::String("string".into()));
+        for key in ["minLength", "maxLength"] {
+            if let Some(value) = single.remove(key) {
+                lengths.insert(key.into(), value);
+            }
+        }
+        let shape = json_value_to_regex(&Value::Object(single), self.options)?;
+        let length = json_value_to_regex(&Value::Object(lengths), self.options)?;
+        if shape == NEVER_REGEX || length == NEVER_REGEX {
+            return Ok(None);
+        }
+        Ok(Some(vec![shape, length]))
+    }
+
+    /// The lexeme, or `None` when its language is empty (checked now: a lexeme must match
+    /// something when the parser builds it).
+    pub(super) fn checked_lexeme(&self, lexeme: Lexeme) -> Result<Option<Lexeme>, GrammarError> {
+        match crate::lexemes::build(&lexeme, &CompileLimits::default()) {
+            Ok(_) => Ok(Some(lexeme)),
+            Err(GrammarError::Lexeme { source: FsmError::EmptyLanguage, .. }) => Ok(None),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Integers divisible by `multipleOf` (a positive integer), within any bounds: one lexeme,
+    /// the remainder automaton intersected with the bounds' regex. For `number` only its
+    /// integers are admitted (`2.0` is a multiple too but never produced): a subset, never a
+    /// wrong value.
+    pub(super) fn multiple_of(
+        &mut self,
+        map: &Map<String, Value>,
+        path: &str,
+    ) -> Result<Vec<Piece>, GrammarError> {
+        let divisor = map.get("multipleOf").and_then(|value| {
+            value
+                .as_u64()
+                .or_else(|| value.as_f64().filter(|f| f.fract() == 0.0 && *f >= 1.0).map(|f| f as u64))
+        });
+        let Some(divisor) = divisor.filter(|d| (1..=MAX_MULTIPLE_OF).contains(d)) else {
+            return Err(unsupported(
+                "multipleOf",
+                path,
+                &format!("only integer divisors from 1 to {MAX_MULTIPLE_OF} are supported"),
+            ));
+        };
+        let mut bounds = Map::new();
+        bounds.insert("type".into(), Value::String("integer".into()));
+        for key in ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"] {
+            if let Some(value) = map.get(key) {
+                bounds.insert(key.into(), value.clone());
+            }
+        }
+        let range = json_value_to_regex(&Value::Object(bounds), self.options)?;
+        if range == NEVER_REGEX {
+            return Ok(vec![Piece::Rule(self.never())]);
+        }
+        let lexeme = Lexeme::MultipleOf { divisor: divisor as u32, all: vec![range] };
+        Ok(self
+            .checked_lexeme(lexeme)?
+            .map_or_else(|| vec![Piece::Rule(self.never())], |l| vec![Piece::Lexeme(l)]))
+    }
+}
