@@ -191,6 +191,27 @@ def test_schema_errors_name_the_tool_parameters():
         assert info.value.param == f"tools[{len(tools) - 1}].function.parameters"
 
 
+def test_a_recursive_schema_the_grammar_cannot_print_is_refused_by_keyword():
+    """`multipleOf` beside a `$ref` cycle compiles to an automaton with no regex text, which an
+    embedded EBNF grammar cannot carry: a 400 naming the tool's parameters and the keyword."""
+    counted = {
+        "$defs": {
+            "n": {
+                "type": "object",
+                "properties": {
+                    "size": {"type": "integer", "multipleOf": 7},
+                    "kids": {"type": "array", "items": {"$ref": "#/$defs/n"}},
+                },
+            }
+        },
+        "$ref": "#/$defs/n",
+    }
+    tool = {"type": "function", "function": {"name": "count", "parameters": counted}}
+    with pytest.raises(ApiError, match="multipleOf") as info:
+        forced_call_constraint(read_tool_request({"tools": [tool], "tool_choice": "required"}), HERMES)
+    assert info.value.param == "tools[0].function.parameters"
+
+
 def test_grammar_calls_validate_against_the_schema():
     """Random walks through the grammar's allowed bytes: every finished call validates."""
     body = {"tools": [PLANT], "tool_choice": "required", "parallel_tool_calls": False}

@@ -29,7 +29,7 @@ fn accepts(m: &GrammarMatcher, text: &[u8]) -> bool {
 
 fn schema_pair() -> (GrammarMatcher, GrammarMatcher, String) {
     let grammar = json_schema_to_grammar(TREE, &JsonSchemaOptions::default()).unwrap();
-    let text = grammar_to_ebnf(&grammar, "tree");
+    let text = grammar_to_ebnf(&grammar, "tree").unwrap();
     let reread = parse_ebnf(&text).unwrap();
     (matcher(grammar), matcher(reread), text)
 }
@@ -57,7 +57,7 @@ fn ebnf_with_line_breaks_slashes_and_empty_rules_round_trips() {
     let source = "root ::= \"a/\\n\" item* (\"x\" | \"\")\nitem ::= [\\n/] | \"(\" root \")\"\n";
     let grammar = parse_ebnf(source).unwrap();
     let original = matcher(grammar.clone());
-    let reread = matcher(parse_ebnf(&grammar_to_ebnf(&grammar, "g")).unwrap());
+    let reread = matcher(parse_ebnf(&grammar_to_ebnf(&grammar, "g").unwrap()).unwrap());
     for doc in ["a/\n", "a/\n/\nx", "a/\n(a/\n)", "a/\n(a/\nx)x"] {
         assert!(accepts(&original, doc.as_bytes()) && accepts(&reread, doc.as_bytes()), "{doc}");
     }
@@ -69,8 +69,10 @@ fn ebnf_with_line_breaks_slashes_and_empty_rules_round_trips() {
 #[test]
 fn a_printed_grammar_embeds_under_its_name() {
     let grammar = json_schema_to_grammar(TREE, &JsonSchemaOptions::default()).unwrap();
-    let wrapped =
-        format!("root ::= \"<call>\" tree (\";\" tree)* \"</call>\"\n{}", grammar_to_ebnf(&grammar, "tree"));
+    let wrapped = format!(
+        "root ::= \"<call>\" tree (\";\" tree)* \"</call>\"\n{}",
+        grammar_to_ebnf(&grammar, "tree").unwrap()
+    );
     let m = matcher(parse_ebnf(&wrapped).unwrap());
     assert!(accepts(&m, br#"<call>{"name": "a"};{"name": "b", "children": [{"name": "c"}]}</call>"#));
     assert!(!accepts(&m, br#"<call>{"name": "a"}"#));
@@ -87,4 +89,14 @@ proptest! {
         let (original, reread, _) = schema_pair();
         prop_assert_eq!(accepts(&original, doc.as_bytes()), accepts(&reread, doc.as_bytes()), "{}", doc);
     }
+}
+
+#[test]
+fn a_lexeme_without_regex_text_is_a_typed_refusal_naming_the_keyword() {
+    let schema = r##"{"$defs": {"n": {"type": "object", "properties": {
+        "size": {"type": "integer", "multipleOf": 7},
+        "kids": {"type": "array", "items": {"$ref": "#/$defs/n"}}}}}, "$ref": "#/$defs/n"}"##;
+    let grammar = json_schema_to_grammar(schema, &JsonSchemaOptions::default()).unwrap();
+    let error = grammar_to_ebnf(&grammar, "n").unwrap_err();
+    assert!(error.to_string().contains("multipleOf"), "{error}");
 }

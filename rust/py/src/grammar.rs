@@ -263,5 +263,5 @@ pub(crate) fn json_schema_to_ebnf(
     };
     let grammar =
         py.detach(|| json_schema_to_grammar(&schema, &options)).map_err(|e| grammar_error(py, e))?;
-    Ok(grammar_to_ebnf(&grammar, &name))
+    grammar_to_ebnf(&grammar, &name).map_err(|e| grammar_error(py, e))
 }

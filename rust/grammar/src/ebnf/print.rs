@@ -2,11 +2,15 @@
 //! grammar (e.g. a recursive JSON schema's) can be embedded in a larger EBNF grammar that
 //! the caller writes around it (OpenAI tool calls wrap each tool's arguments schema).
 
-use crate::grammar::{Grammar, Symbol};
+use crate::error::GrammarError;
+use crate::grammar::{Grammar, Lexeme, Symbol};
+use sglr_fsm::FsmError;
 
 /// The grammar as GBNF rules: its start rule is `name`, every other nonterminal `name_<id>`
 /// (so two printed grammars with different names never clash), each lexeme a `/regex/`.
-pub fn grammar_to_ebnf(grammar: &Grammar, name: &str) -> String {
+/// A lexeme with no regex text (an intersection or a `multipleOf` automaton) cannot be
+/// printed: that is a `GrammarError::Schema` naming the keyword that made it.
+pub fn grammar_to_ebnf(grammar: &Grammar, name: &str) -> Result<String, GrammarError> {
     let rule_name = |id: u32| -> String {
         if id == grammar.rule(0).lhs {
             name.to_string()
@@ -26,12 +30,27 @@ pub fn grammar_to_ebnf(grammar: &Grammar, name: &str) -> String {
             text.push(' ');
             match *symbol {
                 Symbol::Nonterminal(id) => text.push_str(&rule_name(id)),
-                Symbol::Lexeme(id) => text.push_str(&regex_terminal(grammar.lexeme_pattern(id))),
+                Symbol::Lexeme(id) => match grammar.lexeme_pattern(id) {
+                    Some(pattern) => text.push_str(&regex_terminal(pattern)),
+                    None => return Err(unprintable(grammar.lexeme(id))),
+                },
             }
         }
         text.push('\n');
     }
-    text
+    Ok(text)
+}
+
+fn unprintable(lexeme: &Lexeme) -> GrammarError {
+    let keyword = match lexeme {
+        Lexeme::MultipleOf { .. } => "multipleOf",
+        _ => "patternProperties/propertyNames/pattern",
+    };
+    GrammarError::Schema(FsmError::UnsupportedSchema {
+        keyword: keyword.to_string(),
+        path: String::new(),
+        reason: "its automaton has no regex text, so the grammar cannot be embedded as EBNF".to_string(),
+    })
 }
 
 /// `/pattern/` with `/` and line breaks escaped (the terminal ends at an unescaped `/` and
