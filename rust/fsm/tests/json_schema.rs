@@ -64,6 +64,15 @@ fn additional_properties_false_true_and_schema() {
         // An extra property may not repeat a declared name.
         &[r#"{"a": 1, "a": "x"}"#, r#"{"a": "x"}"#],
     );
+    // A required name neither declared nor allowed as an extra: nothing validates.
+    let impossible = json!({"type": "object", "required": ["x"], "additionalProperties": false});
+    let regex = json_value_to_regex(&impossible, &JsonSchemaOptions::default()).unwrap();
+    let re = regex::Regex::new(&format!("^(?:{regex})$")).unwrap();
+    for doc in [r#"{"x": 1}"#, "{}", r#"{"x": null}"#] {
+        assert!(!re.is_match(doc), "{regex} accepts {doc}");
+    }
+    // Without additionalProperties spelled out, the required name takes any value.
+    check(json!({"type": "object", "required": ["x"]}), &[r#"{"x": 1}"#, r#"{"x": [true]}"#], &["{}"]);
     let map = json!({"type": "object", "additionalProperties": {"type": "number"}});
     check(map, &[r#"{"x": 1.5, "y": -2}"#, "{}"], &[r#"{"x": "1"}"#]);
 }

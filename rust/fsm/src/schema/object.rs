@@ -44,6 +44,11 @@ pub(crate) fn object_schema(ctx: &mut Ctx, map: &Map<String, Value>, path: &str)
         Some(value) => value.clone(),
     };
     let allows_extra = additional != Value::Bool(false);
+    // Spelled out (not the option's default): a required name the schema does not declare can
+    // then never appear, so the object is unsatisfiable. Under the default, such a name is one
+    // the schema lets through as an extra, with any value.
+    let extras_forbidden = map.get("additionalProperties").or_else(|| map.get("unevaluatedProperties"))
+        == Some(&Value::Bool(false));
 
     let ws = ctx.ws.clone();
     let mut declared: Vec<Property> = Vec::new();
@@ -53,10 +58,10 @@ pub(crate) fn object_schema(ctx: &mut Ctx, map: &Map<String, Value>, path: &str)
         .map(|(name, schema)| (name.as_str(), schema.clone()))
         .chain(
             // Required names without a declared schema take any value (or the extra schema).
-            required
-                .iter()
-                .filter(|name| !properties.contains_key(**name))
-                .map(|name| (*name, if allows_extra { additional.clone() } else { Value::Bool(true) })),
+            required.iter().filter(|name| !properties.contains_key(**name)).map(|name| {
+                let value = if allows_extra { additional.clone() } else { Value::Bool(!extras_forbidden) };
+                (*name, value)
+            }),
         )
         .collect::<Vec<_>>();
     for (name, schema) in &declared_schemas {
