@@ -175,7 +175,12 @@ def main() -> None:
     )
     print(
         f"\nscheduler time per forward pass with {args.max_concurrency} streaming clients / without: "
-        f"{worker_pass / quiet['ms_per_pass']:.3f} (batches differ: the clients arrive over time)"
+        f"{worker_pass / quiet['ms_per_pass']:.3f} "
+        + (
+            "(one wave: every request arrives at once in both runs)"
+            if args.num_prompts <= args.max_concurrency
+            else "(batches differ: the clients arrive over time)"
+        )
     )
     print(
         f"scheduler busy time for the whole workload with the clients / without: "
