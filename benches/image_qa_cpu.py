@@ -17,6 +17,8 @@ the other), each warmed up on different media first.
 
     python benches/image_qa_cpu.py                      # 576 image tokens (LLaVA-1.5's 336 px / 14)
     python benches/image_qa_cpu.py --questions 4 --image-size 168 --video-frames 0   # images only
+
+`benches/run_workloads.py` runs it too (its multimodal section; sizes per profile).
 """
 
 from __future__ import annotations
@@ -119,7 +121,7 @@ def run_system(model_dir: Path, options: dict, args: argparse.Namespace, kind: s
         engine.shutdown()
 
 
-def main() -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -132,7 +134,11 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--output", type=Path, default=None, help="also write the table here (markdown)")
-    args = parser.parse_args()
+    return parser.parse_args(argv)
+
+
+def measure(args: argparse.Namespace, command: str) -> str:
+    """Runs both systems on the image (and video) workloads; the markdown table."""
     import torch
 
     kinds = ["image", "video"] if args.video_frames else ["image"]
@@ -154,7 +160,7 @@ def main() -> None:
     lines = [
         "# Questions about one image or video: prefix cache on vs off (tiny LLaVA, CPU)",
         "",
-        f"Command: `python {shlex.join(['benches/image_qa_cpu.py', *sys.argv[1:]])}`  ",
+        f"Command: `{command}`  ",
         f"Machine: {platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
         f"{torch.get_num_threads()} threads  ",
         f"Models: CLIP 4 x 256 and Llama 4 x 256; image: LLaVA-1.5, {args.image_size} px / {args.patch_size} = "
@@ -177,7 +183,12 @@ def main() -> None:
             f"{kind.capitalize()} QA: follow-up TTFT no-cache / cache **{base['follow_ms'] / cache['follow_ms']:.2f}x**; "
             f"all-at-once **{base['parallel_ms'] / cache['parallel_ms']:.2f}x**.  "
         )
-    table = "\n".join(lines)
+    return "\n".join(lines)
+
+
+def main() -> None:
+    args = parse_args()
+    table = measure(args, "python " + shlex.join(["benches/image_qa_cpu.py", *sys.argv[1:]]))
     print(table)
     if args.output is not None:
         args.output.write_text(table + "\n")

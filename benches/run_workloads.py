@@ -5,6 +5,10 @@
     python benches/run_workloads.py --profile smoke    # seconds (tests/benches runs it)
     python benches/run_workloads.py --profile cpu --workloads few-shot,react --systems sglr,no-cache
 
+The cpu profile also runs the multimodal workloads (`image_qa_cpu.py`: questions about one image
+and about one video on a tiny LLaVA, cache on vs off) as a section of its own
+(`--no-multimodal` skips them; `--multimodal` adds them to the smoke profile).
+
 Every system runs every workload it applies to (see benchlib/systems.py), one cell at a time,
 with the prefix cache flushed before each cell. Writes `table.md` (machine, command, tables),
 `results.json` and `chart.png` (programs/s normalized to the best system per workload) to
@@ -230,11 +234,14 @@ def run(
     kv_tokens: int | None = None,
     model: str | None = None,
     repeats: int = 1,
+    multimodal: bool = False,
 ) -> list[Row]:
     """Runs the workloads on the systems; prints and writes the table and chart; returns the rows.
 
     kv_tokens / model: instead of the profile's. repeats: runs per cell; the fastest counts (on a
-    shared machine, other processes only ever add time).
+    shared machine, other processes only ever add time). multimodal: also the image and video QA
+    workloads (`image_qa_cpu.py`: a tiny LLaVA, cache on vs off; CPU profiles only), as their
+    own section of the table.
     """
     unknown = [n for n in workload_names if n not in BUILDERS] + [n for n in system_names if n not in SYSTEMS]
     if unknown:
@@ -275,7 +282,10 @@ def run(
             rows += runner.run_transformers(system, workloads)
     workload_order = {workload.name: index for index, workload in enumerate(workloads)}
     rows.sort(key=lambda r: (workload_order[r.workload], system_names.index(r.system)))
-    report(rows, profile, system_names, output_dir or str(BENCHES_DIR / "results" / profile.name), command)
+    extra = multimodal_section(profile.name) if multimodal else ""
+    report(
+        rows, profile, system_names, output_dir or str(BENCHES_DIR / "results" / profile.name), command, extra
+    )
     return rows
 
 
@@ -295,8 +305,14 @@ def machine_description(device: str) -> str:
 
 
 def report(
-    rows: list[Row], profile: Profile, system_names: list[str], output_dir: str, command: str | None
+    rows: list[Row],
+    profile: Profile,
+    system_names: list[str],
+    output_dir: str,
+    command: str | None,
+    extra: str = "",
 ) -> None:
+    """extra: a further markdown section (the multimodal workloads) after the tables."""
     table = markdown_table(rows, BASELINE)
     shapes = shapes_table(rows, "sglr")
     legend = "\n".join(f"- `{name}`: {SYSTEMS[name].description}" for name in system_names)
@@ -310,6 +326,8 @@ def report(
         f"{header}\n{table}\n\nSystems:\n{legend}\n\nWorkload shapes (on `sglr`):\n\n{shapes}\n\n"
         f"Engine work per program:\n\n{work}\n"
     )
+    if extra:
+        text += "\n" + extra
     print()
     print(text)
     out = Path(output_dir)
@@ -323,6 +341,24 @@ def report(
     present = [name for name in system_names if any(row.system == name for row in rows)]
     write_chart(rows, present, str(out / "chart.png"), f"sglr workloads, {profile.name} profile")
     print(f"wrote {out / 'table.md'}, {out / 'results.json'}, {out / 'chart.png'}")
+
+
+#: image_qa_cpu.py's flags per profile (the smoke sizes finish in seconds).
+MULTIMODAL_ARGS = {
+    "smoke": ["--questions", "3", "--image-size", "56", "--video-frames", "2", "--max-new-tokens", "2"],
+    "cpu": [],
+}
+
+
+def multimodal_section(profile_name: str) -> str:
+    if profile_name not in MULTIMODAL_ARGS:
+        return "Multimodal workloads: not run (`image_qa_cpu.py` runs on the CPU profiles only).\n"
+    import image_qa_cpu
+
+    argv = MULTIMODAL_ARGS[profile_name]
+    print("running: multimodal workloads (image_qa_cpu.py)", flush=True)
+    table = image_qa_cpu.measure(image_qa_cpu.parse_args(argv), shlex.join(["image_qa_cpu.py", *argv]))
+    return "## Multimodal workloads\n\n" + table.split("\n", 2)[2] + "\n"
 
 
 def main() -> None:
@@ -341,6 +377,12 @@ def main() -> None:
         "--model", default=None, help="tiny, tiny-wide or a model_gpu.py preset (default: the profile's)"
     )
     parser.add_argument("--repeats", type=int, default=1, help="runs per cell; the fastest is reported")
+    parser.add_argument(
+        "--multimodal",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="the image / video QA workloads too (default: on for the cpu profile)",
+    )
     args = parser.parse_args()
     command = "python benches/run_workloads.py " + shlex.join(sys.argv[1:])
     run(
@@ -353,6 +395,7 @@ def main() -> None:
         kv_tokens=args.kv_tokens,
         model=args.model,
         repeats=args.repeats,
+        multimodal=args.profile == "cpu" if args.multimodal is None else args.multimodal,
     )
 
 

@@ -7,6 +7,7 @@ for the benchmark to report, never for a test to assert.
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -24,7 +25,9 @@ def smoke_run(tmp_path_factory: pytest.TempPathFactory):
     import run_workloads
 
     output_dir = tmp_path_factory.mktemp("workloads")
-    rows = run_workloads.run("smoke", list(BUILDERS), list(SYSTEMS), seed=0, output_dir=str(output_dir))
+    rows = run_workloads.run(
+        "smoke", list(BUILDERS), list(SYSTEMS), seed=0, output_dir=str(output_dir), multimodal=True
+    )
     return rows, output_dir
 
 
@@ -67,6 +70,25 @@ def test_table_and_chart_are_written(smoke_run) -> None:
     for row in rows:
         assert f"| {row.workload} | {row.system}" in table
     assert (output_dir / "chart.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_multimodal_rows_report_cached_media_only_with_the_cache(smoke_run) -> None:
+    """The image / video QA section: follow-up questions and a batch about seen media have the
+    media's tokens cached with the cache on, none with it off."""
+    _, output_dir = smoke_run
+    table = (output_dir / "table.md").read_text()
+    rows = {
+        (m.group(1), m.group(2)): [cell.strip() for cell in m.group(3).split("|")]
+        for m in re.finditer(r"^\| (image|video) QA \| ([\w-]+) \|(.*)$", table, re.M)
+    }
+    assert set(rows) == {(kind, system) for kind in ("image", "video") for system in ("cache", "no-cache")}
+    for (kind, system), cells in rows.items():
+        cached = [float(cells[3]), float(cells[5])]  # per follow-up, per question of the batch
+        # 16 image tokens (56 / 14 squared), or 2 frames x 4 tokens, plus the text before them
+        if system == "cache":
+            assert all(value >= (16 if kind == "image" else 8) for value in cached), (kind, cells)
+        else:
+            assert cached == [0, 0], (kind, cells)
 
 
 def test_workloads_are_seeded_and_sized_by_profile() -> None:
