@@ -191,6 +191,30 @@ def test_schema_errors_name_the_tool_parameters():
         assert info.value.param == f"tools[{len(tools) - 1}].function.parameters"
 
 
+def test_a_schema_the_regex_path_refuses_goes_through_the_grammar():
+    """`minProperties` over optional properties (refused by the regex path) is compiled by the
+    grammar path, as for a plain `json_schema`: calls with two or more members pass, fewer not."""
+    pair = {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}, "c": {"type": "integer"}},
+        "minProperties": 2,
+        "additionalProperties": False,
+    }
+    tool = {"type": "function", "function": {"name": "pick", "parameters": pair}}
+    constraint = forced_call_constraint(
+        read_tool_request({"tools": [tool], "tool_choice": "required"}), HERMES
+    )
+    assert constraint is not None and constraint.field == "ebnf"
+
+    def wrap(arguments: dict) -> str:
+        return HERMES.prefix + _call(HERMES, "pick", arguments) + HERMES.suffix
+
+    for arguments in ({"a": 1, "b": 2}, {"a": 1, "c": 3}, {"a": 1, "b": 2, "c": 3}):
+        assert _accepts(constraint.text, wrap(arguments)), arguments
+    for arguments in ({}, {"b": 2}, {"a": 1, "b": "x"}, {"a": 1, "d": 2}):
+        assert not _accepts(constraint.text, wrap(arguments)), arguments
+
+
 def test_a_recursive_schema_the_grammar_cannot_print_is_refused_by_keyword():
     """`multipleOf` beside a `$ref` cycle compiles to an automaton with no regex text, which an
     embedded EBNF grammar cannot carry: a 400 naming the tool's parameters and the keyword."""

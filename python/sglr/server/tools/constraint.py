@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from sglr._core import json_schema_is_recursive, json_schema_to_ebnf, json_schema_to_regex
+from sglr.errors import ConstraintTooLargeError, UnsupportedSchemaError
 from sglr.server.errors import ApiError
 from sglr.server.tools.formats import ToolFormat
 from sglr.server.tools.free_text import free_text_regex, free_text_rules
@@ -57,10 +58,15 @@ def check_schemas(request: ToolRequest) -> None:
 
 @functools.lru_cache(maxsize=256)
 def _arguments(schema: str) -> tuple[str, str]:
-    """("regex", pattern) for a non-recursive schema, else ("ebnf", rules named `arguments`)."""
-    if json_schema_is_recursive(schema):
-        return "ebnf", json_schema_to_ebnf(schema, "arguments")
-    return "regex", json_schema_to_regex(schema)
+    """("regex", pattern) for a schema the regex path compiles, else ("ebnf", rules named
+    `arguments`): recursive schemas, and those the regex path refuses by keyword or size (as the
+    engine routes a plain `json_schema`); the grammar path's own refusal is what the client sees."""
+    if not json_schema_is_recursive(schema):
+        try:
+            return "regex", json_schema_to_regex(schema)
+        except (UnsupportedSchemaError, ConstraintTooLargeError):
+            pass
+    return "ebnf", json_schema_to_ebnf(schema, "arguments")
 
 
 def forced_call_constraint(request: ToolRequest, fmt: ToolFormat) -> CallConstraint | None:
@@ -70,7 +76,7 @@ def forced_call_constraint(request: ToolRequest, fmt: ToolFormat) -> CallConstra
     optional = request.choice == "auto"
     if optional and len(forced) != len(request.tools):
         return None
-    if any(_is_recursive(tool, request) for tool in forced):
+    if any(_needs_grammar(tool, request) for tool in forced):
         return CallConstraint("ebnf", _calls_grammar(forced, fmt, request, optional))
     call = "(?:" + "|".join(_call_regex(tool, fmt, request) for tool in forced) + ")"
     calls = f"{call}(?:{literal(fmt.separator)}{call})*" if request.parallel else call
@@ -81,7 +87,7 @@ def forced_call_constraint(request: ToolRequest, fmt: ToolFormat) -> CallConstra
     return CallConstraint("regex", calls)
 
 
-def _is_recursive(tool: ToolSpec, request: ToolRequest) -> bool:
+def _needs_grammar(tool: ToolSpec, request: ToolRequest) -> bool:
     with _schema_errors(tool, request):
         return _arguments(json.dumps(tool.parameters))[0] == "ebnf"
 
