@@ -127,17 +127,16 @@ class Req:
         return self.prompt_len + len(self.output_ids)
 
     def fill_ids(self) -> np.ndarray:
-        if not self.output_ids:
-            return self.prompt_ids
-        return np.concatenate([self.prompt_ids, np.asarray(self.output_ids, dtype=np.int32)])
+        return self._with_output(self.prompt_ids)
 
     def fill_keys(self) -> np.ndarray:
         """`fill_ids` as the prefix cache indexes them (image positions keyed by content)."""
-        if self.prompt_keys is None:
-            return self.fill_ids()
+        return self._with_output(self.prompt_ids if self.prompt_keys is None else self.prompt_keys)
+
+    def _with_output(self, prompt: np.ndarray) -> np.ndarray:
         if not self.output_ids:
-            return self.prompt_keys
-        return np.concatenate([self.prompt_keys, np.asarray(self.output_ids, dtype=np.int32)])
+            return prompt
+        return np.concatenate([prompt, np.asarray(self.output_ids, dtype=np.int32)])
 
     def computed_keys(self) -> np.ndarray:
         """`fill_keys()[:num_computed]`: the keys of the KV the request holds."""
@@ -152,7 +151,3 @@ class Req:
     def num_computed(self) -> int:
         """Tokens of `fill_ids` whose KV is written."""
         return self.kv.num_computed
-
-    def computed_ids(self) -> np.ndarray:
-        """`fill_ids[:num_computed]`: the tokens whose KV the request holds."""
-        return self.fill_ids()[: self.kv.num_computed]

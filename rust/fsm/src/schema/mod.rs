@@ -429,7 +429,7 @@ pub(crate) fn alternation(parts: Vec<String>) -> String {
 }
 
 /// Decodes `%XX` escapes in a URI-fragment JSON pointer.
-fn percent_decode(pointer: &str) -> String {
+pub fn percent_decode(pointer: &str) -> String {
     let bytes = pointer.as_bytes();
     let hex = |b: u8| (b as char).to_digit(16);
     let mut out = Vec::with_capacity(bytes.len());

@@ -21,7 +21,9 @@
 
 use rustc_hash::FxHashMap;
 use serde_json::{Map, Value};
-use sglr_fsm::schema::{is_annotation, json_value_to_regex, JsonSchemaOptions, SchemaAnalysis, NEVER_REGEX};
+use sglr_fsm::schema::{
+    is_annotation, json_value_to_regex, percent_decode, JsonSchemaOptions, SchemaAnalysis, NEVER_REGEX,
+};
 use sglr_fsm::{ByteDfa, FsmError, DEAD};
 
 use crate::error::GrammarError;
@@ -121,26 +123,6 @@ fn pointer<'a>(root: &'a Value, reference: &str) -> Option<&'a Value> {
     } else {
         root.pointer(&percent_decode(path))
     }
-}
-
-/// Decodes `%XX` escapes in a URI-fragment JSON pointer.
-fn percent_decode(pointer: &str) -> String {
-    let bytes = pointer.as_bytes();
-    let hex = |b: u8| (b as char).to_digit(16);
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            if let (Some(hi), Some(lo)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                out.push((hi * 16 + lo) as u8);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 pub(super) fn contains_reference(value: &Value) -> bool {
