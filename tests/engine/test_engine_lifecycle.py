@@ -170,3 +170,26 @@ def test_a_slow_async_reader_gets_merged_chunks_that_add_up(engine: Engine) -> N
     ]
     assert chunks[-1]["meta_info"]["completion_tokens"] == 40
     assert chunks[-1]["meta_info"]["finish_reason"] == {"type": "length", "length": 40}
+
+
+def test_shutdown_frees_an_owned_model_and_leaves_a_given_runner_usable(tiny_dir, make_engine) -> None:
+    """A process that starts engines one after another (a benchmark, a test suite) must get the
+    first engine's device memory back at its shutdown, not at garbage collection."""
+    params = {"max_new_tokens": 4, "temperature": 0.0, "ignore_eos": True}
+    owned = make_engine(tiny_dir, max_total_tokens=512)
+    expected = owned.generate(input_ids=[5, 6, 7], sampling_params=params)["output_ids"]
+    runner = owned.runner
+    owned.shutdown()
+    assert runner.model is None and runner.kv_cache is None
+    from sglr.model.runner import ModelRunner, RunnerConfig
+
+    own_runner = ModelRunner(RunnerConfig(tiny_dir, device="cpu", kv_num_tokens=512, max_num_reqs=8))
+    given = Engine.from_runner(own_runner, max_running_requests=4)
+    given_runner = given.runner
+    given.shutdown()
+    assert given_runner.model is not None and given_runner.kv_cache is not None
+    again = Engine.from_runner(given_runner, max_running_requests=4)
+    try:
+        assert again.generate(input_ids=[5, 6, 7], sampling_params=params)["output_ids"] == expected
+    finally:
+        again.shutdown()

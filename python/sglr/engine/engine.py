@@ -89,6 +89,7 @@ class Engine:
         from sglr.model.runner import ModelRunner, resolve_device, resolve_model_dir
 
         on_gpu = (runner.device if runner is not None else resolve_device(cfg.device)).type == "cuda"
+        self._owns_runner = runner is None
         self.max_running_requests = min(
             cfg.max_running_requests or (_GPU_MAX_RUNNING if on_gpu else _CPU_MAX_RUNNING),
             runner_config.max_num_reqs,
@@ -227,6 +228,11 @@ class Engine:
             return
         self._closed = True
         self._loop.stop()
+        release = getattr(self.runner, "release_device_memory", None)
+        if self._owns_runner and release is not None and not self._loop.is_alive:
+            # The weights and KV cache go now, not when the last reference to this object does:
+            # a process that starts another engine on the same GPU needs that memory.
+            release()
 
     def __enter__(self) -> Engine:
         return self

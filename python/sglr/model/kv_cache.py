@@ -89,12 +89,14 @@ def kv_slots_for_memory_fraction(
     """Slots that fit when the process may use `mem_fraction` of the device's total memory
     (weights already loaded count against it; `reserve_bytes` is kept free for activations).
 
-    On CUDA this reads the allocator's view of free memory; on CPU, the machine's RAM.
+    On CUDA this reads the driver's free memory plus what torch's caching allocator holds but no
+    tensor uses (a previous engine's freed cache in this process); on CPU, the machine's RAM.
     """
     if not 0.0 < mem_fraction <= 1.0:
         raise KVCacheCapacityError(f"mem_fraction must be in (0, 1], got {mem_fraction}")
     if device.type == "cuda":
         free, total = torch.cuda.mem_get_info(device)
+        free += torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
         budget = free - (1.0 - mem_fraction) * total - reserve_bytes
     else:
         import os

@@ -13,6 +13,7 @@ allocates or frees slots or rows.
 from __future__ import annotations
 
 import dataclasses
+import gc
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -179,6 +180,15 @@ class ModelRunner:
             self.cuda_graphs = DecodeCudaGraphs(
                 self._logits_of_every_token, self.device, max_bs, config.cuda_graph_batch_sizes or None
             )
+
+    def release_device_memory(self) -> None:
+        """Drops the weights, KV cache and captured graphs (the runner is unusable afterwards) and
+        hands torch's cached blocks back to the device, for a process that loads another model."""
+        for name in ("cuda_graphs", "attn", "kv_cache", "req_to_token", "model"):
+            setattr(self, name, None)
+        gc.collect()
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
 
     def extend_batch(self, requests: Sequence[ExtendRequest]) -> ForwardBatch:
         return ForwardBatch.extend(requests, self.device, self.limits)
