@@ -2,7 +2,10 @@
 weight formats (dequantized bf16 vs 4-bit quantized), thread counts, and optionally the same
 benchmark on another checkout of sglr (`--baseline-src`, e.g. the code before a change); with
 several threads also the quantized model with decode steps capped to one thread
-(`SGLR_CPU_DECODE_THREADS=1`).
+(`SGLR_CPU_DECODE_THREADS=1`); and llama.cpp's `llama-server` on the same GGUF file and the same
+token ids when it is built (`scripts/build-llama-cpp`; skipped with a note otherwise). llama.cpp
+runs with `--no-repack` (its repacked AMX path crashes on this CPU), one slot per concurrent
+request, prompt caching off, and is timed by the same wall-clock formulas through its HTTP API.
 
 Each system runs in its own process (so resident memory is its own) through the engine
 (`generate_token_ids`: greedy, exactly N new tokens), and the systems take turns `--repeats`
@@ -19,16 +22,58 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 SRC = str(Path(__file__).resolve().parents[1] / "python")
+LLAMA_CPP_BIN = (
+    Path(os.environ.get("SGLR_LLAMA_CPP_DIR", Path.home() / ".cache" / "sglr" / "llama.cpp")) / "bin"
+)
+PROMPT_LEN, NEW_TOKENS = 512, 128
+NUM_CONCURRENT, CONCURRENT_PROMPT_LEN, CONCURRENT_NEW_TOKENS = 16, 128, 64
+
+
+def workload_prompts(vocab_size: int) -> tuple[list[int], list[list[int]]]:
+    """The batch-1 prompt and the concurrent prompts: seeded random token ids, never specials."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    long_prompt = rng.integers(3, vocab_size, size=PROMPT_LEN).tolist()
+    batch = [rng.integers(3, vocab_size, size=CONCURRENT_PROMPT_LEN).tolist() for _ in range(NUM_CONCURRENT)]
+    return long_prompt, batch
+
+
+def _resident_mb(pid: int | str) -> dict[str, float]:
+    status = Path(f"/proc/{pid}/status").read_text().split("\n")
+    return {
+        line.split(":")[0]: int(line.split()[1]) / 1024
+        for line in status
+        if line.startswith(("VmRSS", "VmHWM"))
+    }
+
+
+def _timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def _results(prefill: float, total: float, concurrent: float, mem: dict[str, float]) -> dict:
+    return {
+        "prefill": PROMPT_LEN / prefill,
+        "decode": (NEW_TOKENS - 1) / max(total - prefill, 1e-9),
+        "concurrent": NUM_CONCURRENT * CONCURRENT_NEW_TOKENS / concurrent,
+        "rss_mb": mem["VmRSS"],
+        "peak_mb": mem["VmHWM"],
+    }
 
 
 def worker(spec: dict) -> dict:
-    import numpy as np
     import torch
 
     torch.set_num_threads(spec["threads"])
@@ -41,35 +86,83 @@ def worker(spec: dict) -> dict:
     runner = ModelRunner(
         RunnerConfig(None, device="cpu", dtype=spec["dtype"], kv_num_tokens=16384, max_num_reqs=32, **kwargs)
     )
-    rng = np.random.default_rng(0)
-    long_prompt = [rng.integers(3, runner.vocab_size, size=512).tolist()]
-    batch = [rng.integers(3, runner.vocab_size, size=128).tolist() for _ in range(16)]
-    generate(runner, [long_prompt[0][:32], batch[0][:32]], 2)  # warm-up
+    long_prompt, batch = workload_prompts(runner.vocab_size)
+    generate(runner, [long_prompt[:32], batch[0][:32]], 2)  # warm-up
+    prefill = _timed(lambda: generate(runner, [long_prompt], 1))
+    total = _timed(lambda: generate(runner, [long_prompt], NEW_TOKENS))
+    concurrent = _timed(lambda: generate(runner, batch, CONCURRENT_NEW_TOKENS))
+    return _results(prefill, total, concurrent, _resident_mb("self"))
 
-    def timed(fn) -> float:
-        start = time.perf_counter()
-        fn()
-        return time.perf_counter() - start
 
-    prefill = timed(lambda: generate(runner, long_prompt, 1))
-    total = timed(lambda: generate(runner, long_prompt, 128))
-    concurrent = timed(lambda: generate(runner, batch, 64))
-    status = Path("/proc/self/status").read_text().split("\n")
-    mem = {
-        line.split(":")[0]: int(line.split()[1]) / 1024
-        for line in status
-        if line.startswith(("VmRSS", "VmHWM"))
-    }
-    return {
-        "prefill": 512 / prefill,
-        "decode": 127 / max(total - prefill, 1e-9),
-        "concurrent": 16 * 64 / concurrent,
-        "rss_mb": mem["VmRSS"],
-        "peak_mb": mem["VmHWM"],
-    }
+def _post(url: str, body: dict, timeout: float = 600.0) -> dict:
+    request = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        return json.loads(response.read())
+
+
+def llama_cpp_system(threads: int) -> dict:
+    """llama-server on the embedded GGUF: the same workloads and formulas over its HTTP API."""
+    from sglr.model.default_model import default_gguf_path
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    slot_len = PROMPT_LEN + NEW_TOKENS + 16
+    command = [
+        str(LLAMA_CPP_BIN / "llama-server"), "-m", str(default_gguf_path()),
+        "--host", "127.0.0.1", "--port", str(port), "-t", str(threads), "-tb", str(threads),
+        "--no-repack", "-np", str(NUM_CONCURRENT), "-c", str(slot_len * NUM_CONCURRENT),
+    ]  # fmt: skip
+    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            if server.poll() is not None:
+                raise RuntimeError(f"llama-server exited: {server.stderr.read()[-2000:]}")
+            try:
+                with urllib.request.urlopen(f"{base}/health", timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("llama-server did not become healthy in 120 s")
+            time.sleep(0.2)
+        with urllib.request.urlopen(f"{base}/v1/models", timeout=10) as response:
+            vocab_size = json.loads(response.read())["data"][0]["meta"]["n_vocab"]
+        long_prompt, batch = workload_prompts(vocab_size)
+
+        def complete(prompt: list[int], new_tokens: int) -> None:
+            out = _post(
+                f"{base}/completion",
+                {"prompt": prompt, "n_predict": new_tokens, "temperature": 0.0,
+                 "ignore_eos": True, "cache_prompt": False},
+            )  # fmt: skip
+            if out["tokens_predicted"] != new_tokens:
+                raise RuntimeError(f"llama-server predicted {out['tokens_predicted']} tokens")
+
+        def run_concurrent() -> None:
+            with ThreadPoolExecutor(NUM_CONCURRENT) as pool:
+                list(pool.map(lambda p: complete(p, CONCURRENT_NEW_TOKENS), batch))
+
+        complete(long_prompt[:32], 2)  # warm-up
+        prefill = _timed(lambda: complete(long_prompt, 1))
+        total = _timed(lambda: complete(long_prompt, NEW_TOKENS))
+        concurrent = _timed(run_concurrent)
+        return _results(prefill, total, concurrent, _resident_mb(server.pid))
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
 
 
 def run_system(src: str, spec: dict) -> dict:
+    if spec.get("llama_cpp"):
+        return llama_cpp_system(spec["threads"])
     env = dict(os.environ, PYTHONPATH=src)
     out = subprocess.run(
         [sys.executable, __file__, "--worker", json.dumps(spec)],
@@ -97,12 +190,18 @@ def main() -> None:
     parser.add_argument(
         "--baseline-src", default=None, help="another checkout's python/ dir (dequantized bf16)"
     )
+    parser.add_argument("--no-llama-cpp", action="store_true", help="skip llama.cpp even if built")
     args = parser.parse_args()
     if args.worker:
         print(json.dumps(worker(json.loads(args.worker))))
         return
+    with_llama_cpp = not args.no_llama_cpp and (LLAMA_CPP_BIN / "llama-server").exists()
+    if not with_llama_cpp and not args.no_llama_cpp:
+        print(f"note: llama.cpp not built ({LLAMA_CPP_BIN}; scripts/build-llama-cpp): skipped")
     systems = []
     for threads in args.threads:
+        if with_llama_cpp:
+            systems.append((f"llama.cpp Q4_1, {threads}T", SRC, {"llama_cpp": True, "threads": threads}))
         if args.baseline_src:
             systems.append(
                 (f"baseline bf16, {threads}T", args.baseline_src, _spec("bfloat16", None, threads))

@@ -114,6 +114,7 @@ def test_tiny_gguf_quantized_matches_dequantized(gguf_cache, architecture):
     write_tiny_gguf(gguf_cache / "t.gguf", spec, seed=3)
     quantized = _runner(gguf_cache / "t.gguf", gguf_weights="quantized")
     assert all(m.int4 is not None for m in _linears(quantized))
+    assert quantized.model.model.embed_tokens.q8 is not None  # tied Q8_0 rows: the 8-bit head
     dequantized = {dtype: _runner(gguf_cache / "t.gguf", dtype=dtype) for dtype in ("float32", "bfloat16")}
     rng = np.random.default_rng(0)
     prompts = [rng.integers(3, quantized.vocab_size, size=n).tolist() for n in (5, 17, 40)]

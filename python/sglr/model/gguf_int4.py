@@ -1,7 +1,8 @@
 """Keeping a GGUF checkpoint's 4-bit matrices 4-bit in memory: every linear layer whose checkpoint
 matrices (each shard of a fused one) are all Q4_0/Q4_1 gets an `Int4Weight` built straight from
-the file's blocks (`sglr.model.gguf.int4_blocks`) and drops its dense weight. Everything else
-(other block formats, embeddings, norms, biases) loads dequantized as before.
+the file's blocks (`sglr.model.gguf.int4_blocks`) and drops its dense weight. An output head
+stored as Q8_0 also keeps an 8-bit copy (`sglr.kernels.cpu_q8`) for small-batch logits. Everything
+else (other block formats, embeddings, norms, biases) loads dequantized as before.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ import numpy as np
 import torch
 
 from sglr.kernels.cpu_int4 import int4_supported, pack_int4
+from sglr.kernels.cpu_q8 import Q8Weight
 from sglr.model.gguf.int4_blocks import INT4_TYPE_NAMES, int4_groups
 from sglr.model.gguf.names import hf_tensor_name
+from sglr.model.gguf.q8_blocks import q8_0_levels_scales
 from sglr.model.gguf.reader import GGUFTensor, read_gguf
 from sglr.model.layers import FUSED_PROJECTIONS, Linear
 
@@ -53,7 +56,22 @@ def load_int4_linears(model: torch.nn.Module, gguf_path: Path) -> set[str]:
             pack_int4(torch.from_numpy(levels), torch.from_numpy(scales), torch.from_numpy(zeros))
         )
         consumed.update(names)
+    _load_q8_head(model, by_name)
     return consumed
+
+
+def _load_q8_head(model: torch.nn.Module, by_name: dict[str, GGUFTensor]) -> None:
+    """The output head's 8-bit copy when the file stores it (or the tied embeddings) as Q8_0."""
+    head = getattr(model, "lm_head", None)
+    name = "lm_head.weight"
+    if head is None:
+        head, name = model.model.embed_tokens, "model.embed_tokens.weight"
+    tensor = by_name.get(name)
+    if tensor is None or tensor.type_name != "Q8_0" or head.tp is not None:
+        return
+    levels, scales = q8_0_levels_scales(tensor)
+    if levels.shape == tuple(head.weight.shape):
+        head.use_q8(Q8Weight(levels, scales))
 
 
 def without_names(

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from sglr.errors import CheckpointError
 from sglr.kernels.cpu_int4 import Int4Weight, int4_linear
 from sglr.kernels.cpu_linear import pack_weight, packed_linear
+from sglr.kernels.cpu_q8 import Q8_MAX_KERNEL_ROWS, Q8Weight, q8_linear
 from sglr.model.lazy_tensor import LazyTensor, materialize
 from sglr.model.parallel import TensorParallel, vocab_shard
 
@@ -134,6 +135,17 @@ class VocabParallelEmbedding(torch.nn.Module):
         # Opt-in, as `Linear.prepack_on_cpu`: the head's CPU matmul on a prepacked copy.
         self.prepack_on_cpu = False
         self._cpu_pack: torch.Tensor | None = None
+        # Set by `use_q8`: the head's rows as 8-bit blocks, multiplied as such for a few rows.
+        self.q8: Q8Weight | None = None
+
+    def use_q8(self, weight: Q8Weight) -> None:
+        """Adds an 8-bit copy of these rows for small-batch logits (the dense rows stay: lookups
+        and many-row logits use them)."""
+        if self.tp is not None:
+            raise ValueError("an 8-bit head is not supported under tensor parallelism")
+        if weight.shape != tuple(self.weight.shape):
+            raise ValueError(f"Q8 head {weight.shape} != {tuple(self.weight.shape)}")
+        self.q8 = weight
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         if self.tp is None:
@@ -145,6 +157,8 @@ class VocabParallelEmbedding(torch.nn.Module):
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """fp32 logits over the whole vocabulary, using these rows as the output head."""
+        if self.q8 is not None and hidden.shape[0] <= Q8_MAX_KERNEL_ROWS and hidden.device.type == "cpu":
+            return q8_linear(hidden, self.q8)
         if self.prepack_on_cpu and hidden.device.type == "cpu":
             if self._cpu_pack is None:
                 self._cpu_pack = pack_weight(self.weight)

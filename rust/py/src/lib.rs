@@ -1,9 +1,11 @@
 //! `sglr._core`: the only crate that knows pyo3. Each submodule wraps one pure-Rust core.
 
+mod attn;
 mod buffers;
 mod errors;
 mod fsm;
 mod grammar;
+mod quant;
 mod radix;
 mod router;
 mod sched;
@@ -28,6 +30,9 @@ fn _core(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(grammar::fill_grammar_bitmasks, module)?)?;
     module.add_function(wrap_pyfunction!(grammar::json_schema_is_recursive, module)?)?;
     module.add_function(wrap_pyfunction!(grammar::json_schema_to_ebnf, module)?)?;
+    module.add_function(wrap_pyfunction!(attn::decode_attention, module)?)?;
+    module.add_function(wrap_pyfunction!(quant::q8_matmul_transposed, module)?)?;
+    module.add_function(wrap_pyfunction!(quant::q8_dequantize_rows, module)?)?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -1,0 +1,82 @@
+"""The 8-bit output head (`sglr.kernels.cpu_q8`, rust/quant): the product and the row lookups
+equal float64 math on the stored levels and scales, GGUF Q8_0 blocks read exactly, and an
+embedding with a Q8 copy gives the dense path's logits."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from gguf import GGMLQuantizationType, quants
+
+from sglr.kernels.cpu_q8 import Q8_MAX_KERNEL_ROWS, Q8Weight, q8_linear, q8_rows
+from sglr.model.gguf.q8_blocks import q8_0_levels_scales
+from sglr.model.gguf.reader import GGUFTensor
+from sglr.model.layers import VocabParallelEmbedding
+
+
+def _random_q8(rng: np.random.Generator, rows: int, cols: int) -> Q8Weight:
+    levels = rng.integers(-127, 128, size=(rows, cols), dtype=np.int8)
+    scales = rng.uniform(1e-3, 2e-2, size=(rows, cols // 32)).astype(np.float32)
+    return Q8Weight(levels, scales)
+
+
+def _dense(weight: Q8Weight) -> np.ndarray:
+    return weight.levels.astype(np.float64) * np.repeat(weight.scales.astype(np.float64), 32, axis=1)
+
+
+@pytest.mark.parametrize("num_rows", [1, 2, 5])
+def test_q8_linear_matches_float64(num_rows: int) -> None:
+    rng = np.random.default_rng(num_rows)
+    weight = _random_q8(rng, 300, 96)
+    x = torch.from_numpy(rng.standard_normal((num_rows, 96)).astype(np.float32))
+    expected = x.double().numpy() @ _dense(weight).T
+    got = q8_linear(x, weight).numpy()
+    assert got.shape == (num_rows, 300) and got.dtype == np.float32
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5 * np.abs(expected).max())
+
+
+def test_q8_rows_dequantize_exactly() -> None:
+    rng = np.random.default_rng(7)
+    weight = _random_q8(rng, 50, 64)
+    row_ids = np.array([49, 0, 7, 7], dtype=np.int64)
+    np.testing.assert_array_equal(
+        q8_rows(weight, row_ids).numpy(), _dense(weight)[row_ids].astype(np.float32)
+    )
+
+
+def test_q8_weight_rejects_mismatched_scales() -> None:
+    levels = np.zeros((4, 64), dtype=np.int8)
+    with pytest.raises(ValueError, match="do not match"):
+        Q8Weight(levels, np.zeros((4, 3), dtype=np.float32))
+    with pytest.raises(ValueError, match="int8"):
+        Q8Weight(levels.astype(np.int16), np.zeros((4, 2), dtype=np.float32))
+
+
+def test_gguf_q8_0_blocks_read_as_levels_and_scales() -> None:
+    rng = np.random.default_rng(3)
+    dense = rng.standard_normal((6, 128)).astype(np.float32)
+    blocks = quants.quantize(dense, GGMLQuantizationType.Q8_0)
+    tensor = GGUFTensor("output.weight", GGMLQuantizationType.Q8_0, (6, 128), blocks)
+    levels, scales = q8_0_levels_scales(tensor)
+    expected = quants.dequantize(blocks, GGMLQuantizationType.Q8_0).reshape(6, 128)
+    np.testing.assert_array_equal(_dense(Q8Weight(levels, scales)).astype(np.float32), expected)
+
+
+def test_embedding_logits_use_the_q8_copy_for_few_rows_only() -> None:
+    rng = np.random.default_rng(11)
+    q8 = _random_q8(rng, 200, 64)
+    embedding = VocabParallelEmbedding(200, 64, torch.float32, None)
+    with torch.no_grad():
+        embedding.weight.copy_(torch.from_numpy(_dense(q8).astype(np.float32)))
+    embedding.use_q8(q8)
+    for num_rows in (1, Q8_MAX_KERNEL_ROWS, Q8_MAX_KERNEL_ROWS + 1):
+        hidden = torch.randn(num_rows, 64)
+        expected = hidden.double() @ embedding.weight.double().T
+        torch.testing.assert_close(embedding.logits(hidden).double(), expected, rtol=1e-5, atol=1e-4)
+    # The 8-bit copy is what a few rows read: a changed copy changes their logits, not many rows'.
+    q8.levels[:] = 0
+    assert embedding.logits(torch.randn(1, 64)).abs().max() == 0
+    assert embedding.logits(torch.randn(Q8_MAX_KERNEL_ROWS + 1, 64)).abs().max() > 0
+    with pytest.raises(ValueError, match="Q8 head"):
+        embedding.use_q8(_random_q8(rng, 100, 64))
