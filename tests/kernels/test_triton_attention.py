@@ -11,7 +11,7 @@ import torch
 from paged_case import make_case
 
 from sglr.kernels.reference import decode_attention_reference, extend_attention_reference
-from sglr.kernels.triton_decode import decode_attention
+from sglr.kernels.triton_decode import MAX_NUM_KV_SPLITS, decode_attention, splits_to_fill
 from sglr.kernels.triton_extend import extend_attention
 from sglr.kernels.triton_store_kv import store_kv
 
@@ -89,6 +89,9 @@ def test_extend_in_half_precision_matches_reference() -> None:
         ([1, 5, 40], 4, 4, 2, 16),  # fewer tokens than splits, and splits longer than one block
         ([130, 2, 17], 8, 8, 2, 32),  # GQA 4, sequences over two key blocks
         ([9, 64], 3, 3, 1, 24),  # GQA 3 (not a power of two), head_dim 24
+        ([67, 300, 3], 8, 4, 2, 16),  # splits rounded up to whole key blocks: later ones empty
+        ([200, 1], 32, 2, 1, 16),  # more splits than key blocks
+        ([150, 20], None, 4, 2, 16),  # the split count chosen for the device
     ],
 )
 def test_decode_matches_reference(seq_lens, num_splits, num_heads, num_kv_heads, head_dim) -> None:
@@ -111,3 +114,16 @@ def test_decode_matches_reference(seq_lens, num_splits, num_heads, num_kv_heads,
         case.batch.req_rows, case.batch.seq_lens, case.scale, num_kv_splits=num_splits,
     )  # fmt: skip
     torch.testing.assert_close(out, expected, atol=2e-5, rtol=1e-4)
+
+
+def test_split_count_fills_the_device_from_the_batch_size_alone() -> None:
+    # An H200 has 132 multiprocessors: 8 programs each is 1,056 (request, KV head, split) programs.
+    target = 8 * 132
+    assert splits_to_fill(1 * 8, target) == MAX_NUM_KV_SPLITS  # batch 1, 8 KV heads: capped
+    assert splits_to_fill(64 * 8, target) == 4
+    assert splits_to_fill(132, target) == 8
+    assert splits_to_fill(256 * 8, target) == 1  # enough requests: no split, no merge work
+    for num_pairs in range(1, 3000, 37):
+        splits = splits_to_fill(num_pairs, target)
+        assert splits == MAX_NUM_KV_SPLITS or num_pairs * splits >= target
+        assert splits == 1 or num_pairs * (splits // 2) < target

@@ -10,7 +10,7 @@ from sglr.kernels.attention_backend import AttentionBackend
 from sglr.kernels.attention_metadata import AttentionMetadata
 from sglr.kernels.attention_variant import AttentionVariant
 from sglr.kernels.kv_pool import PagedKVPool
-from sglr.kernels.triton_decode import DEFAULT_NUM_KV_SPLITS, decode_attention
+from sglr.kernels.triton_decode import decode_attention
 from sglr.kernels.triton_extend import extend_attention
 from sglr.kernels.triton_store_kv import store_kv
 
@@ -28,7 +28,7 @@ class TritonAttentionBackend(AttentionBackend):
         req_to_token: torch.Tensor,
         scale: float,
         layer_variants: Sequence[AttentionVariant] = (),
-        num_kv_splits: int = DEFAULT_NUM_KV_SPLITS,
+        num_kv_splits: int | None = None,
     ) -> None:
         super().__init__(kv_pool, req_to_token, scale, layer_variants)
         self.num_kv_splits = num_kv_splits

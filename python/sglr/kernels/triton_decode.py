@@ -5,7 +5,13 @@ together (so each K/V row is read once per group, not once per query head), over
 `num_kv_splits` contiguous ranges of the request's sequence; the program writes a partial
 output and its log-sum-exp. Stage 2, grid (request, query head): merges the splits. Splitting
 keeps the GPU busy when the batch is small and contexts are long (flash-decoding). With a
-sliding window the splits cover only the window (the last `window` positions).
+sliding window the splits cover only the window (the last `window` positions). A split's range
+is a whole number of key blocks (the last may be short), so no program loads a mostly masked
+block; short sequences leave the later splits empty.
+
+How many splits: enough (request, KV head, split) programs to fill the GPU several times over
+(`num_kv_splits_for`), from the batch size alone. A large batch needs no split (one program per
+request and KV head reads its whole sequence, no merge work wasted); batch 1 needs many.
 
 Shapes depend only on the batch size and `num_kv_splits`, never on sequence lengths (which are
 read from device memory), so a decode step can be captured in a CUDA graph.
@@ -27,6 +33,28 @@ from sglr.kernels.triton_online_softmax import (
 )
 
 DEFAULT_NUM_KV_SPLITS = 8
+MAX_NUM_KV_SPLITS = 32
+# Programs per streaming multiprocessor that keep its memory pipeline busy (several resident
+# programs hide each one's load latency).
+_PROGRAMS_PER_SM = 8
+
+
+def num_kv_splits_for(batch_size: int, num_kv_heads: int, device: torch.device) -> int:
+    """The split count for a decode batch on `device`; depends on the batch size only, so a
+    captured graph keeps its launch. Off CUDA (the interpreter), the default."""
+    if device.type != "cuda":
+        return DEFAULT_NUM_KV_SPLITS
+    num_sms = torch.cuda.get_device_properties(device).multi_processor_count
+    return splits_to_fill(batch_size * num_kv_heads, _PROGRAMS_PER_SM * num_sms)
+
+
+def splits_to_fill(num_pairs: int, target_programs: int) -> int:
+    """The smallest power of two `s` with `num_pairs * s >= target_programs`, at most
+    `MAX_NUM_KV_SPLITS` (`num_pairs`: requests x KV heads)."""
+    splits = 1
+    while splits < MAX_NUM_KV_SPLITS and num_pairs * splits < target_programs:
+        splits *= 2
+    return splits
 
 
 @triton.jit
@@ -72,7 +100,8 @@ def _decode_split_kernel(
     seq_len = tl.load(seq_lens + req)
     row = tl.load(req_rows + req).to(tl.int64)
     first_key = tl.maximum(seq_len - window, 0)  # every position from here on is visible
-    split_len = tl.cdiv(seq_len - first_key, NUM_SPLITS)
+    # Whole key blocks per split: a range of 67 keys would take two block loads for one block's work.
+    split_len = tl.cdiv(tl.cdiv(seq_len - first_key, NUM_SPLITS), BLOCK_N) * BLOCK_N
     lo = first_key + split * split_len
     hi = tl.minimum(lo + split_len, seq_len)
 
@@ -144,16 +173,18 @@ def decode_attention(
     req_rows: torch.Tensor,
     seq_lens: torch.Tensor,
     scale: float,
-    num_kv_splits: int = DEFAULT_NUM_KV_SPLITS,
+    num_kv_splits: int | None = None,
     out: torch.Tensor | None = None,
     sliding_window: int | None = None,
     logit_softcap: float | None = None,
 ) -> torch.Tensor:
     """q `[B, Hq, D]`; request b attends to the first `seq_lens[b]` slots of table row
     `req_rows[b]` (its own K/V included: store it first) -> `[B, Hq, D]`. `sliding_window` /
-    `logit_softcap` as in `AttentionVariant`."""
+    `logit_softcap` as in `AttentionVariant`; `num_kv_splits` None: `num_kv_splits_for`."""
     batch_size, num_heads, head_dim = q.shape
     num_kv_heads = k_cache.shape[1]
+    if num_kv_splits is None:
+        num_kv_splits = num_kv_splits_for(batch_size, num_kv_heads, q.device)
     group = num_heads // num_kv_heads
     if out is None:
         out = torch.empty_like(q)
