@@ -2,9 +2,12 @@
 count of aten calls) and milliseconds per step, driving the model runner directly (no engine).
 
 One prompt of `--prompt-len` tokens is prefilled, then `--steps` decode steps are timed and one
-more is profiled. The table lists the most frequent operations of that step.
+more is profiled. The table lists the most frequent operations of that step. `--compare-attention`
+times the CPU decode attention kernel (rust/attn) against the SDPA path, alternating three rounds
+of each in one run (the fastest round counts).
 
     .venv/bin/python benches/decode_ops.py [--model default] [--dtype bfloat16] [--gguf-weights quantized]
+    .venv/bin/python benches/decode_ops.py --gguf-weights quantized --compare-attention
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ def main() -> None:
     parser.add_argument("--prompt-len", type=int, default=512)
     parser.add_argument("--steps", type=int, default=64)
     parser.add_argument("--top", type=int, default=15)
+    parser.add_argument("--compare-attention", action="store_true")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     path = None if args.model == "default" else args.model
@@ -71,10 +75,31 @@ def main() -> None:
     for _ in range(4):  # warm-up
         token, seq_len = decode_step(runner, token, seq_len), seq_len + 1
     clock = time.process_time if args.threads == 1 else time.perf_counter
-    start = clock()
-    for _ in range(args.steps):
-        token, seq_len = decode_step(runner, token, seq_len), seq_len + 1
-    step_ms = (clock() - start) / args.steps * 1e3
+
+    def timed_steps() -> float:
+        nonlocal token, seq_len
+        start = clock()
+        for _ in range(args.steps):
+            token, seq_len = decode_step(runner, token, seq_len), seq_len + 1
+        return (clock() - start) / args.steps * 1e3
+
+    if args.compare_attention:
+        best = {True: float("inf"), False: float("inf")}
+        for _ in range(3):
+            for kernel in (True, False):
+                runner.attn.use_cpu_decode_kernel = kernel
+                best[kernel] = min(best[kernel], timed_steps())
+        ops = {}
+        for kernel in (True, False):
+            runner.attn.use_cpu_decode_kernel = kernel
+            ops[kernel] = count_ops(runner, token, seq_len)[0]
+        print(f"{args.model}: dtype {args.dtype}, weights {runner.weights_format}, {args.threads} thread(s)")
+        print("| decode attention | ms/step | tok/s | aten ops/step |\n| --- | ---: | ---: | ---: |")
+        for kernel, name in ((False, "SDPA path"), (True, "rust/attn kernel")):
+            print(f"| {name} | {best[kernel]:.2f} | {1e3 / best[kernel]:.1f} | {ops[kernel]} |")
+        print(f"kernel / SDPA step time: {best[True] / best[False]:.2f}")
+        return
+    step_ms = timed_steps()
     num_ops, by_name = count_ops(runner, token, seq_len)
     print(
         f"{args.model}: dtype {args.dtype}, weights {runner.weights_format}, {args.threads} thread(s); "

@@ -48,6 +48,7 @@ def test_torch_backend_reads_a_lone_requests_consecutive_slots_as_a_view(
     """One request on consecutive slots: K/V are a slice of the cache (no gather), same result."""
     case = make_case([prefix_len], [extend_len], decode=decode, device="cpu", consecutive_slots=consecutive)
     backend = create_attention_backend("torch", case.kv_cache, case.table, case.scale)
+    backend.use_cpu_decode_kernel = False  # decode's SDPA path (the kernel has no groups)
     backend.begin(case.batch)
     assert (backend._groups[0].kv_start is not None) == consecutive
     out = backend.forward(0, case.q, case.k, case.v)
@@ -101,6 +102,7 @@ def test_torch_backend_splits_ragged_batches_into_groups_correctly(decode: bool,
         prefix_lens, extend_lens, num_heads=4, num_kv_heads=2, head_dim=16, decode=decode, device=DEVICE
     )
     backend = create_attention_backend("torch", case.kv_cache, case.table, case.scale)
+    backend.use_cpu_decode_kernel = False  # the SDPA path's groups (the CPU kernel has none)
     backend.begin(case.batch)
     assert len(backend._groups) > 1
     out = backend.forward(0, case.q, case.k, case.v)

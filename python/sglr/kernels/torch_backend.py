@@ -13,6 +13,10 @@ Ragged batches waste work on padding, so requests are split into groups by their
 (`partition_by_padding`), each padded only to its own longest member. GQA is handled by folding the query heads
 that share a KV head into the query-length axis, so K/V are never repeated.
 
+Decode on the CPU (fp32 or bf16 KV, no soft-capped layer) skips all of that: each layer is one
+call of the Rust decode kernel over a slot table built once per step (`cpu_decode.py`);
+`use_cpu_decode_kernel = False` turns it off (benchmarks compare the two).
+
 Layer variants: a sliding window narrows the boolean mask (one additive mask per distinct
 window, built by the first layer that needs it); soft-capped scores cannot go through SDPA, so
 those layers compute the softmax explicitly (fp32, as transformers' eager attention does).
@@ -26,6 +30,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from sglr.kernels import cpu_decode
 from sglr.kernels.attention_backend import AttentionBackend
 from sglr.kernels.attention_metadata import AttentionMetadata
 from sglr.kernels.attention_variant import AttentionVariant
@@ -94,15 +99,30 @@ class TorchAttentionBackend(AttentionBackend):
     supports_sliding_window = True
     supports_logit_softcap = True
     _groups: list[_Group]
+    _cpu_decode: cpu_decode.CpuDecodeBatch | None = None
+    _cache_views: cpu_decode.CacheViews | None = None
+    use_cpu_decode_kernel = True
 
     def begin(self, metadata: AttentionMetadata) -> None:
         super().begin(metadata)
         self._is_decode = metadata.is_decode
+        self._cpu_decode = None
+        if self._is_decode and self._kernel_decodes(metadata):
+            self._cpu_decode = cpu_decode.CpuDecodeBatch.build(self.req_to_token, metadata)
+            self._groups = []
+            return
         parts = partition_by_padding(metadata.extend_lens_cpu, metadata.seq_lens_cpu)
         if len(parts) == 1:
             self._groups = [self._make_group(metadata, None)]
         else:
             self._groups = [self._make_group(metadata, part) for part in parts]
+
+    def _kernel_decodes(self, metadata: AttentionMetadata) -> bool:
+        return (
+            self.use_cpu_decode_kernel
+            and metadata.req_rows.device.type == "cpu"
+            and cpu_decode.supports(self.kv_pool.dtype, self.layer_variants)
+        )
 
     def _make_group(self, metadata: AttentionMetadata, requests: np.ndarray | None) -> _Group:
         device = metadata.req_rows.device
@@ -151,6 +171,10 @@ class TorchAttentionBackend(AttentionBackend):
 
     def forward(self, layer_id: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         self.kv_pool.store(layer_id, self.metadata.out_cache_slots, k, v)
+        if self._cpu_decode is not None:
+            if self._cache_views is None:
+                self._cache_views = cpu_decode.CacheViews(self.kv_pool)
+            return self._cpu_decode.attend(q, self._cache_views.layer(layer_id), self.variant(layer_id))
         k_rows = self.kv_pool.k_cache(layer_id).flatten(1)  # [slots, Hkv * D]
         v_rows = self.kv_pool.v_cache(layer_id).flatten(1)
         variant = self.variant(layer_id)

@@ -90,8 +90,23 @@ pub fn decode_attention<T: KvElement>(
     let item_len = group * head_dim; // one (request, KV head) pair's outputs, contiguous
     let num_items = batch * num_kv_heads;
     let num_threads = num_threads.clamp(1, num_items).min(num_products / MIN_PRODUCTS_PER_THREAD).max(1);
-    let job =
-        Job { shape, group, table_width, queries, k_cache, v_cache, slot_table, seq_lens, scale, window };
+    #[cfg(target_arch = "x86_64")]
+    let simd = head_dim % 8 == 0 && has_avx2_fma();
+    #[cfg(not(target_arch = "x86_64"))]
+    let simd = false;
+    let job = Job {
+        shape,
+        group,
+        table_width,
+        queries,
+        k_cache,
+        v_cache,
+        slot_table,
+        seq_lens,
+        scale,
+        window,
+        simd,
+    };
     if num_threads == 1 {
         job.items(0, out);
         return Ok(());
@@ -118,6 +133,8 @@ struct Job<'a, T> {
     seq_lens: &'a [u32],
     scale: f32,
     window: Option<usize>,
+    /// AVX2 + FMA present and `head_dim % 8 == 0`: `simd::attend_item` runs each item.
+    simd: bool,
 }
 
 impl<T: KvElement> Job<'_, T> {
@@ -141,6 +158,25 @@ impl<T: KvElement> Job<'_, T> {
         let row_start = |slot: u32| (slot as usize * num_kv_heads + kv_head) * head_dim;
         let query_base = (request * num_heads + kv_head * self.group) * head_dim;
         let queries = &self.queries[query_base..query_base + self.group * head_dim];
+        #[cfg(target_arch = "x86_64")]
+        if self.simd {
+            let (k_cache, v_cache) = (self.k_cache.as_ptr(), self.v_cache.as_ptr());
+            // SAFETY: `simd` was set only with AVX2 + FMA and head_dim % 8 == 0; every slot was
+            // range-checked, so each row holds head_dim elements inside the caches.
+            unsafe {
+                crate::simd::attend_item(
+                    queries,
+                    head_dim,
+                    self.scale,
+                    slots,
+                    |slot| k_cache.add(row_start(slot)),
+                    |slot| v_cache.add(row_start(slot)),
+                    scores,
+                    out,
+                );
+            }
+            return;
+        }
         scores.clear();
         scores.resize(self.group * num_keys, 0.0);
         for (key, &slot) in slots.iter().enumerate() {
