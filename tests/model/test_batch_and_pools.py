@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -101,6 +103,28 @@ def test_kv_cache_rows_are_per_slot_with_a_padding_row() -> None:
     assert shape.num_tokens_for_bytes(shape.bytes_per_token * 11) == 10
     with pytest.raises(KVCacheCapacityError):
         KVCache(shape, num_slots=0, device="cpu")
+
+
+def _resident_bytes() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_cpu_kv_cache_is_zero_and_resident_only_where_written(dtype: torch.dtype) -> None:
+    """A large pool costs resident memory only for the rows written (zero pages until then)."""
+    shape = KVCacheShape(num_layers=4, num_kv_heads=4, head_dim=64, dtype=dtype)
+    before = _resident_bytes()
+    cache = KVCache(shape, num_slots=65536, device="cpu")  # 128 or 256 MiB
+    assert cache.memory_bytes() >= 128 << 20
+    assert _resident_bytes() - before < 16 << 20
+    rows = torch.tensor([1, 7, 65536])
+    k = torch.randn(3, 4, 64).to(dtype)
+    cache.store(2, rows, k, -k)
+    assert torch.equal(cache.k_cache(2)[rows], k) and torch.equal(cache.v_cache(2)[rows], -k)
+    assert cache.k_cache(2).dtype == dtype and cache.k_cache(2).is_contiguous()
+    assert not cache.k_buffer[1, :4096].any() and not cache.v_buffer[3, -100:].any()
+    assert _resident_bytes() - before < 16 << 20
 
 
 def test_kv_cache_sized_from_memory_fraction() -> None:

@@ -8,8 +8,10 @@ their K/V there and read it back, so padding never touches live data.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from sglr.errors import KVCacheCapacityError
@@ -40,6 +42,16 @@ class KVCacheShape:
         return max(0, num_bytes // self.bytes_per_token - 1)
 
 
+def _zeros(dims: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """A zeroed buffer. On the CPU from numpy's calloc: the OS hands out zero pages as they are
+    first written, so the resident size grows with the slots in use, not the pool's capacity
+    (a 16k-slot pool of a small model is hundreds of MB that a short session never touches)."""
+    if device.type != "cpu":
+        return torch.zeros(dims, dtype=dtype, device=device)
+    num_bytes = math.prod(dims) * torch.empty((), dtype=dtype).element_size()
+    return torch.from_numpy(np.zeros(num_bytes, dtype=np.uint8)).view(dtype).view(dims)
+
+
 class KVCache:
     """K and V buffers `[num_layers, num_slots + 1, num_kv_heads, head_dim]`; row 0 is padding.
 
@@ -56,9 +68,9 @@ class KVCache:
         self.device = torch.device(device)
         dims = (shape.num_layers, num_slots + 1, shape.num_kv_heads, shape.head_dim)
         try:
-            self.k_buffer = torch.zeros(dims, dtype=shape.dtype, device=self.device)
-            self.v_buffer = torch.zeros(dims, dtype=shape.dtype, device=self.device)
-        except torch.OutOfMemoryError as exc:
+            self.k_buffer = _zeros(dims, shape.dtype, self.device)
+            self.v_buffer = _zeros(dims, shape.dtype, self.device)
+        except (torch.OutOfMemoryError, MemoryError) as exc:
             raise KVCacheCapacityError(
                 f"cannot allocate a KV cache of {num_slots} tokens "
                 f"({num_slots * shape.bytes_per_token / 2**30:.2f} GiB)"
