@@ -70,3 +70,21 @@ def test_extend_batches_do_not_use_the_kernel() -> None:
     case = make_case([4, 0], [3, 5])
     _, backend = _decode(case)
     assert backend._cpu_decode is None
+
+
+def test_store_kv_rows_writes_both_caches_and_refuses_bad_input() -> None:
+    import numpy as np
+
+    from sglr._core import store_kv_rows
+
+    k_cache, v_cache = np.zeros((6, 2, 8), np.float32), np.zeros((6, 2, 8), np.float32)
+    rows = np.arange(32, dtype=np.float32).reshape(2, 2, 8)
+    store_kv_rows(k_cache, v_cache, rows, -rows, np.array([5, 2], np.int32))
+    assert np.array_equal(k_cache[[5, 2]], rows) and np.array_equal(v_cache[[5, 2]], -rows)
+    assert not k_cache[[0, 1, 3, 4]].any()
+    with pytest.raises(ValueError, match="slot 6"):
+        store_kv_rows(k_cache, v_cache, rows, rows, np.array([1, 6], np.int32))
+    with pytest.raises(ValueError, match="do not match"):
+        store_kv_rows(k_cache, v_cache, rows[:, :1], rows[:, :1], np.array([1, 2], np.int32))
+    with pytest.raises(TypeError, match="int16"):
+        store_kv_rows(k_cache, v_cache, rows.astype(np.float64), rows, np.array([1, 2], np.int32))

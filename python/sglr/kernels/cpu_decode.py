@@ -37,6 +37,14 @@ def _numpy_view(cache: torch.Tensor) -> np.ndarray:
     return (cache if bits is None else cache.view(bits)).numpy()
 
 
+def _rows_view(rows: torch.Tensor, dtype: torch.dtype) -> np.ndarray:
+    """A step's new K or V rows `[T, Hkv, D]` as a numpy array in the cache's dtype (bits)."""
+    rows = rows.detach()
+    if rows.dtype != dtype:
+        rows = rows.to(dtype)
+    return _numpy_view(rows.contiguous())
+
+
 class CacheViews:
     """Each layer's K and V caches as numpy arrays sharing their memory, made once: the pool's
     tensors live as long as the runner, and a view per layer per step would cost two ops each."""
@@ -57,10 +65,12 @@ class CacheViews:
 @dataclass(frozen=True)
 class CpuDecodeBatch:
     """One decode step's key lookup: `slot_table` int32 `[B, W]` (request b's key positions
-    `0..seq_lens[b]-1` in slots), `seq_lens` int32 `[B]`."""
+    `0..seq_lens[b]-1` in slots), `seq_lens` int32 `[B]`, and `out_slots` int32 `[B]` where the
+    step's own K/V go."""
 
     slot_table: np.ndarray
     seq_lens: np.ndarray
+    out_slots: np.ndarray
 
     @classmethod
     def build(cls, req_to_token: torch.Tensor, metadata: AttentionMetadata) -> CpuDecodeBatch:
@@ -68,14 +78,23 @@ class CpuDecodeBatch:
         return cls(
             np.ascontiguousarray(table.numpy(), dtype=np.int32),
             np.ascontiguousarray(metadata.seq_lens_cpu, dtype=np.int32),
+            np.ascontiguousarray(metadata.out_cache_slots.numpy(), dtype=np.int32),
         )
 
-    def attend(
-        self, q: torch.Tensor, caches: tuple[np.ndarray, np.ndarray], variant: AttentionVariant
+    def store_and_attend(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        caches: tuple[np.ndarray, np.ndarray],
+        kv_dtype: torch.dtype,
+        variant: AttentionVariant,
     ) -> torch.Tensor:
-        """q `[B, Hq, D]` -> `[B, Hq, D]` in q's dtype, over one layer's `CacheViews`; the step's
-        own K/V must be stored first."""
-        from sglr._core import decode_attention
+        """Stores the step's `k`, `v` `[B, Hkv, D]` at `out_slots` in one layer's `CacheViews`
+        (dtype `kv_dtype`), then attends: q `[B, Hq, D]` -> `[B, Hq, D]` in q's dtype."""
+        from sglr._core import decode_attention, store_kv_rows
+
+        store_kv_rows(caches[0], caches[1], _rows_view(k, kv_dtype), _rows_view(v, kv_dtype), self.out_slots)
 
         queries = q.detach().to(torch.float32).contiguous().numpy()
         out = np.empty_like(queries)

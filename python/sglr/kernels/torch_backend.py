@@ -170,11 +170,14 @@ class TorchAttentionBackend(AttentionBackend):
         )
 
     def forward(self, layer_id: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        self.kv_pool.store(layer_id, self.metadata.out_cache_slots, k, v)
         if self._cpu_decode is not None:
             if self._cache_views is None:
                 self._cache_views = cpu_decode.CacheViews(self.kv_pool)
-            return self._cpu_decode.attend(q, self._cache_views.layer(layer_id), self.variant(layer_id))
+            caches = self._cache_views.layer(layer_id)
+            return self._cpu_decode.store_and_attend(
+                q, k, v, caches, self.kv_pool.dtype, self.variant(layer_id)
+            )
+        self.kv_pool.store(layer_id, self.metadata.out_cache_slots, k, v)
         k_rows = self.kv_pool.k_cache(layer_id).flatten(1)  # [slots, Hkv * D]
         v_rows = self.kv_pool.v_cache(layer_id).flatten(1)
         variant = self.variant(layer_id)

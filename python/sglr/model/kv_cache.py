@@ -88,8 +88,9 @@ class KVCache:
 
     def store(self, layer_id: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         """Writes `k`, `v` `[T, Hkv, D]` into rows `slots` `[T]` (int64) of layer `layer_id`."""
-        self.k_buffer[layer_id].index_copy_(0, slots, k.to(self.dtype))
-        self.v_buffer[layer_id].index_copy_(0, slots, v.to(self.dtype))
+        dtype = self.dtype
+        self.k_buffer[layer_id].index_copy_(0, slots, k if k.dtype == dtype else k.to(dtype))
+        self.v_buffer[layer_id].index_copy_(0, slots, v if v.dtype == dtype else v.to(dtype))
 
     def memory_bytes(self) -> int:
         return 2 * self.k_buffer.numel() * self.k_buffer.element_size()

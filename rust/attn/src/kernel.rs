@@ -204,3 +204,30 @@ impl<T: KvElement> Job<'_, T> {
         }
     }
 }
+
+/// Writes `rows` (`slots.len()` rows of `row_len` elements) into `cache` at row `slots[i]`:
+/// a decode step's new keys or values, before it attends.
+pub fn store_rows<T: Copy>(
+    cache: &mut [T],
+    row_len: usize,
+    rows: &[T],
+    slots: &[u32],
+) -> Result<(), AttnError> {
+    if row_len == 0 || cache.len() % row_len != 0 || rows.len() != slots.len() * row_len {
+        return Err(AttnError::Shape(format!(
+            "{} new values for {} slots of {row_len} (cache of {})",
+            rows.len(),
+            slots.len(),
+            cache.len()
+        )));
+    }
+    let num_slots = cache.len() / row_len;
+    if let Some((request, &slot)) = slots.iter().enumerate().find(|(_, &slot)| slot as usize >= num_slots) {
+        return Err(AttnError::Slot { request, slot, num_slots });
+    }
+    for (row, &slot) in rows.chunks_exact(row_len).zip(slots) {
+        let start = slot as usize * row_len;
+        cache[start..start + row_len].copy_from_slice(row);
+    }
+    Ok(())
+}

@@ -14,4 +14,4 @@ mod kernel;
 mod simd;
 
 pub use element::{Bf16, KvElement};
-pub use kernel::{decode_attention, AttnError, DecodeShape};
+pub use kernel::{decode_attention, store_rows, AttnError, DecodeShape};

@@ -182,3 +182,18 @@ fn threads_split_long_batches_without_changing_results() {
         assert_eq!(one, many, "{threads} threads");
     }
 }
+
+#[test]
+fn store_rows_writes_each_row_at_its_slot_and_checks_bounds() {
+    let mut cache = vec![0.0f32; 5 * 4];
+    let rows: Vec<f32> = (1..=8).map(|x| x as f32).collect();
+    sglr_attn::store_rows(&mut cache, 4, &rows, &[3, 0]).unwrap();
+    assert_eq!(&cache[12..16], &[1.0, 2.0, 3.0, 4.0]);
+    assert_eq!(&cache[0..4], &[5.0, 6.0, 7.0, 8.0]);
+    assert!(cache[4..12].iter().chain(&cache[16..]).all(|&x| x == 0.0));
+    assert_eq!(
+        sglr_attn::store_rows(&mut cache, 4, &rows, &[1, 5]),
+        Err(AttnError::Slot { request: 1, slot: 5, num_slots: 5 })
+    );
+    assert!(matches!(sglr_attn::store_rows(&mut cache, 4, &rows[..7], &[1, 2]), Err(AttnError::Shape(_))));
+}

@@ -109,3 +109,54 @@ fn run<T: KvElement>(
     })
     .map_err(attn_error)
 }
+
+/// Writes a decode step's new rows into the caches: `new_k`, `new_v` `[T, Hkv, D]` at rows
+/// `slots` `[T]` (int32) of `k_cache`, `v_cache` `[slots, Hkv, D]`; all int16 (bf16 bits) or all
+/// float32, C-contiguous.
+#[pyfunction]
+pub(crate) fn store_kv_rows(
+    k_cache: &Bound<'_, PyAny>,
+    v_cache: &Bound<'_, PyAny>,
+    new_k: &Bound<'_, PyAny>,
+    new_v: &Bound<'_, PyAny>,
+    slots: PyReadonlyArray1<'_, i32>,
+) -> PyResult<()> {
+    let slots = as_u32(slots.as_slice().map_err(|_| not_contiguous("slots"))?);
+    if slots.iter().any(|&slot| slot > i32::MAX as u32) {
+        return Err(PyValueError::new_err("slots must be non-negative"));
+    }
+    for (cache, rows) in [(k_cache, new_k), (v_cache, new_v)] {
+        if let (Ok(mut cache), Ok(rows)) =
+            (cache.extract::<PyReadwriteArray3<'_, i16>>(), rows.extract::<PyReadonlyArray3<'_, i16>>())
+        {
+            store(&mut cache, &rows, slots)?;
+        } else if let (Ok(mut cache), Ok(rows)) =
+            (cache.extract::<PyReadwriteArray3<'_, f32>>(), rows.extract::<PyReadonlyArray3<'_, f32>>())
+        {
+            store(&mut cache, &rows, slots)?;
+        } else {
+            return Err(PyTypeError::new_err(
+                "caches and new rows must all be 3-D int16 (bf16 bits) or float32 arrays",
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn store<T: numpy::Element + Copy>(
+    cache: &mut PyReadwriteArray3<'_, T>,
+    rows: &PyReadonlyArray3<'_, T>,
+    slots: &[u32],
+) -> PyResult<()> {
+    let row_len = cache.shape()[1] * cache.shape()[2];
+    if rows.shape()[1..] != cache.shape()[1..] {
+        return Err(PyValueError::new_err(format!(
+            "new rows {:?} do not match the cache's rows {:?}",
+            rows.shape(),
+            cache.shape()
+        )));
+    }
+    let rows = rows.as_slice().map_err(|_| not_contiguous("new rows"))?;
+    let cache = cache.as_slice_mut().map_err(|_| not_contiguous("cache"))?;
+    sglr_attn::store_rows(cache, row_len, rows, slots).map_err(attn_error)
+}
