@@ -17,8 +17,8 @@ pub const PANEL: usize = 16;
 const X_ROWS: usize = 6;
 
 /// Input rows from which a call prefetches each next panel while it multiplies the current one
-/// (Mixtral-shaped experts, one thread: 3 to 8 rows ~10-20% faster; 1 or 2 rows, where the
-/// weight streams at memory speed anyway, a little slower).
+/// (Mixtral-shaped experts, one thread, timed in turns on a shared box: 3 to 8 rows ~10-20%
+/// faster; 1 or 2 rows, where the weight streams at memory speed anyway, a little slower).
 const PREFETCH_MIN_ROWS: usize = 3;
 
 /// One product's operands: `x` is `num_rows x k` row-major, `w` a packed `[n / PANEL, k, PANEL]`
