@@ -5,14 +5,17 @@ hidden 512, 8 experts, top-2, a few layers, the tiny tokenizer's 4096-token voca
 and decode tokens/s at batch 1 and at batch 32 (ragged), measured as `benches/model_cpu.py`
 does: sglr packs prompts without padding and drops finished requests; transformers runs one
 left-padded `generate`; decode time = time(N tokens) - time(1 token); best of `--repeats`;
-process CPU time with one thread unless `--clock wall --threads N`.
+process CPU time with one thread unless `--clock wall --threads N`. `--ab` also times sglr with
+its float32 experts in the torch loop over oneDNN-prepacked weights (`SGLR_CPU_MOE_KERNEL=0`,
+the path before rust/moe), in turns with the rest of the run.
 
-    .venv/bin/python benches/moe_cpu.py [--quick] [--layers 4] [--intermediate 1792] [--repeats 3]
+    .venv/bin/python benches/moe_cpu.py [--quick] [--ab] [--layers 4] [--intermediate 1792] [--repeats 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import tempfile
 import time
@@ -69,6 +72,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--clock", choices=["cpu", "wall"], default="cpu")
+    parser.add_argument("--ab", action="store_true", help="also time sglr's torch-loop experts")
     args = parser.parse_args()
     if args.clock == "cpu" and args.threads != 1:
         parser.error("--clock cpu measures one thread's work; use --threads 1 or --clock wall")
@@ -81,6 +85,23 @@ def main() -> None:
         run(args, Path(tmp), clock)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def with_torch_experts(fn: Callable[[], object]) -> Callable[[], object]:
+    """`fn` run with the rust expert kernel turned off (the environment is read at each call)."""
+
+    def run() -> object:
+        before = os.environ.get("SGLR_CPU_MOE_KERNEL")
+        os.environ["SGLR_CPU_MOE_KERNEL"] = "0"
+        try:
+            return fn()
+        finally:
+            if before is None:
+                del os.environ["SGLR_CPU_MOE_KERNEL"]
+            else:
+                os.environ["SGLR_CPU_MOE_KERNEL"] = before
+
+    return run
 
 
 def run(args: argparse.Namespace, tmp: Path, clock: Callable[[], float]) -> None:
@@ -113,23 +134,34 @@ def run(args: argparse.Namespace, tmp: Path, clock: Callable[[], float]) -> None
         num_useful = sum(work.output_lens) - len(prompts)  # tokens after the first, per request
         generate(runner, prompts[:2], 2)  # warm-up: first calls pay one-time initialization
         hf_generate(hf, prompts[:2], 2)
-        ours_prefill, hf_prefill, ours_total, hf_total = best_times(
-            [
-                lambda p=prompts: generate(runner, p, 1),
-                lambda p=prompts: hf_generate(hf, p, 1),
-                lambda p=prompts, w=work: generate(runner, p, w.output_lens),
-                lambda p=prompts, m=max_out: hf_generate(hf, p, m),
-            ],
-            args.repeats,
-            clock,
+        fns = [
+            lambda p=prompts: generate(runner, p, 1),
+            lambda p=prompts: hf_generate(hf, p, 1),
+            lambda p=prompts, w=work: generate(runner, p, w.output_lens),
+            lambda p=prompts, m=max_out: hf_generate(hf, p, m),
+        ]
+        if args.ab:
+            with_torch_experts(lambda p=prompts: generate(runner, p[:2], 2))()  # its packs
+            fns += [with_torch_experts(fns[0]), with_torch_experts(fns[2])]
+        times = best_times(fns, args.repeats, clock)
+        ours_prefill, hf_prefill, ours_total, hf_total = times[:4]
+        loop_prefill, loop_total = times[4:] if args.ab else (float("nan"),) * 2
+        rows.append(
+            (
+                work.name,
+                "prefill",
+                num_prompt / ours_prefill,
+                num_prompt / hf_prefill,
+                num_prompt / loop_prefill,
+            )
         )
-        rows.append((work.name, "prefill", num_prompt / ours_prefill, num_prompt / hf_prefill))
         rows.append(
             (
                 work.name,
                 "decode",
                 num_useful / (ours_total - ours_prefill),
                 num_useful / (hf_total - hf_prefill),
+                num_useful / (loop_total - loop_prefill),
             )
         )
 
@@ -142,9 +174,11 @@ def run(args: argparse.Namespace, tmp: Path, clock: Callable[[], float]) -> None
         f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), {args.clock} clock, "
         f"best of {args.repeats}{' (quick)' if args.quick else ''}"
     )
-    print(f"{'workload':<18}{'phase':<9}{'sglr tok/s':>13}{'transformers tok/s':>21}{'ratio':>8}")
-    for name, phase, ours, theirs in rows:
-        print(f"{name:<18}{phase:<9}{ours:>13,.0f}{theirs:>21,.0f}{ours / theirs:>7.2f}x")
+    header = f"{'workload':<18}{'phase':<9}{'sglr tok/s':>13}{'transformers tok/s':>21}{'ratio':>8}"
+    print(header + (f"{'torch-loop sglr tok/s':>24}{'ratio':>8}" if args.ab else ""))
+    for name, phase, ours, theirs, loop in rows:
+        line = f"{name:<18}{phase:<9}{ours:>13,.0f}{theirs:>21,.0f}{ours / theirs:>7.2f}x"
+        print(line + (f"{loop:>24,.0f}{loop / theirs:>7.2f}x" if args.ab else ""))
 
 
 if __name__ == "__main__":

@@ -28,6 +28,12 @@ def cpu_prepack() -> bool:
     return os.environ.get("SGLR_CPU_PREPACK", "1") not in ("", "0")
 
 
+def cpu_moe_kernel() -> bool:
+    """Whether float32 CPU expert MLPs run in `sglr._core.moe_expert_mlp` (rust/moe) on
+    panel-packed weights; `SGLR_CPU_MOE_KERNEL=0`: the torch loop over oneDNN-prepacked experts."""
+    return os.environ.get("SGLR_CPU_MOE_KERNEL", "1") not in ("", "0")
+
+
 def cpu_decode_threads() -> int | None:
     """`SGLR_CPU_DECODE_THREADS=N`: CPU decode steps run on at most N torch threads (prefill keeps
     all of them); unset or 0: no cap. On a CPU shared with other work, a decode step's many

@@ -8,21 +8,41 @@ routing weight and the `top_k` outputs of a token are summed in a fixed order (d
 
 Expert weights are stacked: `w13 [E, 2*I, H]` (gate rows, then up rows) and `w2 [E, H, I]`.
 
-`expert_mlp` picks the implementation: the fused Triton kernels (`triton_moe`) on CUDA, else the
-torch loop over experts below (on prepacked weights on the CPU, see `cpu_linear`).
+`expert_mlp` picks the implementation: the fused Triton kernels (`triton_moe`) on CUDA; on the
+CPU, for a few tokens per expert (decode), the rust kernel over panel-packed float32 experts
+(`moe_panels`), else the torch loop over experts below (on oneDNN-prepacked weights, see
+`cpu_linear`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
+from sglr.envs import cpu_moe_kernel
 from sglr.kernels.cpu_linear import packed_linear
+from sglr.kernels.moe_panels import ExpertPanels, panel_expert_mlp
 
 # Per expert, its prepacked (w13, w2) for `packed_linear` (see `sglr.kernels.cpu_linear`).
 ExpertPacks = Sequence[tuple[torch.Tensor | None, torch.Tensor | None]]
+
+# Routed (token, expert) pairs per expert, on average, up to which the rust kernel runs a call.
+# Beyond, oneDNN's GEMM overlaps its arithmetic with the weight reads better (Mixtral-shaped
+# experts, one thread, a shared box: 2 pairs per expert 2.0x faster in the kernel, 4 1.2x, 6
+# even, 8 0.9x).
+PANEL_MAX_PAIRS_PER_EXPERT = 5
+
+
+@dataclass(frozen=True)
+class CpuExperts:
+    """A block's packed CPU copies of its experts: oneDNN's per expert, and the rust kernel's
+    panels (float32 only; None where it does not apply or is turned off)."""
+
+    packs: ExpertPacks
+    panels: ExpertPanels | None
 
 
 def expert_mlp(
@@ -31,16 +51,21 @@ def expert_mlp(
     w2: torch.Tensor,
     topk_weights: torch.Tensor,
     topk_ids: torch.Tensor,
-    cpu_packs: ExpertPacks | None = None,
+    cpu_packs: CpuExperts | None = None,
 ) -> torch.Tensor:
     """hidden `[T, H]`, routing `[T, K]` -> `sum_k weight[t, k] * expert_{ids[t, k]}(hidden[t])`
-    `[T, H]` (in hidden's dtype). `cpu_packs`: the experts' prepacked CPU weights, if any."""
+    `[T, H]` (in hidden's dtype). `cpu_packs`: the experts' packed CPU weights, if any."""
+    panels = cpu_packs.panels if cpu_packs is not None else None
+    few_pairs = topk_ids.numel() <= PANEL_MAX_PAIRS_PER_EXPERT * w13.shape[0]
+    if panels is not None and few_pairs and cpu_moe_kernel():
+        return panel_expert_mlp(hidden, topk_weights, topk_ids, panels)
     if hidden.is_cuda:
         # Imported here: Triton decides at import whether it interprets (CPU) or compiles.
         from sglr.kernels.triton_moe import fused_expert_mlp
 
         return fused_expert_mlp(hidden, w13, w2, topk_weights, topk_ids)
-    return grouped_expert_mlp(hidden, w13, w2, topk_weights, topk_ids, cpu_packs)
+    packs = cpu_packs.packs if cpu_packs is not None else None
+    return grouped_expert_mlp(hidden, w13, w2, topk_weights, topk_ids, packs)
 
 
 def grouped_expert_mlp(

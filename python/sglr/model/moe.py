@@ -20,9 +20,11 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import torch
 
+from sglr.envs import cpu_moe_kernel
 from sglr.errors import CheckpointError, ModelConfigError
 from sglr.kernels.cpu_linear import pack_weight
-from sglr.kernels.moe_grouped import ExpertPacks, expert_mlp
+from sglr.kernels.moe_grouped import CpuExperts, expert_mlp
+from sglr.kernels.moe_panels import pack_expert_panels
 from sglr.model.config import ModelConfig
 from sglr.model.layers import Linear, load_named_weights
 from sglr.model.parallel import TensorParallel
@@ -84,9 +86,10 @@ class FusedExperts(torch.nn.Module):
         self.w2 = torch.nn.Parameter(
             torch.empty(num_experts, hidden_size, self.local_size, dtype=dtype), requires_grad=False
         )
-        # Prepacked CPU copies of the weights, made at the first CPU forward (weights are final
-        # by then); `load_expert` drops them. They double the experts' host memory.
-        self._cpu_packs: ExpertPacks | None = None
+        # Packed CPU copies of the weights, made at the first CPU forward (weights are final by
+        # then); `load_expert` drops them. oneDNN's packs double the experts' host memory, the
+        # rust kernel's panels (float32) triple it.
+        self._cpu_packs: CpuExperts | None = None
 
     def forward(
         self, hidden: torch.Tensor, topk_weights: torch.Tensor, topk_ids: torch.Tensor
@@ -94,9 +97,10 @@ class FusedExperts(torch.nn.Module):
         cpu_packs = None
         if hidden.device.type == "cpu":
             if self._cpu_packs is None:
-                self._cpu_packs = [
-                    (pack_weight(w13), pack_weight(w2)) for w13, w2 in zip(self.w13, self.w2, strict=True)
-                ]
+                self._cpu_packs = CpuExperts(
+                    [(pack_weight(w13), pack_weight(w2)) for w13, w2 in zip(self.w13, self.w2, strict=True)],
+                    pack_expert_panels(self.w13, self.w2) if cpu_moe_kernel() else None,
+                )
             cpu_packs = self._cpu_packs
         return expert_mlp(hidden, self.w13, self.w2, topk_weights, topk_ids, cpu_packs)
 
