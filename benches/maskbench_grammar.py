@@ -12,7 +12,10 @@ mask fill per token (first `--mask-tokens` tokens of each instance; the rest onl
     .venv/bin/python benches/maskbench_grammar.py --all        # every file, routed as the engine does
 
 `--all` routes each schema as `ConstraintCompiler` does: a `$ref` cycle, or a regex-path refusal
-(unsupported keyword, too large), goes to the grammar path; the rest stays on the FSM. It
+(unsupported keyword, too large), goes to the grammar path; the rest stays on the FSM. Values a
+schema leaves free (`{}`, undeclared members) nest to any depth, as the schema says, so the FSM
+path refuses them (`JsonSchemaConfig(max_any_depth=None)`); `--max-any-depth 3` measures the
+engine's default instead (the FSM unrolls them 3 levels: a subset, false rejects beyond). It
 reports the combined outcome (pass / fail / refused), false accepts and false rejects (valid
 instances rejected even in schema key order), compile + first mask and per-token mask times per
 path and combined (mask fill only, the first `--mask-tokens` tokens of each instance).
@@ -114,14 +117,19 @@ def feed_fsm(fsm: Any, tokens: list[int], mask: np.ndarray, timed: int, timings:
     return bool(fsm.is_accepting(state))
 
 
-def check_fsm(case: dict, encoding: Any, vocab: Vocabulary, oracle: Any, mask_tokens: int) -> dict:
-    """The FSM path with the same accounting as `check_grammar`."""
+def check_fsm(
+    case: dict, encoding: Any, vocab: Vocabulary, oracle: Any, mask_tokens: int, max_any_depth: int | None
+) -> dict:
+    """The FSM path with the same accounting as `check_grammar`; `max_any_depth` None: values
+    the schema leaves free nest to any depth, so the FSM path refuses them (grammar path)."""
     from sglr._core import TokenFsm
 
     result: dict[str, Any] = {"outcome": "passing", "valid_rejected": 0, "invalid_accepted": 0, "steps": []}
     started = time.perf_counter()
     try:
-        fsm = TokenFsm.from_json_schema(json.dumps(case["schema"]), vocab, additional_properties=True)
+        fsm = TokenFsm.from_json_schema(
+            json.dumps(case["schema"]), vocab, additional_properties=True, max_any_depth=max_any_depth
+        )
         mask = np.zeros(fsm.num_mask_words, dtype=np.int32)
         fsm.fill_bitmask(fsm.start_state, mask)
     except errors.UnsupportedSchemaError as error:
@@ -162,7 +170,7 @@ def run_all(args: argparse.Namespace, oracle: Any, directory: Path) -> None:
         text = json.dumps(case["schema"])
         result = None
         if not json_schema_is_recursive(text):
-            result = check_fsm(case, encoding, vocab, oracle, args.mask_tokens)
+            result = check_fsm(case, encoding, vocab, oracle, args.mask_tokens, args.max_any_depth)
             outcomes["fsm"][result["outcome"]] += 1
             route = "fsm"
         if result is None or result["outcome"] in ("refused", "too_large"):
@@ -219,6 +227,12 @@ def main() -> None:
     parser.add_argument("--mask-tokens", type=int, default=32, help="tokens per instance whose mask is timed")
     parser.add_argument("--all", action="store_true", help="every file, routed as the engine routes it")
     parser.add_argument("--limit", type=int, default=None, help="with --all: this many files, spread evenly")
+    parser.add_argument(
+        "--max-any-depth",
+        type=int,
+        default=None,
+        help="with --all: unroll free values this deep on the FSM path (default: any depth, grammar path)",
+    )
     args = parser.parse_args()
     oracle = load_oracle()
     directory = oracle.data_dir(args.data)

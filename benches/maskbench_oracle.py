@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import sys
 import time
@@ -120,8 +121,17 @@ def property_order(schema: Any, root: Any, keys: set[str], depth: int = 0) -> di
     return order
 
 
+def matches_pattern(pattern: str, name: str) -> bool:
+    """Whether a `patternProperties` pattern (Python's dialect, near enough) finds `name`."""
+    try:
+        return re.search(pattern, name) is not None
+    except re.error:
+        return False
+
+
 def reorder_like_schema(data: Any, schema: Any, root: Any, depth: int = 0) -> Any:
-    """`data` with object keys in schema property order (extra keys last)."""
+    """`data` with object keys in schema property order (extra keys last, each reordered by the
+    `patternProperties` schema it matches, else `additionalProperties`)."""
     schema = resolve(schema, root)
     if depth > 64:
         return data
@@ -132,11 +142,18 @@ def reorder_like_schema(data: Any, schema: Any, root: Any, depth: int = 0) -> An
         for name, sub in order.items():
             if name in data:
                 out[name] = reorder_like_schema(data[name], sub, root, depth + 1)
+        patterns = schema.get("patternProperties") if isinstance(schema, dict) else None
         for name, value in data.items():
             if name not in out:
-                out[name] = reorder_like_schema(
-                    value, extra if isinstance(extra, dict) else {}, root, depth + 1
+                sub = next(
+                    (
+                        s
+                        for p, s in (patterns.items() if isinstance(patterns, dict) else [])
+                        if matches_pattern(p, name)
+                    ),
+                    extra if isinstance(extra, dict) else {},
                 )
+                out[name] = reorder_like_schema(value, sub, root, depth + 1)
         return out
     if isinstance(data, list) and isinstance(schema, dict):
         prefix = schema.get("prefixItems") or (

@@ -246,11 +246,14 @@ class TokenFsm:
         *,
         whitespace_pattern: str | None = None,
         additional_properties: bool = False,
-        max_any_depth: int | None = None,
+        max_any_depth: int | None = 3,
         max_recursion_depth: int | None = None,
         dfa_size_limit: int | None = None,
         nfa_size_limit: int | None = None,
-    ) -> TokenFsm: ...
+    ) -> TokenFsm:
+        """`max_any_depth`: nesting unrolled inside values the schema leaves free; None: any
+        depth, which no regex holds, so such schemas raise `UnsupportedSchemaError` (the grammar
+        path takes them)."""
     @property
     def pattern(self) -> str:
         """The regex enforced (for a schema, the regex it compiled to)."""
@@ -299,7 +302,7 @@ def json_schema_to_regex(
     *,
     whitespace_pattern: str | None = None,
     additional_properties: bool = False,
-    max_any_depth: int | None = None,
+    max_any_depth: int | None = 3,
     max_recursion_depth: int | None = None,
 ) -> str: ...
 

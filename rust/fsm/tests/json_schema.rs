@@ -244,3 +244,109 @@ fn unsupported_keywords_are_named() {
         );
     }
 }
+
+#[test]
+fn extra_keys_may_hold_escapes_but_never_spell_a_declared_name() {
+    let schema = json!({
+        "type": "object",
+        "properties": {"error": {"type": "string"}, "café": {"type": "integer"}},
+        "additionalProperties": {"type": "null"}
+    });
+    check(
+        schema,
+        &[
+            // A key holding a quote or a backslash (as `json.dumps` writes them).
+            r#"{"error\": x": null}"#,
+            r#"{"Vendor\\Namespace\\": null}"#,
+            r#"{"error": "e", "limited\u201d: {\u201cshares": null}"#,
+            r#"{"caf\u00e8": null}"#,
+            r#"{"\ud83d\ude00": null}"#,
+            r#"{"e\nrror": null}"#,
+        ],
+        &[
+            // A declared name in another spelling is not an extra key (its value is no null).
+            r#"{"\u0065rror": null}"#,
+            r#"{"err\u006Fr": null}"#,
+            r#"{"caf\u00e9": null}"#,
+            r#"{"caf\u00E9": null}"#,
+            r#"{"café": null}"#,
+            r#"{"e\u0072ror": null}"#,
+        ],
+    );
+}
+
+#[test]
+fn declared_names_with_quotes_and_backslashes_are_excluded_from_extra_keys() {
+    let schema = json!({
+        "type": "object",
+        "properties": {"a\"b": {"type": "integer"}, "c\\d/e": {"type": "integer"}},
+        "additionalProperties": {"type": "null"}
+    });
+    check(
+        schema,
+        &[r#"{"a\"b": 1}"#, r#"{"c\\d/e": 1}"#, r#"{"a\"c": null}"#, r#"{"c\\d": null}"#],
+        &[r#"{"a\"b": null}"#, r#"{"a\u0022b": null}"#, r#"{"c\u005cd\/e": null}"#, r#"{"c\\d/e": null}"#],
+    );
+}
+
+#[test]
+fn ref_siblings_are_ignored_in_drafts_before_2019() {
+    let definitions = json!({"point": {"required": ["x"], "properties": {"x": {"type": "integer"}}}});
+    for (draft, siblings_apply) in [
+        ("http://json-schema.org/draft-04/schema#", false),
+        ("http://json-schema.org/draft-07/schema#", false),
+        ("https://json-schema.org/draft/2020-12/schema", true),
+    ] {
+        let schema = json!({
+            "$schema": draft,
+            "definitions": definitions,
+            "type": "object",
+            "properties": {"p": {"type": "string", "$ref": "#/definitions/point"}},
+            "required": ["p"],
+            "additionalProperties": false
+        });
+        if siblings_apply {
+            // Both apply: a string (`required` says nothing about strings).
+            check(schema, &[r#"{"p": "s"}"#], &[r#"{"p": {"x": 1}}"#]);
+        } else {
+            check(schema, &[r#"{"p": {"x": 1}}"#], &[r#"{"p": {"y": 1}}"#]);
+        }
+    }
+}
+
+#[test]
+fn ref_siblings_in_an_all_of_part_are_ignored_in_draft_07() {
+    let schema = json!({
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "definitions": {"enabled": {"type": "object", "properties": {"enabled": {"type": "boolean"}}}},
+        "allOf": [{"$ref": "#/definitions/enabled", "properties": {"config": {"type": "integer"}}}]
+    });
+    let options = JsonSchemaOptions { additional_properties_default: true, ..JsonSchemaOptions::default() };
+    let re = matcher(schema, &options);
+    assert!(re.is_match(r#"{"enabled": true, "config": {"threshold": 4}}"#));
+    assert!(!re.is_match(r#"{"enabled": 1}"#));
+}
+
+#[test]
+fn free_values_at_any_depth_are_refused_by_name() {
+    let exact = JsonSchemaOptions { max_any_depth: None, ..JsonSchemaOptions::default() };
+    for (schema, keyword) in [
+        (json!({"type": "object", "properties": {"a": true}}), "true"),
+        (json!({"type": "object", "properties": {"a": {}}}), "items"),
+        (json!({"type": "object", "additionalProperties": true}), "additionalProperties"),
+        (json!({"type": "array"}), "items"),
+    ] {
+        match json_value_to_regex(&schema, &exact) {
+            Err(FsmError::UnsupportedSchema { keyword: named, .. }) => assert_eq!(named, keyword, "{schema}"),
+            other => panic!("{schema}: {other:?}"),
+        }
+        assert!(json_value_to_regex(&schema, &JsonSchemaOptions::default()).is_ok());
+    }
+    // Nothing left free: the same regex either way.
+    let closed =
+        json!({"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}}}});
+    assert_eq!(
+        json_value_to_regex(&closed, &exact).unwrap(),
+        json_value_to_regex(&closed, &JsonSchemaOptions::default()).unwrap()
+    );
+}

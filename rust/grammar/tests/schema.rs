@@ -374,3 +374,63 @@ fn refused_rules_fall_back_to_the_regex() {
     assert!(accepts(&m, r#"{"free": {"a": [1]}, "pair": [1, "x"]}"#));
     assert!(!accepts(&m, r#"{"pair": ["x", 1]}"#));
 }
+
+fn open_matcher(schema: &str) -> GrammarMatcher {
+    let options = JsonSchemaOptions { additional_properties_default: true, ..JsonSchemaOptions::default() };
+    let grammar = json_schema_to_grammar(schema, &options).unwrap();
+    GrammarMatcher::new(grammar, CompileLimits::default(), ParserLimits::default())
+}
+
+#[test]
+fn free_values_nest_to_any_depth_next_to_declared_members() {
+    // Not recursive, and regular up to a depth: the regex path would unroll the free members.
+    let m =
+        open_matcher(r#"{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}"#);
+    let mut deep = String::from("1");
+    for _ in 0..8 {
+        deep = format!(r#"[{{"k": {deep}}}]"#);
+    }
+    assert!(accepts(&m, &format!(r#"{{"a": 1, "b": {deep}}}"#)));
+    assert!(accepts(&m, r#"{"a": 1, "b": {"c": {"d": {"e": {"f": []}}}}}"#));
+    for bad in [r#"{"a": "x", "b": 1}"#, r#"{"b": 1}"#, r#"{"a": 1, "b": [[[[}"#] {
+        assert!(!accepts(&m, bad), "{bad}");
+    }
+    // A free item schema inside a tuple (rules refuse tuples): the bounded regex still holds.
+    let m = open_matcher(r#"{"type": "array", "items": [{"type": "integer"}, {}], "maxItems": 2}"#);
+    assert!(accepts(&m, r#"[1, {"x": [1]}]"#));
+    assert!(!accepts(&m, r#"["x", 1]"#));
+}
+
+#[test]
+fn extra_keys_with_escapes() {
+    let m = open_matcher(
+        r#"{"type": "object", "properties": {"psr-0": {"type": "object",
+            "additionalProperties": {"type": "string"}}, "name": {"type": "integer"}}}"#,
+    );
+    assert!(accepts(&m, r#"{"psr-0": {"Vendor\\Namespace\\": "src/"}}"#));
+    assert!(accepts(&m, r#"{"name": 1, "limited\u201d: {\u201cx": null}"#));
+    // `name` in another spelling is the declared property: an integer.
+    assert!(!accepts(&m, r#"{"n\u0061me": "x"}"#));
+    assert!(!accepts(&m, r#"{"psr-0": {"Vendor\\": 1}}"#));
+}
+
+#[test]
+fn ref_siblings_are_ignored_in_draft_04() {
+    let schema = r##"{"$schema": "http://json-schema.org/draft-04/schema#", "type": "object",
+        "definitions": {"enabled": {"type": "object", "properties": {"enabled": {"type": "boolean"}}}},
+        "properties": {"check": {"$ref": "#/definitions/enabled",
+            "properties": {"config": {"type": "integer"}}, "type": "string"}},
+        "additionalProperties": false}"##;
+    let m = matcher(schema);
+    assert!(accepts(&m, r#"{"check": {"enabled": true}}"#));
+    assert!(!accepts(&m, r#"{"check": "s"}"#));
+    assert!(!accepts(&m, r#"{"check": {"enabled": 1}}"#));
+    let later = schema
+        .replace("http://json-schema.org/draft-04/schema#", "https://json-schema.org/draft/2020-12/schema");
+    assert!(json_schema_to_grammar(&later, &JsonSchemaOptions::default())
+        .map(|g| {
+            let m = GrammarMatcher::new(g, CompileLimits::default(), ParserLimits::default());
+            !accepts(&m, r#"{"check": {"enabled": true}}"#)
+        })
+        .unwrap_or(true));
+}

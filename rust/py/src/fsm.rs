@@ -140,7 +140,7 @@ fn schema_options(
     JsonSchemaOptions {
         whitespace_pattern: whitespace_pattern.unwrap_or(defaults.whitespace_pattern),
         additional_properties_default: additional_properties,
-        max_any_depth: max_any_depth.unwrap_or(defaults.max_any_depth),
+        max_any_depth,
         max_recursion_depth: max_recursion_depth.unwrap_or(defaults.max_recursion_depth),
         ..defaults
     }
@@ -172,7 +172,7 @@ impl PyTokenFsm {
     /// Compiles a JSON schema (JSON text) for `vocabulary`; see `json_schema_to_regex`.
     #[staticmethod]
     #[pyo3(signature = (schema, vocabulary, *, whitespace_pattern=None, additional_properties=false,
-                        max_any_depth=None, max_recursion_depth=None, dfa_size_limit=None,
+                        max_any_depth=Some(3), max_recursion_depth=None, dfa_size_limit=None,
                         nfa_size_limit=None))]
     #[allow(clippy::too_many_arguments)]
     fn from_json_schema(
@@ -368,7 +368,7 @@ pub(crate) fn fill_bitmasks(
 /// Compiles a JSON schema (JSON text) to the regex `TokenFsm.from_json_schema` enforces.
 #[pyfunction]
 #[pyo3(signature = (schema, *, whitespace_pattern=None, additional_properties=false,
-                    max_any_depth=None, max_recursion_depth=None))]
+                    max_any_depth=Some(3), max_recursion_depth=None))]
 #[pyo3(name = "json_schema_to_regex")]
 pub(crate) fn json_schema_to_regex_py(
     py: Python<'_>,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 
 import numpy as np
@@ -92,3 +93,33 @@ def test_batched_fill_into_a_padded_bitmask(vocab: Vocabulary) -> None:
     assert (bitmask[1] == -1).all()
     with pytest.raises(ValueError):
         allocate_token_bitmask(1, 0)
+
+
+def accepts_text(constraint: object, text: str) -> bool:
+    """Feeds `text` one printable-ASCII byte token at a time (vocabulary of the `vocab` fixture)."""
+    state = constraint.start()  # type: ignore[attr-defined]
+    return all(state.try_advance(ord(char) - 32) for char in text) and bool(state.is_accepting)
+
+
+def test_free_values_at_any_depth_go_to_the_grammar(vocab: Vocabulary) -> None:
+    cache = ConstraintCache()
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}},
+        "required": ["a"],
+        "additionalProperties": True,
+    }
+    exact = JsonSchemaConfig(max_any_depth=None)
+    with pytest.raises(errors.UnsupportedSchemaError) as refused:
+        cache.json_schema(schema, vocab, exact)
+    assert refused.value.keyword == "additionalProperties"
+    grammar = cache.json_schema_grammar(json.dumps(schema), vocab, exact)
+    deep = '{"a":1,"b":[[[[[[{"c":[1]}]]]]]]}'
+    assert accepts_text(grammar, deep)
+    assert not accepts_text(grammar, '{"a":"x","b":[]}')
+    # The default unrolls free values 3 levels on the FSM path.
+    bounded = cache.json_schema(schema, vocab)
+    state = bounded.start_state
+    for char in deep:
+        state = bounded.try_advance(state, ord(char) - 32) if state is not None else None
+    assert state is None

@@ -67,3 +67,16 @@ def test_refusals_are_typed_and_name_the_keyword(results) -> None:
         keyword, _, message = result.detail.partition(": ")
         assert keyword and keyword in message, result.detail
     assert all(r.outcome != "error" for r in results), [r.detail for r in results if r.outcome == "error"]
+
+
+def test_reorder_follows_pattern_properties() -> None:
+    """Members matched by `patternProperties` are put in their pattern schema's order, as the
+    compiler emits them (the oracle then feeds that order)."""
+    module = load_oracle()
+    service = {"properties": {"build": {}, "depends_on": {}, "image": {}, "ports": {}}}
+    schema = {"type": "object", "patternProperties": {"^[a-z]+$": {"$ref": "#/definitions/service"}}}
+    schema["definitions"] = {"service": service}
+    data = {"web": {"image": "x", "ports": ["80"], "depends_on": ["db"]}, "Bad1": {"ports": 1, "image": 2}}
+    reordered = module.reorder_like_schema(data, schema, schema)
+    assert list(reordered["web"]) == ["depends_on", "image", "ports"]
+    assert list(reordered["Bad1"]) == ["ports", "image"]  # no pattern matches: left as is

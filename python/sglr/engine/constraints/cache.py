@@ -20,19 +20,21 @@ class JsonSchemaConfig:
         compact JSON and Python's `json.dumps` layout without letting a model loop on spaces.
     additional_properties: what objects allow when the schema does not say: False (default)
         only declared properties, True anything else as well (JSON Schema's own default).
-    max_any_depth: nesting allowed inside unconstrained values (`{}`).
+    max_any_depth: nesting allowed inside unconstrained values (`{}`, free members), which the
+        FSM path unrolls; None admits any depth as the schema says: the FSM path then refuses
+        such schemas and the grammar path takes them (exact, slower masks).
     max_recursion_depth: how often a recursive `$ref` unfolds before the branch is cut.
     """
 
     whitespace_pattern: str = "[ ]?"
     additional_properties: bool = False
-    max_any_depth: int = 3
+    max_any_depth: int | None = 3
     max_recursion_depth: int = 3
 
     def __post_init__(self) -> None:
         if not isinstance(self.whitespace_pattern, str):
             raise TypeError("whitespace_pattern must be a str")
-        if self.max_any_depth < 0 or self.max_recursion_depth < 0:
+        if (self.max_any_depth is not None and self.max_any_depth < 0) or self.max_recursion_depth < 0:
             raise ValueError("max_any_depth and max_recursion_depth must be >= 0")
 
 

@@ -82,6 +82,92 @@ pub(crate) fn encoded_char(c: char) -> String {
     }
 }
 
+/// Every JSON encoding of one character inside a string, as a regex: the raw character where
+/// JSON allows it, its short escape if it has one, and its `\uXXXX` escape (UTF-16 units, any
+/// hex case). Used where a spelling must be excluded in all its forms.
+pub(crate) fn every_encoding(c: char) -> String {
+    let mut forms = Vec::new();
+    if c != '"' && c != '\\' && (c as u32) >= 0x20 {
+        forms.push(literal_char(c));
+    }
+    if let Some(short) = short_escape(c) {
+        forms.push(format!(r"\\{}", literal_char(short)));
+    }
+    let mut units = [0u16; 2];
+    let escaped: String = c
+        .encode_utf16(&mut units)
+        .iter()
+        .map(|&unit| format!(r"\\u{}", hex_literal(unit as u32, 4)))
+        .collect();
+    forms.push(escaped);
+    forms.join("|")
+}
+
+/// The letter after `\` in a short escape of `c` (`\n` for a newline, ...), if it has one.
+pub(crate) fn short_escape(c: char) -> Option<char> {
+    match c {
+        '"' => Some('"'),
+        '\\' => Some('\\'),
+        '/' => Some('/'),
+        '\u{08}' => Some('b'),
+        '\u{0C}' => Some('f'),
+        '\n' => Some('n'),
+        '\r' => Some('r'),
+        '\t' => Some('t'),
+        _ => None,
+    }
+}
+
+/// Four hex digits (any case) whose value is none of `excluded`, or `None` if nothing is left.
+pub(crate) fn hex4_not_in(excluded: &[u32]) -> Option<String> {
+    let digits: Vec<Vec<u8>> =
+        excluded.iter().filter(|&&v| v <= 0xFFFF).map(|v| format!("{v:04X}").into_bytes()).collect();
+    let refs: Vec<&[u8]> = digits.iter().map(Vec::as_slice).collect();
+    hex_digits_not_in(&refs, 4)
+}
+
+fn hex_digits_not_in(excluded: &[&[u8]], len: usize) -> Option<String> {
+    let any = |n: usize| if n == 0 { String::new() } else { format!("[0-9a-fA-F]{{{n}}}") };
+    if excluded.is_empty() {
+        return Some(any(len));
+    }
+    if len == 0 {
+        return None;
+    }
+    let mut firsts: Vec<u8> = excluded.iter().map(|d| d[0]).collect();
+    firsts.sort_unstable();
+    firsts.dedup();
+    let mut parts = Vec::new();
+    let others: String = b"0123456789ABCDEF"
+        .iter()
+        .filter(|d| !firsts.contains(d))
+        .flat_map(|&d| {
+            let d = d as char;
+            if d.is_ascii_alphabetic() {
+                vec![d, d.to_ascii_lowercase()]
+            } else {
+                vec![d]
+            }
+        })
+        .collect();
+    if !others.is_empty() {
+        parts.push(format!("[{others}]{}", any(len - 1)));
+    }
+    for &first in &firsts {
+        let rests: Vec<&[u8]> = excluded.iter().filter(|d| d[0] == first).map(|d| &d[1..]).collect();
+        if let Some(rest) = hex_digits_not_in(&rests, len - 1) {
+            let digit = first as char;
+            let digit = if digit.is_ascii_alphabetic() {
+                format!("[{digit}{}]", digit.to_ascii_lowercase())
+            } else {
+                digit.to_string()
+            };
+            parts.push(format!("{digit}{rest}"));
+        }
+    }
+    (!parts.is_empty()).then(|| format!("(?:{})", parts.join("|")))
+}
+
 /// `value` written as `width` hex digits, each letter matching either case.
 fn hex_literal(value: u32, width: usize) -> String {
     format!("{value:0width$X}")

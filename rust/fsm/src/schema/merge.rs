@@ -52,6 +52,11 @@ fn merge_parts(
             }
             children.push(ctx.resolve(&reference, path)?.clone());
             references.push(reference);
+            if ctx.ref_overrides_siblings {
+                // The reference stands alone: its siblings (an `allOf` included) are ignored.
+                pending.extend(children);
+                continue;
+            }
         }
         if let Some(all_of) = part.remove("allOf") {
             let Value::Array(items) = all_of else {

@@ -14,6 +14,8 @@
 //! are annotations unless a validator opts in).
 
 mod disjoint;
+mod draft;
+pub use draft::ref_overrides_siblings;
 mod keywords;
 pub use keywords::is_annotation;
 pub use literal::string_literal;
@@ -42,8 +44,11 @@ pub struct JsonSchemaOptions {
     /// `false` (the default) admits only declared properties, as generation wants; `true`
     /// follows the JSON Schema specification and admits any other property too.
     pub additional_properties_default: bool,
-    /// Nesting depth of arrays/objects inside an unconstrained value (`{}` or `true`).
-    pub max_any_depth: usize,
+    /// Nesting depth of arrays/objects inside an unconstrained value (`{}` or `true`, and the
+    /// members an object or array leaves free). `None`: any depth, as the schema says, which
+    /// no regex can hold: such a schema is refused ([`FsmError::UnsupportedSchema`] naming
+    /// the keyword that leaves the value free) and the grammar path takes it.
+    pub max_any_depth: Option<usize>,
     /// How many times one `$ref` may be unfolded inside itself; deeper recursion is cut.
     pub max_recursion_depth: usize,
     /// Largest regex (bytes) the schema may expand to.
@@ -55,7 +60,7 @@ impl Default for JsonSchemaOptions {
         Self {
             whitespace_pattern: "[ ]?".into(),
             additional_properties_default: false,
-            max_any_depth: 3,
+            max_any_depth: Some(3),
             max_recursion_depth: 3,
             max_regex_len: 4 << 20,
         }
@@ -84,6 +89,7 @@ pub fn json_value_to_regex(schema: &Value, options: &JsonSchemaOptions) -> Resul
         },
         ref_stack: Vec::new(),
         depth: 0,
+        ref_overrides_siblings: ref_overrides_siblings(schema),
     };
     ctx.schema(schema, "#")
 }
@@ -97,7 +103,16 @@ pub struct SchemaAnalysis<'a> {
 
 impl<'a> SchemaAnalysis<'a> {
     pub fn new(root: &'a Value, options: &'a JsonSchemaOptions) -> Self {
-        Self { ctx: Ctx { root, options, ws: String::new(), ref_stack: Vec::new(), depth: 0 } }
+        Self {
+            ctx: Ctx {
+                root,
+                options,
+                ws: String::new(),
+                ref_stack: Vec::new(),
+                depth: 0,
+                ref_overrides_siblings: ref_overrides_siblings(root),
+            },
+        }
     }
 
     /// `allOf` (and `$ref` with siblings) merged into one schema object; `None` when nothing
@@ -113,6 +128,11 @@ impl<'a> SchemaAnalysis<'a> {
     /// Refuses `oneOf` branches (schema, path) unless no value can match two of them.
     pub fn check_one_of_disjoint(&self, branches: &[(Value, String)], path: &str) -> Result<(), FsmError> {
         disjoint::check_disjoint(&self.ctx, branches, path)
+    }
+
+    /// Whether `$ref` ignores its sibling keywords in this document ([`ref_overrides_siblings`]).
+    pub fn ref_overrides_siblings(&self) -> bool {
+        self.ctx.ref_overrides_siblings
     }
 
     /// The types a schema object admits (`number` subsumes `integer`).
@@ -144,6 +164,8 @@ pub(crate) struct Ctx<'a> {
     ref_stack: Vec<String>,
     /// Current nesting of `schema` calls (bounded so hostile input cannot overflow the stack).
     depth: usize,
+    /// The document's draft makes `$ref` ignore its siblings ([`ref_overrides_siblings`]).
+    pub ref_overrides_siblings: bool,
 }
 
 /// Deepest nesting of sub-schemas compiled.
@@ -160,7 +182,14 @@ impl<'a> Ctx<'a> {
         }
         self.depth += 1;
         let regex = match schema {
-            Value::Bool(true) => Ok(any_value(self, self.options.max_any_depth)),
+            Value::Bool(true) => match self.options.max_any_depth {
+                Some(depth) => Ok(any_value(self, depth)),
+                None => Err(unsupported(
+                    free_value_keyword(path),
+                    path,
+                    "a free value may nest to any depth, which no regex can hold",
+                )),
+            },
             Value::Bool(false) => Ok(NEVER.into()),
             Value::Object(map) => self.object(map, path),
             _ => Err(invalid(path, "a schema must be an object or a boolean")),
@@ -230,7 +259,8 @@ impl<'a> Ctx<'a> {
             // Recursion cut: this branch can no longer be taken.
             return Ok(NEVER.into());
         }
-        let has_siblings = map.keys().any(|k| k != "$ref" && !keywords::is_annotation(k));
+        let has_siblings =
+            !self.ref_overrides_siblings && map.keys().any(|k| k != "$ref" && !keywords::is_annotation(k));
         if has_siblings {
             let merged = merge::merge_all_of(self, map, path)?;
             return self.compile_merged(merged, path);
@@ -408,6 +438,14 @@ fn check_multiple_of(map: &Map<String, Value>, path: &str, is_integer: bool) -> 
         None => Ok(()),
         Some(value) if is_integer && value.as_f64() == Some(1.0) => Ok(()),
         Some(_) => Err(unsupported("multipleOf", path, "divisibility is not expressible as a regex here")),
+    }
+}
+
+/// The keyword that leaves the value at `path` free (for a refusal's name).
+fn free_value_keyword(path: &str) -> &str {
+    match path.rsplit('/').next() {
+        Some(last @ ("additionalProperties" | "items" | "additionalItems")) => last,
+        _ => "true",
     }
 }
 

@@ -2,7 +2,9 @@
 
 use serde_json::{Map, Value};
 
-use super::literal::{string_literal, NEVER};
+use super::literal::{
+    class_char, every_encoding, hex4_not_in, short_escape, string_literal, NEVER, STRING_CHAR,
+};
 use super::{alternation, invalid, unsupported, Ctx};
 use crate::error::FsmError;
 
@@ -186,20 +188,20 @@ fn declared_sequence(props: &[Property], sep: &str) -> Declared {
 /// (it nests less); beyond, the linear nested form.
 const SMALL_OPTIONAL_SET: usize = 4;
 
-/// A JSON string key (without escapes) that is none of `names`, so extra properties cannot
-/// repeat a declared one.
-/// A regex for JSON-encoded keys (with quotes) other than `names`, in any of their encodings.
+/// A regex for JSON-encoded keys (with quotes) whose decoded text is none of `names`, in any
+/// spelling: escapes are allowed (`json.dumps` writes non-ASCII characters as `\u` escapes,
+/// and keys may hold quotes or backslashes), and a declared name stays excluded however its
+/// characters are escaped.
 pub fn key_not_in(names: &[&str]) -> String {
     let chars: Vec<Vec<char>> = names.iter().map(|n| n.chars().collect()).collect();
     let refs: Vec<&[char]> = chars.iter().map(Vec::as_slice).collect();
     format!("\"{}\"", not_in_set(&refs))
 }
 
-/// Plain key characters: no escapes, so one decoded key has one spelling.
-const KEY_CHAR_CLASS: &str = r#"^"\\\x00-\x1F"#;
-
+/// String bodies whose decoded text is none of `words`: a trie walk, one decoded character per
+/// level, where each level admits any encoding of a character that leaves every word.
 fn not_in_set(words: &[&[char]]) -> String {
-    let any = format!("[{KEY_CHAR_CLASS}]*");
+    let any = format!("{STRING_CHAR}*");
     if words.is_empty() {
         return any;
     }
@@ -210,17 +212,40 @@ fn not_in_set(words: &[&[char]]) -> String {
     if words.iter().all(|w| !w.is_empty()) {
         parts.push(String::new());
     }
-    let excluded: String = firsts.iter().map(|&c| super::literal::class_char(c)).collect();
-    parts.push(format!("[{KEY_CHAR_CLASS}{excluded}]{any}"));
+    parts.push(format!("{}{any}", char_not_in(&firsts)));
     for &c in &firsts {
         let rests: Vec<&[char]> = words.iter().filter(|w| w.first() == Some(&c)).map(|w| &w[1..]).collect();
-        // Characters needing escapes never appear unescaped in our keys.
-        if c == '"' || c == '\\' || (c as u32) < 0x20 {
-            continue;
-        }
-        parts.push(format!("{}{}", super::literal::literal_char(c), not_in_set(&rests)));
+        parts.push(format!("(?:{}){}", every_encoding(c), not_in_set(&rests)));
     }
     format!("(?:{})", parts.join("|"))
+}
+
+/// One encoded string character whose decoded value is none of `excluded`. An escaped UTF-16
+/// high surrogate is refused when an excluded character starts with it (its pair could spell
+/// that character): fewer keys, never a declared one.
+fn char_not_in(excluded: &[char]) -> String {
+    let raw: String = excluded.iter().map(|&c| class_char(c)).collect();
+    let mut forms = vec![format!(r#"[^"\\\x00-\x1F{raw}]"#)];
+    let shorts: String = ['"', '\\', '/', '\u{08}', '\u{0C}', '\n', '\r', '\t']
+        .into_iter()
+        .filter(|c| !excluded.contains(c))
+        .filter_map(short_escape)
+        .map(class_char)
+        .collect();
+    if !shorts.is_empty() {
+        forms.push(format!(r"\\[{shorts}]"));
+    }
+    let units: Vec<u32> = excluded
+        .iter()
+        .map(|&c| {
+            let mut buffer = [0u16; 2];
+            u32::from(c.encode_utf16(&mut buffer)[0])
+        })
+        .collect();
+    if let Some(hex) = hex4_not_in(&units) {
+        forms.push(format!(r"\\u{hex}"));
+    }
+    format!("(?:{})", forms.join("|"))
 }
 
 fn escape_pointer(name: &str) -> String {

@@ -261,27 +261,6 @@ fn exclusive_required(
     Some(exclusive)
 }
 
-/// An object or array whose members may be any value (`{"type": "object"}` with undeclared
-/// properties allowed, `{"type": "array"}` without `items`): the regex path unrolls such values
-/// a few levels only, the grammar admits any depth.
-fn is_free_container(schema: &Value, options: &JsonSchemaOptions) -> bool {
-    let Value::Object(map) = schema else { return false };
-    let names_container = match map.get("type") {
-        Some(Value::String(t)) => t == "object" || t == "array",
-        Some(Value::Array(types)) => types.iter().any(|t| t == "object" || t == "array"),
-        _ => false,
-    };
-    let free_members = match map.get("additionalProperties") {
-        None => options.additional_properties_default,
-        Some(additional) => is_trivial(additional),
-    };
-    names_container
-        && free_members
-        && map
-            .keys()
-            .all(|k| matches!(k.as_str(), "type" | "additionalProperties" | "nullable") || is_annotation(k))
-}
-
 /// Whether a schema admits only objects or arrays (or combines sub-schemas): worth taking
 /// apart when its regex is long.
 fn is_container(schema: &Value) -> bool {
@@ -292,16 +271,6 @@ fn is_container(schema: &Value) -> bool {
         Some(Value::Array(types)) => types.iter().any(container),
         _ => ["properties", "items", "allOf", "anyOf", "oneOf", "$ref"].iter().any(|k| map.contains_key(*k)),
     }
-}
-
-/// Whether `value` or anything inside it is a free container.
-fn contains_free_container(value: &Value, options: &JsonSchemaOptions) -> bool {
-    is_free_container(value, options)
-        || match value {
-            Value::Object(map) => map.values().any(|child| contains_free_container(child, options)),
-            Value::Array(items) => items.iter().any(|item| contains_free_container(item, options)),
-            _ => false,
-        }
 }
 
 /// Whether a (small) regex's DFA matches `text` exactly.
@@ -424,15 +393,17 @@ impl<'a> SchemaGrammar<'a> {
         if is_trivial(schema) {
             return Ok(vec![Piece::Rule(self.any()?)]);
         }
-        // The regex path's one lexeme, unless it is very long (its DFA could be too large to
-        // build once the parser gets there) or unrolls free-form values to a fixed depth: then
-        // rules, with the regex kept in case the rules refuse a keyword.
+        // The regex path's one lexeme, exact (values left free refused, since a regex unrolls
+        // them to a fixed depth), unless it is very long (its DFA could be too large to build
+        // once the parser gets there): then rules. Where the rules refuse a keyword, the regex
+        // path's bounded regex (free values unrolled a few levels: a subset, never a false
+        // accept) is the fallback.
         let mut fallback = None;
-        if !contains_reference(schema) {
-            match json_value_to_regex(schema, self.options) {
+        let plain = !contains_reference(schema);
+        if plain {
+            match json_value_to_regex(schema, &self.exact_options()) {
                 Ok(regex) => {
-                    let long = regex.len() > MAX_LEXEME_REGEX_LEN && is_container(schema);
-                    if !long && !contains_free_container(schema, self.options) {
+                    if !(regex.len() > MAX_LEXEME_REGEX_LEN && is_container(schema)) {
                         return Ok(self.regex_piece(regex));
                     }
                     fallback = Some(regex);
@@ -448,6 +419,9 @@ impl<'a> SchemaGrammar<'a> {
                 path,
                 &format!("schemas nested deeper than {MAX_SCHEMA_DEPTH} levels"),
             ));
+        }
+        if plain && fallback.is_none() {
+            fallback = json_value_to_regex(schema, &self.bounded_options()).ok();
         }
         let Some(regex) = fallback else {
             self.depth += 1;
@@ -470,6 +444,18 @@ impl<'a> SchemaGrammar<'a> {
         }
     }
 
+    /// The caller's options with values left free admitted at any depth (refused as a regex).
+    fn exact_options(&self) -> JsonSchemaOptions {
+        JsonSchemaOptions { max_any_depth: None, ..self.options.clone() }
+    }
+
+    /// The caller's options with free values unrolled to a fixed depth (the default's when
+    /// the caller asked for any depth).
+    fn bounded_options(&self) -> JsonSchemaOptions {
+        let depth = self.options.max_any_depth.or(JsonSchemaOptions::default().max_any_depth);
+        JsonSchemaOptions { max_any_depth: depth, ..self.options.clone() }
+    }
+
     /// A schema the regex path cannot hold as one regex, taken apart keyword by keyword.
     fn structure(&mut self, schema: &Value, path: &str) -> Result<Vec<Piece>, GrammarError> {
         let map = match schema {
@@ -487,7 +473,8 @@ impl<'a> SchemaGrammar<'a> {
             let Value::String(reference) = reference else {
                 return Err(invalid(path, "'$ref' must be a string"));
             };
-            if map.keys().any(|k| k != "$ref" && !is_annotation(k)) {
+            let has_siblings = map.keys().any(|k| k != "$ref" && !is_annotation(k));
+            if has_siblings && !self.analysis.ref_overrides_siblings() {
                 return self.merged(map, path);
             }
             let nonterminal = match self.references.get(reference) {
