@@ -177,3 +177,25 @@ def test_quantized_is_refused_where_it_cannot_apply(gguf_cache, tiny_path):
         RunnerConfig(None, gguf_weights="int3")
     # The default keeps today's dequantized weights.
     assert _runner(gguf_cache / "t.gguf").weights_format == "dequantized"
+
+
+def test_worker_engine_runs_a_quantized_gguf_like_the_in_process_one(gguf_cache):
+    """The worker layout (the server's default) keeps the GGUF file for its 4-bit blocks."""
+    from sglr.engine.engine import Engine
+
+    write_tiny_gguf(gguf_cache / "t.gguf", TinySpec(tensor_types=ALL_INT4, intermediate_size=128), seed=5)
+    params = {"max_new_tokens": 6, "temperature": 0.0, "ignore_eos": True}
+    prompts = [[5, 6, 7, 8], [9, 10, 11]]
+    outputs = {}
+    for multiprocess in (False, True):
+        engine = Engine(
+            model_path=str(gguf_cache / "t.gguf"), device="cpu", gguf_weights="quantized",
+            multiprocess=multiprocess, max_total_tokens=512,
+        )  # fmt: skip
+        try:
+            assert engine.runner.weights_format == "quantized"
+            results = engine.generate(input_ids=prompts, sampling_params=params)
+            outputs[multiprocess] = [r["output_ids"] for r in results]
+        finally:
+            engine.shutdown()
+    assert outputs[True] == outputs[False]

@@ -86,7 +86,7 @@ class Engine:
         """Loads the model here (or takes `runner`), or starts the worker processes that do."""
         from sglr.model.config import load_model_config
         from sglr.model.parallel import check_tensor_parallel
-        from sglr.model.runner import ModelRunner, resolve_device, resolve_model_dir
+        from sglr.model.runner import ModelRunner, quantized_gguf_source, resolve_device, resolve_model_dir
 
         on_gpu = (runner.device if runner is not None else resolve_device(cfg.device)).type == "cuda"
         self._owns_runner = runner is None
@@ -99,9 +99,15 @@ class Engine:
         if runner is None and cfg.uses_workers:
             from sglr.engine.worker.client import WorkerScheduler
 
-            # Resolved once here (a GGUF file is converted once), then loaded by every rank.
-            resolved = dataclasses.replace(runner_config, model_path=resolve_model_dir(runner_config))
-            check_tensor_parallel(load_model_config(resolved.model_path), cfg.tp_size)
+            # Resolved once here (a GGUF file is converted once), then loaded by every rank. A
+            # quantized GGUF run keeps naming the file: its 4-bit blocks are read from it, and
+            # the worker finds the conversion (its dense tensors) in the cache.
+            model_dir = resolve_model_dir(runner_config)
+            keeps_gguf = quantized_gguf_source(runner_config, cfg.tp_size > 1) is not None
+            resolved = (
+                runner_config if keeps_gguf else dataclasses.replace(runner_config, model_path=model_dir)
+            )
+            check_tensor_parallel(load_model_config(model_dir), cfg.tp_size)
             scheduler = WorkerScheduler(
                 cfg, resolved, self.max_running_requests, chunk, cfg.worker_start_timeout_s
             )

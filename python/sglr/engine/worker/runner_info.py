@@ -19,6 +19,7 @@ class RunnerInfo:
     max_context_len: int
     device: torch.device
     runner_config: Any  # the rank-0 runner's RunnerConfig
+    weights_format: str = "dequantized"  # "quantized": a GGUF's 4-bit matrices kept 4-bit
 
     @classmethod
     def of(cls, runner: Any) -> RunnerInfo:
@@ -29,4 +30,5 @@ class RunnerInfo:
             max_context_len=runner.max_context_len,
             device=runner.device,
             runner_config=runner.runner_config,
+            weights_format=runner.weights_format,
         )
