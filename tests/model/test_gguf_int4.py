@@ -144,7 +144,7 @@ def test_smollm2_quantized_tokens_and_logits():
 
     quantized = _runner(None, gguf_weights="quantized")
     assert sum(m.int4 is not None for m in _linears(quantized)) == 4 * 30
-    bf16 = _runner(None, dtype="bfloat16")
+    bf16 = _runner(None, dtype="bfloat16", gguf_weights="dequantized")
     # No second copy: the int4 layers hold no dense weight (about 2.2x fewer weight bytes).
     quantized_bytes = _param_bytes(quantized) + sum(m.int4.num_bytes for m in _linears(quantized) if m.int4)
     assert quantized_bytes < 0.5 * _param_bytes(bf16)
@@ -175,8 +175,12 @@ def test_quantized_is_refused_where_it_cannot_apply(gguf_cache, tiny_path):
         _runner(tiny_path, gguf_weights="quantized")
     with pytest.raises(ModelConfigError, match="gguf_weights"):
         RunnerConfig(None, gguf_weights="int3")
-    # The default keeps today's dequantized weights.
-    assert _runner(gguf_cache / "t.gguf").weights_format == "dequantized"
+    # The default: quantized where it applies; the file's precision where it does not.
+    assert _runner(gguf_cache / "t.gguf").weights_format == "quantized"
+    assert _runner(gguf_cache / "t.gguf", dtype="float32").weights_format == "dequantized"
+    write_tiny_gguf(gguf_cache / "q8.gguf", TinySpec(tensor_types={"ffn_up.weight": T.Q8_0}))
+    no_int4 = _runner(gguf_cache / "q8.gguf")
+    assert no_int4.weights_format == "dequantized" and no_int4.dtype == torch.float32
 
 
 def test_worker_engine_runs_a_quantized_gguf_like_the_in_process_one(gguf_cache):

@@ -20,7 +20,13 @@ def test_tp2_from_gguf_equals_tp1(tmp_path: Path, architecture: str, monkeypatch
     monkeypatch.setenv("SGLR_CACHE_DIR", str(tmp_path / "cache"))
     gguf = tmp_path / "tiny.gguf"
     write_tiny_gguf(gguf, TinySpec(architecture=architecture, tied_embeddings=False))
-    options = {"device": "cpu", "max_total_tokens": 4096, "debug_invariants": True}
+    # Dequantized on both sides: 4-bit GGUF weights (the default on one rank) are not sharded.
+    options = {
+        "device": "cpu",
+        "max_total_tokens": 4096,
+        "debug_invariants": True,
+        "gguf_weights": "dequantized",
+    }
     tp1 = Engine(model_path=str(gguf), **options)
     tp2 = Engine(model_path=str(gguf), tp_size=2, **options)
     try:

@@ -18,7 +18,8 @@ class EngineConfig:
     mem_fraction_static: fraction of device memory for weights + KV cache (GPU).
     context_length: longest sequence (default: the model's).
     gguf_weights: "quantized" keeps a GGUF file's Q4_0/Q4_1 matrices 4-bit on the CPU (bf16
-        compute), "dequantized" converts all weights; see `RunnerConfig.gguf_weights`.
+        compute), "dequantized" converts all weights, "auto" (default) is quantized where it
+        applies; see `RunnerConfig.gguf_weights`.
     max_running_requests: requests decoding at once.
     chunked_prefill_size: prefill tokens per step; longer prompts are prefilled in chunks.
     schedule_policy: order of admission: lpm (longest cached prefix first), dfs-weight, fcfs,

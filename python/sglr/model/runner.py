@@ -70,8 +70,9 @@ class RunnerConfig:
     gguf_weights: for a GGUF checkpoint on the CPU, "quantized" keeps its Q4_0/Q4_1 matrices
         4-bit in memory and multiplies them as such (`sglr.kernels.cpu_int4`; bf16 activations,
         so the run dtype is bfloat16); "dequantized" converts every weight to the run dtype;
-        "auto" is dequantized (quantized is faster at batch-1 decode, slower at prefill:
-        benches/results/smollm2_cpu_gguf.md).
+        "auto" is quantized where it applies (a GGUF file with Q4_0/Q4_1 matrices on the CPU, one
+        rank, dtype auto or bfloat16), dequantized otherwise: on SmolLM2 quantized decodes ~2x
+        faster at equal prefill speed (benches/results/smollm2_cpu_gguf.md).
     """
 
     model_path: str | Path | None
@@ -338,7 +339,7 @@ def resolve_model_dir(config: RunnerConfig) -> Path:
 def quantized_gguf_source(config: RunnerConfig, tensor_parallel: bool) -> Path | None:
     """The GGUF file to load 4-bit matrices from when `config` runs quantized, else None. Raises
     `ModelConfigError` when "quantized" is asked for where it cannot apply."""
-    if config.gguf_weights != "quantized" or config.load_format == "dummy":
+    if config.gguf_weights == "dequantized" or config.load_format == "dummy":
         return None
     from sglr.model.default_model import gguf_source_path
 
@@ -353,11 +354,21 @@ def quantized_gguf_source(config: RunnerConfig, tensor_parallel: bool) -> Path |
         problem = "quantized GGUF weights do not support tensor parallelism"
     elif config.dtype not in ("auto", "bfloat16"):
         problem = f"quantized GGUF weights compute in bfloat16, not {config.dtype}"
+    elif config.gguf_weights == "auto" and not has_int4_matrices(source):
+        problem = "no Q4_0 / Q4_1 matrices"  # nothing to keep 4-bit: "auto" keeps the file's precision
     if problem is None:
         return source
     if config.gguf_weights == "quantized":
         raise ModelConfigError(f"gguf_weights='quantized': {problem}")
     return None
+
+
+def has_int4_matrices(gguf_path: Path) -> bool:
+    """Whether the GGUF file stores any matrix as Q4_0 / Q4_1 (reads the header only)."""
+    from sglr.model.gguf.int4_blocks import INT4_TYPE_NAMES
+    from sglr.model.gguf.reader import read_gguf
+
+    return any(tensor.type_name in INT4_TYPE_NAMES for tensor in read_gguf(gguf_path).tensors)
 
 
 def resolve_device(name: str) -> torch.device:
