@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from sglr.errors import CheckpointError
+from sglr.kernels import cpu_norm
 from sglr.kernels.cpu_int4 import Int4Weight, int4_linear
 from sglr.kernels.cpu_linear import pack_weight, packed_linear
 from sglr.kernels.cpu_q8 import Q8_MAX_KERNEL_ROWS, Q8Weight, q8_linear
@@ -30,6 +31,8 @@ class RMSNorm(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # One fused op for `x * rsqrt(mean(x^2) + eps)` instead of five.
         shape = (x.shape[-1],)
+        if cpu_norm.kernel_applies(x, self.weight):
+            return cpu_norm.rms_norm(x, self.weight, self.eps)
         # On bf16 / fp16 input, rms_norm accumulates in fp32 and rounds once to the input dtype:
         # the same values as normalizing an fp32 copy and casting back (two ops fewer).
         return self.weight * F.rms_norm(x, shape, eps=self.eps)

@@ -5,6 +5,7 @@ mod buffers;
 mod errors;
 mod fsm;
 mod grammar;
+mod layers;
 mod moe;
 mod quant;
 mod radix;
@@ -33,6 +34,7 @@ fn _core(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(grammar::json_schema_to_ebnf, module)?)?;
     module.add_function(wrap_pyfunction!(attn::decode_attention, module)?)?;
     module.add_function(wrap_pyfunction!(attn::store_kv_rows, module)?)?;
+    module.add_function(wrap_pyfunction!(layers::rms_norm, module)?)?;
     module.add_function(wrap_pyfunction!(moe::moe_expert_mlp, module)?)?;
     module.add_function(wrap_pyfunction!(quant::q8_matmul_transposed, module)?)?;
     module.add_function(wrap_pyfunction!(quant::q8_dequantize_rows, module)?)?;
