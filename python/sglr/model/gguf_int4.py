@@ -12,26 +12,36 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from gguf import GGMLQuantizationType
 
+from sglr.errors import GGUFFormatError
 from sglr.kernels.cpu_int4 import int4_supported, pack_int4
 from sglr.kernels.cpu_q8 import Q8Weight
 from sglr.model.gguf.int4_blocks import INT4_TYPE_NAMES, int4_groups
 from sglr.model.gguf.names import hf_tensor_name
 from sglr.model.gguf.q8_blocks import q8_0_levels_scales
-from sglr.model.gguf.reader import GGUFTensor, read_gguf
+from sglr.model.gguf.reader import GGUFTensor
+from sglr.model.gguf.tensor_types import raw_tensor_bytes, read_tensor_table
 from sglr.model.layers import FUSED_PROJECTIONS, Linear
 
 
 def load_int4_linears(model: torch.nn.Module, gguf_path: Path) -> set[str]:
     """Moves each eligible `Linear` of `model` to int4; returns the checkpoint (Hugging Face)
     tensor names consumed, which the dense loader must then skip."""
-    checkpoint = read_gguf(gguf_path)
-    architecture = checkpoint.architecture
+    # The tensor table and raw bytes only: the metadata (vocabulary) was read at conversion.
+    table = read_tensor_table(gguf_path)
+    architecture = table.architecture
+    if architecture is None:
+        raise GGUFFormatError(f"{gguf_path}: no general.architecture in the GGUF metadata")
+    raw = raw_tensor_bytes(gguf_path, table)
     by_name: dict[str, GGUFTensor] = {}
-    for tensor in checkpoint.tensors:
-        hf_name = hf_tensor_name(tensor.name, architecture)
+    for entry in table.entries:
+        hf_name = hf_tensor_name(entry.name, architecture)
         if hf_name is not None:
-            by_name[hf_name] = tensor
+            shape = tuple(int(dim) for dim in reversed(entry.dims))
+            by_name[hf_name] = GGUFTensor(
+                entry.name, GGMLQuantizationType(entry.ggml_type), shape, raw[entry.name]
+            )
     config = model.config
     rope_heads = {"q_proj": config.num_attention_heads, "k_proj": config.num_key_value_heads}
     consumed: set[str] = set()

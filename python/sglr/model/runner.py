@@ -72,7 +72,7 @@ class RunnerConfig:
         so the run dtype is bfloat16); "dequantized" converts every weight to the run dtype;
         "auto" is quantized where it applies (a GGUF file with Q4_0/Q4_1 matrices on the CPU, one
         rank, dtype auto or bfloat16), dequantized otherwise: on SmolLM2 quantized decodes ~2x
-        faster at equal prefill speed (benches/results/smollm2_cpu_gguf.md).
+        faster at ~0.9x the prefill speed (benches/results/smollm2_cpu_gguf.md).
     """
 
     model_path: str | Path | None
@@ -365,10 +365,13 @@ def quantized_gguf_source(config: RunnerConfig, tensor_parallel: bool) -> Path |
 
 def has_int4_matrices(gguf_path: Path) -> bool:
     """Whether the GGUF file stores any matrix as Q4_0 / Q4_1 (reads the header only)."""
-    from sglr.model.gguf.int4_blocks import INT4_TYPE_NAMES
-    from sglr.model.gguf.reader import read_gguf
+    from gguf import GGMLQuantizationType
 
-    return any(tensor.type_name in INT4_TYPE_NAMES for tensor in read_gguf(gguf_path).tensors)
+    from sglr.model.gguf.int4_blocks import INT4_TYPE_NAMES
+    from sglr.model.gguf.tensor_types import gguf_tensor_types
+
+    int4_codes = {GGMLQuantizationType[name].value for name in INT4_TYPE_NAMES}
+    return any(code in int4_codes for code in gguf_tensor_types(gguf_path).values())
 
 
 def resolve_device(name: str) -> torch.device:
