@@ -19,6 +19,7 @@ import dataclasses
 import inspect
 import logging
 from collections.abc import AsyncIterator, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from sglr.engine import delivery
@@ -108,15 +109,22 @@ class Engine:
                 runner_config if keeps_gguf else dataclasses.replace(runner_config, model_path=model_dir)
             )
             check_tensor_parallel(load_model_config(model_dir), cfg.tp_size)
-            scheduler = WorkerScheduler(
-                cfg, resolved, self.max_running_requests, chunk, cfg.worker_start_timeout_s
-            )
+            # The front's tokenizer (importing transformers takes ~2 s) loads while the workers
+            # start and load the model: both wait otherwise.
+            with ThreadPoolExecutor(1, thread_name_prefix="sglr-tokenizer") as pool:
+                tokenizer_load = pool.submit(EngineTokenizer, model_dir, cfg.chat_template)
+                scheduler = WorkerScheduler(
+                    cfg, resolved, self.max_running_requests, chunk, cfg.worker_start_timeout_s
+                )
+                tokenizer = tokenizer_load.result()
             runner = scheduler.runner_info
-        elif runner is None:
-            runner = ModelRunner(runner_config)
+        else:
+            if runner is None:
+                runner = ModelRunner(runner_config)
+            tokenizer = EngineTokenizer(runner.model_dir, cfg.chat_template)
         self.config = cfg
         self.runner = runner  # in worker mode, a `RunnerInfo` with the same attributes
-        self.tokenizer = EngineTokenizer(runner.model_dir, cfg.chat_template)
+        self.tokenizer = tokenizer
         self.model_path = str(cfg.model_path) if cfg.model_path else str(runner.model_dir)
         self.served_model_name = cfg.served_model_name or self.model_path
         self.context_len = runner.max_context_len
