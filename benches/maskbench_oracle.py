@@ -129,6 +129,27 @@ def matches_pattern(pattern: str, name: str) -> bool:
         return False
 
 
+def array_part(schema: dict, root: Any, depth: int = 0) -> dict:
+    """The part of `schema` that says what an array's items are: `schema` itself when it has
+    `items` / `prefixItems`, else the first `allOf` / `anyOf` / `oneOf` part (followed through
+    `$ref`s) that does and admits arrays (`{"oneOf": [{"type": "array", "items": ...},
+    {"type": "null"}]}`)."""
+    if "items" in schema or "prefixItems" in schema or depth > 16:
+        return schema
+    for keyword in ("allOf", "anyOf", "oneOf"):
+        for part in schema.get(keyword) or []:
+            part = resolve(part, root)
+            if not isinstance(part, dict):
+                continue
+            kind = part.get("type", "array")
+            if kind != "array" and not (isinstance(kind, list) and "array" in kind):
+                continue
+            found = array_part(part, root, depth + 1)
+            if "items" in found or "prefixItems" in found:
+                return found
+    return schema
+
+
 def reorder_like_schema(data: Any, schema: Any, root: Any, depth: int = 0) -> Any:
     """`data` with object keys in schema property order (extra keys last, each reordered by the
     `patternProperties` schema it matches, else `additionalProperties`)."""
@@ -156,6 +177,7 @@ def reorder_like_schema(data: Any, schema: Any, root: Any, depth: int = 0) -> An
                 out[name] = reorder_like_schema(value, sub, root, depth + 1)
         return out
     if isinstance(data, list) and isinstance(schema, dict):
+        schema = array_part(schema, root)
         prefix = schema.get("prefixItems") or (
             schema.get("items") if isinstance(schema.get("items"), list) else []
         )

@@ -195,6 +195,22 @@ fn refs_all_of_and_recursion() {
     );
 }
 
+/// A property declared again by a later `allOf` part keeps the place where it was first
+/// declared (members are emitted in that order), with both parts' schemas.
+#[test]
+fn all_of_merged_properties_keep_their_first_position() {
+    let schema = json!({"allOf": [
+        {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "integer"}, "c": {"type": "boolean"}},
+         "required": ["a", "b"]},
+        {"properties": {"a": {"maxLength": 2}}}
+    ]});
+    check(
+        schema,
+        &[r#"{"a": "xy", "b": 1}"#, r#"{"a": "x", "b": 1, "c": true}"#],
+        &[r#"{"a": "xyz", "b": 1}"#, r#"{"b": 1, "a": "x"}"#, r#"{"a": "x"}"#],
+    );
+}
+
 #[test]
 fn whitespace_pattern_is_configurable() {
     let schema = json!({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]});

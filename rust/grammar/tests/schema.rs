@@ -434,3 +434,22 @@ fn ref_siblings_are_ignored_in_draft_04() {
         })
         .unwrap_or(true));
 }
+
+/// `oneOf` branches that only require one name each: branch i is rewritten as the object with
+/// the other branches' names absent (`false` merged into their properties); the members after
+/// them keep their place in schema order.
+#[test]
+fn exclusive_required_branches_keep_member_order() {
+    let schema = r##"{"definitions": {"image": {"type": "object", "properties": {"w": {"type": "integer"}}}},
+        "type": "object", "required": ["id"],
+        "oneOf": [{"required": ["title"]}, {"required": ["img"]}],
+        "properties": {"id": {"type": "integer"}, "title": {"type": "string"},
+                       "img": {"$ref": "#/definitions/image"}, "ext": {"type": "object"}}}"##;
+    let m = keyword_matcher(schema, true);
+    for text in [r#"{"id": 1, "img": {"w": 2}, "ext": {}}"#, r#"{"id": 1, "title": "t", "ext": {}}"#] {
+        assert!(accepts(&m, text), "should accept {text}");
+    }
+    for text in [r#"{"id": 1, "title": "t", "img": {}, "ext": {}}"#, r#"{"id": 1, "ext": {}}"#] {
+        assert!(!accepts(&m, text), "should reject {text}");
+    }
+}

@@ -80,3 +80,15 @@ def test_reorder_follows_pattern_properties() -> None:
     reordered = module.reorder_like_schema(data, schema, schema)
     assert list(reordered["web"]) == ["depends_on", "image", "ports"]
     assert list(reordered["Bad1"]) == ["ports", "image"]  # no pattern matches: left as is
+
+
+def test_reorder_follows_items_inside_one_of() -> None:
+    """An array whose `items` sit in a `oneOf` branch (an array or null) has its objects put
+    in the item schema's order too."""
+    module = load_oracle()
+    node = {"type": "object", "properties": {"name": {}, "required": {}, "type": {}}}
+    nodes = {"oneOf": [{"type": "array", "items": {"$ref": "#/definitions/node"}}, {"type": "null"}]}
+    schema = {"type": "object", "properties": {"nodes": nodes}, "definitions": {"node": node}}
+    data = {"nodes": [{"type": "STRING", "name": "a", "required": True}]}
+    reordered = module.reorder_like_schema(data, schema, schema)
+    assert list(reordered["nodes"][0]) == ["name", "required", "type"]

@@ -146,16 +146,20 @@ fn merge_keyword(
             let (Value::Object(mut props), Value::Object(more)) = (existing, value.clone()) else {
                 return Err(invalid(path, "'properties' must be an object"));
             };
+            // In place: a property keeps the position where a part first declared it (the
+            // order members are emitted in; `remove` would move the last property into its slot).
             for (name, schema) in more {
-                let combined = match props.remove(&name) {
-                    Some(previous) if previous != schema => {
+                match props.get_mut(&name) {
+                    Some(previous) if *previous != schema => {
                         let mut all_of = Map::new();
-                        all_of.insert("allOf".into(), Value::Array(vec![previous, schema]));
-                        Value::Object(all_of)
+                        all_of.insert("allOf".into(), Value::Array(vec![previous.take(), schema]));
+                        *previous = Value::Object(all_of);
                     }
-                    _ => schema,
-                };
-                props.insert(name, combined);
+                    Some(_) => {}
+                    None => {
+                        props.insert(name, schema);
+                    }
+                }
             }
             Value::Object(props)
         }
