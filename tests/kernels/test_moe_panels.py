@@ -6,24 +6,17 @@ from __future__ import annotations
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 from sglr.kernels import moe_grouped
 from sglr.kernels.cpu_linear import pack_weight
 from sglr.kernels.moe_grouped import PANEL_MAX_PAIRS_PER_EXPERT, CpuExperts, expert_mlp
 from sglr.kernels.moe_panels import PANEL, pack_expert_panels, pack_panels, panel_expert_mlp
+from sglr.kernels.reference import moe_experts_reference
 
 
 def naive_experts(x, w13, w2, weights, expert_ids) -> torch.Tensor:
-    """Token by token, choice by choice, in float64."""
-    x, w13, w2, weights = (t.double() for t in (x, w13, w2, weights))
-    out = torch.zeros_like(x)
-    for t in range(x.shape[0]):
-        for k in range(expert_ids.shape[1]):
-            e = int(expert_ids[t, k])
-            gate, up = (w13[e] @ x[t]).chunk(2)
-            out[t] += weights[t, k] * (w2[e] @ (F.silu(gate) * up))
-    return out
+    """The reference in float64."""
+    return moe_experts_reference(*(t.double() for t in (x, w13, w2, weights)), expert_ids)
 
 
 def experts_case(

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 from sglr.errors import CheckpointError, ModelConfigError
 from sglr.kernels.cpu_linear import pack_weight
 from sglr.kernels.moe_grouped import grouped_expert_mlp
+from sglr.kernels.reference import moe_experts_reference
 from sglr.model.config import ModelConfig
 from sglr.model.moe import FusedExperts, load_moe_weights, route_tokens
 from sglr.model.moe_config import read_moe_config
@@ -47,17 +47,6 @@ def test_routing_picks_the_top_k_experts_with_their_probabilities(top_k: int, re
         assert bool((sums < 1 - 1e-3).all())
 
 
-def naive_experts(x, w13, w2, weights, expert_ids) -> torch.Tensor:
-    """Token by token, choice by choice."""
-    out = torch.zeros_like(x)
-    for t in range(x.shape[0]):
-        for k in range(expert_ids.shape[1]):
-            e = int(expert_ids[t, k])
-            gate, up = (w13[e] @ x[t]).chunk(2)
-            out[t] += weights[t, k] * (w2[e] @ (F.silu(gate) * up))
-    return out
-
-
 def test_grouped_experts_equal_token_by_token_reference() -> None:
     gen = torch.Generator().manual_seed(0)
     num_tokens, hidden, inter, num_experts, top_k = 23, 16, 12, 5, 2
@@ -69,7 +58,9 @@ def test_grouped_experts_equal_token_by_token_reference() -> None:
     logits[:, 3] = -1e9
     weights, expert_ids = route_tokens(logits, top_k, renormalize=False)
     got = grouped_expert_mlp(x, w13, w2, weights, expert_ids)
-    torch.testing.assert_close(got, naive_experts(x, w13, w2, weights, expert_ids), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        got, moe_experts_reference(x, w13, w2, weights, expert_ids), atol=1e-5, rtol=1e-5
+    )
 
 
 def mixtral_raw(**extra) -> dict:
@@ -151,7 +142,9 @@ def test_prepacked_cpu_expert_weights_give_the_same_outputs() -> None:
     plain = grouped_expert_mlp(x, w13, w2, weights, expert_ids)
     packed = grouped_expert_mlp(x, w13, w2, weights, expert_ids, packs)
     torch.testing.assert_close(packed, plain, atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(packed, naive_experts(x, w13, w2, weights, expert_ids), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        packed, moe_experts_reference(x, w13, w2, weights, expert_ids), atol=1e-5, rtol=1e-5
+    )
 
 
 def test_tensor_parallel_check_covers_expert_sizes() -> None:

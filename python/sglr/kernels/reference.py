@@ -66,3 +66,18 @@ def decode_attention_reference(
         q, k_cache, v_cache, req_to_token, req_rows, [n - 1 for n in seq_lens], [1] * len(seq_lens),
         scale, sliding_window, logit_softcap,
     )  # fmt: skip
+
+
+def moe_experts_reference(
+    x: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor, weights: torch.Tensor, expert_ids: torch.Tensor
+) -> torch.Tensor:
+    """A MoE block's routed experts token by token, choice by choice, in the inputs' dtype:
+    `x` `[T, H]`, `w13` `[E, 2I, H]` (gate rows, then up rows), `w2` `[E, H, I]`, `weights` and
+    `expert_ids` `[T, k]` -> `sum_k weights * down(silu(gate) * up)` `[T, H]`."""
+    out = torch.zeros_like(x)
+    for t in range(x.shape[0]):
+        for k in range(expert_ids.shape[1]):
+            e = int(expert_ids[t, k])
+            gate, up = (w13[e] @ x[t]).chunk(2)
+            out[t] += weights[t, k] * (w2[e] @ (torch.nn.functional.silu(gate) * up))
+    return out
