@@ -8,28 +8,23 @@ spreads them over threads.
 
 from __future__ import annotations
 
-import numpy as np
 import torch
+
+from sglr.kernels.numpy_views import BIT_VIEWS, numpy_view
 
 # Rows up to which the kernel runs (decode batches); beyond, torch's threaded composite.
 CPU_NORM_MAX_ROWS = 64
-_BIT_VIEWS = {torch.float32: None, torch.bfloat16: torch.int16}
 
 
 def kernel_applies(x: torch.Tensor, weight: torch.Tensor) -> bool:
     return (
         x.device.type == "cpu"
-        and x.dtype in _BIT_VIEWS
+        and x.dtype in BIT_VIEWS
         and weight.dtype == x.dtype
         and x.is_contiguous()
         and x.numel() <= CPU_NORM_MAX_ROWS * x.shape[-1]
         and not torch.is_grad_enabled()
     )
-
-
-def _numpy(t: torch.Tensor) -> np.ndarray:
-    bits = _BIT_VIEWS[t.dtype]
-    return (t if bits is None else t.view(bits)).numpy()
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -38,5 +33,5 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
 
     rows = x.view(-1, x.shape[-1])
     out = torch.empty_like(rows)
-    rust_rms_norm(_numpy(rows), _numpy(weight), eps, _numpy(out))
+    rust_rms_norm(numpy_view(rows), numpy_view(weight), eps, numpy_view(out))
     return out.view(x.shape)

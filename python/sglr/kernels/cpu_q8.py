@@ -41,9 +41,6 @@ class Q8Weight:
     def shape(self) -> tuple[int, int]:
         return self.levels.shape
 
-    def nbytes(self) -> int:
-        return self.levels.nbytes + self.scales.nbytes
-
 
 def q8_linear(x: torch.Tensor, weight: Q8Weight) -> torch.Tensor:
     """`x` `[n, K]` (any float dtype, CPU) -> fp32 `x @ W.T` `[n, N]`."""

@@ -101,6 +101,7 @@ class TorchAttentionBackend(AttentionBackend):
     _groups: list[_Group]
     _cpu_decode: cpu_decode.CpuDecodeBatch | None = None
     _cache_views: cpu_decode.CacheViews | None = None
+    _kernel_supported: bool | None = None
     use_cpu_decode_kernel = True
 
     def begin(self, metadata: AttentionMetadata) -> None:
@@ -118,11 +119,11 @@ class TorchAttentionBackend(AttentionBackend):
             self._groups = [self._make_group(metadata, part) for part in parts]
 
     def _kernel_decodes(self, metadata: AttentionMetadata) -> bool:
-        return (
-            self.use_cpu_decode_kernel
-            and metadata.req_rows.device.type == "cpu"
-            and cpu_decode.supports(self.kv_pool.dtype, self.layer_variants)
-        )
+        if not self.use_cpu_decode_kernel or metadata.req_rows.device.type != "cpu":
+            return False
+        if self._kernel_supported is None:  # fixed by the pool's dtype and the layers: once
+            self._kernel_supported = cpu_decode.supports(self.kv_pool.dtype, self.layer_variants)
+        return self._kernel_supported
 
     def _make_group(self, metadata: AttentionMetadata, requests: np.ndarray | None) -> _Group:
         device = metadata.req_rows.device

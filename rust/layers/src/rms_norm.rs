@@ -25,23 +25,17 @@ impl NormElement for f32 {
     }
 }
 
-/// bf16 as its 16 bits (the top half of an f32), as numpy carries it (int16).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[repr(transparent)]
-pub struct Bf16Bits(pub u16);
+/// bf16 is rust/attn's element type (its bits, as numpy carries them in int16), so both crates
+/// round the same way.
+pub use sglr_attn::Bf16 as Bf16Bits;
 
 impl NormElement for Bf16Bits {
     fn to_f32(self) -> f32 {
-        f32::from_bits(u32::from(self.0) << 16)
+        sglr_attn::KvElement::to_f32(self)
     }
 
     fn from_f32(value: f32) -> Self {
-        let bits = value.to_bits();
-        if value.is_nan() {
-            return Self(((bits >> 16) | 0x40) as u16);
-        }
-        let rounding = 0x7fff + ((bits >> 16) & 1);
-        Self((bits.wrapping_add(rounding) >> 16) as u16)
+        Bf16Bits::from_f32(value)
     }
 }
 
