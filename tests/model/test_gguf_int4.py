@@ -203,3 +203,14 @@ def test_worker_engine_runs_a_quantized_gguf_like_the_in_process_one(gguf_cache)
         finally:
             engine.shutdown()
     assert outputs[True] == outputs[False]
+
+
+def test_auto_converts_to_the_dtype_each_layout_computes_in(gguf_cache):
+    """One rank keeps the 4-bit blocks and loads a bf16 conversion; tensor-parallel ranks run
+    dequantized, in float32 on the CPU, and must load a float32 conversion."""
+    from sglr.model.runner import resolve_model_dir
+
+    write_tiny_gguf(gguf_cache / "t.gguf", TinySpec(tensor_types=ALL_INT4))
+    config = RunnerConfig(gguf_cache / "t.gguf", device="cpu")
+    assert "bfloat16" in resolve_model_dir(config).name
+    assert "float32" in resolve_model_dir(config, tensor_parallel=True).name

@@ -103,8 +103,9 @@ class Engine:
             # Resolved once here (a GGUF file is converted once), then loaded by every rank. A
             # quantized GGUF run keeps naming the file: its 4-bit blocks are read from it, and
             # the worker finds the conversion (its dense tensors) in the cache.
-            model_dir = resolve_model_dir(runner_config)
-            keeps_gguf = quantized_gguf_source(runner_config, cfg.tp_size > 1) is not None
+            tensor_parallel = cfg.tp_size > 1
+            model_dir = resolve_model_dir(runner_config, tensor_parallel)
+            keeps_gguf = quantized_gguf_source(runner_config, tensor_parallel) is not None
             resolved = (
                 runner_config if keeps_gguf else dataclasses.replace(runner_config, model_path=model_dir)
             )

@@ -133,7 +133,7 @@ class ModelRunner:
         # The GGUF file whose 4-bit matrices stay 4-bit, or None (see `RunnerConfig.gguf_weights`).
         int4_source = quantized_gguf_source(config, tp is not None)
         self.weights_format = "quantized" if int4_source is not None else "dequantized"
-        self.model_dir = resolve_model_dir(config)
+        self.model_dir = resolve_model_dir(config, tp is not None)
         self.config: ModelConfig = load_model_config(self.model_dir)
         self.dtype = (
             torch.bfloat16
@@ -324,14 +324,15 @@ def _without_idle_windows(variants: list[AttentionVariant], max_context_len: int
     ]
 
 
-def resolve_model_dir(config: RunnerConfig) -> Path:
+def resolve_model_dir(config: RunnerConfig, tensor_parallel: bool = False) -> Path:
     """The Hugging Face-format directory the runner loads (a GGUF file is converted once, to
-    the dtype the device computes in)."""
+    the dtype the device computes in: bf16 when its 4-bit matrices stay 4-bit, which never
+    happens under tensor parallelism)."""
     device = resolve_device(config.device)
     gguf_dtype = (
         config.dtype if config.dtype != "auto" else ("bfloat16" if device.type == "cuda" else "float32")
     )
-    if quantized_gguf_source(config, tensor_parallel=False) is not None:
+    if quantized_gguf_source(config, tensor_parallel) is not None:
         gguf_dtype = "bfloat16"
     return resolve_checkpoint_dir(config.model_path, gguf_dtype)
 

@@ -34,7 +34,9 @@ def run_follower_node(cfg: EngineConfig, runner_config: Any) -> int:
     from sglr.model.runner import resolve_model_dir
 
     assert cfg.nnodes > 1 and cfg.node_rank > 0
-    resolved = dataclasses.replace(runner_config, model_path=resolve_model_dir(runner_config))
+    resolved = dataclasses.replace(
+        runner_config, model_path=resolve_model_dir(runner_config, tensor_parallel=True)
+    )
     check_tensor_parallel(load_model_config(resolved.model_path), cfg.tp_size)
     num_threads = max(1, (os.cpu_count() or 1) // cfg.ranks_per_node)
     procs: list[subprocess.Popen[bytes]] = []
