@@ -380,3 +380,72 @@ class PrefixForest:
         """`(replica, matched_len)` with the longest stored prefix (ties: lowest id)."""
     def insert(self, replica: int, key: Sequence[int] | np.ndarray) -> None: ...
     def check_invariants(self) -> None: ...
+
+class Q4Matrix:
+    """GGUF Q4_0/Q4_1 blocks (fp16 scale and minimum per 32 weights), owned by Rust."""
+
+    def __init__(
+        self, levels: npt.NDArray[np.uint8], scales: npt.NDArray[np.float32], zeros: npt.NDArray[np.float32]
+    ) -> None: ...
+    @property
+    def rows(self) -> int: ...
+    @property
+    def cols(self) -> int: ...
+    @property
+    def num_bytes(self) -> int: ...
+    def matmul(
+        self, inputs: npt.NDArray[np.float32], out: npt.NDArray[np.float32], num_threads: int = 1
+    ) -> None: ...
+    def dequantize(
+        self, out: npt.NDArray[np.float32] | npt.NDArray[np.int16], num_threads: int = 1
+    ) -> None: ...
+
+class Q8Matrix:
+    """GGUF Q8_0 blocks (int8 levels, one f32 scale per 32), owned by Rust."""
+
+    def __init__(self, levels: npt.NDArray[np.int8], scales: npt.NDArray[np.float32]) -> None: ...
+    @property
+    def shape(self) -> tuple[int, int]: ...
+    def arrays(self) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.float32]]: ...
+    def matmul(
+        self, inputs: npt.NDArray[np.float32], out: npt.NDArray[np.float32], num_threads: int = 1
+    ) -> None: ...
+    def matmul_f32(
+        self, inputs: npt.NDArray[np.float32], out: npt.NDArray[np.float32], num_threads: int = 1
+    ) -> None: ...
+    def dequantize_rows(self, row_ids: IdArray, out: npt.NDArray[np.float32]) -> None: ...
+
+class CpuDecodeModel:
+    """A Llama-shaped model's whole decode step in one call (rust/decode)."""
+
+    def __init__(
+        self,
+        hidden_size: int,
+        num_heads: int,
+        num_kv_heads: int,
+        head_dim: int,
+        intermediate_size: int,
+        rms_norm_eps: float,
+        attention_scale: float,
+        layers: Sequence[tuple[object, ...]],
+        final_norm: npt.NDArray[np.float32],
+        head: Q8Matrix | None,
+        rope_cos: npt.NDArray[np.float32],
+        rope_sin: npt.NDArray[np.float32],
+        num_threads: int,
+    ) -> None: ...
+    @property
+    def output_width(self) -> int: ...
+    @property
+    def isa(self) -> str: ...
+    def step(
+        self,
+        hidden: npt.NDArray[np.float32],
+        positions: IdArray,
+        slot_table: npt.NDArray[np.int32],
+        seq_lens: IdArray,
+        out_slots: IdArray,
+        k_cache: npt.NDArray[np.int16] | npt.NDArray[np.float32],
+        v_cache: npt.NDArray[np.int16] | npt.NDArray[np.float32],
+        out: npt.NDArray[np.float32],
+    ) -> None: ...

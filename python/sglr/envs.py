@@ -34,6 +34,12 @@ def cpu_moe_kernel() -> bool:
     return os.environ.get("SGLR_CPU_MOE_KERNEL", "1") not in ("", "0")
 
 
+def cpu_fused_decode() -> bool:
+    """Whether CPU decode steps of eligible 4-bit models run as one Rust call
+    (`sglr.model.cpu_fused_decode`); `SGLR_CPU_FUSED_DECODE=0`: the layered path."""
+    return os.environ.get("SGLR_CPU_FUSED_DECODE", "1") not in ("", "0")
+
+
 def cpu_decode_threads() -> int | None:
     """`SGLR_CPU_DECODE_THREADS=N`: CPU decode steps run on at most N torch threads (prefill keeps
     all of them); unset or 0: no cap. On a CPU shared with other work, a decode step's many

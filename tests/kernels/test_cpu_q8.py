@@ -1,4 +1,4 @@
-"""The 8-bit output head (`sglr.kernels.cpu_q8`, rust/quant): the product and the row lookups
+"""The 8-bit output head (`sglr.kernels.cpu_q8`, rust/decode's matrix, rust/quant's f32 kernel): the product and the row lookups
 equal float64 math on the stored levels and scales, GGUF Q8_0 blocks read exactly, and an
 embedding with a Q8 copy gives the dense path's logits."""
 
@@ -75,7 +75,7 @@ def test_embedding_logits_use_the_q8_copy_for_few_rows_only() -> None:
         expected = hidden.double() @ embedding.weight.double().T
         torch.testing.assert_close(embedding.logits(hidden).double(), expected, rtol=1e-5, atol=1e-4)
     # The 8-bit copy is what a few rows read: a changed copy changes their logits, not many rows'.
-    q8.levels[:] = 0
+    embedding.use_q8(Q8Weight(np.zeros_like(q8.levels), q8.scales))
     assert embedding.logits(torch.randn(1, 64)).abs().max() == 0
     assert embedding.logits(torch.randn(Q8_MAX_KERNEL_ROWS + 1, 64)).abs().max() > 0
     with pytest.raises(ValueError, match="Q8 head"):

@@ -44,6 +44,19 @@ QWEN2_BIASES = {
 T = GGMLQuantizationType
 
 
+# Every layer matrix 4-bit (both block formats), Q8_0 tied embeddings: a fully quantized model.
+ALL_4BIT = {
+    "token_embd.weight": T.Q8_0,
+    "attn_q.weight": T.Q4_0,
+    "attn_k.weight": T.Q4_1,
+    "attn_v.weight": T.Q4_1,
+    "attn_output.weight": T.Q4_0,
+    "ffn_gate.weight": T.Q4_0,
+    "ffn_up.weight": T.Q4_1,
+    "ffn_down.weight": T.Q4_1,
+}
+
+
 @dataclass
 class TinySpec:
     architecture: str = "llama"

@@ -1,6 +1,6 @@
 """Keeping a GGUF checkpoint's 4-bit matrices 4-bit in memory: every linear layer whose checkpoint
-matrices (each shard of a fused one) are all Q4_0/Q4_1 gets an `Int4Weight` built straight from
-the file's blocks (`sglr.model.gguf.int4_blocks`) and drops its dense weight. An output head
+matrices (each shard of a fused one) are all Q4_0/Q4_1 gets a `sglr._core.Q4Matrix` built straight
+from the file's blocks (`sglr.model.gguf.int4_blocks`) and drops its dense weight. An output head
 stored as Q8_0 also keeps an 8-bit copy (`sglr.kernels.cpu_q8`) for small-batch logits. Everything
 else (other block formats, embeddings, norms, biases) loads dequantized as before.
 """
@@ -15,7 +15,7 @@ import torch
 from gguf import GGMLQuantizationType
 
 from sglr.errors import GGUFFormatError
-from sglr.kernels.cpu_int4 import int4_supported, pack_int4
+from sglr.kernels.cpu_q4 import q4_matrix, q4_supported
 from sglr.kernels.cpu_q8 import Q8Weight
 from sglr.model.gguf.int4_blocks import INT4_TYPE_NAMES, int4_groups
 from sglr.model.gguf.names import hf_tensor_name
@@ -26,7 +26,7 @@ from sglr.model.layers import FUSED_PROJECTIONS, Linear
 
 
 def load_int4_linears(model: torch.nn.Module, gguf_path: Path) -> set[str]:
-    """Moves each eligible `Linear` of `model` to int4; returns the checkpoint (Hugging Face)
+    """Moves each eligible `Linear` of `model` to 4-bit blocks; returns the checkpoint (Hugging Face)
     tensor names consumed, which the dense loader must then skip."""
     # The tensor table and raw bytes only: the metadata (vocabulary) was read at conversion.
     table = read_tensor_table(gguf_path)
@@ -52,7 +52,7 @@ def load_int4_linears(model: torch.nn.Module, gguf_path: Path) -> set[str]:
         tensors = [by_name.get(name) for name in names]
         if any(t is None or t.type_name not in INT4_TYPE_NAMES for t in tensors):
             continue
-        if not int4_supported(module.out_features, module.in_features):
+        if not q4_supported(module.out_features, module.in_features):
             continue
         parts = []
         for name, tensor in zip(names, tensors, strict=True):
@@ -62,9 +62,7 @@ def load_int4_linears(model: torch.nn.Module, gguf_path: Path) -> set[str]:
         levels, scales, zeros = (np.concatenate(column) for column in zip(*parts, strict=True))
         if levels.shape != (module.out_features, module.in_features):
             continue  # the dense loader reports the shape mismatch
-        module.use_int4(
-            pack_int4(torch.from_numpy(levels), torch.from_numpy(scales), torch.from_numpy(zeros))
-        )
+        module.use_q4(q4_matrix(levels, scales, zeros))
         consumed.update(names)
     _load_q8_head(model, by_name)
     return consumed

@@ -28,6 +28,7 @@ from sglr.kernels.attention import ATTENTION_BACKENDS, create_attention_backend
 from sglr.kernels.attention_metadata import AttentionMetadata
 from sglr.kernels.attention_variant import AttentionVariant
 from sglr.model.config import ModelConfig, load_model_config
+from sglr.model.cpu_fused_decode import CpuFusedDecode
 from sglr.model.cuda_graph import DecodeCudaGraphs
 from sglr.model.forward_batch import BatchLimits, ExtendRequest, ForwardBatch, IntArrayLike, RowWrites
 from sglr.model.gguf_int4 import load_int4_linears, without_names
@@ -68,8 +69,8 @@ class RunnerConfig:
         config.json).
     cuda_graph_max_bs: capture decode CUDA graphs up to this batch size (0 disables them).
     gguf_weights: for a GGUF checkpoint on the CPU, "quantized" keeps its Q4_0/Q4_1 matrices
-        4-bit in memory and multiplies them as such (`sglr.kernels.cpu_int4`; bf16 activations,
-        so the run dtype is bfloat16); "dequantized" converts every weight to the run dtype;
+        4-bit in memory and multiplies them as such (`sglr.kernels.cpu_q4`, and decode steps in
+        one Rust call, `sglr.model.cpu_fused_decode`; the run dtype is bfloat16); "dequantized" converts every weight to the run dtype;
         "auto" is quantized where it applies (a GGUF file with Q4_0/Q4_1 matrices on the CPU, one
         rank, dtype auto or bfloat16), dequantized otherwise: on SmolLM2 quantized decodes ~2x
         faster at ~0.9x the prefill speed (benches/results/smollm2_cpu_gguf.md).
@@ -167,6 +168,11 @@ class ModelRunner:
             self.config.head_dim**-0.5,
             _without_idle_windows(self.model.attention_variants(), self.max_context_len),
         )
+        self.fused_decode = (
+            CpuFusedDecode.build(self.model, self.kv_cache, self.req_to_token.table)
+            if tp is None and self.device.type == "cpu"
+            else None
+        )
         self.vocab_size = self.config.vocab_size
         # Usable KV slots; slot ids are `1..num_kv_slots` (0 is padding).
         self.num_kv_slots = self.kv_cache.num_slots
@@ -185,7 +191,7 @@ class ModelRunner:
     def release_device_memory(self) -> None:
         """Drops the weights, KV cache and captured graphs (the runner is unusable afterwards) and
         hands torch's cached blocks back to the device, for a process that loads another model."""
-        for name in ("cuda_graphs", "attn", "kv_cache", "req_to_token", "model"):
+        for name in ("cuda_graphs", "fused_decode", "attn", "kv_cache", "req_to_token", "model"):
             setattr(self, name, None)
         gc.collect()
         if self.device.type == "cuda":
@@ -256,6 +262,8 @@ class ModelRunner:
         if batch.is_decode and graphs is not None and graphs.can_run(batch.batch_size):
             logits = graphs.replay(batch)
             return ForwardOutput(logits, [None] * batch.batch_size)
+        if self.fused_decode is not None and self.fused_decode.applies(batch):
+            return ForwardOutput(self.fused_decode.forward(batch), [None] * batch.batch_size)
         self.attn.begin(batch)
         if batch.image_spans:
             embeds = self.model.embed_with_images(batch.input_ids, batch.image_spans)

@@ -2,12 +2,12 @@
 
 mod attn;
 mod buffers;
+mod decode;
 mod errors;
 mod fsm;
 mod grammar;
 mod layers;
 mod moe;
-mod quant;
 mod radix;
 mod router;
 mod sched;
@@ -36,8 +36,9 @@ fn _core(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(attn::store_kv_rows, module)?)?;
     module.add_function(wrap_pyfunction!(layers::rms_norm, module)?)?;
     module.add_function(wrap_pyfunction!(moe::moe_expert_mlp, module)?)?;
-    module.add_function(wrap_pyfunction!(quant::q8_matmul_transposed, module)?)?;
-    module.add_function(wrap_pyfunction!(quant::q8_dequantize_rows, module)?)?;
+    module.add_class::<decode::PyQ4Matrix>()?;
+    module.add_class::<decode::PyQ8Matrix>()?;
+    module.add_class::<decode::PyCpuDecodeModel>()?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

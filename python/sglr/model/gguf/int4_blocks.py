@@ -3,7 +3,7 @@
 A Q4_0 block is 32 weights as `d * (q - 8)` (fp16 `d`, then 16 bytes of nibbles); a Q4_1 block
 is `d * q + m` (fp16 `d`, fp16 `m`, 16 bytes). Byte j of a block holds weight j in its low
 nibble and weight j + 16 in its high one. Both are `(q - 8) * scale + zero` with scale `d` and
-zero `0` (Q4_0) or `m + 8 d` (Q4_1): the form `sglr.kernels.cpu_int4` multiplies.
+zero `0` (Q4_0) or `m + 8 d` (Q4_1): the form `sglr.kernels.cpu_q4.q4_matrix` takes.
 """
 
 from __future__ import annotations

@@ -1,0 +1,66 @@
+"""4-bit linear layers on the CPU: GGUF's Q4_0 / Q4_1 blocks (32 weights, a scale and a minimum)
+held as such by `sglr._core.Q4Matrix` (rust/decode) and multiplied as such.
+
+Few rows (decode batches, short prefill chunks) run the integer kernel: the activations are
+quantized to int8 per block of 32 and every block's dot product is an exact integer sum
+(AVX-512 VNNI or AVX2), scaled once. Many rows dequantize the weight to the activations' dtype
+for that one call (a transient copy, freed after it) and use oneDNN's GEMM, which is faster there.
+
+Why not torch's `_weight_int4pack_mm_for_cpu` (used before): its float dequantize-and-FMA inner
+loop makes a batch-1 step's 120 matmuls of SmolLM2 cost 6.2 ms on one thread; the integer kernel
+takes about 5.4 ms for the same 120 alone, and inside the fused decode step
+(`sglr.model.cpu_fused_decode`) it needs no bf16 round trips and splits over threads
+(benches/results/smollm2_cpu_gguf.md).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+Q4_BLOCK_LEN = 32
+# Up to this many rows the integer kernel runs; beyond, a transient dequantized copy and
+# oneDNN's GEMM (SmolLM2, one thread, all 120 matmuls: 43 ms at 16 rows against ~80 ms
+# dequantize + GEMM; the two meet near 32).
+Q4_MAX_KERNEL_ROWS = 32
+
+
+def q4_supported(out_features: int, in_features: int) -> bool:
+    """Whether a weight of this shape can be held as 4-bit blocks."""
+    return out_features > 0 and in_features % Q4_BLOCK_LEN == 0
+
+
+def q4_matrix(levels: np.ndarray, scales: np.ndarray, zeros: np.ndarray):
+    """levels `[N, K]` uint8 (0..15), scales and zeros `[N, K / 32]` float32, in the
+    `(q - 8) * scale + zero` form -> `sglr._core.Q4Matrix`."""
+    from sglr._core import Q4Matrix
+
+    if levels.ndim != 2 or not q4_supported(*levels.shape):
+        raise ValueError(f"4-bit weights need K % {Q4_BLOCK_LEN} == 0, got shape {levels.shape}")
+    return Q4Matrix(
+        np.ascontiguousarray(levels, dtype=np.uint8),
+        np.ascontiguousarray(scales, dtype=np.float32),
+        np.ascontiguousarray(zeros, dtype=np.float32),
+    )
+
+
+def q4_linear(x: torch.Tensor, matrix) -> torch.Tensor:
+    """`x @ W.T` for `x` `[T, K]` (CPU, any float dtype), in x's dtype."""
+    if x.shape[0] <= Q4_MAX_KERNEL_ROWS:
+        inputs = x.detach().to(torch.float32).contiguous().numpy()
+        out = np.empty((inputs.shape[0], matrix.rows), dtype=np.float32)
+        matrix.matmul(inputs, out, torch.get_num_threads())
+        return torch.from_numpy(out).to(x.dtype)
+    return F.linear(x, dequantize_q4(matrix, x.dtype))
+
+
+def dequantize_q4(matrix, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """The weight as a dense `[N, K]` tensor of `dtype` (float32 or bfloat16: rounded once)."""
+    if dtype == torch.bfloat16:
+        out = torch.empty(matrix.rows, matrix.cols, dtype=torch.bfloat16)
+        matrix.dequantize(out.view(torch.int16).numpy(), torch.get_num_threads())
+        return out
+    dense = np.empty((matrix.rows, matrix.cols), dtype=np.float32)
+    matrix.dequantize(dense, torch.get_num_threads())
+    return torch.from_numpy(dense).to(dtype)

@@ -1,0 +1,145 @@
+"""A CPU decode step in one Rust call (`sglr._core.CpuDecodeModel`, rust/decode) for Llama-shaped
+models whose matrices are all 4-bit (a quantized GGUF checkpoint).
+
+Why: a small model's batch-1 decode step run layer by layer from Python is a few hundred small
+operations (norms, rotary, KV writes, attention, four matmuls, residuals per layer), each with its
+own dispatch, dtype round trip and intra-op thread team; a second thread made such a step slower.
+The fused step keeps the residual stream in f32, quantizes each matmul's input to int8 once, and
+splits every matmul over one persistent thread pool. The runner uses it for decode batches of up
+to `FUSED_MAX_BATCH` requests; prefill and larger batches keep the layered path (same weights:
+the `Q4Matrix` objects are shared, not copied).
+
+Eligible: a `LlamaForCausalLM` (or a family class that keeps its layers: Qwen2, Mistral) on the
+CPU without tensor parallelism, every layer Llama's attention and SiLU MLP, every q/k/v, o,
+gate/up and down matrix 4-bit, bias only on q/k/v, no logit soft-capping, a bf16 or f32 KV cache.
+`SGLR_CPU_FUSED_DECODE=0` turns it off (benchmarks compare the two).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from sglr.envs import cpu_decode_threads, cpu_fused_decode
+from sglr.kernels.numpy_views import BIT_VIEWS, numpy_view
+from sglr.model.forward_batch import ForwardBatch
+from sglr.model.kv_cache import KVCache
+from sglr.model.llama import LlamaAttention, LlamaDecoderLayer, LlamaForCausalLM, LlamaMLP
+from sglr.model.rope import compute_inv_freq
+
+# Decode batches up to this size take the fused step: its integer matmuls unpack each weight
+# block once per 4 requests, and stay ahead of the layered path's dequantize + GEMM up to here.
+FUSED_MAX_BATCH = 32
+
+
+def _eligible(model: torch.nn.Module, kv_cache: KVCache) -> bool:
+    if not isinstance(model, LlamaForCausalLM) or kv_cache.dtype not in BIT_VIEWS:
+        return False
+    if kv_cache.k_buffer.device.type != "cpu" or model.config.family.hidden_act != "silu":
+        return False
+    for layer in model.model.layers:
+        attn, mlp = layer.self_attn, layer.mlp
+        if (
+            type(layer) is not LlamaDecoderLayer
+            or type(attn) is not LlamaAttention
+            or type(mlp) is not LlamaMLP
+        ):
+            return False
+        linears = (attn.qkv_proj, attn.o_proj, mlp.gate_up_proj, mlp.down_proj)
+        if any(linear.q4 is None for linear in linears):
+            return False
+        if any(linear.bias is not None for linear in linears[1:]) or attn.variant.logit_softcap is not None:
+            return False
+    return True
+
+
+def _f32(t: torch.Tensor) -> np.ndarray:
+    return t.detach().to(torch.float32).contiguous().numpy()
+
+
+class CpuFusedDecode:
+    """The model's decode step over the runner's KV cache and request table."""
+
+    def __init__(self, model: LlamaForCausalLM, kv_cache: KVCache, req_to_token: torch.Tensor) -> None:
+        from sglr._core import CpuDecodeModel
+
+        config = model.config
+        layers = []
+        for layer in model.model.layers:
+            attn, mlp = layer.self_attn, layer.mlp
+            bias = attn.qkv_proj.bias
+            layers.append(
+                (
+                    _f32(layer.input_layernorm.weight),
+                    attn.qkv_proj.q4,
+                    None if bias is None else _f32(bias),
+                    attn.o_proj.q4,
+                    _f32(layer.post_attention_layernorm.weight),
+                    mlp.gate_up_proj.q4,
+                    mlp.down_proj.q4,
+                    attn.variant.sliding_window,
+                )
+            )
+        head_module = model.model.embed_tokens if model.lm_head is None else model.lm_head
+        self._head_module = head_module
+        self._embed = model.model.embed_tokens
+        head = head_module.q8.matrix if head_module.q8 is not None else None
+        inv_freq = compute_inv_freq(config)
+        positions = torch.arange(model.rope.max_positions, dtype=torch.float32)
+        freqs = positions[:, None] * inv_freq[None, :]  # one rounding per angle, as the rope module
+        first = model.model.layers[0].self_attn
+        self._model = CpuDecodeModel(
+            config.hidden_size,
+            first.num_heads,
+            first.num_kv_heads,
+            first.head_dim,
+            config.intermediate_size,
+            float(model.model.norm.eps),
+            float(first.variant.scale),
+            layers,
+            _f32(model.model.norm.weight),
+            head,
+            freqs.cos().numpy(),
+            freqs.sin().numpy(),
+            cpu_decode_threads() or torch.get_num_threads(),
+        )
+        self._k_cache = numpy_view(kv_cache.k_buffer)
+        self._v_cache = numpy_view(kv_cache.v_buffer)
+        self._table = req_to_token.numpy()
+        self.has_head = head is not None
+
+    @classmethod
+    def build(
+        cls, model: torch.nn.Module, kv_cache: KVCache, req_to_token: torch.Tensor
+    ) -> CpuFusedDecode | None:
+        """The fused step for `model`, or None where it does not apply (or is turned off)."""
+        if not cpu_fused_decode() or not _eligible(model, kv_cache):
+            return None
+        return cls(model, kv_cache, req_to_token)
+
+    def applies(self, batch: ForwardBatch) -> bool:
+        return batch.is_decode and batch.batch_size <= FUSED_MAX_BATCH and not batch.image_spans
+
+    def forward(self, batch: ForwardBatch) -> torch.Tensor:
+        """fp32 logits `[B, vocab]` of a decode batch (its K/V written to the cache). The request
+        table must already hold this step's slots."""
+        seq_lens = batch.seq_lens_cpu
+        rows = batch.req_rows_cpu
+        slot_table = np.ascontiguousarray(self._table[rows, : int(seq_lens.max())], dtype=np.int32)
+        hidden = F.embedding(batch.input_ids, self._embed.weight).float().numpy()
+        num_requests = rows.shape[0]
+        out = np.empty((num_requests, self._model.output_width), dtype=np.float32)
+        self._model.step(
+            hidden,
+            seq_lens - 1,
+            slot_table,
+            seq_lens,
+            batch.out_cache_slots.numpy(),
+            self._k_cache,
+            self._v_cache,
+            out,
+        )
+        if self.has_head:
+            return torch.from_numpy(out)
+        return self._head_module.logits(torch.from_numpy(out).to(self._embed.weight.dtype))

@@ -1,0 +1,424 @@
+//! Integer dot products of weight rows against int8 activation rows: per block of 32 an exact
+//! integer sum, scaled once in f32. x86-64 has two vector versions picked at run time (wheels
+//! target a generic x86-64): AVX-512 VNNI's `vpdpbusd` (32 byte products in one instruction)
+//! and AVX2's `vpmaddubsw` + `vpmaddwd`; elsewhere a portable loop. A weight row's blocks are
+//! unpacked once for up to `MAX_GROUP` activation rows, which is what makes small batches
+//! cheaper per row than batch 1.
+
+use crate::act::QuantizedRow;
+use crate::q4::{padded_blocks, Q4Row, Q8Row, BLOCK_BYTES, BLOCK_LEN};
+
+/// Calls the const-generic kernel `$module::$kernel::<N>` for the group's size.
+macro_rules! by_group {
+    ($module:ident :: $kernel:ident, $w:expr, $xs:expr, $out:expr) => {
+        match $xs.len() {
+            1 => $module::$kernel::<1>($w, $xs, $out),
+            2 => $module::$kernel::<2>($w, $xs, $out),
+            3 => $module::$kernel::<3>($w, $xs, $out),
+            _ => $module::$kernel::<4>($w, $xs, $out),
+        }
+    };
+}
+
+/// Activation rows sharing one pass over a weight row.
+pub const MAX_GROUP: usize = 4;
+
+/// The instruction set the kernels use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Isa {
+    Portable,
+    Avx2,
+    Avx512Vnni,
+}
+
+impl Isa {
+    /// The best the running CPU offers.
+    pub fn detect() -> Self {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let avx2 =
+                std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma");
+            if avx2
+                && std::arch::is_x86_feature_detected!("avx512vnni")
+                && std::arch::is_x86_feature_detected!("avx512vl")
+            {
+                return Self::Avx512Vnni;
+            }
+            if avx2 {
+                return Self::Avx2;
+            }
+        }
+        Self::Portable
+    }
+
+    /// Every instruction set this CPU can run (the portable one included), for tests.
+    pub fn available() -> Vec<Self> {
+        let mut all = vec![Self::Portable];
+        match Self::detect() {
+            Self::Avx512Vnni => all.extend([Self::Avx2, Self::Avx512Vnni]),
+            Self::Avx2 => all.push(Self::Avx2),
+            Self::Portable => {}
+        }
+        all
+    }
+}
+
+/// `out[i] = w . xs[i]` for a 4-bit weight row; every row has `w`'s length.
+pub fn q4_dots(isa: Isa, w: Q4Row<'_>, xs: &[QuantizedRow<'_>], out: &mut [f32]) {
+    let num_blocks = w.nibbles.len() / BLOCK_BYTES;
+    let stride = padded_blocks(num_blocks);
+    assert!(w.scales.len() == stride && w.mins.len() == stride && out.len() == xs.len());
+    for x in xs {
+        assert!(x.levels.len() == num_blocks * BLOCK_LEN && x.scales.len() == stride);
+        assert!(x.scaled_sums.len() == stride);
+    }
+    for (xs, out) in xs.chunks(MAX_GROUP).zip(out.chunks_mut(MAX_GROUP)) {
+        match isa {
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512Vnni => {
+                // SAFETY: `Isa::Avx512Vnni` comes from `detect` (the features are present), and
+                // every length was checked above.
+                unsafe { by_group!(simd::q4_vnni, w, xs, out) }
+            }
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => {
+                // SAFETY: as above, for AVX2 + FMA + F16C.
+                unsafe { by_group!(simd::q4_avx2, w, xs, out) }
+            }
+            _ => q4_portable(w, xs, out),
+        }
+    }
+}
+
+/// `out[i] = w . xs[i]` for an 8-bit weight row.
+pub fn q8_dots(isa: Isa, w: Q8Row<'_>, xs: &[QuantizedRow<'_>], out: &mut [f32]) {
+    let num_blocks = w.scales.len();
+    assert!(w.levels.len() == num_blocks * BLOCK_LEN && out.len() == xs.len());
+    for x in xs {
+        assert!(x.levels.len() == num_blocks * BLOCK_LEN && x.scales.len() >= num_blocks);
+    }
+    for (xs, out) in xs.chunks(MAX_GROUP).zip(out.chunks_mut(MAX_GROUP)) {
+        match isa {
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512Vnni => {
+                // SAFETY: as in `q4_dots`.
+                unsafe { by_group!(simd::q8_vnni, w, xs, out) }
+            }
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => {
+                // SAFETY: as in `q4_dots`.
+                unsafe { by_group!(simd::q8_avx2, w, xs, out) }
+            }
+            _ => q8_portable(w, xs, out),
+        }
+    }
+}
+
+fn q4_portable(w: Q4Row<'_>, xs: &[QuantizedRow<'_>], out: &mut [f32]) {
+    let widen = |bits: u16| half::f16::from_bits(bits).to_f32();
+    for (x, out) in xs.iter().zip(out.iter_mut()) {
+        let mut total = 0.0f32;
+        for b in 0..w.nibbles.len() / BLOCK_BYTES {
+            let packed = &w.nibbles[b * BLOCK_BYTES..(b + 1) * BLOCK_BYTES];
+            let levels = &x.levels[b * BLOCK_LEN..(b + 1) * BLOCK_LEN];
+            let mut sum = 0i32;
+            for (j, &byte) in packed.iter().enumerate() {
+                sum += i32::from(byte & 15) * i32::from(levels[j]);
+                sum += i32::from(byte >> 4) * i32::from(levels[j + BLOCK_BYTES]);
+            }
+            total += sum as f32 * (widen(w.scales[b]) * x.scales[b]) + widen(w.mins[b]) * x.scaled_sums[b];
+        }
+        *out = total;
+    }
+}
+
+fn q8_portable(w: Q8Row<'_>, xs: &[QuantizedRow<'_>], out: &mut [f32]) {
+    for (x, out) in xs.iter().zip(out.iter_mut()) {
+        let mut total = 0.0f32;
+        for b in 0..w.scales.len() {
+            let range = b * BLOCK_LEN..(b + 1) * BLOCK_LEN;
+            let sum: i32 = w.levels[range.clone()]
+                .iter()
+                .zip(&x.levels[range])
+                .map(|(&a, &c)| i32::from(a) * i32::from(c))
+                .sum();
+            total += sum as f32 * (w.scales[b] * x.scales[b]);
+        }
+        *out = total;
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod simd {
+    use std::arch::x86_64::*;
+
+    use super::{BLOCK_BYTES, BLOCK_LEN};
+    use crate::act::QuantizedRow;
+    use crate::q4::{Q4Row, Q8Row};
+
+    /// Sum of the eight lanes.
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn horizontal_sum(v: __m256) -> f32 {
+        let halves = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+        let pairs = _mm_add_ps(halves, _mm_movehl_ps(halves, halves));
+        _mm_cvtss_f32(_mm_add_ss(pairs, _mm_shuffle_ps::<1>(pairs, pairs)))
+    }
+
+    /// A block's 32 nibbles as 32 unsigned bytes in weight order.
+    #[target_feature(enable = "avx2")]
+    unsafe fn unpack_nibbles(ptr: *const u8) -> __m256i {
+        let mask = _mm_set1_epi8(0x0F);
+        let raw = _mm_loadu_si128(ptr.cast());
+        let low = _mm_and_si128(raw, mask);
+        let high = _mm_and_si128(_mm_srli_epi16::<4>(raw), mask);
+        _mm256_set_m128i(high, low)
+    }
+
+    /// Eight i32 partial sums of 32 unsigned x signed byte products, AVX2.
+    #[target_feature(enable = "avx2")]
+    unsafe fn products_avx2(unsigned: __m256i, signed: __m256i) -> __m256i {
+        // |u * s| <= 255 * 127 per product, two per i16 lane: no saturation for u <= 128.
+        _mm256_madd_epi16(_mm256_maddubs_epi16(unsigned, signed), _mm256_set1_epi16(1))
+    }
+
+    // The workspace's MSRV predates these intrinsics' stabilization (1.89); the build toolchain
+    // has them, and `Isa::detect` gates their use at run time.
+    #[allow(clippy::incompatible_msrv)]
+    #[target_feature(enable = "avx2,avx512vnni,avx512vl")]
+    unsafe fn products_vnni(unsigned: __m256i, signed: __m256i) -> __m256i {
+        _mm256_dpbusd_epi32(_mm256_setzero_si256(), unsigned, signed)
+    }
+
+    /// One kernel body per instruction set: `$products` turns (unsigned bytes, signed bytes)
+    /// into eight i32 sums; `$load_pair` gives a block's (unsigned weights, signed activations).
+    /// Two accumulators per activation row (even and odd blocks) halve the FMA latency chain.
+    macro_rules! kernel {
+        ($name:ident, $features:literal, $row:ty, $products:ident, |$w:ident, $x:ident, $b:ident| $load_pair:expr, |$wr:ident, $xr:ident| $extra:expr) => {
+            #[target_feature(enable = $features)]
+            pub(super) unsafe fn $name<const N: usize>($w: $row, xs: &[QuantizedRow<'_>], out: &mut [f32]) {
+                let num_blocks = $w.scales.len();
+                let mut even = [_mm256_setzero_ps(); N];
+                let mut odd = [_mm256_setzero_ps(); N];
+                let mut $b = 0;
+                while $b + 1 < num_blocks {
+                    for i in 0..N {
+                        let $x = xs.get_unchecked(i);
+                        let (unsigned, signed) = $load_pair;
+                        let scale = _mm256_set1_ps($w.scales.get_unchecked($b) * $x.scales.get_unchecked($b));
+                        even[i] =
+                            _mm256_fmadd_ps(_mm256_cvtepi32_ps($products(unsigned, signed)), scale, even[i]);
+                    }
+                    $b += 1;
+                    for i in 0..N {
+                        let $x = xs.get_unchecked(i);
+                        let (unsigned, signed) = $load_pair;
+                        let scale = _mm256_set1_ps($w.scales.get_unchecked($b) * $x.scales.get_unchecked($b));
+                        odd[i] =
+                            _mm256_fmadd_ps(_mm256_cvtepi32_ps($products(unsigned, signed)), scale, odd[i]);
+                    }
+                    $b += 1;
+                }
+                if $b < num_blocks {
+                    for i in 0..N {
+                        let $x = xs.get_unchecked(i);
+                        let (unsigned, signed) = $load_pair;
+                        let scale = _mm256_set1_ps($w.scales.get_unchecked($b) * $x.scales.get_unchecked($b));
+                        even[i] =
+                            _mm256_fmadd_ps(_mm256_cvtepi32_ps($products(unsigned, signed)), scale, even[i]);
+                    }
+                }
+                for i in 0..N {
+                    let $wr = &$w;
+                    let $xr = xs.get_unchecked(i);
+                    *out.get_unchecked_mut(i) = horizontal_sum(_mm256_add_ps(even[i], odd[i])) + $extra;
+                }
+            }
+        };
+    }
+
+    /// The 4-bit kernels: blocks in runs of eight, whose fp16 scales and minimums widen in one
+    /// instruction each; a block's scale product is then broadcast from its lane.
+    macro_rules! q4_kernel {
+        ($name:ident, $features:literal, $products:ident) => {
+            #[target_feature(enable = $features)]
+            pub(super) unsafe fn $name<const N: usize>(
+                w: Q4Row<'_>,
+                xs: &[QuantizedRow<'_>],
+                out: &mut [f32],
+            ) {
+                let num_blocks = w.nibbles.len() / BLOCK_BYTES;
+                let mut even = [_mm256_setzero_ps(); N];
+                let mut odd = [_mm256_setzero_ps(); N];
+                let mut minimums = [_mm256_setzero_ps(); N];
+                let mut first = 0;
+                while first < num_blocks {
+                    let count = (num_blocks - first).min(8);
+                    // Eight scales and minimums, and the activations' (all zero-padded past the
+                    // row's last block, so a short run loads whole vectors too).
+                    let w_scales = _mm256_cvtph_ps(_mm_loadu_si128(w.scales.as_ptr().add(first).cast()));
+                    let w_mins = _mm256_cvtph_ps(_mm_loadu_si128(w.mins.as_ptr().add(first).cast()));
+                    let mut block_scales = [_mm256_setzero_ps(); N];
+                    for i in 0..N {
+                        let x = xs.get_unchecked(i);
+                        let x_scales = _mm256_loadu_ps(x.scales.as_ptr().add(first));
+                        let x_sums = _mm256_loadu_ps(x.scaled_sums.as_ptr().add(first));
+                        block_scales[i] = _mm256_mul_ps(w_scales, x_scales);
+                        minimums[i] = _mm256_fmadd_ps(w_mins, x_sums, minimums[i]);
+                    }
+                    if count == 8 {
+                        // Unrolled: the even and odd accumulators alternate without a branch.
+                        for pair in 0..4 {
+                            for (lane, acc) in [(2 * pair, &mut even), (2 * pair + 1, &mut odd)] {
+                                let weights =
+                                    unpack_nibbles(w.nibbles.as_ptr().add((first + lane) * BLOCK_BYTES));
+                                let index = _mm256_set1_epi32(lane as i32);
+                                for i in 0..N {
+                                    let x = xs.get_unchecked(i);
+                                    let acts = _mm256_loadu_si256(
+                                        x.levels.as_ptr().add((first + lane) * BLOCK_LEN).cast(),
+                                    );
+                                    let scale = _mm256_permutevar8x32_ps(block_scales[i], index);
+                                    let sums = _mm256_cvtepi32_ps($products(weights, acts));
+                                    acc[i] = _mm256_fmadd_ps(sums, scale, acc[i]);
+                                }
+                            }
+                        }
+                    } else {
+                        for lane in 0..count {
+                            let weights =
+                                unpack_nibbles(w.nibbles.as_ptr().add((first + lane) * BLOCK_BYTES));
+                            let index = _mm256_set1_epi32(lane as i32);
+                            for i in 0..N {
+                                let x = xs.get_unchecked(i);
+                                let acts = _mm256_loadu_si256(
+                                    x.levels.as_ptr().add((first + lane) * BLOCK_LEN).cast(),
+                                );
+                                let scale = _mm256_permutevar8x32_ps(block_scales[i], index);
+                                let sums = _mm256_cvtepi32_ps($products(weights, acts));
+                                even[i] = _mm256_fmadd_ps(sums, scale, even[i]);
+                            }
+                        }
+                    }
+                    first += count;
+                }
+                for i in 0..N {
+                    let total = _mm256_add_ps(_mm256_add_ps(even[i], odd[i]), minimums[i]);
+                    *out.get_unchecked_mut(i) = horizontal_sum(total);
+                }
+            }
+        };
+    }
+
+    q4_kernel!(q4_vnni, "avx2,fma,f16c,avx512vnni,avx512vl", products_vnni);
+    q4_kernel!(q4_avx2, "avx2,fma,f16c", products_avx2);
+    // Signed x signed through the unsigned x signed instructions: |w| times x with w's sign.
+    kernel!(
+        q8_vnni,
+        "avx2,fma,avx512vnni,avx512vl",
+        Q8Row<'_>,
+        products_vnni,
+        |w, x, b| {
+            let weights = _mm256_loadu_si256(w.levels.as_ptr().add(b * BLOCK_LEN).cast());
+            let acts = _mm256_loadu_si256(x.levels.as_ptr().add(b * BLOCK_LEN).cast());
+            (_mm256_sign_epi8(weights, weights), _mm256_sign_epi8(acts, weights))
+        },
+        |w, x| {
+            let _ = (w, x);
+            0.0
+        }
+    );
+    kernel!(
+        q8_avx2,
+        "avx2,fma",
+        Q8Row<'_>,
+        products_avx2,
+        |w, x, b| {
+            let weights = _mm256_loadu_si256(w.levels.as_ptr().add(b * BLOCK_LEN).cast());
+            let acts = _mm256_loadu_si256(x.levels.as_ptr().add(b * BLOCK_LEN).cast());
+            (_mm256_sign_epi8(weights, weights), _mm256_sign_epi8(acts, weights))
+        },
+        |w, x| {
+            let _ = (w, x);
+            0.0
+        }
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::act::QuantizedRows;
+    use crate::q4::{Q4Matrix, Q8Matrix};
+
+    fn activations(num_rows: usize, cols: usize, seed: f32) -> QuantizedRows {
+        let values: Vec<f32> = (0..num_rows * cols).map(|i| ((i as f32) * 0.37 + seed).sin() * 3.0).collect();
+        let mut rows = QuantizedRows::new();
+        rows.quantize(&values, cols).unwrap();
+        rows
+    }
+
+    /// f64 reference over the dequantized weight and activation rows.
+    fn reference(weight: &[f32], x: &[f32]) -> f64 {
+        weight.iter().zip(x).map(|(&a, &b)| f64::from(a) * f64::from(b)).sum()
+    }
+
+    #[test]
+    fn q4_kernels_agree_with_the_reference_for_every_group_size() {
+        // 4,160 columns: two segments of widened scales.
+        for (rows, cols) in [(3, 96), (2, 4160)] {
+            check_q4(rows, cols);
+        }
+    }
+
+    fn check_q4(rows: usize, cols: usize) {
+        let levels: Vec<u8> = (0..rows * cols).map(|i| ((i * 11 + 3) % 16) as u8).collect();
+        let scales: Vec<f32> = (0..rows * cols / 32).map(|b| 0.01 + b as f32 * 0.002).collect();
+        let zeros: Vec<f32> = (0..rows * cols / 32).map(|b| (b as f32 - 4.0) * 0.01).collect();
+        let matrix = Q4Matrix::from_levels(&levels, &scales, &zeros, rows, cols).unwrap();
+        for num_inputs in 1..=9 {
+            let acts = activations(num_inputs, cols, num_inputs as f32);
+            let xs: Vec<_> = (0..num_inputs).map(|i| acts.row(i)).collect();
+            for r in 0..rows {
+                let mut weight = vec![0.0; cols];
+                matrix.dequantize_row(r, &mut weight);
+                for isa in Isa::available() {
+                    let mut out = vec![0.0; num_inputs];
+                    q4_dots(isa, matrix.row(r), &xs, &mut out);
+                    for (i, &got) in out.iter().enumerate() {
+                        let want = reference(&weight, &acts.dequantized_row(i));
+                        assert!(
+                            (f64::from(got) - want).abs() < 1e-4 * want.abs().max(1.0),
+                            "{isa:?} {got} vs {want}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn q8_kernels_agree_with_the_reference_including_minus_128() {
+        let (rows, cols) = (2, 64);
+        let levels: Vec<i8> =
+            (0..rows * cols).map(|i| if i % 13 == 0 { -128 } else { ((i * 37) % 255) as i8 }).collect();
+        let scales: Vec<f32> = (0..rows * cols / 32).map(|b| 0.02 + b as f32 * 0.001).collect();
+        let matrix = Q8Matrix::new(levels.clone(), scales.clone(), rows, cols).unwrap();
+        let acts = activations(5, cols, 0.5);
+        let xs: Vec<_> = (0..5).map(|i| acts.row(i)).collect();
+        for r in 0..rows {
+            let weight: Vec<f32> =
+                (0..cols).map(|c| f32::from(levels[r * cols + c]) * scales[(r * cols + c) / 32]).collect();
+            for isa in Isa::available() {
+                let mut out = vec![0.0; 5];
+                q8_dots(isa, matrix.row(r), &xs, &mut out);
+                for (i, &got) in out.iter().enumerate() {
+                    let want = reference(&weight, &acts.dequantized_row(i));
+                    assert!(
+                        (f64::from(got) - want).abs() < 1e-4 * want.abs().max(1.0),
+                        "{isa:?} {got} vs {want}"
+                    );
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,233 @@
+//! A 4-bit matrix as GGUF's Q4_0 / Q4_1 store it: rows of blocks of 32 weights, each block
+//! `w_i = scale * q_i + min` with q in 0..=15, its 16 bytes holding weight j in the low nibble
+//! of byte j and weight j + 16 in the high one (so a block unpacks with one mask and one shift).
+//! Scales and minimums are fp16, as GGUF stores them: 20 bytes per 32 weights. Each row's scales
+//! are padded with zeros to a multiple of `SCALE_RUN` so kernels load them eight at a time.
+
+use half::f16;
+
+use crate::error::{check_len, DecodeError};
+
+/// Weights per scale.
+pub const BLOCK_LEN: usize = 32;
+pub(crate) const BLOCK_BYTES: usize = BLOCK_LEN / 2;
+/// Per-block values (scales, minimums, activation sums) a kernel loads at once.
+pub const SCALE_RUN: usize = 8;
+
+/// A row's per-block slots: its blocks rounded up to a whole run.
+pub(crate) fn padded_blocks(num_blocks: usize) -> usize {
+    num_blocks.div_ceil(SCALE_RUN) * SCALE_RUN
+}
+
+#[derive(Debug)]
+pub struct Q4Matrix {
+    nibbles: Vec<u8>,
+    /// fp16 bits.
+    scales: Vec<u16>,
+    mins: Vec<u16>,
+    rows: usize,
+    cols: usize,
+}
+
+/// One matrix row, borrowed.
+#[derive(Clone, Copy, Debug)]
+pub struct Q4Row<'a> {
+    pub nibbles: &'a [u8],
+    /// fp16 bits, one per block, zero-padded to a multiple of `SCALE_RUN`.
+    pub scales: &'a [u16],
+    pub mins: &'a [u16],
+}
+
+impl Q4Matrix {
+    /// From levels (`rows x cols`, each 0..=15), and per block `scales` and `zeros` in the
+    /// `(q - 8) * scale + zero` form (`rows x cols / 32`). The scale and the minimum `zero - 8
+    /// scale` are stored as fp16 (exact for GGUF's blocks, whose values are fp16 already).
+    pub fn from_levels(
+        levels: &[u8],
+        scales: &[f32],
+        zeros: &[f32],
+        rows: usize,
+        cols: usize,
+    ) -> Result<Self, DecodeError> {
+        if cols == 0 || cols % BLOCK_LEN != 0 {
+            return Err(DecodeError::Columns(cols));
+        }
+        check_len("levels", levels.len(), rows * cols)?;
+        check_len("scales", scales.len(), rows * cols / BLOCK_LEN)?;
+        check_len("zeros", zeros.len(), rows * cols / BLOCK_LEN)?;
+        if let Some(&bad) = levels.iter().find(|&&q| q > 15) {
+            return Err(DecodeError::Level(bad));
+        }
+        let mut nibbles = vec![0u8; rows * cols / 2];
+        for (block, packed) in levels.chunks_exact(BLOCK_LEN).zip(nibbles.chunks_exact_mut(BLOCK_BYTES)) {
+            for (j, byte) in packed.iter_mut().enumerate() {
+                *byte = block[j] | (block[j + BLOCK_BYTES] << 4);
+            }
+        }
+        // (q - 8) s + z = s q + (z - 8 s): for GGUF's blocks z - 8 s gives back the stored min.
+        let (blocks, stride) = (cols / BLOCK_LEN, padded_blocks(cols / BLOCK_LEN));
+        let (mut padded_scales, mut padded_mins) = (vec![0u16; rows * stride], vec![0u16; rows * stride]);
+        for (row, (dest_scales, dest_mins)) in
+            padded_scales.chunks_exact_mut(stride).zip(padded_mins.chunks_exact_mut(stride)).enumerate()
+        {
+            for b in 0..blocks {
+                let (scale, zero) = (scales[row * blocks + b], zeros[row * blocks + b]);
+                dest_scales[b] = f16::from_f32(scale).to_bits();
+                dest_mins[b] = f16::from_f32(zero - 8.0 * scale).to_bits();
+            }
+        }
+        Ok(Self { nibbles, scales: padded_scales, mins: padded_mins, rows, cols })
+    }
+
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    pub fn num_bytes(&self) -> usize {
+        self.nibbles.len() + 2 * (self.scales.len() + self.mins.len())
+    }
+
+    pub fn row(&self, index: usize) -> Q4Row<'_> {
+        let (blocks, stride) = (self.cols / BLOCK_LEN, padded_blocks(self.cols / BLOCK_LEN));
+        Q4Row {
+            nibbles: &self.nibbles[index * blocks * BLOCK_BYTES..(index + 1) * blocks * BLOCK_BYTES],
+            scales: &self.scales[index * stride..(index + 1) * stride],
+            mins: &self.mins[index * stride..(index + 1) * stride],
+        }
+    }
+
+    /// Row `index` as f32 into `out` (`cols` values).
+    pub fn dequantize_row(&self, index: usize, out: &mut [f32]) {
+        let row = self.row(index);
+        for (((dest, packed), &scale), &min) in out
+            .chunks_exact_mut(BLOCK_LEN)
+            .zip(row.nibbles.chunks_exact(BLOCK_BYTES))
+            .zip(row.scales)
+            .zip(row.mins)
+        {
+            let (scale, min) = (f16::from_bits(scale).to_f32(), f16::from_bits(min).to_f32());
+            for (j, &byte) in packed.iter().enumerate() {
+                dest[j] = scale * f32::from(byte & 15) + min;
+                dest[j + BLOCK_BYTES] = scale * f32::from(byte >> 4) + min;
+            }
+        }
+    }
+
+    /// The whole matrix as f32 (`rows x cols`), or with `round` applied to each value (bf16).
+    pub fn dequantize_into<T>(
+        &self,
+        out: &mut [T],
+        round: impl Fn(f32) -> T + Sync,
+    ) -> Result<(), DecodeError>
+    where
+        T: Send,
+    {
+        use rayon::prelude::*;
+        check_len("dequantized output", out.len(), self.rows * self.cols)?;
+        out.par_chunks_mut(self.cols).enumerate().for_each_init(
+            || vec![0.0f32; self.cols],
+            |row_values, (index, dest)| {
+                self.dequantize_row(index, row_values);
+                for (d, &v) in dest.iter_mut().zip(row_values.iter()) {
+                    *d = round(v);
+                }
+            },
+        );
+        Ok(())
+    }
+}
+
+/// An 8-bit matrix as GGUF's Q8_0 stores it: `w_i = scale * q_i`, q in -128..=127.
+#[derive(Debug)]
+pub struct Q8Matrix {
+    levels: Vec<i8>,
+    scales: Vec<f32>,
+    rows: usize,
+    cols: usize,
+}
+
+/// One row of a `Q8Matrix`, borrowed.
+#[derive(Clone, Copy, Debug)]
+pub struct Q8Row<'a> {
+    pub levels: &'a [i8],
+    pub scales: &'a [f32],
+}
+
+impl Q8Matrix {
+    pub fn new(levels: Vec<i8>, scales: Vec<f32>, rows: usize, cols: usize) -> Result<Self, DecodeError> {
+        if cols == 0 || cols % BLOCK_LEN != 0 {
+            return Err(DecodeError::Columns(cols));
+        }
+        check_len("levels", levels.len(), rows * cols)?;
+        check_len("scales", scales.len(), rows * cols / BLOCK_LEN)?;
+        Ok(Self { levels, scales, rows, cols })
+    }
+
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    pub fn levels(&self) -> &[i8] {
+        &self.levels
+    }
+
+    pub fn scales(&self) -> &[f32] {
+        &self.scales
+    }
+
+    pub fn row(&self, index: usize) -> Q8Row<'_> {
+        let blocks = self.cols / BLOCK_LEN;
+        Q8Row {
+            levels: &self.levels[index * self.cols..(index + 1) * self.cols],
+            scales: &self.scales[index * blocks..(index + 1) * blocks],
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packs_gguf_nibble_order_and_dequantizes() {
+        let levels: Vec<u8> = (0..64).map(|i| (i * 7 % 16) as u8).collect();
+        // fp16-exact scales and minimums (zero - 8 scale), as GGUF's are.
+        let scales = [0.5f32, 0.25];
+        let zeros = [1.0f32, -2.0];
+        let matrix = Q4Matrix::from_levels(&levels, &scales, &zeros, 1, 64).unwrap();
+        let row = matrix.row(0);
+        assert_eq!(row.nibbles[0], levels[0] | (levels[16] << 4));
+        let mut out = vec![0.0; 64];
+        matrix.dequantize_row(0, &mut out);
+        for (i, &v) in out.iter().enumerate() {
+            let b = i / 32;
+            let expected = (f32::from(levels[i]) - 8.0) * scales[b] + zeros[b];
+            assert!((v - expected).abs() < 1e-6, "{i}: {v} vs {expected}");
+        }
+    }
+
+    #[test]
+    fn rejects_bad_input() {
+        assert_eq!(
+            Q4Matrix::from_levels(&[0; 16], &[1.0], &[0.0], 1, 16).unwrap_err(),
+            DecodeError::Columns(16)
+        );
+        assert_eq!(
+            Q4Matrix::from_levels(&[16; 32], &[1.0], &[0.0], 1, 32).unwrap_err(),
+            DecodeError::Level(16)
+        );
+        assert!(matches!(
+            Q4Matrix::from_levels(&[0; 32], &[1.0, 2.0], &[0.0], 1, 32),
+            Err(DecodeError::Length { .. })
+        ));
+        assert!(matches!(Q8Matrix::new(vec![0; 32], vec![], 1, 32), Err(DecodeError::Length { .. })));
+    }
+}

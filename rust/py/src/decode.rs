@@ -1,0 +1,382 @@
+//! `sglr-decode` for Python: the quantized matrices (owned by Rust, held by the model's layers)
+//! and the fused CPU decode step over numpy views of torch tensors (bf16 arrives as int16 bits).
+
+use std::sync::Arc;
+
+use numpy::{
+    PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2, PyReadwriteArray2, PyReadwriteArrayDyn,
+    PyUntypedArrayMethods,
+};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use rayon::ThreadPool;
+use sglr_attn::Bf16;
+use sglr_decode::{
+    matmul, shared_pool, CacheElement, DecodeError, DecodeModel, LayerWeights, ModelShape, Q4Matrix,
+    Q8Matrix, QuantizedRows, RotaryTables, StepBatch,
+};
+
+use crate::buffers::IdArray;
+
+fn decode_error(error: DecodeError) -> PyErr {
+    PyValueError::new_err(error.to_string())
+}
+
+fn slice<'a, T: numpy::Element, D: numpy::ndarray::Dimension>(
+    array: &'a numpy::PyReadonlyArray<'_, T, D>,
+    what: &str,
+) -> PyResult<&'a [T]> {
+    array.as_slice().map_err(|_| PyValueError::new_err(format!("{what} must be a C-contiguous array")))
+}
+
+fn bf16_bits(bits: &mut [i16]) -> &mut [Bf16] {
+    // SAFETY: `Bf16` is a `repr(transparent)` u16: i16's size and alignment, any bits valid.
+    unsafe { std::slice::from_raw_parts_mut(bits.as_mut_ptr().cast::<Bf16>(), bits.len()) }
+}
+
+/// Quantizes `inputs` (`[T, cols]` float32) and multiplies on `num_threads` threads into `out`.
+fn run_matmul<W: sglr_decode::QuantizedWeight>(
+    py: Python<'_>,
+    weight: &W,
+    inputs: PyReadonlyArray2<'_, f32>,
+    mut out: PyReadwriteArray2<'_, f32>,
+    num_threads: usize,
+) -> PyResult<()> {
+    if inputs.shape()[1] != weight.cols() || out.shape() != [inputs.shape()[0], weight.rows()] {
+        return Err(PyValueError::new_err(format!(
+            "matmul: inputs {:?}, out {:?} for a {} x {} matrix",
+            inputs.shape(),
+            out.shape(),
+            weight.rows(),
+            weight.cols()
+        )));
+    }
+    let cols = weight.cols();
+    let inputs = slice(&inputs, "inputs")?;
+    let out = out.as_slice_mut().map_err(|_| PyValueError::new_err("out must be a C-contiguous array"))?;
+    let pool = shared_pool(num_threads);
+    py.detach(|| {
+        let mut quantized = QuantizedRows::new();
+        quantized.quantize(inputs, cols)?;
+        let isa = sglr_decode::Isa::detect();
+        pool.install(|| matmul(isa, weight, &quantized, out, &mut Vec::new()))
+    })
+    .map_err(decode_error)
+}
+
+/// A 4-bit matrix (GGUF Q4_0 / Q4_1 blocks), built from levels `[rows, cols]` uint8 (0..15),
+/// `scales` and `zeros` `[rows, cols / 32]` float32 (`w = (q - 8) * scale + zero`).
+#[pyclass(frozen, name = "Q4Matrix", module = "sglr._core")]
+pub(crate) struct PyQ4Matrix {
+    pub(crate) inner: Arc<Q4Matrix>,
+}
+
+#[pymethods]
+impl PyQ4Matrix {
+    #[new]
+    fn new(
+        py: Python<'_>,
+        levels: PyReadonlyArray2<'_, u8>,
+        scales: PyReadonlyArray2<'_, f32>,
+        zeros: PyReadonlyArray2<'_, f32>,
+    ) -> PyResult<Self> {
+        let (rows, cols) = (levels.shape()[0], levels.shape()[1]);
+        let (levels, scales, zeros) =
+            (slice(&levels, "levels")?, slice(&scales, "scales")?, slice(&zeros, "zeros")?);
+        let matrix =
+            py.detach(|| Q4Matrix::from_levels(levels, scales, zeros, rows, cols)).map_err(decode_error)?;
+        Ok(Self { inner: Arc::new(matrix) })
+    }
+
+    #[getter]
+    fn rows(&self) -> usize {
+        self.inner.rows()
+    }
+
+    #[getter]
+    fn cols(&self) -> usize {
+        self.inner.cols()
+    }
+
+    #[getter]
+    fn num_bytes(&self) -> usize {
+        self.inner.num_bytes()
+    }
+
+    /// `out[i, r] = inputs[i] . W[r]` with the inputs quantized to int8 per block of 32.
+    #[pyo3(signature = (inputs, out, num_threads=1))]
+    fn matmul(
+        &self,
+        py: Python<'_>,
+        inputs: PyReadonlyArray2<'_, f32>,
+        out: PyReadwriteArray2<'_, f32>,
+        num_threads: usize,
+    ) -> PyResult<()> {
+        run_matmul(py, self.inner.as_ref(), inputs, out, num_threads)
+    }
+
+    /// The matrix into `out` `[rows, cols]`: float32, or int16 holding bf16 bits (rounded to
+    /// nearest even).
+    #[pyo3(signature = (out, num_threads=1))]
+    fn dequantize(&self, py: Python<'_>, out: &Bound<'_, PyAny>, num_threads: usize) -> PyResult<()> {
+        let pool = shared_pool(num_threads);
+        let matrix = self.inner.as_ref();
+        if let Ok(mut out) = out.extract::<PyReadwriteArray2<'_, f32>>() {
+            let out = out.as_slice_mut().map_err(|_| PyValueError::new_err("out must be C-contiguous"))?;
+            return py.detach(|| pool.install(|| matrix.dequantize_into(out, |v| v))).map_err(decode_error);
+        }
+        if let Ok(mut out) = out.extract::<PyReadwriteArray2<'_, i16>>() {
+            let out = out.as_slice_mut().map_err(|_| PyValueError::new_err("out must be C-contiguous"))?;
+            return py
+                .detach(|| pool.install(|| matrix.dequantize_into(out, |v| Bf16::from_f32(v).0 as i16)))
+                .map_err(decode_error);
+        }
+        Err(PyTypeError::new_err("out must be a 2-D float32 or int16 (bf16 bits) array"))
+    }
+}
+
+type LevelsScales<'py> = (Bound<'py, PyArray2<i8>>, Bound<'py, PyArray2<f32>>);
+
+/// An 8-bit matrix (GGUF Q8_0 blocks): levels `[rows, cols]` int8, scales `[rows, cols / 32]`.
+#[pyclass(frozen, name = "Q8Matrix", module = "sglr._core")]
+pub(crate) struct PyQ8Matrix {
+    pub(crate) inner: Arc<Q8Matrix>,
+}
+
+#[pymethods]
+impl PyQ8Matrix {
+    #[new]
+    fn new(levels: PyReadonlyArray2<'_, i8>, scales: PyReadonlyArray2<'_, f32>) -> PyResult<Self> {
+        let (rows, cols) = (levels.shape()[0], levels.shape()[1]);
+        if scales.shape()[0] != rows {
+            return Err(PyValueError::new_err(format!("{} scale rows for {rows} rows", scales.shape()[0])));
+        }
+        let matrix =
+            Q8Matrix::new(slice(&levels, "levels")?.to_vec(), slice(&scales, "scales")?.to_vec(), rows, cols)
+                .map_err(decode_error)?;
+        Ok(Self { inner: Arc::new(matrix) })
+    }
+
+    #[getter]
+    fn shape(&self) -> (usize, usize) {
+        (self.inner.rows(), self.inner.cols())
+    }
+
+    /// Copies of the levels and scales (for tests and checks; the matrix keeps its own).
+    fn arrays<'py>(&self, py: Python<'py>) -> PyResult<LevelsScales<'py>> {
+        let (rows, cols) = (self.inner.rows(), self.inner.cols());
+        let levels = numpy::PyArray1::from_slice(py, self.inner.levels()).reshape([rows, cols])?;
+        let scales = numpy::PyArray1::from_slice(py, self.inner.scales()).reshape([rows, cols / 32])?;
+        Ok((levels, scales))
+    }
+
+    /// `out[i, r] = inputs[i] . W[r]` in f32 from the exact levels (activations not quantized).
+    #[pyo3(signature = (inputs, out, num_threads=1))]
+    fn matmul_f32(
+        &self,
+        py: Python<'_>,
+        inputs: PyReadonlyArray2<'_, f32>,
+        mut out: PyReadwriteArray2<'_, f32>,
+        num_threads: usize,
+    ) -> PyResult<()> {
+        let (rows, cols) = (self.inner.rows(), self.inner.cols());
+        let num_inputs = inputs.shape()[0];
+        let matrix = sglr_quant::Q8Matrix::new(self.inner.levels(), self.inner.scales(), rows, cols)
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let inputs = slice(&inputs, "inputs")?;
+        let out =
+            out.as_slice_mut().map_err(|_| PyValueError::new_err("out must be a C-contiguous array"))?;
+        py.detach(|| matrix.matmul_transposed(inputs, num_inputs, out, num_threads))
+            .map_err(|e| PyValueError::new_err(e.to_string()))
+    }
+
+    /// `out[i, r] = inputs[i] . W[r]` with the inputs quantized to int8 per block of 32.
+    #[pyo3(signature = (inputs, out, num_threads=1))]
+    fn matmul(
+        &self,
+        py: Python<'_>,
+        inputs: PyReadonlyArray2<'_, f32>,
+        out: PyReadwriteArray2<'_, f32>,
+        num_threads: usize,
+    ) -> PyResult<()> {
+        run_matmul(py, self.inner.as_ref(), inputs, out, num_threads)
+    }
+
+    /// Rows `row_ids`, dequantized into `out` (`[len(row_ids), cols]` float32).
+    fn dequantize_rows(
+        &self,
+        row_ids: &Bound<'_, PyAny>,
+        mut out: PyReadwriteArray2<'_, f32>,
+    ) -> PyResult<()> {
+        let (rows, cols) = (self.inner.rows(), self.inner.cols());
+        let matrix = sglr_quant::Q8Matrix::new(self.inner.levels(), self.inner.scales(), rows, cols)
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let ids = IdArray::extract(row_ids, "row_ids")?;
+        let out =
+            out.as_slice_mut().map_err(|_| PyValueError::new_err("out must be a C-contiguous array"))?;
+        matrix.dequantize_rows(&ids.as_slice(), out).map_err(|e| PyValueError::new_err(e.to_string()))
+    }
+}
+
+type LayerTuple<'py> = (
+    PyReadonlyArray1<'py, f32>,
+    PyRef<'py, PyQ4Matrix>,
+    Option<PyReadonlyArray1<'py, f32>>,
+    PyRef<'py, PyQ4Matrix>,
+    PyReadonlyArray1<'py, f32>,
+    PyRef<'py, PyQ4Matrix>,
+    PyRef<'py, PyQ4Matrix>,
+    Option<usize>,
+);
+
+/// A Llama-shaped model's decode step in one call (`sglr-decode`). Layers are tuples
+/// `(input_norm, qkv, qkv_bias | None, o, post_norm, gate_up, down, sliding_window | None)`,
+/// norms float32; `head` a `Q8Matrix` or None (then `step` returns the final-normalized hidden
+/// states); `rope_cos`, `rope_sin` `[positions, head_dim / 2]` float32.
+#[pyclass(frozen, name = "CpuDecodeModel", module = "sglr._core")]
+pub(crate) struct PyCpuDecodeModel {
+    model: DecodeModel,
+    pool: Arc<ThreadPool>,
+}
+
+#[pymethods]
+impl PyCpuDecodeModel {
+    #[new]
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (hidden_size, num_heads, num_kv_heads, head_dim, intermediate_size, rms_norm_eps,
+                        attention_scale, layers, final_norm, head, rope_cos, rope_sin, num_threads))]
+    fn new(
+        hidden_size: usize,
+        num_heads: usize,
+        num_kv_heads: usize,
+        head_dim: usize,
+        intermediate_size: usize,
+        rms_norm_eps: f32,
+        attention_scale: f32,
+        layers: Vec<LayerTuple<'_>>,
+        final_norm: PyReadonlyArray1<'_, f32>,
+        head: Option<PyRef<'_, PyQ8Matrix>>,
+        rope_cos: PyReadonlyArray2<'_, f32>,
+        rope_sin: PyReadonlyArray2<'_, f32>,
+        num_threads: usize,
+    ) -> PyResult<Self> {
+        let shape = ModelShape {
+            hidden_size,
+            num_heads,
+            num_kv_heads,
+            head_dim,
+            intermediate_size,
+            rms_norm_eps,
+            attention_scale,
+        };
+        let mut weights = Vec::with_capacity(layers.len());
+        for (input_norm, qkv, qkv_bias, o, post_norm, gate_up, down, sliding_window) in layers {
+            weights.push(LayerWeights {
+                input_norm: slice(&input_norm, "input_norm")?.to_vec(),
+                qkv: qkv.inner.clone(),
+                qkv_bias: qkv_bias.map(|b| slice(&b, "qkv_bias").map(<[f32]>::to_vec)).transpose()?,
+                o: o.inner.clone(),
+                post_norm: slice(&post_norm, "post_norm")?.to_vec(),
+                gate_up: gate_up.inner.clone(),
+                down: down.inner.clone(),
+                sliding_window,
+            });
+        }
+        let rotary = RotaryTables {
+            cos: slice(&rope_cos, "rope_cos")?.to_vec(),
+            sin: slice(&rope_sin, "rope_sin")?.to_vec(),
+        };
+        let model = DecodeModel::new(
+            shape,
+            weights,
+            slice(&final_norm, "final_norm")?.to_vec(),
+            head.map(|h| h.inner.clone()),
+            rotary,
+        )
+        .map_err(decode_error)?;
+        Ok(Self { model, pool: shared_pool(num_threads) })
+    }
+
+    #[getter]
+    fn output_width(&self) -> usize {
+        self.model.output_width()
+    }
+
+    #[getter]
+    fn isa(&self) -> String {
+        format!("{:?}", self.model.isa())
+    }
+
+    /// One decode step. `hidden` `[B, hidden_size]` float32: the tokens' embeddings (used as
+    /// the residual stream: overwritten); `positions`, `seq_lens`, `out_slots` `[B]` ids;
+    /// `slot_table` `[B, W]` int32; `k_cache`, `v_cache` every layer's rows (int16 bf16 bits
+    /// or float32, C-contiguous); `out` `[B, output_width]` float32.
+    #[allow(clippy::too_many_arguments)]
+    fn step(
+        &self,
+        py: Python<'_>,
+        mut hidden: PyReadwriteArray2<'_, f32>,
+        positions: &Bound<'_, PyAny>,
+        slot_table: PyReadonlyArray2<'_, i32>,
+        seq_lens: &Bound<'_, PyAny>,
+        out_slots: &Bound<'_, PyAny>,
+        k_cache: &Bound<'_, PyAny>,
+        v_cache: &Bound<'_, PyAny>,
+        mut out: PyReadwriteArray2<'_, f32>,
+    ) -> PyResult<()> {
+        let positions = IdArray::extract(positions, "positions")?;
+        let seq_lens = IdArray::extract(seq_lens, "seq_lens")?;
+        let out_slots = IdArray::extract(out_slots, "out_slots")?;
+        let table = slice(&slot_table, "slot_table")?;
+        // NOTE: i32 -> u32 keeps the bits; a negative entry becomes an out-of-range slot, which
+        // the step's checks reject.
+        let table = unsafe { std::slice::from_raw_parts(table.as_ptr().cast::<u32>(), table.len()) };
+        let (positions, seq_lens, out_slots) =
+            (positions.as_slice(), seq_lens.as_slice(), out_slots.as_slice());
+        let batch = StepBatch {
+            positions: &positions,
+            slot_table: table,
+            seq_lens: &seq_lens,
+            out_slots: &out_slots,
+        };
+        let hidden =
+            hidden.as_slice_mut().map_err(|_| PyValueError::new_err("hidden must be C-contiguous"))?;
+        let out = out.as_slice_mut().map_err(|_| PyValueError::new_err("out must be C-contiguous"))?;
+        if let (Ok(mut k), Ok(mut v)) = (
+            k_cache.extract::<PyReadwriteArrayDyn<'_, i16>>(),
+            v_cache.extract::<PyReadwriteArrayDyn<'_, i16>>(),
+        ) {
+            let k = bf16_bits(
+                k.as_slice_mut().map_err(|_| PyValueError::new_err("k_cache must be C-contiguous"))?,
+            );
+            let v = bf16_bits(
+                v.as_slice_mut().map_err(|_| PyValueError::new_err("v_cache must be C-contiguous"))?,
+            );
+            return self.run(py, hidden, batch, k, v, out);
+        }
+        if let (Ok(mut k), Ok(mut v)) = (
+            k_cache.extract::<PyReadwriteArrayDyn<'_, f32>>(),
+            v_cache.extract::<PyReadwriteArrayDyn<'_, f32>>(),
+        ) {
+            let k = k.as_slice_mut().map_err(|_| PyValueError::new_err("k_cache must be C-contiguous"))?;
+            let v = v.as_slice_mut().map_err(|_| PyValueError::new_err("v_cache must be C-contiguous"))?;
+            return self.run(py, hidden, batch, k, v, out);
+        }
+        Err(PyTypeError::new_err("k_cache and v_cache must both be int16 (bf16 bits) or float32 arrays"))
+    }
+}
+
+impl PyCpuDecodeModel {
+    fn run<T: CacheElement>(
+        &self,
+        py: Python<'_>,
+        hidden: &mut [f32],
+        batch: StepBatch<'_>,
+        k_cache: &mut [T],
+        v_cache: &mut [T],
+        out: &mut [f32],
+    ) -> PyResult<()> {
+        py.detach(|| self.pool.install(|| self.model.step(hidden, batch, k_cache, v_cache, out)))
+            .map_err(decode_error)
+    }
+}
