@@ -1,8 +1,8 @@
 """The embedded GGUF model (SmolLM2-135M-Instruct, Q4_1) on the CPU, side by side in one run:
 weight formats (dequantized bf16 vs 4-bit quantized), thread counts, and optionally the same
-benchmark on another checkout of sglr (`--baseline-src`, e.g. the code before a change); with
-several threads also the quantized model with decode steps capped to one thread
-(`SGLR_CPU_DECODE_THREADS=1`); and llama.cpp's `llama-server` on the same GGUF file and the same
+benchmark on another checkout of sglr (`--baseline-src`, e.g. the code before a change); the
+4-bit model with decode steps layer by layer (`SGLR_CPU_FUSED_DECODE=0`) and in one Rust call
+(the default, `sglr.model.cpu_fused_decode`); and llama.cpp's `llama-server` on the same GGUF file and the same
 token ids when it is built (`scripts/build-llama-cpp`; skipped with a note otherwise). llama.cpp
 runs with `--no-repack` (its repacked AMX path crashes on this CPU), one slot per concurrent
 request, prompt caching off, and is timed by the same wall-clock formulas through its HTTP API.
@@ -76,6 +76,7 @@ def _results(prefill: float, total: float, concurrent: float, mem: dict[str, flo
 def worker(spec: dict) -> dict:
     import torch
 
+    os.environ.update(spec.get("env", {}))
     torch.set_num_threads(spec["threads"])
     if spec.get("decode_threads"):
         os.environ["SGLR_CPU_DECODE_THREADS"] = str(spec["decode_threads"])
@@ -207,10 +208,9 @@ def main() -> None:
                 (f"baseline bf16, {threads}T", args.baseline_src, _spec("bfloat16", None, threads))
             )
         systems.append((f"bf16 dequantized, {threads}T", SRC, _spec("bfloat16", "dequantized", threads)))
-        systems.append((f"int4 quantized, {threads}T", SRC, _spec("bfloat16", "quantized", threads)))
-        if threads > 1:
-            label = f"int4 quantized, {threads}T, decode 1T"
-            systems.append((label, SRC, dict(_spec("bfloat16", "quantized", threads), decode_threads=1)))
+        layered = dict(_spec("bfloat16", "quantized", threads), env={"SGLR_CPU_FUSED_DECODE": "0"})
+        systems.append((f"4-bit, layered decode, {threads}T", SRC, layered))
+        systems.append((f"4-bit, fused decode, {threads}T", SRC, _spec("bfloat16", "quantized", threads)))
     best: dict[str, dict] = {}
     for _ in range(args.repeats):
         for label, src, spec in systems:

@@ -50,63 +50,14 @@ pub fn decode_attention<T: KvElement>(
     out: &mut [f32],
     num_threads: usize,
 ) -> Result<(), AttnError> {
-    let DecodeShape { num_heads, num_kv_heads, head_dim, num_slots } = shape;
-    if num_kv_heads == 0 || head_dim == 0 || num_heads % num_kv_heads != 0 {
-        return Err(AttnError::Shape(format!("{num_heads} query heads over {num_kv_heads} KV heads")));
-    }
-    let batch = seq_lens.len();
-    let row_len = num_kv_heads * head_dim;
-    let expect = |what: &str, got: usize, want: usize| {
-        if got == want {
-            Ok(())
-        } else {
-            Err(AttnError::Shape(format!("{what} has {got} values, expected {want}")))
-        }
-    };
-    expect("queries", queries.len(), batch * num_heads * head_dim)?;
-    expect("out", out.len(), batch * num_heads * head_dim)?;
-    expect("k_cache", k_cache.len(), num_slots * row_len)?;
-    expect("v_cache", v_cache.len(), num_slots * row_len)?;
-    if batch == 0 {
+    let Some((job, num_products)) =
+        Job::checked(shape, queries, k_cache, v_cache, slot_table, seq_lens, scale, window, out.len())?
+    else {
         return Ok(());
-    }
-    if slot_table.len() % batch != 0 {
-        return Err(AttnError::Shape(format!("slot table of {} for {batch} requests", slot_table.len())));
-    }
-    let table_width = slot_table.len() / batch;
-    let mut num_products = 0;
-    for (request, &seq_len) in seq_lens.iter().enumerate() {
-        let seq_len = seq_len as usize;
-        if seq_len == 0 || seq_len > table_width {
-            return Err(AttnError::SeqLen { request, seq_len, table_width });
-        }
-        let slots = &slot_table[request * table_width..request * table_width + seq_len];
-        if let Some(&slot) = slots.iter().find(|&&slot| slot as usize >= num_slots) {
-            return Err(AttnError::Slot { request, slot, num_slots });
-        }
-        num_products += seq_len * num_heads;
-    }
-    let group = num_heads / num_kv_heads;
-    let item_len = group * head_dim; // one (request, KV head) pair's outputs, contiguous
-    let num_items = batch * num_kv_heads;
-    let num_threads = num_threads.clamp(1, num_items).min(num_products / MIN_PRODUCTS_PER_THREAD).max(1);
-    #[cfg(target_arch = "x86_64")]
-    let simd = head_dim % 8 == 0 && has_avx2_fma();
-    #[cfg(not(target_arch = "x86_64"))]
-    let simd = false;
-    let job = Job {
-        shape,
-        group,
-        table_width,
-        queries,
-        k_cache,
-        v_cache,
-        slot_table,
-        seq_lens,
-        scale,
-        window,
-        simd,
     };
+    let item_len = job.group * shape.head_dim;
+    let num_items = out.len() / item_len;
+    let num_threads = num_threads.clamp(1, num_items).min(num_products / MIN_PRODUCTS_PER_THREAD).max(1);
     if num_threads == 1 {
         job.items(0, out);
         return Ok(());
@@ -117,6 +68,36 @@ pub fn decode_attention<T: KvElement>(
             let job = &job;
             scope.spawn(move || job.items(index * items_per_thread, chunk));
         }
+    });
+    Ok(())
+}
+
+/// `decode_attention` with the work handed out by the caller (its own thread pool): after the
+/// checks, `split(out, item_len, run)` must call `run(first_item, chunk)` for disjoint chunks
+/// of `out` that cover it, each a whole number of items of `item_len` values (an item is one
+/// request's query heads that share one KV head), on any threads.
+#[allow(clippy::too_many_arguments)]
+pub fn decode_attention_split<T: KvElement>(
+    shape: DecodeShape,
+    queries: &[f32],
+    k_cache: &[T],
+    v_cache: &[T],
+    slot_table: &[u32],
+    seq_lens: &[u32],
+    scale: f32,
+    window: Option<usize>,
+    out: &mut [f32],
+    split: impl FnOnce(&mut [f32], usize, &(dyn Fn(usize, &mut [f32]) + Sync)),
+) -> Result<(), AttnError> {
+    let Some((job, _)) =
+        Job::checked(shape, queries, k_cache, v_cache, slot_table, seq_lens, scale, window, out.len())?
+    else {
+        return Ok(());
+    };
+    let item_len = job.group * shape.head_dim;
+    split(out, item_len, &|first, chunk| {
+        assert!(chunk.len() % item_len == 0, "a split chunk holds whole items");
+        job.items(first, chunk)
     });
     Ok(())
 }
@@ -135,6 +116,79 @@ struct Job<'a, T> {
     window: Option<usize>,
     /// AVX2 + FMA present and `head_dim % 8 == 0`: `simd::attend_item` runs each item.
     simd: bool,
+}
+
+impl<'a, T: KvElement> Job<'a, T> {
+    /// Checks a call's arguments; None when there is nothing to do (no requests). Also returns
+    /// the number of (key, query head) products, which sizes the thread split.
+    #[allow(clippy::too_many_arguments)]
+    fn checked(
+        shape: DecodeShape,
+        queries: &'a [f32],
+        k_cache: &'a [T],
+        v_cache: &'a [T],
+        slot_table: &'a [u32],
+        seq_lens: &'a [u32],
+        scale: f32,
+        window: Option<usize>,
+        out_len: usize,
+    ) -> Result<Option<(Self, usize)>, AttnError> {
+        let DecodeShape { num_heads, num_kv_heads, head_dim, num_slots } = shape;
+        if num_kv_heads == 0 || head_dim == 0 || num_heads % num_kv_heads != 0 {
+            return Err(AttnError::Shape(format!("{num_heads} query heads over {num_kv_heads} KV heads")));
+        }
+        let batch = seq_lens.len();
+        let row_len = num_kv_heads * head_dim;
+        let expect = |what: &str, got: usize, want: usize| {
+            if got == want {
+                Ok(())
+            } else {
+                Err(AttnError::Shape(format!("{what} has {got} values, expected {want}")))
+            }
+        };
+        expect("queries", queries.len(), batch * num_heads * head_dim)?;
+        expect("out", out_len, batch * num_heads * head_dim)?;
+        expect("k_cache", k_cache.len(), num_slots * row_len)?;
+        expect("v_cache", v_cache.len(), num_slots * row_len)?;
+        if batch == 0 {
+            return Ok(None);
+        }
+        if slot_table.len() % batch != 0 {
+            return Err(AttnError::Shape(format!("slot table of {} for {batch} requests", slot_table.len())));
+        }
+        let table_width = slot_table.len() / batch;
+        let mut num_products = 0;
+        for (request, &seq_len) in seq_lens.iter().enumerate() {
+            let seq_len = seq_len as usize;
+            if seq_len == 0 || seq_len > table_width {
+                return Err(AttnError::SeqLen { request, seq_len, table_width });
+            }
+            let slots = &slot_table[request * table_width..request * table_width + seq_len];
+            if let Some(&slot) = slots.iter().find(|&&slot| slot as usize >= num_slots) {
+                return Err(AttnError::Slot { request, slot, num_slots });
+            }
+            num_products += seq_len * num_heads;
+        }
+        let group = num_heads / num_kv_heads;
+        #[cfg(target_arch = "x86_64")]
+        let simd = head_dim % 8 == 0 && has_avx2_fma();
+        #[cfg(not(target_arch = "x86_64"))]
+        let simd = false;
+        let job = Job {
+            shape,
+            group,
+            table_width,
+            queries,
+            k_cache,
+            v_cache,
+            slot_table,
+            seq_lens,
+            scale,
+            window,
+            simd,
+        };
+        Ok(Some((job, num_products)))
+    }
 }
 
 impl<T: KvElement> Job<'_, T> {

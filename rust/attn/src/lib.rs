@@ -14,4 +14,6 @@ mod kernel;
 mod simd;
 
 pub use element::{Bf16, KvElement};
-pub use kernel::{decode_attention, store_rows, AttnError, DecodeShape};
+pub use kernel::{decode_attention, decode_attention_split, store_rows, AttnError, DecodeShape};
+#[cfg(target_arch = "x86_64")]
+pub use simd::exp256 as exp_non_positive_avx2;

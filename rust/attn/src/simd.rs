@@ -102,9 +102,13 @@ unsafe fn exp_shifted_in_place(scores: &mut [f32]) -> f32 {
 /// `exp(x)` for x <= 0 (shifted scores), eight lanes: x = n ln2 + r with |r| <= ln2 / 2, a
 /// degree-6 polynomial for e^r, and 2^n built in the exponent bits. Relative error ~2e-7;
 /// below -87.3 the result is clamped to e^-87.3 (~1e-38), i.e. a zero weight in practice.
+/// Public for the other CPU kernels (rust/decode's SiLU).
+///
+/// # Safety
+/// AVX2 and FMA must be present.
 #[inline]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn exp256(x: __m256) -> __m256 {
+pub unsafe fn exp256(x: __m256) -> __m256 {
     let x = _mm256_max_ps(x, _mm256_set1_ps(-87.336_55));
     let n = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm256_mul_ps(
         x,

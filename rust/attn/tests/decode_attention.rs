@@ -1,5 +1,5 @@
 use proptest::prelude::*;
-use sglr_attn::{decode_attention, AttnError, Bf16, DecodeShape};
+use sglr_attn::{decode_attention, decode_attention_split, AttnError, Bf16, DecodeShape};
 
 /// Softmax attention in f64 over the same inputs.
 #[allow(clippy::too_many_arguments)]
@@ -115,6 +115,23 @@ proptest! {
         for (got, want) in out.iter().zip(&want) {
             prop_assert!((f64::from(*got) - want).abs() < 1e-4, "{got} vs {want}");
         }
+    }
+
+    #[test]
+    fn a_caller_split_gives_the_same_values(case in case(), items_per_chunk in 1usize..4) {
+        let whole = run(&case, &case.k, &case.v);
+        let mut out = vec![0.0; case.queries.len()];
+        decode_attention_split(
+            case.shape, &case.queries, &case.k, &case.v, &case.table, &case.seq_lens, 0.3, case.window, &mut out,
+            |out, item_len, body| {
+                // Chunks in reverse order, as another pool's threads may take them.
+                let chunks: Vec<(usize, &mut [f32])> = out.chunks_mut(items_per_chunk * item_len).enumerate().collect();
+                for (index, chunk) in chunks.into_iter().rev() {
+                    body(index * items_per_chunk, chunk);
+                }
+            },
+        ).unwrap();
+        prop_assert_eq!(out, whole);
     }
 
     #[test]

@@ -2,8 +2,10 @@
 //! `x[i] ~= scale_b * level[i]` with levels in -127..=127, and per block `scaled_sum_b = scale_b *
 //! sum(levels)`, which a 4-bit matrix's per-block minimum multiplies (`sum_i (d q_i + m) x_i`).
 
+use crate::dot::Isa;
 use crate::error::{check_len, DecodeError};
 use crate::q4::{padded_blocks, BLOCK_LEN};
+use crate::vector::quantize_block;
 
 /// One quantized row, borrowed from `QuantizedRows`; `scales` and `scaled_sums` are zero-padded
 /// to a multiple of `SCALE_RUN` blocks, as a 4-bit row's scales are.
@@ -15,18 +17,32 @@ pub struct QuantizedRow<'a> {
 }
 
 /// `num_rows` rows of `cols` activations, quantized; the buffers are reused from step to step.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct QuantizedRows {
     levels: Vec<i8>,
     scales: Vec<f32>,
     scaled_sums: Vec<f32>,
     cols: usize,
     num_rows: usize,
+    isa: Isa,
+}
+
+impl Default for QuantizedRows {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl QuantizedRows {
     pub fn new() -> Self {
-        Self::default()
+        Self {
+            levels: Vec::new(),
+            scales: Vec::new(),
+            scaled_sums: Vec::new(),
+            cols: 0,
+            num_rows: 0,
+            isa: Isa::detect(),
+        }
     }
 
     /// Quantizes `values` (`num_rows x cols`, row-major) in place of the previous contents.
@@ -48,16 +64,7 @@ impl QuantizedRows {
         for ((block, levels), slot) in
             values.chunks_exact(BLOCK_LEN).zip(self.levels.chunks_exact_mut(BLOCK_LEN)).zip(block_slots)
         {
-            let max_abs = block.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-            let step = max_abs / 127.0;
-            let inverse = if step > 0.0 { 1.0 / step } else { 0.0 };
-            let mut sum = 0i32;
-            for (level, &value) in levels.iter_mut().zip(block) {
-                // |value * inverse| <= 127 up to rounding; the clamp keeps it a valid level.
-                let q = (value * inverse).round().clamp(-127.0, 127.0) as i8;
-                *level = q;
-                sum += i32::from(q);
-            }
+            let (step, sum) = quantize_block(self.isa, block, levels);
             self.scales[slot] = step;
             self.scaled_sums[slot] = step * sum as f32;
         }

@@ -19,6 +19,7 @@ mod error;
 mod gemm;
 mod model;
 mod q4;
+mod vector;
 
 pub use act::{QuantizedRow, QuantizedRows};
 pub use dot::{q4_dots, q8_dots, Isa, MAX_GROUP};

@@ -13,6 +13,7 @@ use crate::dot::Isa;
 use crate::error::{check_len, DecodeError};
 use crate::gemm::matmul;
 use crate::q4::{Q4Matrix, Q8Matrix};
+use crate::vector::silu_mul;
 
 /// A KV cache element the step can write.
 pub trait CacheElement: KvElement {
@@ -217,9 +218,7 @@ impl DecodeModel {
             let size = shape.intermediate_size;
             for (row, act) in gate_up.chunks_exact(2 * size).zip(activated.chunks_exact_mut(size)) {
                 let (gate, up) = row.split_at(size);
-                for ((a, &g), &u) in act.iter_mut().zip(gate).zip(up) {
-                    *a = g / (1.0 + (-g).exp()) * u;
-                }
+                silu_mul(self.isa, gate, up, act);
             }
             quantized.quantize(&activated, size)?;
             matmul(self.isa, layer.down.as_ref(), &quantized, &mut projected, &mut scratch)?;
@@ -307,7 +306,7 @@ impl DecodeModel {
         }
     }
 
-    /// Attention for every request, requests split over the pool's threads.
+    /// Attention for every request; the (request, KV head) items split over the pool's threads.
     #[allow(clippy::too_many_arguments)]
     fn attend<T: CacheElement>(
         &self,
@@ -320,32 +319,30 @@ impl DecodeModel {
         out: &mut [f32],
     ) -> Result<(), DecodeError> {
         let shape = self.shape;
-        let q_size = shape.q_size();
-        let num_requests = batch.positions.len();
-        let width = batch.slot_table.len() / num_requests;
         let decode_shape = DecodeShape {
             num_heads: shape.num_heads,
             num_kv_heads: shape.num_kv_heads,
             head_dim: shape.head_dim,
             num_slots,
         };
-        let per_task = num_requests.div_ceil(rayon::current_num_threads()).max(1);
-        out.par_chunks_mut(per_task * q_size).enumerate().try_for_each(|(task, out)| {
-            let first = task * per_task;
-            let count = out.len() / q_size;
-            sglr_attn::decode_attention(
-                decode_shape,
-                &queries[first * q_size..(first + count) * q_size],
-                k_layer,
-                v_layer,
-                &batch.slot_table[first * width..(first + count) * width],
-                &batch.seq_lens[first..first + count],
-                shape.attention_scale,
-                layer.sliding_window,
-                out,
-                1,
-            )
-        })?;
+        sglr_attn::decode_attention_split(
+            decode_shape,
+            queries,
+            k_layer,
+            v_layer,
+            batch.slot_table,
+            batch.seq_lens,
+            shape.attention_scale,
+            layer.sliding_window,
+            out,
+            |out, item_len, run| {
+                let num_items = out.len() / item_len;
+                let per_task = num_items.div_ceil(rayon::current_num_threads()).max(1);
+                out.par_chunks_mut(per_task * item_len)
+                    .enumerate()
+                    .for_each(|(task, chunk)| run(task * per_task, chunk));
+            },
+        )?;
         Ok(())
     }
 }
