@@ -304,7 +304,12 @@ def _raw_exchange(port: int, data: bytes) -> bytes:
 
 
 def test_malformed_http_gets_400_and_the_router_keeps_serving(harness: Harness) -> None:
-    for garbage in (b"NOT HTTP AT ALL\r\n\r\n", b"POST /generate HTTP/1.1\r\ncontent-length: x\r\n\r\n"):
+    upgrade = b"POST /generate HTTP/1.1\r\nconnection: upgrade\r\nupgrade: h2c\r\ncontent-length: 2\r\n\r\n{}"
+    for garbage in (
+        b"NOT HTTP AT ALL\r\n\r\n",
+        b"POST /generate HTTP/1.1\r\ncontent-length: x\r\n\r\n",
+        upgrade,
+    ):
         answer = _raw_exchange(harness.port, garbage)
         assert answer.startswith(b"HTTP/1.1 400 "), answer
         assert b"connection: close" in answer

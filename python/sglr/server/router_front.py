@@ -131,6 +131,8 @@ class ClientConnection(asyncio.Protocol):
         self._headers.append((name.lower(), value))
 
     def on_headers_complete(self) -> None:
+        if self._parser.should_upgrade():
+            return  # refused when the parser stops at the upgrade (data_received)
         if self._parser.get_http_version() == "1.1":
             for name, value in self._headers:
                 if name == b"expect" and value.lower() == b"100-continue":
@@ -141,8 +143,10 @@ class ClientConnection(asyncio.Protocol):
         self._body.append(body)
 
     def on_message_complete(self) -> None:
-        path, _, query = self._url.partition(b"?")
         parser = self._parser
+        if parser.should_upgrade():
+            return
+        path, _, query = self._url.partition(b"?")
         request = ClientRequest(
             method=parser.get_method(),
             path=path,
