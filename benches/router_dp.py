@@ -7,8 +7,9 @@ workers (their caches flushed first), and as the reference one worker alone behi
 prompt tokens / prompt tokens, from every response's `meta_info`), its ratio to dp=1, request
 throughput, TTFT p50 / p99, failures. Then the router's own cost per request: choosing a worker
 (body parse + routing key + policy + finish, in process, on this workload's bodies), the extra
-latency of the HTTP hop (a 1-token request through the router vs straight to a worker, median),
-and the prefix forest's insert / lookup rate on radix_overhead.py's heavy trace next to the
+latency of the HTTP hop (a 1-token request through the router vs straight to a worker, median;
+also against a stand-in worker that answers at once, which leaves the router's own cost without
+the model worker's processes beside it on the CPUs), and the prefix forest's insert / lookup rate on radix_overhead.py's heavy trace next to the
 KV cache's RadixTree.
 
     python benches/router_dp.py                      # about two minutes on a 2-core CPU
@@ -35,7 +36,7 @@ import httpx
 
 from benchlib.serving_datasets import BenchRequest, shared_prefix_dataset
 
-_ADDRESS = re.compile(r"sglr-(?:server|router): \w+ .* on (http://\S+)")
+_ADDRESS = re.compile(r"(?:sglr-server|sglr-router|instant-worker): \w+ .* on (http://\S+)")
 
 
 @dataclass
@@ -158,7 +159,7 @@ def routing_decision_us(requests: list[BenchRequest], num_workers: int = 2) -> f
     return (time.perf_counter() - started) / (rounds * len(bodies)) * 1e6
 
 
-def hop_overhead_ms(router_url: str, worker_url: str, num: int = 60) -> tuple[float, float]:
+def hop_overhead_ms(router_url: str, worker_url: str, num: int = 150) -> tuple[float, float]:
     """Median latency of a 1-token request straight to the worker and through the router."""
     body = {"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 1}}
 
@@ -263,6 +264,18 @@ def main() -> None:
     finally:
         for process, _ in workers:
             stop(process)
+    instant, instant_url = spawn([str(Path(__file__).parent / "benchlib" / "instant_worker.py")])
+    try:
+        router, router_url = spawn(
+            ["-m", "sglr.server.router_launch", "--port", "0", "--log-level", "warning",
+             "--worker-urls", instant_url]
+        )  # fmt: skip
+        try:
+            instant_direct_ms, instant_routed_ms = hop_overhead_ms(router_url, instant_url, num=500)
+        finally:
+            stop(router)
+    finally:
+        stop(instant)
     decision_us = routing_decision_us(requests)
     rates = tree_rates()
 
@@ -289,6 +302,9 @@ def main() -> None:
         f"| 1-token request straight to a worker, median | {direct_ms:.2f} ms |",
         f"| the same through sglr-router, median | {routed_ms:.2f} ms |",
         f"| HTTP hop added by the router | {routed_ms - direct_ms:.2f} ms |",
+        f"| the same request to a stand-in worker that answers at once, direct / via router, median | "
+        f"{instant_direct_ms:.2f} / {instant_routed_ms:.2f} ms |",
+        f"| HTTP hop added by the router, stand-in worker | {instant_routed_ms - instant_direct_ms:.2f} ms |",
     ]
     lines += [
         "",

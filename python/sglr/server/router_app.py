@@ -1,7 +1,10 @@
-"""`build_router_app(pool)`: the Starlette application of `sglr-router`.
+"""`build_router_app(pool)`: `sglr-router`'s state and the Starlette application of its admin
+routes.
 
-Generation (`/generate`, `/v1/completions`, `/v1/chat/completions`) goes to the worker the
-policy picks (`sglr.server.router_proxy`). Model and server info go to any healthy worker;
+Generation (`/generate`, `/v1/completions`, `/v1/chat/completions`) does not pass through
+here: `sglr.server.router_server` sends it straight to the worker the policy picks
+(`sglr.server.router_proxy`) and hands every other request to this app. Model and server info
+go to any healthy worker;
 `/flush_cache` and `/abort_request` go to every healthy one. Run-time membership:
 `POST /add_worker?url=...` / `POST /remove_worker?url=...` (or `{"url": ...}` as the body),
 `GET /list_workers`. `/health` is 200 while some worker is healthy; `/metrics` is the
@@ -37,7 +40,8 @@ from sglr.server.auth import BearerAuthMiddleware
 from sglr.server.errors import as_api_error, error_response, handle_http_exception, handle_unexpected
 from sglr.server.jsonout import JSONOut
 from sglr.server.router_metrics import RouterMetrics
-from sglr.server.router_proxy import WORKER_HEADER, ProxyContext, forward_generation
+from sglr.server.router_proxy import WORKER_HEADER, ProxyContext
+from sglr.server.router_upstream import UpstreamPools
 
 logger = logging.getLogger("sglr.router")
 
@@ -76,6 +80,28 @@ class RouterState:
     proxy: ProxyContext | None = None
 
 
+@contextlib.asynccontextmanager
+async def router_lifespan(state: RouterState) -> AsyncIterator[None]:
+    """The router's connections to its workers and its health checks, for as long as it runs."""
+    settings = state.settings
+    timeout = httpx.Timeout(settings.request_timeout_s, connect=settings.connect_timeout_s)
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=16)
+    upstreams = UpstreamPools(settings.connect_timeout_s)
+    async with httpx.AsyncClient(timeout=timeout, limits=limits) as client:
+        state.client = client
+        state.proxy = ProxyContext(
+            state.pool, upstreams, state.metrics, settings.max_retries, settings.request_timeout_s
+        )
+        checker = asyncio.create_task(_check_health_forever(state))
+        try:
+            yield
+        finally:
+            checker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await checker
+            upstreams.close()
+
+
 Handler = Callable[[RouterState, Request], Awaitable[Response]]
 
 
@@ -83,25 +109,7 @@ def build_router_app(pool: WorkerPool, settings: RouterSettings | None = None) -
     settings = settings or RouterSettings()
     state = RouterState(pool=pool, settings=settings, metrics=RouterMetrics(pool))
 
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        timeout = httpx.Timeout(settings.request_timeout_s, connect=settings.connect_timeout_s)
-        limits = httpx.Limits(max_connections=None, max_keepalive_connections=256)
-        async with httpx.AsyncClient(timeout=timeout, limits=limits) as client:
-            state.client = client
-            state.proxy = ProxyContext(pool, client, state.metrics, settings.max_retries)
-            checker = asyncio.create_task(_check_health_forever(state))
-            try:
-                yield
-            finally:
-                checker.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await checker
-
-    routes = [
-        Route(path, _bind(state, _generation(path)), methods=["POST", "PUT"]) for path in GENERATION_PATHS
-    ]
-    routes += [Route(path, _bind(state, _any_worker), methods=["GET"]) for path in ANY_WORKER_GET_PATHS]
+    routes = [Route(path, _bind(state, _any_worker), methods=["GET"]) for path in ANY_WORKER_GET_PATHS]
     routes.append(Route("/v1/models/{model:path}", _bind(state, _any_worker), methods=["GET"]))
     routes += [Route(path, _bind(state, _every_worker), methods=["GET", "POST"]) for path in EVERY_WORKER_POST_PATHS]  # fmt: skip
     routes += [
@@ -118,7 +126,6 @@ def build_router_app(pool: WorkerPool, settings: RouterSettings | None = None) -
         routes=routes,
         middleware=middleware,
         exception_handlers={HTTPException: handle_http_exception, Exception: handle_unexpected},
-        lifespan=lifespan,
     )
     app.state.sglr_router = state
     return app
@@ -136,15 +143,6 @@ def _bind(state: RouterState, handler: Handler) -> Callable[[Request], Awaitable
             return error_response(error.status, error.message, error.param)
 
     return endpoint
-
-
-def _generation(path: str) -> Handler:
-    async def handler(state: RouterState, request: Request) -> Response:
-        assert state.proxy is not None
-        return await forward_generation(state.proxy, request, path)
-
-    handler.__name__ = "generation_" + path.strip("/").replace("/", "_")
-    return handler
 
 
 _rotation = itertools.count()
@@ -221,6 +219,8 @@ async def _add_worker(state: RouterState, request: Request) -> Response:
 
 async def _remove_worker(state: RouterState, request: Request) -> Response:
     worker = state.pool.remove_worker(await _worker_url(request))
+    if state.proxy is not None:
+        state.proxy.upstreams.discard(worker.url)
     return JSONOut(_describe_worker(state, worker))
 
 

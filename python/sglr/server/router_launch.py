@@ -121,25 +121,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _serve(app: Any, sock: Any, args: argparse.Namespace, url: str, num_workers: int) -> None:
-    import uvicorn
+    from sglr.server.router_server import serve_router
 
-    class Server(uvicorn.Server):
-        async def startup(self, sockets: list[Any] | None = None) -> None:
-            await super().startup(sockets)
-            if not self.should_exit:
-                print(f"sglr-router: routing to {num_workers} workers on {url}", flush=True)
+    def on_ready() -> None:
+        print(f"sglr-router: routing to {num_workers} workers on {url}", flush=True)
 
-        def handle_exit(self, sig: int, frame: Any) -> None:
-            # Not re-raised after serving (see sglr.server.launch): exit status 0.
-            self.should_exit = True
-
-    config = uvicorn.Config(
-        app,
-        log_level=args.log_level,
-        timeout_graceful_shutdown=args.shutdown_timeout,
-        access_log=args.log_level == "debug",
-    )
-    _run_event_loop(Server(config).serve(sockets=[sock]))
+    _run_event_loop(serve_router(app, sock, shutdown_timeout_s=args.shutdown_timeout, on_ready=on_ready))
 
 
 if __name__ == "__main__":
