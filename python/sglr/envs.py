@@ -42,7 +42,8 @@ def cpu_fused_decode() -> bool:
 
 def cpu_decode_threads() -> int | None:
     """`SGLR_CPU_DECODE_THREADS=N`: CPU decode steps run on at most N torch threads (prefill keeps
-    all of them); unset or 0: no cap. On a CPU shared with other work, a decode step's many
+    all of them), and the fused decode step (`sglr.model.cpu_fused_decode`) on a pool of N;
+    unset or 0: no cap. On a CPU shared with other work, a decode step's many
     small parallel regions wait for descheduled threads (benches/results/smollm2_cpu_gguf.md)."""
     value = os.environ.get("SGLR_CPU_DECODE_THREADS", "")
     try:
