@@ -1,13 +1,14 @@
-"""An 8-bit output head on the CPU: GGUF Q8_0 rows (int8 levels, one scale per 32) held by
-`sglr._core.Q8Matrix` (rust/decode owns the one copy) and multiplied as such.
+"""An 8-bit embedding and output head on the CPU: GGUF Q8_0 rows (int8 levels, one scale per 32)
+held by `sglr._core.Q8Matrix` (rust/decode owns the one copy; no dense copy is kept).
 
 Why: a batch-1 decode step of a small model spends a third of its time reading the output head
-(SmolLM2: 49,152 x 576). Its GGUF rows are Q8_0; read as int8 they are half the bytes of bf16.
-`q8_linear` computes in f32 from the exact levels and scales (rust/quant's kernel, more exact
-than the bf16 copy); the fused CPU decode step (`sglr.model.cpu_fused_decode`) multiplies the same
-matrix with int8 activations. One pass over the weight per input row wins for a row or two and
-loses to oneDNN's bf16 GEMM beyond (timings at `Q8_MAX_KERNEL_ROWS`): from
-`Q8_MAX_KERNEL_ROWS + 1` rows on, the head runs on its dense copy as before.
+(SmolLM2: 49,152 x 576), and the dense bf16 rows are 56 MB more resident memory (112 MB once
+oneDNN's prepacked copy for many-row logits exists). Read as int8 they are half the bytes of bf16.
+`q8_logits`: up to `Q8_MAX_KERNEL_ROWS` rows in f32 from the exact levels and scales (rust/quant's
+kernel, more exact than a bf16 copy); more rows quantize the activations to int8 per block of 32
+and use the integer kernel, which unpacks each weight block once per four rows (as the fused CPU
+decode step, `sglr.model.cpu_fused_decode`, does for its head). Lookups (`q8_rows`) dequantize the
+rows asked for.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ import numpy as np
 import torch
 
 Q8_BLOCK_LEN = 32
-# Rows of hidden states up to which the Q8 kernel beats oneDNN's bf16 GEMM on the head (one
-# thread, SmolLM2's head: 1 row 2.6 vs 5.4 ms, 2 rows 3.4 vs 5.1 ms, 3 rows 5.1 vs 4.4 ms).
+# Rows of hidden states up to which logits come from f32 activations (one pass over the rows
+# per input: cheap for a row or two, the exact product); beyond, int8 activations.
 Q8_MAX_KERNEL_ROWS = 2
 
 
@@ -55,6 +56,17 @@ def q8_linear(x: torch.Tensor, weight: Q8Weight) -> torch.Tensor:
     inputs = x.detach().to(torch.float32).contiguous().numpy()
     out = np.empty((inputs.shape[0], weight.shape[0]), dtype=np.float32)
     weight.matrix.matmul_f32(inputs, out, torch.get_num_threads())
+    return torch.from_numpy(out)
+
+
+def q8_logits(hidden: torch.Tensor, weight: Q8Weight) -> torch.Tensor:
+    """fp32 logits `[n, N]` of `hidden` `[n, K]` (CPU): f32 activations for a row or two, int8
+    activations for more."""
+    if hidden.shape[0] <= Q8_MAX_KERNEL_ROWS:
+        return q8_linear(hidden, weight)
+    inputs = hidden.detach().to(torch.float32).contiguous().numpy()
+    out = np.empty((inputs.shape[0], weight.shape[0]), dtype=np.float32)
+    weight.matrix.matmul(inputs, out, torch.get_num_threads())
     return torch.from_numpy(out)
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from sglr.envs import cpu_decode_threads, cpu_fused_decode
 from sglr.kernels.numpy_views import BIT_VIEWS, numpy_view
@@ -127,7 +126,7 @@ class CpuFusedDecode:
         seq_lens = batch.seq_lens_cpu
         rows = batch.req_rows_cpu
         slot_table = np.ascontiguousarray(self._table[rows, : int(seq_lens.max())], dtype=np.int32)
-        hidden = F.embedding(batch.input_ids, self._embed.weight).float().numpy()
+        hidden = self._embed(batch.input_ids).float().numpy()
         num_requests = rows.shape[0]
         out = np.empty((num_requests, self._model.output_width), dtype=np.float32)
         self._model.step(
@@ -142,4 +141,4 @@ class CpuFusedDecode:
         )
         if self.has_head:
             return torch.from_numpy(out)
-        return self._head_module.logits(torch.from_numpy(out).to(self._embed.weight.dtype))
+        return self._head_module.logits(torch.from_numpy(out).to(self._embed.dtype))

@@ -1,7 +1,7 @@
 """Keeping a GGUF checkpoint's 4-bit matrices 4-bit in memory: every linear layer whose checkpoint
 matrices (each shard of a fused one) are all Q4_0/Q4_1 gets a `sglr._core.Q4Matrix` built straight
-from the file's blocks (`sglr.model.gguf.int4_blocks`) and drops its dense weight. An output head
-stored as Q8_0 also keeps an 8-bit copy (`sglr.kernels.cpu_q8`) for small-batch logits. Everything
+from the file's blocks (`sglr.model.gguf.int4_blocks`) and drops its dense weight. An output head (or
+tied embeddings) stored as Q8_0 stays 8-bit the same way (`sglr.kernels.cpu_q8`). Everything
 else (other block formats, embeddings, norms, biases) loads dequantized as before.
 """
 
@@ -64,22 +64,25 @@ def load_int4_linears(model: torch.nn.Module, gguf_path: Path) -> set[str]:
             continue  # the dense loader reports the shape mismatch
         module.use_q4(q4_matrix(levels, scales, zeros))
         consumed.update(names)
-    _load_q8_head(model, by_name)
+    consumed.update(_load_q8_head(model, by_name))
     return consumed
 
 
-def _load_q8_head(model: torch.nn.Module, by_name: dict[str, GGUFTensor]) -> None:
-    """The output head's 8-bit copy when the file stores it (or the tied embeddings) as Q8_0."""
+def _load_q8_head(model: torch.nn.Module, by_name: dict[str, GGUFTensor]) -> set[str]:
+    """The output head (or the tied embeddings) kept 8-bit when the file stores it as Q8_0;
+    returns the checkpoint name it consumed (none otherwise)."""
     head = getattr(model, "lm_head", None)
     name = "lm_head.weight"
     if head is None:
         head, name = model.model.embed_tokens, "model.embed_tokens.weight"
     tensor = by_name.get(name)
     if tensor is None or tensor.type_name != "Q8_0" or head.tp is not None:
-        return
+        return set()
     levels, scales = q8_0_levels_scales(tensor)
-    if levels.shape == tuple(head.weight.shape):
-        head.use_q8(Q8Weight(levels, scales))
+    if levels.shape != tuple(head.weight.shape):
+        return set()
+    head.use_q8(Q8Weight(levels, scales))
+    return {name}
 
 
 def without_names(

@@ -15,7 +15,7 @@ from sglr.errors import CheckpointError
 from sglr.kernels import cpu_norm
 from sglr.kernels.cpu_linear import pack_weight, packed_linear
 from sglr.kernels.cpu_q4 import q4_linear
-from sglr.kernels.cpu_q8 import Q8_MAX_KERNEL_ROWS, Q8Weight, q8_linear
+from sglr.kernels.cpu_q8 import Q8Weight, q8_logits, q8_rows
 from sglr.model.lazy_tensor import LazyTensor, materialize
 from sglr.model.parallel import TensorParallel, vocab_shard
 
@@ -133,25 +133,30 @@ class VocabParallelEmbedding(torch.nn.Module):
     ) -> None:
         super().__init__()
         self.tp = tp
+        self.dtype = dtype
         self.vocab_size = vocab_size
         self.vocab_start, rows = vocab_shard(vocab_size, tp.rank, tp.size) if tp else (0, vocab_size)
         self.weight = torch.nn.Parameter(torch.empty(rows, hidden_size, dtype=dtype), requires_grad=False)
         # Opt-in, as `Linear.prepack_on_cpu`: the head's CPU matmul on a prepacked copy.
         self.prepack_on_cpu = False
         self._cpu_pack: torch.Tensor | None = None
-        # Set by `use_q8`: the head's rows as 8-bit blocks, multiplied as such for a few rows.
+        # Set by `use_q8`: the rows as 8-bit blocks (CPU) instead of dense ones.
         self.q8: Q8Weight | None = None
 
     def use_q8(self, weight: Q8Weight) -> None:
-        """Adds an 8-bit copy of these rows for small-batch logits (the dense rows stay: lookups
-        and many-row logits use them)."""
+        """Replaces the dense rows (dropped: not a parameter to load any more) by 8-bit ones.
+        A lookup dequantizes the rows it needs, which gives the values a dense copy converted
+        from the same blocks holds; logits multiply the 8-bit rows (`q8_logits`)."""
         if self.tp is not None:
             raise ValueError("an 8-bit head is not supported under tensor parallelism")
         if weight.shape != tuple(self.weight.shape):
             raise ValueError(f"Q8 head {weight.shape} != {tuple(self.weight.shape)}")
         self.q8 = weight
+        self.register_parameter("weight", None)
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        if self.q8 is not None:
+            return q8_rows(self.q8, input_ids.cpu().numpy()).to(self.dtype)
         if self.tp is None:
             return F.embedding(input_ids, self.weight)
         local = input_ids - self.vocab_start
@@ -161,8 +166,8 @@ class VocabParallelEmbedding(torch.nn.Module):
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """fp32 logits over the whole vocabulary, using these rows as the output head."""
-        if self.q8 is not None and hidden.shape[0] <= Q8_MAX_KERNEL_ROWS and hidden.device.type == "cpu":
-            return q8_linear(hidden, self.q8)
+        if self.q8 is not None:
+            return q8_logits(hidden, self.q8)
         if self.prepack_on_cpu and hidden.device.type == "cpu":
             if self._cpu_pack is None:
                 self._cpu_pack = pack_weight(self.weight)
