@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import inspect
 import logging
 from collections.abc import AsyncIterator, Iterator, Mapping
@@ -189,7 +190,7 @@ class Engine:
     ) -> dict[str, Any] | list[dict[str, Any]] | AsyncIterator[dict[str, Any]]:
         """`generate` for asyncio callers, with the same arguments; cancelling the call aborts
         the sequences that have not finished."""
-        call = inspect.signature(self.generate).bind(*args, **kwargs)
+        call = _generate_signature().bind(self, *args, **kwargs)
         call.apply_defaults()
         batch = _normalize(call.arguments)
         requests, assemblers = self._prepare(batch)
@@ -289,6 +290,12 @@ def _image_prompter(model_dir: Any, vocab_size: int, cfg: EngineConfig) -> Image
         cfg.video_num_frames,
     )
     return ImagePrompter(model_dir, config.vision, vocab_size, config.bos_token_id, limits)
+
+
+@functools.cache
+def _generate_signature() -> inspect.Signature:
+    # Once, not per call: building a signature costs more than the rest of the call's checks.
+    return inspect.signature(Engine.generate)
 
 
 def _normalize(call: Mapping[str, Any]) -> NormalizedInput:

@@ -17,7 +17,8 @@ _HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 def sse_event(payload: Any) -> bytes:
-    return b"data: " + dumps(payload) + b"\n\n"
+    """The event for a JSON payload; `bytes` are JSON encoded already."""
+    return b"data: " + (payload if isinstance(payload, bytes) else dumps(payload)) + b"\n\n"
 
 
 def sse_error(error: ApiError) -> bytes:
