@@ -14,7 +14,6 @@ list of id lists or `n > 1` gives a list. Streaming yields incremental chunks (`
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import functools
 import inspect
@@ -30,10 +29,9 @@ from sglr.engine.images.loading import ImageLimits
 from sglr.engine.images.prompt import ImagePrompter
 from sglr.engine.io import NormalizedInput, normalize_generate_input
 from sglr.engine.loop import SchedulerLoop
-from sglr.engine.output import AsyncQueueSink, OutputSink, QueueSink
+from sglr.engine.output import AsyncInbox, AsyncQueueSink, OutputSink, QueueSink
 from sglr.engine.request import TokenizedRequest
 from sglr.engine.request_builder import RequestBuilder
-from sglr.engine.token_output import TokenOutput
 from sglr.engine.tokenizer import EngineTokenizer
 from sglr.errors import EngineClosedError, EngineConfigError
 
@@ -194,7 +192,7 @@ class Engine:
         call.apply_defaults()
         batch = _normalize(call.arguments)
         requests, assemblers = self._prepare(batch)
-        outputs: asyncio.Queue[tuple[int, TokenOutput]] = asyncio.Queue()
+        outputs = AsyncInbox()
         self._submit(requests, [AsyncQueueSink(outputs, index) for index in range(len(requests))])
         if call.arguments["stream"]:
             deltas = delivery.async_stream(self._loop, outputs, assemblers, batch.is_batch)
