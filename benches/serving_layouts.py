@@ -6,7 +6,9 @@ TTFT / ITL, the server front's CPU per streamed token (single process: its HTTP 
 the rest being the engine; workers: the whole front process, HTTP + output dispatch +
 detokenization) and the scheduler's time per forward pass. The last layout runs the requests in
 process on a worker-process engine, non-streaming, so its time per forward pass is the
-scheduler's without any streaming client: the ratio next to it is the cost of the clients.
+scheduler's without any streaming client: the ratio next to it is the cost of the clients. The
+load generator (this process) runs on the same machine: its CPU per streamed token is printed next
+to the front's, since on a box with few cores both take time from the scheduler's threads.
 
     python benches/serving_layouts.py --model tiny --num-prompts 400
     python benches/serving_layouts.py --model smollm2 --num-prompts 64 --random-output-len 32
@@ -48,7 +50,9 @@ def serve(args: argparse.Namespace, flags: str, requests: list, warm: list) -> d
         asyncio.run(run_http(no_limits, base_url, warm))
         with httpx.Client(base_url=base_url, timeout=60) as client:
             before, cpu_before = _engine_counters(client), _cpu_seconds(process.pid)
+            load_cpu_before = time.process_time()
             outcomes, duration = asyncio.run(run_http(args, base_url, requests))
+            load_cpu = time.process_time() - load_cpu_before
             after, cpu_after = _engine_counters(client), _cpu_seconds(process.pid)
     finally:
         process.terminate()
@@ -62,6 +66,7 @@ def serve(args: argparse.Namespace, flags: str, requests: list, warm: list) -> d
     main_thread = cpu_after[0] - cpu_before[0]
     whole = cpu_after[1] - cpu_before[1]
     row["front_cpu_ms_per_token"] = (main_thread if "--single-process" in flags else whole) / tokens * 1e3
+    row["load_cpu_ms_per_token"] = load_cpu / tokens * 1e3
     return row
 
 
@@ -181,6 +186,12 @@ def main() -> None:
             if args.num_prompts <= args.max_concurrency
             else "(batches differ: the clients arrive over time)"
         )
+    )
+    print(
+        f"CPU per streamed token of the load generator (this process, the clients) / of the "
+        f"worker layout's front: {rows[1][1]['load_cpu_ms_per_token']:.3f} / "
+        f"{rows[1][1]['front_cpu_ms_per_token']:.3f} ms (on a box with few cores both take CPU "
+        f"the scheduler's threads would use)"
     )
     print(
         f"scheduler busy time for the whole workload with the clients / without: "

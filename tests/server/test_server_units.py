@@ -9,7 +9,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from sglr.errors import EngineConfigError
-from sglr.server.accumulate import SequenceAccumulator
+from sglr.server.accumulate import EncodedAccumulator, SequenceAccumulator
 from sglr.server.jsonout import dumps
 from sglr.server.metrics import ServerMetrics
 from sglr.server.openai_common import ChoiceLayout, ResponseIds, usage
@@ -53,6 +53,32 @@ def test_accumulator_rebuilds_the_whole_response_from_deltas() -> None:
     # A final delta without logprob keys keeps the ones gathered so far.
     acc.add({"text": "", "output_ids": [], "meta_info": {"completion_tokens": 3}})
     assert len(acc.snapshot()["meta_info"]["output_token_logprobs"]) == 3
+
+
+def test_encoded_accumulator_writes_the_snapshot_json_from_its_pieces() -> None:
+    acc = EncodedAccumulator()
+    deltas = [
+        {
+            "text": 'a "quoted"\n\\ ',
+            "output_ids": [7],
+            "meta_info": {"completion_tokens": 1, "finish_reason": None},
+        },
+        {"text": "", "output_ids": [], "meta_info": {"completion_tokens": 1, "finish_reason": None}},
+        {
+            "text": "é\t\u0001 😀",
+            "output_ids": [8, 9],
+            "meta_info": {
+                "completion_tokens": 3,
+                "output_token_logprobs": [[float("nan"), 8, None], [-0.5, 9, "x"]],
+                "finish_reason": {"type": "stop", "matched": 2},
+            },
+        },
+    ]
+    for delta in deltas:
+        acc.add(delta)
+        assert acc.snapshot_json() == dumps(acc.snapshot())
+        assert json.loads(acc.snapshot_json(3)) == {**json.loads(dumps(acc.snapshot())), "index": 3}
+    assert json.loads(acc.snapshot_json())["text"] == 'a "quoted"\n\\ é\t\u0001 😀'
 
 
 def test_choice_layout_maps_sample_major_sequences_to_prompt_major_choices() -> None:

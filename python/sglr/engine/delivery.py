@@ -10,13 +10,12 @@ every wait with `EngineClosedError`, never a hang.
 
 from __future__ import annotations
 
-import asyncio
 import queue
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
 from sglr.engine.assembler import OutputAssembler
-from sglr.engine.output import QueueSink
+from sglr.engine.output import AsyncInbox, QueueSink
 from sglr.engine.token_output import TokenOutput
 from sglr.errors import EngineClosedError
 
@@ -80,16 +79,16 @@ def _next_output(loop: Scheduler, sink: QueueSink, timeout: float) -> TokenOutpu
 
 
 async def async_results(
-    loop: Scheduler, outputs: asyncio.Queue[tuple[int, TokenOutput]], assemblers: Sequence[OutputAssembler]
+    loop: Scheduler, outputs: AsyncInbox, assemblers: Sequence[OutputAssembler]
 ) -> list[dict[str, Any]]:
     """Every sequence's result, in order; cancelling the wait aborts the unfinished ones."""
     unfinished = set(range(len(assemblers)))
     try:
         while unfinished:
-            index, out = await outputs.get()
-            assemblers[index].add(out)
-            if assemblers[index].finished:
-                unfinished.discard(index)
+            for index, out in await outputs.take_all():
+                assemblers[index].add(out)
+                if assemblers[index].finished:
+                    unfinished.discard(index)
     except BaseException:  # cancelled (e.g. the HTTP client went away): stop the work too
         abort_rids(loop, (assemblers[index].rid for index in unfinished))
         raise
@@ -98,16 +97,14 @@ async def async_results(
 
 async def async_stream(
     loop: Scheduler,
-    outputs: asyncio.Queue[tuple[int, TokenOutput]],
+    outputs: AsyncInbox,
     assemblers: Sequence[OutputAssembler],
     is_batch: bool,
 ) -> AsyncIterator[dict[str, Any]]:
     unfinished = set(range(len(assemblers)))
     try:
         while unfinished:
-            arrived = [await outputs.get()]
-            while not outputs.empty():
-                arrived.append(outputs.get_nowait())
+            arrived = await outputs.take_all()
             touched: dict[int, None] = {}
             for index, out in arrived:
                 assemblers[index].add(out)

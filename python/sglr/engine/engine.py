@@ -14,8 +14,8 @@ list of id lists or `n > 1` gives a list. Streaming yields incremental chunks (`
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
+import functools
 import inspect
 import logging
 from collections.abc import AsyncIterator, Iterator, Mapping
@@ -29,10 +29,9 @@ from sglr.engine.images.loading import ImageLimits
 from sglr.engine.images.prompt import ImagePrompter
 from sglr.engine.io import NormalizedInput, normalize_generate_input
 from sglr.engine.loop import SchedulerLoop
-from sglr.engine.output import AsyncQueueSink, OutputSink, QueueSink
+from sglr.engine.output import AsyncInbox, AsyncQueueSink, OutputSink, QueueSink
 from sglr.engine.request import TokenizedRequest
 from sglr.engine.request_builder import RequestBuilder
-from sglr.engine.token_output import TokenOutput
 from sglr.engine.tokenizer import EngineTokenizer
 from sglr.errors import EngineClosedError, EngineConfigError
 
@@ -189,11 +188,11 @@ class Engine:
     ) -> dict[str, Any] | list[dict[str, Any]] | AsyncIterator[dict[str, Any]]:
         """`generate` for asyncio callers, with the same arguments; cancelling the call aborts
         the sequences that have not finished."""
-        call = inspect.signature(self.generate).bind(*args, **kwargs)
+        call = _generate_signature().bind(self, *args, **kwargs)
         call.apply_defaults()
         batch = _normalize(call.arguments)
         requests, assemblers = self._prepare(batch)
-        outputs: asyncio.Queue[tuple[int, TokenOutput]] = asyncio.Queue()
+        outputs = AsyncInbox()
         self._submit(requests, [AsyncQueueSink(outputs, index) for index in range(len(requests))])
         if call.arguments["stream"]:
             deltas = delivery.async_stream(self._loop, outputs, assemblers, batch.is_batch)
@@ -289,6 +288,12 @@ def _image_prompter(model_dir: Any, vocab_size: int, cfg: EngineConfig) -> Image
         cfg.video_num_frames,
     )
     return ImagePrompter(model_dir, config.vision, vocab_size, config.bos_token_id, limits)
+
+
+@functools.cache
+def _generate_signature() -> inspect.Signature:
+    # Once, not per call: building a signature costs more than the rest of the call's checks.
+    return inspect.signature(Engine.generate)
 
 
 def _normalize(call: Mapping[str, Any]) -> NormalizedInput:

@@ -108,16 +108,18 @@ def _prompts(text: Any, input_ids: Any) -> tuple[list[str | tuple[int, ...]], bo
         raise InvalidRequestError("text must be a string or a non-empty list of strings.", param="text")
     if not isinstance(input_ids, (list, tuple)) or not input_ids:
         raise InvalidRequestError("input_ids cannot be empty.", param="input_ids")
-    if all(_is_int(t) for t in input_ids):
-        return [tuple(int(t) for t in input_ids)], False
+    ids = _int_tuple(input_ids)
+    if ids is not None:
+        return [ids], False
     if all(isinstance(seq, (list, tuple)) for seq in input_ids):
         prompts = []
         for seq in input_ids:
             if not seq:
                 raise InvalidRequestError("input_ids cannot be empty.", param="input_ids")
-            if not all(_is_int(t) for t in seq):
+            ids = _int_tuple(seq)
+            if ids is None:
                 raise InvalidRequestError("input_ids must hold integers.", param="input_ids")
-            prompts.append(tuple(int(t) for t in seq))
+            prompts.append(ids)
         return prompts, True
     raise InvalidRequestError(
         "input_ids must be a list of ints or a list of lists of ints.", param="input_ids"
@@ -148,6 +150,18 @@ def _item_list(entry: Any) -> tuple[Any, ...]:
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _int_tuple(values: list[Any] | tuple[Any, ...]) -> tuple[int, ...] | None:
+    """`values` as a tuple of ints; None when one is not an int (a bool is not)."""
+    # NOTE: every request's prompt ids pass here, twice when served (the server checks them before
+    # the engine does): the usual list of plain ints is recognised by its set of types, in C,
+    # about ten times faster than checking each id in Python.
+    if set(map(type, values)) == {int}:
+        return tuple(values)
+    if all(_is_int(v) for v in values):
+        return tuple(int(v) for v in values)
+    return None
 
 
 def _params_per_item(raw: Any, num_items: int) -> list[SamplingParams]:

@@ -9,6 +9,7 @@ text ends (`text_end`), so both sides agree on the trimmed text.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from sglr.engine.finish import FinishReason
 
@@ -33,3 +34,16 @@ class TokenOutput:
     output_logprobs: list[Logprob] = field(default_factory=list)
     output_top_logprobs: list[list[Logprob]] = field(default_factory=list)
     input_logprobs: tuple[list[tuple[float | None, int]], list[list[Logprob] | None]] | None = None
+
+    def __reduce__(self) -> tuple[type[TokenOutput], tuple[Any, ...]]:
+        # Pickled as the constructor's arguments: a worker sends every request's output of a step
+        # in one message, and the dataclass default (a dict of fields each) took the front about
+        # four times as long to load.
+        return (
+            TokenOutput,
+            (
+                self.uid, self.new_token_ids, self.completion_tokens, self.cached_tokens,
+                self.num_retractions, self.finish_reason, self.last_is_stop_token, self.text_end,
+                self.output_logprobs, self.output_top_logprobs, self.input_logprobs,
+            ),
+        )  # fmt: skip

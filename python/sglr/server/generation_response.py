@@ -24,7 +24,8 @@ _CLIENT_CLOSED_REQUEST = 499  # nobody reads it; the status shows in access logs
 
 
 class DeltaRenderer:
-    """How a route shows a generation as events: each method returns the JSON payloads to send."""
+    """How a route shows a generation as events: each method returns the JSON payloads to send
+    (objects to encode, or `bytes` of JSON encoded already)."""
 
     def opening(self) -> list[Any]:
         """Before the first delta."""

@@ -291,10 +291,13 @@ def main(argv: list[str] | None = None) -> int:
 def _serve(app: Any, sock: socket.socket, args: argparse.Namespace, url: str, model_name: str) -> None:
     import uvicorn
 
+    from sglr.engine.startup_heap import freeze_startup_heap
+
     class Server(uvicorn.Server):
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
             await super().startup(sockets)
             if not self.should_exit:
+                freeze_startup_heap()
                 print(f"sglr-server: serving {model_name} on {url}", flush=True)
 
         def handle_exit(self, sig: int, frame: Any) -> None:

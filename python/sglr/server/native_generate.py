@@ -18,7 +18,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from sglr.server.accumulate import SequenceAccumulator
+from sglr.server.accumulate import EncodedAccumulator
 from sglr.server.body import read_json_object
 from sglr.server.fields import check_known_fields, get_bool, require_null
 from sglr.server.generation import Generation, start_generation
@@ -99,15 +99,14 @@ class _NativeEvents(DeltaRenderer):
     def __init__(self, gen: Generation, incremental: bool) -> None:
         self.is_batch = gen.is_batch
         self.incremental = incremental
-        self.accumulators = [SequenceAccumulator() for _ in range(gen.num_sequences)]
+        self.accumulators = [EncodedAccumulator() for _ in range(gen.num_sequences)]
 
     def on_delta(self, delta: dict[str, Any]) -> list[Any]:
         index = delta.pop("index")
         if self.incremental:
-            event = delta
-        else:
-            self.accumulators[index].add(delta)
-            event = self.accumulators[index].snapshot()
-        if self.is_batch:
-            event["index"] = index
-        return [event]
+            if self.is_batch:
+                delta["index"] = index
+            return [delta]
+        accumulator = self.accumulators[index]
+        accumulator.add(delta)
+        return [accumulator.snapshot_json(index if self.is_batch else None)]

@@ -17,7 +17,8 @@ _HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 def sse_event(payload: Any) -> bytes:
-    return b"data: " + dumps(payload) + b"\n\n"
+    """The event for a JSON payload; `bytes` are JSON encoded already."""
+    return b"data: " + (payload if isinstance(payload, bytes) else dumps(payload)) + b"\n\n"
 
 
 def sse_error(error: ApiError) -> bytes:
@@ -26,8 +27,9 @@ def sse_error(error: ApiError) -> bytes:
 
 
 class EventStreamResponse(Response):
-    """`text/event-stream` from an async iterator of encoded events. The iterator is always
-    closed at the end; a client disconnect cancels it mid-way."""
+    """`text/event-stream` from an async iterator of encoded events, up to the one that ends
+    with `data: [DONE]`. The iterator is always closed at the end; a client disconnect cancels
+    it mid-way."""
 
     media_type = "text/event-stream"
 
@@ -38,9 +40,14 @@ class EventStreamResponse(Response):
         self.init_headers({**_HEADERS, **(headers or {})})
 
     async def _send_events(self, send: Send) -> None:
+        last = b""
         async for chunk in self.events:
+            if chunk.endswith(DONE):
+                # Nothing follows `[DONE]`: it leaves with the end of the body, in one write.
+                last = chunk
+                break
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        await send({"type": "http.response.body", "body": last, "more_body": False})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})

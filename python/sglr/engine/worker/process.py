@@ -19,6 +19,7 @@ from typing import Any
 
 import zmq
 
+from sglr.engine.startup_heap import freeze_startup_heap
 from sglr.engine.token_output import TokenOutput
 from sglr.engine.worker.ipc import Receiver, Sender
 from sglr.engine.worker.orphans import die_with_parent
@@ -57,6 +58,7 @@ def run_worker(spec: WorkerSpec) -> None:
     try:
         runner = _load_runner(spec)
         if outputs is None:
+            freeze_startup_heap()
             runner.follow()
         else:
             _serve(spec, context, runner, outputs)
@@ -110,6 +112,7 @@ def _serve(spec: WorkerSpec, context: zmq.Context[Any], runner: Any, outputs: Se
     )
     loop.start()
     commands = Receiver(context, spec.commands_endpoint, bind=False)
+    freeze_startup_heap()
     outputs.send(("ready", RunnerInfo.of(runner)))
     last_beat = 0.0
     while True:
