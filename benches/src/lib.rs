@@ -65,5 +65,15 @@ pub fn heavy_trace() -> Vec<Vec<u32>> {
     grouped_trace(2, 64, 157, (512, 2048), (512, 2048))
 }
 
+/// The heavy trace of `benches/radix_overhead.py` (same shape, this crate's generator): 2,000
+/// requests over 32 shared prefixes of 512-2,048 tokens plus 256-2,048 own tokens.
+pub fn heavy_2k_trace() -> Vec<Vec<u32>> {
+    let mut trace = grouped_trace(2, 32, 63, (512, 2048), (256, 2048));
+    trace.truncate(2000);
+    trace
+}
+
 pub mod fsm_inputs;
+pub mod gateway_tree;
+pub mod radix_compare;
 pub mod sched_trace;

@@ -43,8 +43,9 @@ impl ReplicaTree {
         let key = &key[..key.len().min(self.max_keys)];
         let num_stored = self.tree.peek_match_len(None, key);
         // The stored span's slots are ignored by the radix tree (it keeps its own).
-        let mut slots = vec![0; num_stored];
-        slots.extend((num_stored..key.len()).map(|_| self.alloc_slot_id()));
+        let mut slots = Vec::with_capacity(key.len());
+        slots.resize(num_stored, 0);
+        self.alloc_slot_ids(key.len() - num_stored, &mut slots);
         self.tree.insert(None, key, &slots).expect("one slot per token");
         let num_keys = self.tree.total_size();
         if num_keys > self.max_keys {
@@ -53,11 +54,16 @@ impl ReplicaTree {
         }
     }
 
-    fn alloc_slot_id(&mut self) -> SlotId {
-        self.free_slot_ids.pop().unwrap_or_else(|| {
-            self.next_slot_id += 1;
-            self.next_slot_id - 1
-        })
+    /// Appends `count` unused slot ids to `out`: recycled ones first, most recently freed
+    /// first (as repeated `pop`s would give them), then never used ones in order. Done in bulk,
+    /// since a key brings thousands of new tokens.
+    fn alloc_slot_ids(&mut self, count: usize, out: &mut Vec<SlotId>) {
+        let num_recycled = count.min(self.free_slot_ids.len());
+        let keep = self.free_slot_ids.len() - num_recycled;
+        out.extend(self.free_slot_ids.drain(keep..).rev());
+        let first_fresh = self.next_slot_id;
+        self.next_slot_id += (count - num_recycled) as SlotId;
+        out.extend(first_fresh..self.next_slot_id);
     }
 
     pub fn check_invariants(&self) -> Result<(), RouterTreeError> {
@@ -79,5 +85,24 @@ impl ReplicaTree {
             ));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ReplicaTree;
+
+    #[test]
+    fn slot_ids_come_from_the_free_list_back_first_then_fresh() {
+        let mut tree = ReplicaTree::new(100);
+        tree.free_slot_ids = vec![3, 7, 9];
+        tree.next_slot_id = 10;
+        let mut out = vec![0];
+        tree.alloc_slot_ids(2, &mut out);
+        assert_eq!(out, [0, 9, 7]);
+        tree.alloc_slot_ids(3, &mut out);
+        assert_eq!(out, [0, 9, 7, 3, 10, 11]);
+        assert!(tree.free_slot_ids.is_empty());
+        assert_eq!(tree.next_slot_id, 12);
     }
 }
