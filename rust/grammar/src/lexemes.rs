@@ -11,12 +11,24 @@ use crate::grammar::{Grammar, Lexeme, LexemeId};
 #[derive(Debug)]
 pub(crate) struct LexemeDfas {
     dfas: Vec<OnceLock<Result<ByteDfa, GrammarError>>>,
+    /// Per built lexeme, [`ByteDfa::accept_distances`] (computed on the first mask that needs it).
+    distances: Vec<OnceLock<Vec<u16>>>,
     limits: CompileLimits,
 }
 
 impl LexemeDfas {
     pub fn new(num_lexemes: usize, limits: CompileLimits) -> Self {
-        Self { dfas: (0..num_lexemes).map(|_| OnceLock::new()).collect(), limits }
+        Self {
+            dfas: (0..num_lexemes).map(|_| OnceLock::new()).collect(),
+            distances: (0..num_lexemes).map(|_| OnceLock::new()).collect(),
+            limits,
+        }
+    }
+
+    /// The fewest bytes from each DFA state of `lexeme` to the lexeme's end.
+    pub fn accept_distances(&self, grammar: &Grammar, lexeme: LexemeId) -> Result<&[u16], GrammarError> {
+        let dfa = self.get(grammar, lexeme)?;
+        Ok(self.distances[lexeme as usize].get_or_init(|| dfa.accept_distances()))
     }
 
     pub fn get(&self, grammar: &Grammar, lexeme: LexemeId) -> Result<&ByteDfa, GrammarError> {
@@ -36,7 +48,10 @@ impl LexemeDfas {
     }
 
     pub fn memory_bytes(&self) -> usize {
-        self.dfas.iter().filter_map(|d| d.get()?.as_ref().ok()).map(ByteDfa::memory_bytes).sum()
+        let distances: usize =
+            self.distances.iter().filter_map(OnceLock::get).map(|d| d.capacity() * 2).sum();
+        self.dfas.iter().filter_map(|d| d.get()?.as_ref().ok()).map(ByteDfa::memory_bytes).sum::<usize>()
+            + distances
     }
 }
 

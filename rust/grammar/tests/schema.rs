@@ -412,6 +412,10 @@ fn extra_keys_with_escapes() {
     // `name` in another spelling is the declared property: an integer.
     assert!(!accepts(&m, r#"{"n\u0061me": "x"}"#));
     assert!(!accepts(&m, r#"{"psr-0": {"Vendor\\": 1}}"#));
+    assert!(!accepts(&m, r#"{"\u006Eame": "x"}"#));
+    // Prefixes and extensions of a declared name are other keys.
+    assert!(accepts(&m, r#"{"nam": "x", "names": [1], "psr-": null}"#));
+    assert!(accepts(&m, r#"{"n\u0061m": "x"}"#));
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! Objects: declared members in order, other members split by the `patternProperties` they
 //! match (intersection lexemes for their keys), `propertyNames`, and member counts.
 use serde_json::{Map, Value};
-use sglr_fsm::schema::{key_not_in, string_literal, NEVER_REGEX};
+use sglr_fsm::schema::{key_in, key_not_in, string_literal, NEVER_REGEX};
 use sglr_fsm::{ByteDfa, CompileLimits, FsmError};
 
 use super::{
@@ -159,7 +159,11 @@ impl SchemaGrammar<'_> {
         // Other members: keys none of the declared ones, split by the set of patterns they
         // match (their value meets each), or matching none (additionalProperties).
         let mut extras: Vec<Vec<Piece>> = Vec::new();
-        let not_declared = key_not_in(&names);
+        // Undeclared keys: any key minus every spelling of a declared name, as a product DFA
+        // (a regex saying "none of these names" grows a negated class per trie level, and its
+        // DFA several times the product's).
+        let any_key = key_not_in(&[]);
+        let declared_keys = (!names.is_empty()).then(|| key_in(&names));
         for subset in 0..1usize << patterns.len() {
             let inside: Vec<usize> = (0..patterns.len()).filter(|i| subset >> i & 1 == 1).collect();
             let value = if inside.is_empty() {
@@ -172,15 +176,21 @@ impl SchemaGrammar<'_> {
             {
                 continue;
             }
-            let mut all = vec![not_declared.clone()];
+            let mut all = vec![any_key.clone()];
             all.extend(inside.iter().map(|&i| pattern_regexes[i].clone()));
             all.extend(names_regexes.iter().cloned());
-            let none: Vec<String> = (0..patterns.len())
-                .filter(|i| !inside.contains(i) && pattern_dfas[*i].is_some())
-                .map(|i| pattern_regexes[i].clone())
-                .collect();
+            let mut none: Vec<String> = declared_keys.iter().cloned().collect();
+            none.extend(
+                (0..patterns.len())
+                    .filter(|i| !inside.contains(i) && pattern_dfas[*i].is_some())
+                    .map(|i| pattern_regexes[i].clone()),
+            );
             let key = if all.len() == 1 && none.is_empty() {
                 Some(Lexeme::Regex(all.remove(0)))
+            } else if all.len() == 1 && none.len() == 1 && declared_keys.is_some() {
+                // Infinitely many keys minus finitely many names: never empty, no need to
+                // build the product now (the parser builds it on first use).
+                Some(Lexeme::Intersection { all, none })
             } else {
                 self.checked_lexeme(Lexeme::Intersection { all, none })?
             };
