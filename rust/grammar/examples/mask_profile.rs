@@ -4,7 +4,7 @@
 //! "cases": [{"name", "schema", "instances": [[token ids]]}]}`;
 //! `cargo run --release -p sglr-grammar --example mask_profile -- CASES [MASKS]` (MASKS: masks
 //! timed per instance, default 32). Prints each case's compile time and slowest masks (`QUIET=1`:
-//! only the summary over all cases).
+//! only the summary over all cases; `SLOW=1`: each case's masks over 1 ms, on stderr).
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -60,6 +60,10 @@ fn main() {
         masks.sort_by(|a, b| b.0.total_cmp(&a.0));
         let total: f64 = masks.iter().map(|m| m.0).sum();
         all_masks.extend(masks.iter().map(|m| m.0));
+        let over: Vec<_> = masks.iter().filter(|m| m.0 > 1000.0).collect();
+        if std::env::var("SLOW").is_ok() && !over.is_empty() {
+            eprintln!("{} {} masks over 1 ms: {:?}", case["name"], over.len(), &over[..over.len().min(8)]);
+        }
         all_compiles.push(compile.as_secs_f64() * 1e3);
         if quiet {
             continue;

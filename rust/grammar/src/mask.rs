@@ -15,7 +15,9 @@
 
 use std::sync::Arc;
 
-use sglr_fsm::{live_tokens, ByteDfa, TokenTrie, Vocabulary, DEAD};
+use sglr_fsm::{
+    live_tokens, live_tokens_donor, live_tokens_from_donor, ByteDfa, TokenTrie, Vocabulary, DEAD,
+};
 
 use crate::earley::{scan, Chart, Item, NO_LEX};
 use crate::error::GrammarError;
@@ -123,7 +125,16 @@ impl GrammarMatcher {
         }
         let dfa = self.lexemes.get(&self.grammar, lexeme)?;
         let mut words = vec![0u32; vocabulary.num_mask_words()];
-        live_tokens(dfa, vocabulary, lex, &mut words);
+        match live_tokens_donor(dfa, lex) {
+            Some(donor) => {
+                // NOTE: one level deep at most, a donor has no donor.
+                let donor_mask = self.lexeme_mask(vocabulary, lexeme, donor)?;
+                live_tokens_from_donor(dfa, vocabulary, lex, &donor_mask.words, &mut words);
+            }
+            None => {
+                live_tokens(dfa, vocabulary, lex, &mut words);
+            }
+        }
         let distances = self.lexemes.accept_distances(&self.grammar, lexeme)?;
         let boundaries = lexeme_boundaries(dfa, distances, vocabulary.trie(), lex);
         let mask = Arc::new(LexemeMask { words, boundaries });

@@ -151,7 +151,9 @@ impl SchemaGrammar<'_> {
             if !allowed_name {
                 parts = vec![Value::Bool(false)];
             }
-            let mut pieces = vec![Piece::Regex(format!("{}{ws}:{ws}", string_literal(name)))];
+            // The key is its own lexeme (not merged into the value's regex): predicting the
+            // members builds only the keys' small DFAs, a value's waits until its key is read.
+            let mut pieces = vec![Piece::Lexeme(Lexeme::Regex(format!("{}{ws}:{ws}", string_literal(name))))];
             pieces.extend(self.schema(&all_of(parts), &format!("{path}/properties/{name}"))?);
             members.push((pieces, is_required));
         }
