@@ -19,7 +19,7 @@ use sglr_fsm::{
     live_tokens, live_tokens_donor, live_tokens_from_donor, ByteDfa, TokenTrie, Vocabulary, DEAD,
 };
 
-use crate::earley::{scan, Chart, Item, NO_LEX};
+use crate::earley::{scan, Chart, Item, ScanScratch, NO_LEX};
 use crate::error::GrammarError;
 use crate::grammar::{LexemeId, Symbol};
 use crate::matcher::{GrammarMatcher, ParseState};
@@ -154,6 +154,7 @@ impl GrammarMatcher {
     ) -> Result<(), GrammarError> {
         let trie = vocabulary.trie();
         let mut extra: Vec<Vec<Item>> = vec![Vec::new(); trie.max_depth + 1];
+        let mut scratch = ScanScratch::default();
         let end = trie.nodes[0].subtree_end as usize;
         // Nodes before this one lie inside a boundary's subtree: walked in full.
         let mut covered_until = 0;
@@ -177,7 +178,7 @@ impl GrammarMatcher {
             let depth = node.depth as usize;
             let (parents, rest) = extra.split_at_mut(depth);
             let chart = Layered { base: &state.sets, extra: parents };
-            let next = scan(&self.grammar, &self.lexemes, self.limits, &chart, node.byte)?;
+            let next = scan(&self.grammar, &self.lexemes, self.limits, &chart, node.byte, &mut scratch)?;
             if next.is_empty() {
                 index = node.subtree_end as usize;
                 continue;
