@@ -123,6 +123,23 @@ impl GrammarMatcher {
         if let Some(found) = self.lexeme_masks.get(&key) {
             return Ok(found);
         }
+        // NOTE: the lexeme's definition fixes its DFA (state numbering included), so the mask
+        // is shared with every matcher over this vocabulary holding the same lexeme.
+        let shared_key = format!("sglr-grammar lexeme mask\0{:?}\0{lex}", self.grammar.lexeme(lexeme));
+        let mask = vocabulary.shared_result(shared_key.as_bytes(), LexemeMask::memory_bytes, || {
+            self.compute_lexeme_mask(vocabulary, lexeme, lex)
+        })?;
+        self.lexeme_masks.insert(key, mask.clone());
+        Ok(mask)
+    }
+
+    /// [`LexemeMask`] of (`lexeme`, DFA state `lex`), computed.
+    fn compute_lexeme_mask(
+        &self,
+        vocabulary: &Vocabulary,
+        lexeme: LexemeId,
+        lex: u32,
+    ) -> Result<LexemeMask, GrammarError> {
         let dfa = self.lexemes.get(&self.grammar, lexeme)?;
         let mut words = vec![0u32; vocabulary.num_mask_words()];
         match live_tokens_donor(dfa, lex) {
@@ -137,9 +154,7 @@ impl GrammarMatcher {
         }
         let distances = self.lexemes.accept_distances(&self.grammar, lexeme)?;
         let boundaries = lexeme_boundaries(dfa, distances, vocabulary.trie(), lex);
-        let mask = Arc::new(LexemeMask { words, boundaries });
-        self.lexeme_masks.insert(key, mask.clone());
-        Ok(mask)
+        Ok(LexemeMask { words, boundaries })
     }
 
     /// ORs into `allowed` the tokens below the `boundaries` (sorted trie nodes) that the

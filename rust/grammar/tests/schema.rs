@@ -325,6 +325,12 @@ fn schema_masks_agree_with_advancing() {
         ),
         (TREE, r#"{"value": 1, "children": [{"value": 12}, {"value": 0, "children": []}]}"#),
         (r#"{"type": "array", "items": {"type": "integer", "multipleOf": 3}}"#, "[0, 12, -3]"),
+        // Shares its string and key lexemes' masks with the first schema (kept in the
+        // vocabulary): they must hold here too.
+        (
+            r#"{"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "integer"}}}"#,
+            r#"{"a": "x_", "b": 7, "x_": null}"#,
+        ),
     ];
     for (schema, document) in cases {
         let m = keyword_matcher(schema, true);
@@ -343,6 +349,7 @@ fn schema_masks_agree_with_advancing() {
             }
             assert!(m.advance_bytes(&mut state, &[byte]).unwrap());
         }
+        assert!(vocabulary.num_shared_results() > 0, "lexeme masks are kept in the vocabulary");
         assert!(m.num_lexeme_masks() > 0);
     }
 }
