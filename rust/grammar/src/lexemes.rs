@@ -3,6 +3,7 @@
 
 use std::sync::OnceLock;
 
+use sglr_fsm::schema::{key_in, key_not_in};
 use sglr_fsm::{ByteDfa, CompileLimits};
 
 use crate::error::GrammarError;
@@ -82,6 +83,17 @@ pub(crate) fn build(lexeme: &Lexeme, limits: &CompileLimits) -> Result<ByteDfa, 
             let none_refs: Vec<&ByteDfa> = none_dfas.iter().collect();
             ByteDfa::intersect(&all_refs, &none_refs, MAX_INTERSECTION_STATES)
                 .map_err(|source| GrammarError::Lexeme { pattern: format!("{all:?} minus {none:?}"), source })
+        }
+        Lexeme::UndeclaredKey { declared } => {
+            let any_key = one(&key_not_in(&[]))?;
+            if declared.is_empty() {
+                return Ok(any_key);
+            }
+            let names: Vec<&str> = declared.iter().map(String::as_str).collect();
+            let declared_keys = one(&key_in(&names))?;
+            ByteDfa::intersect(&[&any_key], &[&declared_keys], MAX_INTERSECTION_STATES).map_err(|source| {
+                GrammarError::Lexeme { pattern: format!("keys other than {declared:?}"), source }
+            })
         }
         Lexeme::MultipleOf { divisor, all } => {
             let describe = || format!("multiples of {divisor} in {all:?}");

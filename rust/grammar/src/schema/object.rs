@@ -166,6 +166,7 @@ impl SchemaGrammar<'_> {
         // DFA several times the product's).
         let any_key = key_not_in(&[]);
         let declared_keys = (!names.is_empty()).then(|| key_in(&names));
+        let undeclared = Lexeme::UndeclaredKey { declared: names.iter().map(|n| n.to_string()).collect() };
         for subset in 0..1usize << patterns.len() {
             let inside: Vec<usize> = (0..patterns.len()).filter(|i| subset >> i & 1 == 1).collect();
             let value = if inside.is_empty() {
@@ -187,12 +188,10 @@ impl SchemaGrammar<'_> {
                     .filter(|i| !inside.contains(i) && pattern_dfas[*i].is_some())
                     .map(|i| pattern_regexes[i].clone()),
             );
-            let key = if all.len() == 1 && none.is_empty() {
-                Some(Lexeme::Regex(all.remove(0)))
-            } else if all.len() == 1 && none.len() == 1 && declared_keys.is_some() {
+            let key = if all.len() == 1 && none.len() == declared_keys.iter().len() {
                 // Infinitely many keys minus finitely many names: never empty, no need to
-                // build the product now (the parser builds it on first use).
-                Some(Lexeme::Intersection { all, none })
+                // build it now (the parser builds it on first use).
+                Some(undeclared.clone())
             } else {
                 self.checked_lexeme(Lexeme::Intersection { all, none })?
             };
