@@ -165,6 +165,9 @@ def run_all(args: argparse.Namespace, oracle: Any, directory: Path) -> None:
     steps_us: dict[str, list[float]] = {"fsm": [], "grammar": []}
     false_accepts = false_rejects = num_valid = num_invalid = 0
     files = oracle.select_files(directory, args.limit)
+    if args.only:
+        files = [path for path in files if any(part in path.name for part in args.only)]
+    per_file: list[dict[str, Any]] = []
     for path in files:
         case = json.loads(path.read_text())
         text = json.dumps(case["schema"])
@@ -189,6 +192,14 @@ def run_all(args: argparse.Namespace, oracle: Any, directory: Path) -> None:
             false_rejects += result["valid_rejected"]
             compile_ms[route].append(result["compile_s"] * 1e3)
             steps_us[route].extend(s * 1e6 for s in result["steps"])
+            per_file.append(
+                {
+                    "file": path.name,
+                    "route": route,
+                    "compile_ms": result["compile_s"] * 1e3,
+                    "mask_us": [s * 1e6 for s in result["steps"]],
+                }
+            )
             if result["invalid_accepted"]:
                 print(f"  FALSE ACCEPT {path.name} ({route})")
     p = oracle.percentile
@@ -216,6 +227,24 @@ def run_all(args: argparse.Namespace, oracle: Any, directory: Path) -> None:
                 f"{name:>9} {len(compiles):>8} {p(compiles, 0.5):>15.2f} {p(compiles, 0.99):>8.2f} "
                 f"{len(steps):>8} {p(steps, 0.5):>12.1f} {p(steps, 0.99):>8.1f}"
             )
+    if args.slowest:
+        print_slowest(per_file, args.slowest)
+    if args.dump:
+        Path(args.dump).write_text(json.dumps(per_file))
+
+
+def print_slowest(per_file: list[dict[str, Any]], count: int) -> None:
+    """The schemas that make the compile p99, and those holding the most masks past 1 ms (mask
+    index = position among the file's timed masks, instances concatenated)."""
+    print(f"slowest {count} compiles (ms):")
+    for entry in sorted(per_file, key=lambda e: -e["compile_ms"])[:count]:
+        print(f"  {entry['compile_ms']:9.2f}  {entry['route']:>7}  {entry['file']}")
+    slow = [(e, [i for i, t in enumerate(e["mask_us"]) if t > 1000]) for e in per_file]
+    print("files with the most masks over 1 ms (count, max us, first indices):")
+    for entry, indices in sorted(slow, key=lambda pair: -len(pair[1]))[:count]:
+        if indices:
+            worst = max(entry["mask_us"])
+            print(f"  {len(indices):5d} {worst:9.0f}  {entry['route']:>7}  {entry['file']}  {indices[:8]}")
 
 
 def main() -> None:
@@ -232,6 +261,13 @@ def main() -> None:
         type=int,
         default=None,
         help="with --all: unroll free values this deep on the FSM path (default: any depth, grammar path)",
+    )
+    parser.add_argument(
+        "--only", nargs="*", default=None, help="with --all: files whose name holds one of these"
+    )
+    parser.add_argument("--slowest", type=int, default=0, help="with --all: print this many slowest schemas")
+    parser.add_argument(
+        "--dump", default=None, help="with --all: write per-file compile and mask times (JSON)"
     )
     args = parser.parse_args()
     oracle = load_oracle()

@@ -386,11 +386,36 @@ impl ByteDfa {
     pub fn memory_bytes(&self) -> usize {
         self.trans.capacity() * 4 + self.accepting.capacity() + 256 + self.num_classes * 3
     }
+
+    /// For each state, the fewest bytes that reach an accepting state (0 when accepting),
+    /// capped at `u16::MAX`: a walk that only looks for accepting positions can skip what is
+    /// too short to reach one.
+    pub fn accept_distances(&self) -> Vec<u16> {
+        let num_states = self.num_states();
+        let (starts, sources) = in_edges(&self.trans, num_states, self.num_classes);
+        let mut distance = vec![u16::MAX; num_states];
+        let mut queue: std::collections::VecDeque<u32> =
+            (0..num_states as u32).filter(|&s| self.accepting[s as usize]).collect();
+        for &state in &queue {
+            distance[state as usize] = 0;
+        }
+        while let Some(state) = queue.pop_front() {
+            let next = distance[state as usize].saturating_add(1);
+            let range = starts[state as usize] as usize..starts[state as usize + 1] as usize;
+            for &source in &sources[range] {
+                if distance[source as usize] == u16::MAX {
+                    distance[source as usize] = next;
+                    queue.push_back(source);
+                }
+            }
+        }
+        distance
+    }
 }
 
-/// States from which an accepting state is reachable (reverse BFS over a CSR of in-edges).
-fn live_states(trans: &[u32], accepting: &[bool], num_classes: usize) -> Vec<bool> {
-    let num_states = accepting.len();
+/// In-edges as CSR: the sources of state t are `sources[starts[t]..starts[t + 1]]` (a source
+/// repeats once per byte class leading to t).
+fn in_edges(trans: &[u32], num_states: usize, num_classes: usize) -> (Vec<u32>, Vec<u32>) {
     let mut in_degree = vec![0u32; num_states + 1];
     for &next in trans {
         if next != DEAD {
@@ -410,6 +435,13 @@ fn live_states(trans: &[u32], accepting: &[bool], num_classes: usize) -> Vec<boo
             *at += 1;
         }
     }
+    (starts, sources)
+}
+
+/// States from which an accepting state is reachable (reverse BFS over a CSR of in-edges).
+fn live_states(trans: &[u32], accepting: &[bool], num_classes: usize) -> Vec<bool> {
+    let num_states = accepting.len();
+    let (starts, sources) = in_edges(trans, num_states, num_classes);
     let mut live = accepting.to_vec();
     let mut queue: Vec<u32> = (0..num_states as u32).filter(|&s| accepting[s as usize]).collect();
     while let Some(state) = queue.pop() {
@@ -457,6 +489,19 @@ mod tests {
         assert!(full_match(&d, "abc"));
         let d = dfa(r"[1-9][0-9]*(\.[0-9]+)?");
         assert!(full_match(&d, "1.5") && !full_match(&d, "1."));
+    }
+
+    #[test]
+    fn accept_distances_count_bytes_to_the_nearest_match() {
+        let d = dfa("ab(cd)?|xyz");
+        let distances = d.accept_distances();
+        assert_eq!(distances[d.start() as usize], 2);
+        let after_a = d.next(d.start(), b'a');
+        assert_eq!(distances[after_a as usize], 1);
+        let after_ab = d.next(after_a, b'b');
+        assert_eq!(distances[after_ab as usize], 0);
+        assert_eq!(distances[d.next(after_ab, b'c') as usize], 1);
+        assert_eq!(distances[d.walk(d.start(), b"xy") as usize], 1);
     }
 
     #[test]

@@ -15,6 +15,7 @@ mod dfa;
 mod error;
 mod fsm;
 mod jump;
+mod live;
 mod row;
 pub mod schema;
 mod vocab;
@@ -25,6 +26,7 @@ pub use dfa::{ByteDfa, CompileLimits, DEAD};
 pub use error::FsmError;
 pub use fsm::{FsmStats, TokenFsm};
 pub use jump::JumpForward;
+pub use live::{live_tokens, live_tokens_donor, live_tokens_from_donor};
 pub use vocab::trie::{TokenTrie, TrieNode};
 pub use vocab::{
     decode_byte_level, decode_sentencepiece, encode_byte_level, TokenEncoding, Vocabulary, MAX_TOKEN_LEN,

@@ -45,6 +45,17 @@ impl Default for ParserLimits {
     }
 }
 
+/// The hash sets one set's closure needs, kept between scans so that a mask walk (one scan per
+/// trie node) does not allocate and grow them again for every node.
+#[derive(Debug, Default)]
+pub(crate) struct ScanScratch {
+    seen: FxHashSet<Item>,
+    /// Nonterminals already completed with origin `index` (an item waiting on one of them,
+    /// added later, is advanced at once: empty derivations).
+    completed_here: FxHashSet<NonterminalId>,
+    predicted: FxHashSet<NonterminalId>,
+}
+
 /// Builds one closed set: items are added, then predicted and completed to a fixed point.
 struct SetBuilder<'a> {
     grammar: &'a Grammar,
@@ -53,24 +64,31 @@ struct SetBuilder<'a> {
     /// Index of the set being built.
     index: u32,
     items: Vec<Item>,
-    seen: FxHashSet<Item>,
-    /// Nonterminals already completed with origin `index` (an item waiting on one of them,
-    /// added later, is advanced at once: empty derivations).
-    completed_here: FxHashSet<NonterminalId>,
-    predicted: FxHashSet<NonterminalId>,
+    seen: &'a mut FxHashSet<Item>,
+    completed_here: &'a mut FxHashSet<NonterminalId>,
+    predicted: &'a mut FxHashSet<NonterminalId>,
 }
 
 impl<'a> SetBuilder<'a> {
-    fn new(grammar: &'a Grammar, lexemes: &'a LexemeDfas, limits: ParserLimits, index: u32) -> Self {
+    fn new(
+        grammar: &'a Grammar,
+        lexemes: &'a LexemeDfas,
+        limits: ParserLimits,
+        index: u32,
+        scratch: &'a mut ScanScratch,
+    ) -> Self {
+        scratch.seen.clear();
+        scratch.completed_here.clear();
+        scratch.predicted.clear();
         Self {
             grammar,
             lexemes,
             limits,
             index,
             items: Vec::new(),
-            seen: FxHashSet::default(),
-            completed_here: FxHashSet::default(),
-            predicted: FxHashSet::default(),
+            seen: &mut scratch.seen,
+            completed_here: &mut scratch.completed_here,
+            predicted: &mut scratch.predicted,
         }
     }
 
@@ -170,7 +188,8 @@ pub(crate) fn initial_set(
             &[]
         }
     }
-    let mut builder = SetBuilder::new(grammar, lexemes, limits, 0);
+    let mut scratch = ScanScratch::default();
+    let mut builder = SetBuilder::new(grammar, lexemes, limits, 0, &mut scratch);
     builder.add(0, 0, 0, NO_LEX)?;
     builder.close(&Empty)?;
     Ok(builder.items)
@@ -178,18 +197,20 @@ pub(crate) fn initial_set(
 
 /// The set after `byte`, given every set so far (the last one is the current); empty when the
 /// byte leaves the language.
+/// `scratch` is reused between calls (a mask walk scans once per trie node).
 pub(crate) fn scan(
     grammar: &Grammar,
     lexemes: &LexemeDfas,
     limits: ParserLimits,
     chart: &dyn Chart,
     byte: u8,
+    scratch: &mut ScanScratch,
 ) -> Result<Vec<Item>, GrammarError> {
     let current = chart.num_sets() - 1;
     if let Some(set) = scan_inside_lexemes(grammar, lexemes, chart.set(current), byte)? {
         return Ok(set);
     }
-    let mut builder = SetBuilder::new(grammar, lexemes, limits, current as u32 + 1);
+    let mut builder = SetBuilder::new(grammar, lexemes, limits, current as u32 + 1, scratch);
     for &item in chart.set(current) {
         if item.lex == NO_LEX {
             continue;

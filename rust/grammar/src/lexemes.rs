@@ -3,6 +3,7 @@
 
 use std::sync::OnceLock;
 
+use sglr_fsm::schema::{key_in, key_not_in};
 use sglr_fsm::{ByteDfa, CompileLimits};
 
 use crate::error::GrammarError;
@@ -11,12 +12,24 @@ use crate::grammar::{Grammar, Lexeme, LexemeId};
 #[derive(Debug)]
 pub(crate) struct LexemeDfas {
     dfas: Vec<OnceLock<Result<ByteDfa, GrammarError>>>,
+    /// Per built lexeme, [`ByteDfa::accept_distances`] (computed on the first mask that needs it).
+    distances: Vec<OnceLock<Vec<u16>>>,
     limits: CompileLimits,
 }
 
 impl LexemeDfas {
     pub fn new(num_lexemes: usize, limits: CompileLimits) -> Self {
-        Self { dfas: (0..num_lexemes).map(|_| OnceLock::new()).collect(), limits }
+        Self {
+            dfas: (0..num_lexemes).map(|_| OnceLock::new()).collect(),
+            distances: (0..num_lexemes).map(|_| OnceLock::new()).collect(),
+            limits,
+        }
+    }
+
+    /// The fewest bytes from each DFA state of `lexeme` to the lexeme's end.
+    pub fn accept_distances(&self, grammar: &Grammar, lexeme: LexemeId) -> Result<&[u16], GrammarError> {
+        let dfa = self.get(grammar, lexeme)?;
+        Ok(self.distances[lexeme as usize].get_or_init(|| dfa.accept_distances()))
     }
 
     pub fn get(&self, grammar: &Grammar, lexeme: LexemeId) -> Result<&ByteDfa, GrammarError> {
@@ -36,7 +49,10 @@ impl LexemeDfas {
     }
 
     pub fn memory_bytes(&self) -> usize {
-        self.dfas.iter().filter_map(|d| d.get()?.as_ref().ok()).map(ByteDfa::memory_bytes).sum()
+        let distances: usize =
+            self.distances.iter().filter_map(OnceLock::get).map(|d| d.capacity() * 2).sum();
+        self.dfas.iter().filter_map(|d| d.get()?.as_ref().ok()).map(ByteDfa::memory_bytes).sum::<usize>()
+            + distances
     }
 }
 
@@ -67,6 +83,17 @@ pub(crate) fn build(lexeme: &Lexeme, limits: &CompileLimits) -> Result<ByteDfa, 
             let none_refs: Vec<&ByteDfa> = none_dfas.iter().collect();
             ByteDfa::intersect(&all_refs, &none_refs, MAX_INTERSECTION_STATES)
                 .map_err(|source| GrammarError::Lexeme { pattern: format!("{all:?} minus {none:?}"), source })
+        }
+        Lexeme::UndeclaredKey { declared } => {
+            let any_key = one(&key_not_in(&[]))?;
+            if declared.is_empty() {
+                return Ok(any_key);
+            }
+            let names: Vec<&str> = declared.iter().map(String::as_str).collect();
+            let declared_keys = one(&key_in(&names))?;
+            ByteDfa::intersect(&[&any_key], &[&declared_keys], MAX_INTERSECTION_STATES).map_err(|source| {
+                GrammarError::Lexeme { pattern: format!("keys other than {declared:?}"), source }
+            })
         }
         Lexeme::MultipleOf { divisor, all } => {
             let describe = || format!("multiples of {divisor} in {all:?}");

@@ -3,19 +3,23 @@
 //! A token is allowed when some in-lexeme item of the last Earley set can take its bytes. Two
 //! kinds of tokens: those whose bytes all stay inside one item's lexeme (its DFA stays live),
 //! and those that finish a lexeme part-way and go on in the grammar. The first kind depends
-//! only on (lexeme, DFA state), so its token set is computed once by walking the vocabulary
-//! trie with that DFA alone and memoised in the matcher ([`LexemeMask`], shared by every
-//! request and step). The second kind starts below *boundary* trie nodes (where the DFA
-//! accepts and the token goes on); only those subtrees are walked with Earley steps, one per
-//! trie node, skipping dead subtrees. Every Earley item is a viable prefix of the grammar
-//! (rules that derive nothing are dropped when it is built), so a live DFA state inside an
-//! item's lexeme always has a completion: the memoised part admits no dead end.
+//! only on (lexeme, DFA state), so its token set is computed once with that DFA alone
+//! (rust/fsm's `live_tokens`: a string body's walk is shared through the vocabulary's
+//! local-component cache, so a new field costs short exit walks) and memoised in the matcher
+//! ([`LexemeMask`], shared by every request and step). The second kind starts below *boundary*
+//! trie nodes (where the DFA accepts and the token goes on), found by a walk that skips every
+//! subtree too shallow to reach the lexeme's end; only those subtrees are walked with Earley
+//! steps, one per trie node, skipping dead subtrees. Every Earley item is a viable prefix of
+//! the grammar (rules that derive nothing are dropped when it is built), so a live DFA state
+//! inside an item's lexeme always has a completion: the memoised part admits no dead end.
 
 use std::sync::Arc;
 
-use sglr_fsm::{Vocabulary, DEAD};
+use sglr_fsm::{
+    live_tokens, live_tokens_donor, live_tokens_from_donor, ByteDfa, TokenTrie, Vocabulary, DEAD,
+};
 
-use crate::earley::{scan, Chart, Item, NO_LEX};
+use crate::earley::{scan, Chart, Item, ScanScratch, NO_LEX};
 use crate::error::GrammarError;
 use crate::grammar::{LexemeId, Symbol};
 use crate::matcher::{GrammarMatcher, ParseState};
@@ -119,35 +123,38 @@ impl GrammarMatcher {
         if let Some(found) = self.lexeme_masks.get(&key) {
             return Ok(found);
         }
-        let dfa = self.lexemes.get(&self.grammar, lexeme)?;
-        let trie = vocabulary.trie();
-        let mut words = vec![0u32; vocabulary.num_mask_words()];
-        let mut boundaries = Vec::new();
-        let mut states = vec![lex; trie.max_depth + 1];
-        let end = trie.nodes[0].subtree_end as usize;
-        let mut index = 1;
-        while index < end {
-            let node = trie.nodes[index];
-            let depth = node.depth as usize;
-            let next = dfa.next(states[depth - 1], node.byte);
-            if next == DEAD {
-                index = node.subtree_end as usize;
-                continue;
-            }
-            states[depth] = next;
-            let start = node.token_start as usize;
-            let stop = trie.nodes[index + 1].token_start as usize;
-            for &token in &trie.token_ids[start..stop] {
-                words[token as usize >> 5] |= 1 << (token & 31);
-            }
-            if dfa.is_accepting(next) && node.subtree_end as usize > index + 1 {
-                boundaries.push(index as u32);
-            }
-            index += 1;
-        }
-        let mask = Arc::new(LexemeMask { words, boundaries });
+        // NOTE: the lexeme's definition fixes its DFA (state numbering included), so the mask
+        // is shared with every matcher over this vocabulary holding the same lexeme.
+        let shared_key = format!("sglr-grammar lexeme mask\0{:?}\0{lex}", self.grammar.lexeme(lexeme));
+        let mask = vocabulary.shared_result(shared_key.as_bytes(), LexemeMask::memory_bytes, || {
+            self.compute_lexeme_mask(vocabulary, lexeme, lex)
+        })?;
         self.lexeme_masks.insert(key, mask.clone());
         Ok(mask)
+    }
+
+    /// [`LexemeMask`] of (`lexeme`, DFA state `lex`), computed.
+    fn compute_lexeme_mask(
+        &self,
+        vocabulary: &Vocabulary,
+        lexeme: LexemeId,
+        lex: u32,
+    ) -> Result<LexemeMask, GrammarError> {
+        let dfa = self.lexemes.get(&self.grammar, lexeme)?;
+        let mut words = vec![0u32; vocabulary.num_mask_words()];
+        match live_tokens_donor(dfa, lex) {
+            Some(donor) => {
+                // NOTE: one level deep at most, a donor has no donor.
+                let donor_mask = self.lexeme_mask(vocabulary, lexeme, donor)?;
+                live_tokens_from_donor(dfa, vocabulary, lex, &donor_mask.words, &mut words);
+            }
+            None => {
+                live_tokens(dfa, vocabulary, lex, &mut words);
+            }
+        }
+        let distances = self.lexemes.accept_distances(&self.grammar, lexeme)?;
+        let boundaries = lexeme_boundaries(dfa, distances, vocabulary.trie(), lex);
+        Ok(LexemeMask { words, boundaries })
     }
 
     /// ORs into `allowed` the tokens below the `boundaries` (sorted trie nodes) that the
@@ -162,6 +169,7 @@ impl GrammarMatcher {
     ) -> Result<(), GrammarError> {
         let trie = vocabulary.trie();
         let mut extra: Vec<Vec<Item>> = vec![Vec::new(); trie.max_depth + 1];
+        let mut scratch = ScanScratch::default();
         let end = trie.nodes[0].subtree_end as usize;
         // Nodes before this one lie inside a boundary's subtree: walked in full.
         let mut covered_until = 0;
@@ -185,7 +193,7 @@ impl GrammarMatcher {
             let depth = node.depth as usize;
             let (parents, rest) = extra.split_at_mut(depth);
             let chart = Layered { base: &state.sets, extra: parents };
-            let next = scan(&self.grammar, &self.lexemes, self.limits, &chart, node.byte)?;
+            let next = scan(&self.grammar, &self.lexemes, self.limits, &chart, node.byte, &mut scratch)?;
             if next.is_empty() {
                 index = node.subtree_end as usize;
                 continue;
@@ -213,6 +221,35 @@ impl GrammarMatcher {
             .filter(|&t| mask[t as usize >> 5] >> (t & 31) & 1 == 1)
             .collect())
     }
+}
+
+/// The trie nodes below which a token can end the lexeme started in DFA state `lex` and go on:
+/// the DFA accepts there and the node has children. A subtree too shallow to reach an
+/// accepting state (its height below the node's state's distance) is skipped whole, so a
+/// state far from the lexeme's end (a string body in the middle of an object) costs a few
+/// hundred nodes, not a vocabulary walk.
+fn lexeme_boundaries(dfa: &ByteDfa, distances: &[u16], trie: &TokenTrie, lex: u32) -> Vec<u32> {
+    let mut boundaries = Vec::new();
+    let mut states = vec![lex; trie.max_depth + 1];
+    let end = trie.nodes[0].subtree_end as usize;
+    let mut index = 1;
+    while index < end {
+        let node = trie.nodes[index];
+        let depth = node.depth as usize;
+        let next = dfa.next(states[depth - 1], node.byte);
+        // NOTE: a boundary at relative depth k >= 0 below this node needs distance <= k and
+        // a child below it, so k < height (a capped height bounds nothing).
+        if next == DEAD || node.height != u8::MAX && distances[next as usize] >= u16::from(node.height) {
+            index = node.subtree_end as usize;
+            continue;
+        }
+        states[depth] = next;
+        if distances[next as usize] == 0 {
+            boundaries.push(index as u32);
+        }
+        index += 1;
+    }
+    boundaries
 }
 
 /// Most memoised lexeme masks per matcher (each is one bit per token: 12.5 KiB at 100k

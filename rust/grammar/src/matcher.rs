@@ -5,7 +5,7 @@ use std::sync::Arc;
 use rustc_hash::FxHashSet;
 use sglr_fsm::{CompileLimits, Vocabulary, DEAD};
 
-use crate::earley::{initial_set, is_accepting_set, scan, Chart, Item, ParserLimits, NO_LEX};
+use crate::earley::{initial_set, is_accepting_set, scan, Chart, Item, ParserLimits, ScanScratch, NO_LEX};
 use crate::error::GrammarError;
 use crate::grammar::{Grammar, Symbol};
 use crate::lexemes::LexemeDfas;
@@ -95,8 +95,9 @@ impl GrammarMatcher {
             return Ok(bytes.is_empty());
         }
         let before = state.sets.len();
+        let mut scratch = ScanScratch::default();
         for &byte in bytes {
-            let next = scan(&self.grammar, &self.lexemes, self.limits, &state.sets, byte);
+            let next = scan(&self.grammar, &self.lexemes, self.limits, &state.sets, byte, &mut scratch);
             match next {
                 Ok(set) if !set.is_empty() => state.sets.push(set.into()),
                 other => {

@@ -100,3 +100,20 @@ fn a_lexeme_without_regex_text_is_a_typed_refusal_naming_the_keyword() {
     let error = grammar_to_ebnf(&grammar, "n").unwrap_err();
     assert!(error.to_string().contains("multipleOf"), "{error}");
 }
+
+#[test]
+fn undeclared_keys_print_as_their_regex() {
+    // Undeclared members are built as a product DFA but print as `key_not_in`'s regex.
+    let options = JsonSchemaOptions { additional_properties_default: true, ..Default::default() };
+    let grammar = json_schema_to_grammar(TREE, &options).unwrap();
+    let reread = matcher(parse_ebnf(&grammar_to_ebnf(&grammar, "tree").unwrap()).unwrap());
+    let original = matcher(grammar);
+    let good = [r#"{"name": "a", "extra": [1, {"x": null}]}"#, r#"{"name": "b", "nam": 1}"#];
+    let bad = [r#"{"name": "a", "n\u0061me": "b"}"#, r#"{"name": "a", "children": 3}"#, r#"{"x": 1}"#];
+    for doc in good {
+        assert!(accepts(&original, doc.as_bytes()) && accepts(&reread, doc.as_bytes()), "{doc}");
+    }
+    for doc in bad {
+        assert!(!accepts(&original, doc.as_bytes()) && !accepts(&reread, doc.as_bytes()), "{doc}");
+    }
+}

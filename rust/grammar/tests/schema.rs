@@ -325,6 +325,12 @@ fn schema_masks_agree_with_advancing() {
         ),
         (TREE, r#"{"value": 1, "children": [{"value": 12}, {"value": 0, "children": []}]}"#),
         (r#"{"type": "array", "items": {"type": "integer", "multipleOf": 3}}"#, "[0, 12, -3]"),
+        // Shares its string and key lexemes' masks with the first schema (kept in the
+        // vocabulary): they must hold here too.
+        (
+            r#"{"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "integer"}}}"#,
+            r#"{"a": "x_", "b": 7, "x_": null}"#,
+        ),
     ];
     for (schema, document) in cases {
         let m = keyword_matcher(schema, true);
@@ -343,6 +349,7 @@ fn schema_masks_agree_with_advancing() {
             }
             assert!(m.advance_bytes(&mut state, &[byte]).unwrap());
         }
+        assert!(vocabulary.num_shared_results() > 0, "lexeme masks are kept in the vocabulary");
         assert!(m.num_lexeme_masks() > 0);
     }
 }
@@ -358,7 +365,7 @@ fn long_regexes_become_rules() {
     let m = keyword_matcher(&schema, false);
     let grammar = m.grammar();
     let longest =
-        (0..grammar.num_lexemes() as u32).filter_map(|l| grammar.lexeme_pattern(l)).map(str::len).max();
+        (0..grammar.num_lexemes() as u32).filter_map(|l| grammar.lexeme_pattern(l)).map(|p| p.len()).max();
     assert!(longest.is_some_and(|n| n < 16 << 10), "{longest:?}");
     assert!(accepts(&m, r#"{"property_3": "a3", "property_399": "b399"}"#));
     assert!(!accepts(&m, r#"{"property_3": "a4"}"#));
@@ -412,6 +419,10 @@ fn extra_keys_with_escapes() {
     // `name` in another spelling is the declared property: an integer.
     assert!(!accepts(&m, r#"{"n\u0061me": "x"}"#));
     assert!(!accepts(&m, r#"{"psr-0": {"Vendor\\": 1}}"#));
+    assert!(!accepts(&m, r#"{"\u006Eame": "x"}"#));
+    // Prefixes and extensions of a declared name are other keys.
+    assert!(accepts(&m, r#"{"nam": "x", "names": [1], "psr-": null}"#));
+    assert!(accepts(&m, r#"{"n\u0061m": "x"}"#));
 }
 
 #[test]

@@ -20,7 +20,7 @@ mod keywords;
 pub use keywords::is_annotation;
 pub use literal::string_literal;
 pub use literal::NEVER as NEVER_REGEX;
-pub use object::key_not_in;
+pub use object::{key_in, key_not_in};
 mod literal;
 mod merge;
 mod numeric;

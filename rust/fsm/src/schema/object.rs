@@ -198,6 +198,19 @@ pub fn key_not_in(names: &[&str]) -> String {
     format!("\"{}\"", not_in_set(&refs))
 }
 
+/// A regex for JSON-encoded keys (with quotes) whose decoded text is one of `names`, in any
+/// spelling (every character raw, short-escaped or `\u`-escaped): subtracted from any key,
+/// it leaves the keys of [`key_not_in`] (and the lone high surrogates that one refuses) with
+/// a product DFA about as small as the names' trie, where `key_not_in`'s own DFA grows with
+/// every level's negated classes.
+pub fn key_in(names: &[&str]) -> String {
+    let alternatives: Vec<String> = names
+        .iter()
+        .map(|name| name.chars().map(|c| format!("(?:{})", every_encoding(c))).collect::<String>())
+        .collect();
+    format!("\"(?:{})\"", alternatives.join("|"))
+}
+
 /// String bodies whose decoded text is none of `words`: a trie walk, one decoded character per
 /// level, where each level admits any encoding of a character that leaves every word.
 fn not_in_set(words: &[&[char]]) -> String {
@@ -342,4 +355,44 @@ pub(crate) fn array_schema(ctx: &mut Ctx, map: &Map<String, Value>, path: &str) 
         body
     };
     Ok(format!(r"\[{ws}{body}{ws}\]"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dfa::{ByteDfa, CompileLimits, DEAD};
+
+    fn matches(pattern: &str, text: &str) -> bool {
+        let dfa = ByteDfa::build(pattern, &CompileLimits::default()).unwrap();
+        let state = dfa.walk(dfa.start(), text.as_bytes());
+        state != DEAD && dfa.is_accepting(state)
+    }
+
+    #[test]
+    fn key_in_and_key_not_in_split_the_keys() {
+        let names = ["name", "a/b", "é", "", "q\"t"];
+        let inside = key_in(&names);
+        let outside = key_not_in(&names);
+        let declared = [
+            r#""name""#,
+            r#""n\u0061me""#,
+            r#""\u006Eame""#,
+            r#""a/b""#,
+            r#""a\/b""#,
+            r#""a\u002fb""#,
+            r#""é""#,
+            r#""\u00e9""#,
+            r#""\u00E9""#,
+            r#""""#,
+            r#""q\"t""#,
+            r#""q\u0022t""#,
+        ];
+        for key in declared {
+            assert!(matches(&inside, key) && !matches(&outside, key), "{key}");
+        }
+        let undeclared = [r#""nam""#, r#""names""#, r#""Name""#, r#""a""#, r#""\u00e8""#, r#""x""#, r#""q""#];
+        for key in undeclared {
+            assert!(!matches(&inside, key) && matches(&outside, key), "{key}");
+        }
+    }
 }

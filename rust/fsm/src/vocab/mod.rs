@@ -1,6 +1,7 @@
 //! The model's vocabulary as token bytes, plus the byte trie the index walks.
 
 mod decode;
+mod shared;
 pub mod trie;
 
 use std::hash::{Hash, Hasher};
@@ -13,6 +14,7 @@ pub use decode::{decode_byte_level, decode_sentencepiece, encode_byte_level, Tok
 use crate::component::ComponentWalk;
 use crate::error::FsmError;
 use crate::TokenId;
+use shared::SharedResults;
 use trie::TokenTrie;
 
 /// Bytes of shared component walks a vocabulary keeps before starting over.
@@ -38,6 +40,8 @@ pub struct Vocabulary {
     /// Trie walks through local components, keyed by signature and shared by every FSM over
     /// this vocabulary (see `component.rs`), with their total size in bytes.
     components: Mutex<ComponentCache>,
+    /// Other constraint kinds' per-vocabulary results, by their exact description (`shared.rs`).
+    shared: SharedResults,
 }
 
 /// Component walks by signature, and their total size in bytes.
@@ -88,6 +92,7 @@ impl Vocabulary {
             first_bytes: Vec::new(),
             fingerprint: 0,
             components: Mutex::default(),
+            shared: SharedResults::default(),
         };
         vocab.trie =
             TokenTrie::build((0..vocab_size as u32).filter_map(|id| vocab.token_bytes(id).map(|b| (id, b))));
@@ -169,6 +174,27 @@ impl Vocabulary {
             + self.first_bytes.capacity() * 2
             + self.trie.memory_bytes()
             + components
+            + self.shared.memory_bytes()
+    }
+
+    /// A result that depends on this vocabulary and on what `key` describes exactly (the
+    /// grammar path's lexeme masks: a lexeme's definition and DFA state), computed by `compute`
+    /// on first use and shared by every constraint over this vocabulary, so a lexeme that many
+    /// schemas share (a plain string, a number) is walked once. `size` gives a result's heap
+    /// bytes, counted against a budget past which the cache starts over. Callers prefix their
+    /// keys with their own name; a key holding another type is recomputed.
+    pub fn shared_result<T: std::any::Any + Send + Sync, E>(
+        &self,
+        key: &[u8],
+        size: impl FnOnce(&T) -> usize,
+        compute: impl FnOnce() -> Result<T, E>,
+    ) -> Result<Arc<T>, E> {
+        self.shared.get_or_compute(key, size, compute)
+    }
+
+    /// Number of results kept by [`Vocabulary::shared_result`].
+    pub fn num_shared_results(&self) -> usize {
+        self.shared.len()
     }
 
     /// The shared walk for a component signature, computed by `walk` on first use.
@@ -198,6 +224,7 @@ impl Vocabulary {
     /// Forgets the shared component walks (benchmarks use it to measure cold costs).
     pub fn clear_caches(&self) {
         *self.lock_components() = Default::default();
+        self.shared.clear();
     }
 
     fn lock_components(&self) -> std::sync::MutexGuard<'_, ComponentCache> {

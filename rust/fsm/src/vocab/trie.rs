@@ -15,6 +15,9 @@ pub struct TrieNode {
     pub depth: u16,
     /// The byte on the edge into this node (unused for the root).
     pub byte: u8,
+    /// Bytes on the longest path below this node (0 for a leaf), capped at 255: a walk that
+    /// needs more bytes than that to reach something skips the subtree.
+    pub height: u8,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -34,7 +37,7 @@ impl TokenTrie {
         let mut sorted: Vec<(u32, &[u8])> = tokens.filter(|(_, b)| !b.is_empty()).collect();
         sorted.sort_unstable_by(|a, b| a.1.cmp(b.1).then(a.0.cmp(&b.0)));
 
-        let mut nodes = vec![TrieNode { subtree_end: 0, token_start: 0, depth: 0, byte: 0 }];
+        let mut nodes = vec![TrieNode { subtree_end: 0, token_start: 0, depth: 0, byte: 0, height: 0 }];
         let mut token_ids = Vec::with_capacity(sorted.len());
         // `path[d]` is the node at depth d on the path to the previous token.
         let mut path: Vec<u32> = vec![0];
@@ -53,6 +56,7 @@ impl TokenTrie {
                     token_start: token_ids.len() as u32,
                     depth: (shared + offset + 1) as u16,
                     byte,
+                    height: 0,
                 });
             }
             // NOTE: sorting puts a token before every longer token it prefixes, so the node it
@@ -69,7 +73,9 @@ impl TokenTrie {
             token_start: token_ids.len() as u32,
             depth: 0,
             byte: 0,
+            height: 0,
         });
+        set_heights(&mut nodes);
         let id_bound = token_ids.iter().max().map_or(0, |&t| t as usize + 1);
         Self { nodes, token_ids, max_depth, id_bound }
     }
@@ -90,6 +96,21 @@ impl TokenTrie {
 
     pub fn memory_bytes(&self) -> usize {
         self.nodes.len() * std::mem::size_of::<TrieNode>() + self.token_ids.len() * 4
+    }
+}
+
+/// Fills `height` bottom-up: a node's children are the chain of subtrees after it.
+fn set_heights(nodes: &mut [TrieNode]) {
+    let real = nodes.len() - 1;
+    for index in (0..real).rev() {
+        let end = nodes[index].subtree_end as usize;
+        let mut height = 0u8;
+        let mut child = index + 1;
+        while child < end {
+            height = height.max(nodes[child].height.saturating_add(1));
+            child = nodes[child].subtree_end as usize;
+        }
+        nodes[index].height = height;
     }
 }
 
@@ -131,5 +152,17 @@ mod tests {
         // Subtree of "a" is a, ab, abc; the root spans everything.
         assert_eq!(trie.nodes[1].subtree_end, 4);
         assert_eq!(trie.nodes[0].subtree_end as usize, trie.num_nodes());
+        // Heights: root 3 (abc), a 2, ab 1, abc 0, b 0, \xff 1.
+        let heights: Vec<u8> = trie.nodes[..trie.num_nodes()].iter().map(|n| n.height).collect();
+        assert_eq!(heights, vec![3, 2, 1, 0, 0, 1, 0]);
+    }
+
+    #[test]
+    fn heights_cap_at_255() {
+        let long = vec![b'x'; 300];
+        let trie = TokenTrie::build(std::iter::once((0, long.as_slice())));
+        assert_eq!(trie.nodes[0].height, 255);
+        assert_eq!(trie.nodes[299].height, 1);
+        assert_eq!(trie.nodes[300].height, 0);
     }
 }

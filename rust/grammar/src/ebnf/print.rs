@@ -31,7 +31,7 @@ pub fn grammar_to_ebnf(grammar: &Grammar, name: &str) -> Result<String, GrammarE
             match *symbol {
                 Symbol::Nonterminal(id) => text.push_str(&rule_name(id)),
                 Symbol::Lexeme(id) => match grammar.lexeme_pattern(id) {
-                    Some(pattern) => text.push_str(&regex_terminal(pattern)),
+                    Some(pattern) => text.push_str(&regex_terminal(&pattern)),
                     None => return Err(unprintable(grammar.lexeme(id))),
                 },
             }

@@ -1,7 +1,7 @@
 //! Objects: declared members in order, other members split by the `patternProperties` they
 //! match (intersection lexemes for their keys), `propertyNames`, and member counts.
 use serde_json::{Map, Value};
-use sglr_fsm::schema::{key_not_in, string_literal, NEVER_REGEX};
+use sglr_fsm::schema::{key_in, key_not_in, string_literal, NEVER_REGEX};
 use sglr_fsm::{ByteDfa, CompileLimits, FsmError};
 
 use super::{
@@ -151,7 +151,9 @@ impl SchemaGrammar<'_> {
             if !allowed_name {
                 parts = vec![Value::Bool(false)];
             }
-            let mut pieces = vec![Piece::Regex(format!("{}{ws}:{ws}", string_literal(name)))];
+            // The key is its own lexeme (not merged into the value's regex): predicting the
+            // members builds only the keys' small DFAs, a value's waits until its key is read.
+            let mut pieces = vec![Piece::Lexeme(Lexeme::Regex(format!("{}{ws}:{ws}", string_literal(name))))];
             pieces.extend(self.schema(&all_of(parts), &format!("{path}/properties/{name}"))?);
             members.push((pieces, is_required));
         }
@@ -159,7 +161,12 @@ impl SchemaGrammar<'_> {
         // Other members: keys none of the declared ones, split by the set of patterns they
         // match (their value meets each), or matching none (additionalProperties).
         let mut extras: Vec<Vec<Piece>> = Vec::new();
-        let not_declared = key_not_in(&names);
+        // Undeclared keys: any key minus every spelling of a declared name, as a product DFA
+        // (a regex saying "none of these names" grows a negated class per trie level, and its
+        // DFA several times the product's).
+        let any_key = key_not_in(&[]);
+        let declared_keys = (!names.is_empty()).then(|| key_in(&names));
+        let undeclared = Lexeme::UndeclaredKey { declared: names.iter().map(|n| n.to_string()).collect() };
         for subset in 0..1usize << patterns.len() {
             let inside: Vec<usize> = (0..patterns.len()).filter(|i| subset >> i & 1 == 1).collect();
             let value = if inside.is_empty() {
@@ -172,15 +179,19 @@ impl SchemaGrammar<'_> {
             {
                 continue;
             }
-            let mut all = vec![not_declared.clone()];
+            let mut all = vec![any_key.clone()];
             all.extend(inside.iter().map(|&i| pattern_regexes[i].clone()));
             all.extend(names_regexes.iter().cloned());
-            let none: Vec<String> = (0..patterns.len())
-                .filter(|i| !inside.contains(i) && pattern_dfas[*i].is_some())
-                .map(|i| pattern_regexes[i].clone())
-                .collect();
-            let key = if all.len() == 1 && none.is_empty() {
-                Some(Lexeme::Regex(all.remove(0)))
+            let mut none: Vec<String> = declared_keys.iter().cloned().collect();
+            none.extend(
+                (0..patterns.len())
+                    .filter(|i| !inside.contains(i) && pattern_dfas[*i].is_some())
+                    .map(|i| pattern_regexes[i].clone()),
+            );
+            let key = if all.len() == 1 && none.len() == declared_keys.iter().len() {
+                // Infinitely many keys minus finitely many names: never empty, no need to
+                // build it now (the parser builds it on first use).
+                Some(undeclared.clone())
             } else {
                 self.checked_lexeme(Lexeme::Intersection { all, none })?
             };

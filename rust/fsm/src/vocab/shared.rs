@@ -1,0 +1,97 @@
+//! Results other constraint kinds compute from a vocabulary, keyed by an exact description of
+//! what they walked, kept in the vocabulary so every constraint over it shares them.
+
+use std::any::Any;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use rustc_hash::FxHashMap;
+
+/// Bytes of shared results a vocabulary keeps before starting over.
+const SHARED_RESULT_BYTES: usize = 64 << 20;
+
+type Entry = (Arc<dyn Any + Send + Sync>, usize);
+
+#[derive(Debug, Default)]
+pub(crate) struct SharedResults {
+    /// Results by key, with their sizes, and the sizes' total.
+    cache: Mutex<(FxHashMap<Vec<u8>, Entry>, usize)>,
+}
+
+impl SharedResults {
+    fn lock(&self) -> MutexGuard<'_, (FxHashMap<Vec<u8>, Entry>, usize)> {
+        // NOTE: a panic while holding the lock cannot leave the map half-updated.
+        self.cache.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub fn get_or_compute<T: Any + Send + Sync, E>(
+        &self,
+        key: &[u8],
+        size: impl FnOnce(&T) -> usize,
+        compute: impl FnOnce() -> Result<T, E>,
+    ) -> Result<Arc<T>, E> {
+        if let Some((found, _)) = self.lock().0.get(key) {
+            if let Ok(found) = found.clone().downcast::<T>() {
+                return Ok(found);
+            }
+        }
+        // NOTE: computed outside the lock (a computation may ask for other results); two
+        // threads may both compute one, the last one stays.
+        let computed = Arc::new(compute()?);
+        let bytes = size(&computed) + key.len();
+        let mut cache = self.lock();
+        if cache.1 + bytes > SHARED_RESULT_BYTES {
+            *cache = Default::default();
+        }
+        cache.1 += bytes;
+        if let Some((_, replaced)) = cache.0.insert(key.to_vec(), (computed.clone(), bytes)) {
+            cache.1 -= replaced;
+        }
+        Ok(computed)
+    }
+
+    pub fn len(&self) -> usize {
+        self.lock().0.len()
+    }
+
+    pub fn memory_bytes(&self) -> usize {
+        self.lock().1
+    }
+
+    pub fn clear(&self) {
+        *self.lock() = Default::default();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn computes_once_per_key_and_type() {
+        let shared = SharedResults::default();
+        let mut calls = 0;
+        for _ in 0..3 {
+            let value: Result<Arc<u64>, ()> = shared.get_or_compute(
+                b"a",
+                |_| 8,
+                || {
+                    calls += 1;
+                    Ok(7)
+                },
+            );
+            assert_eq!(*value.unwrap(), 7);
+        }
+        assert_eq!(calls, 1);
+        // The same key holding another type is recomputed (and replaces it).
+        let other: Result<Arc<String>, ()> =
+            shared.get_or_compute(b"a", |s: &String| s.len(), || Ok("x".into()));
+        assert_eq!(other.unwrap().as_str(), "x");
+        assert_eq!(shared.len(), 1);
+        // Errors are not kept.
+        let failed: Result<Arc<u64>, &str> = shared.get_or_compute(b"b", |_| 8, || Err("no"));
+        assert!(failed.is_err());
+        assert_eq!(shared.len(), 1);
+        shared.clear();
+        assert_eq!((shared.len(), shared.memory_bytes()), (0, 0));
+    }
+}
