@@ -28,8 +28,11 @@ from sglr.model.llama import LlamaAttention, LlamaDecoderLayer, LlamaForCausalLM
 from sglr.model.rope import compute_inv_freq
 
 # Decode batches up to this size take the fused step: its integer matmuls unpack each weight
-# block once per 4 requests, and stay ahead of the layered path's dequantize + GEMM up to here.
-FUSED_MAX_BATCH = 32
+# block once per 4 requests and stay ahead of the layered path (dequantize + oneDNN GEMM per
+# step) up to here. SmolLM2 at 129 tokens, ms per step fused / layered, 1 thread: batch 16
+# 68 / 94, 32 133 / 213, 64 270 / 307, 128 615 / 469; 2 threads: 47 / 82, 89 / 149,
+# 171 / 307, 428 / 417.
+FUSED_MAX_BATCH = 64
 
 
 def _eligible(model: torch.nn.Module, kv_cache: KVCache) -> bool:
