@@ -16,6 +16,13 @@ if not torch.cuda.is_available():
 from sglr.model.tiny import tiny_model_path
 
 
+@pytest.fixture
+def gguf_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A temporary directory that is also this test's GGUF conversion cache."""
+    monkeypatch.setenv("SGLR_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path
+
+
 @pytest.fixture(scope="session", params=["llama", "qwen2"])
 def tiny_path(request: pytest.FixtureRequest) -> Path:
     return tiny_model_path(request.param)

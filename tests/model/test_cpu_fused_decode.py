@@ -16,12 +16,6 @@ from sglr.model.runner import ModelRunner, RunnerConfig
 EMPTY = np.zeros(0, dtype=np.int64)
 
 
-@pytest.fixture
-def gguf_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("SGLR_CACHE_DIR", str(tmp_path / "cache"))
-    return tmp_path
-
-
 def _runner(path, **kwargs) -> ModelRunner:
     return ModelRunner(RunnerConfig(path, device="cpu", kv_num_tokens=512, max_num_reqs=4, **kwargs))
 

@@ -22,12 +22,6 @@ from sglr.model.runner import ModelRunner, RunnerConfig
 ALL_INT4 = ALL_4BIT
 
 
-@pytest.fixture
-def gguf_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("SGLR_CACHE_DIR", str(tmp_path / "cache"))
-    return tmp_path
-
-
 def _runner(path, **kwargs) -> ModelRunner:
     return ModelRunner(RunnerConfig(path, device="cpu", kv_num_tokens=512, max_num_reqs=4, **kwargs))
 
