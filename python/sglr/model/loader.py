@@ -8,6 +8,7 @@ files.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -119,17 +120,23 @@ def fill_dummy_weights(model: torch.nn.Module, seed: int = 0, std: float = 0.02)
 
 
 def release_freed_heap() -> None:
-    """Hands the heap memory freed while loading (transient reads and conversions, megabytes
-    each: glibc keeps such chunks for reuse) back to the OS, so resident memory is the model's.
-    A no-op where glibc's `malloc_trim` is missing."""
+    """Hands the heap memory freed since (transient reads and conversions while loading, a large
+    batch's activations: megabytes each, which glibc keeps for reuse) back to the OS, so resident
+    memory is what is in use. A no-op where glibc's `malloc_trim` is missing."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@functools.cache
+def _malloc_trim() -> Any:
     import ctypes
     import ctypes.util
 
     name = ctypes.util.find_library("c")
     if name is None:
-        return
+        return None
     try:
-        trim = ctypes.CDLL(name).malloc_trim
+        return ctypes.CDLL(name).malloc_trim
     except (OSError, AttributeError):
-        return
-    trim(0)
+        return None
