@@ -28,3 +28,19 @@ def test_decode_steps_run_on_the_capped_thread_count(tiny_path, monkeypatch):
             runner.forward_decode([1], [9], [5], [5])
     finally:
         torch.set_num_threads(before)
+
+
+def test_large_cpu_extend_batches_hand_freed_heap_back(tiny_path, monkeypatch):
+    """After an extend batch of 512+ tokens (not smaller ones, not decode steps) the runner
+    returns freed heap to the OS."""
+    import sglr.model.runner as runner_module
+
+    runner = ModelRunner(RunnerConfig(tiny_path, device="cpu", kv_num_tokens=2048, max_num_reqs=2))
+    calls: list[int] = []
+    monkeypatch.setattr(runner_module, "release_freed_heap", lambda: calls.append(1))
+    empty = np.zeros(0, dtype=np.int64)
+    runner.forward_extend([ExtendRequest(1, np.arange(3, 103), empty, np.arange(1, 101))])
+    runner.forward_decode([1], [8], [101], [101])
+    assert calls == []
+    runner.forward_extend([ExtendRequest(2, np.arange(3, 603) % 200 + 3, empty, np.arange(201, 801))])
+    assert calls == [1]
