@@ -20,6 +20,23 @@ macro_rules! by_group {
     };
 }
 
+/// Runs `xs` in groups of up to `MAX_GROUP` rows through the kernel of `isa` (the portable one
+/// where the vector ones are missing). Unsafe: the caller checked every length, and `isa` came
+/// from `Isa::detect` / `Isa::available`.
+macro_rules! by_isa {
+    ($isa:expr, $w:expr, $xs:expr, $out:expr, $vm:ident :: $vnni:ident, $am:ident :: $avx2:ident, $portable:path) => {
+        for (xs, out) in $xs.chunks(MAX_GROUP).zip($out.chunks_mut(MAX_GROUP)) {
+            match $isa {
+                #[cfg(target_arch = "x86_64")]
+                Isa::Avx512Vnni => by_group!($vm::$vnni, $w, xs, out),
+                #[cfg(target_arch = "x86_64")]
+                Isa::Avx2 => by_group!($am::$avx2, $w, xs, out),
+                _ => $portable($w, xs, out),
+            }
+        }
+    };
+}
+
 /// Activation rows sharing one pass over a weight row.
 pub const MAX_GROUP: usize = 4;
 
@@ -72,22 +89,8 @@ pub fn q4_dots(isa: Isa, w: Q4Row<'_>, xs: &[QuantizedRow<'_>], out: &mut [f32])
         assert!(x.levels.len() == num_blocks * BLOCK_LEN && x.scales.len() == stride);
         assert!(x.scaled_sums.len() == stride);
     }
-    for (xs, out) in xs.chunks(MAX_GROUP).zip(out.chunks_mut(MAX_GROUP)) {
-        match isa {
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx512Vnni => {
-                // SAFETY: `Isa::Avx512Vnni` comes from `detect` (the features are present), and
-                // every length was checked above.
-                unsafe { by_group!(simd::q4_vnni, w, xs, out) }
-            }
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => {
-                // SAFETY: as above, for AVX2 + FMA + F16C.
-                unsafe { by_group!(simd::q4_avx2, w, xs, out) }
-            }
-            _ => q4_portable(w, xs, out),
-        }
-    }
+    // SAFETY: the lengths were checked above; the kernels' instruction sets were detected.
+    unsafe { by_isa!(isa, w, xs, out, simd::q4_vnni, simd::q4_avx2, q4_portable) }
 }
 
 /// `out[i] = w . xs[i]` for an 8-bit weight row.
@@ -97,21 +100,8 @@ pub fn q8_dots(isa: Isa, w: Q8Row<'_>, xs: &[QuantizedRow<'_>], out: &mut [f32])
     for x in xs {
         assert!(x.levels.len() == num_blocks * BLOCK_LEN && x.scales.len() >= num_blocks);
     }
-    for (xs, out) in xs.chunks(MAX_GROUP).zip(out.chunks_mut(MAX_GROUP)) {
-        match isa {
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx512Vnni => {
-                // SAFETY: as in `q4_dots`.
-                unsafe { by_group!(simd::q8_vnni, w, xs, out) }
-            }
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => {
-                // SAFETY: as in `q4_dots`.
-                unsafe { by_group!(simd::q8_avx2, w, xs, out) }
-            }
-            _ => q8_portable(w, xs, out),
-        }
-    }
+    // SAFETY: as in `q4_dots`.
+    unsafe { by_isa!(isa, w, xs, out, simd::q8_vnni, simd::q8_avx2, q8_portable) }
 }
 
 fn q4_portable(w: Q4Row<'_>, xs: &[QuantizedRow<'_>], out: &mut [f32]) {
