@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 from gguf import GGMLQuantizationType, GGUFWriter, quants
+from kquant_testing import K_TYPES, quantize_k
 
 CHATML_TEMPLATE = (
     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content']"
@@ -82,6 +83,9 @@ class TinySpec:
         }
     )
     drop_tensors: tuple[str, ...] = ()
+    # Standard deviation of the random matrices (norm weights are 1 + N(0, 1)): at a larger hidden
+    # size a smaller one keeps each layer's gain near 1, so low-precision errors are not amplified.
+    weight_scale: float = 0.3
     extra_tensors: dict[str, np.ndarray] = field(default_factory=dict)
     extra_metadata: dict[str, object] = field(default_factory=dict)
 
@@ -142,9 +146,12 @@ def _stored_and_expected(values: np.ndarray, ggml_type: GGMLQuantizationType, pe
     stored = llama_cpp_permute(values, permute_heads) if permute_heads else values
     if ggml_type == T.F32:
         return stored, values
-    return quants.quantize(stored, ggml_type), quants.dequantize(
-        quants.quantize(values, ggml_type), ggml_type
+    quantize = (
+        (lambda v: quantize_k(v, ggml_type))
+        if ggml_type in K_TYPES
+        else (lambda v: quants.quantize(v, ggml_type))
     )
+    return quantize(stored), quants.dequantize(quantize(values), ggml_type)
 
 
 def write_tiny_gguf(path: Path, spec: TinySpec | None = None, seed: int = 0) -> dict[str, np.ndarray]:
@@ -196,7 +203,7 @@ def write_tiny_gguf(path: Path, spec: TinySpec | None = None, seed: int = 0) -> 
             continue
         suffix = gguf_name.split(".", 2)[-1] if gguf_name.startswith("blk.") else gguf_name
         shape = _hf_shape(suffix, spec, len(tokens))
-        scale = 1.0 if suffix.endswith("norm.weight") else 0.3
+        scale = 1.0 if suffix.endswith("norm.weight") else spec.weight_scale
         values = (
             rng.standard_normal(shape) * scale + (1.0 if suffix.endswith("norm.weight") else 0.0)
         ).astype(np.float32)

@@ -1,5 +1,6 @@
 """A CPU decode step in one Rust call (`sglr._core.CpuDecodeModel`, rust/decode) for Llama-shaped
-models whose matrices are all 4-bit (a quantized GGUF checkpoint).
+models whose matrices are all kept quantized (a GGUF checkpoint in Q4_0 / Q4_1, Q8_0 or the
+K-quants Q4_K / Q5_K / Q6_K).
 
 Why: a small model's batch-1 decode step run layer by layer from Python is a few hundred small
 operations (norms, rotary, KV writes, attention, four matmuls, residuals per layer), each with its
@@ -7,11 +8,11 @@ own dispatch, dtype round trip and intra-op thread team; a second thread made su
 The fused step keeps the residual stream in f32, quantizes each matmul's input to int8 once, and
 splits every matmul over one persistent thread pool. The runner uses it for decode batches of up
 to `FUSED_MAX_BATCH` requests; prefill and larger batches keep the layered path (same weights:
-the `Q4Matrix` objects are shared, not copied).
+the quantized matrices are shared, not copied).
 
 Eligible: a `LlamaForCausalLM` (or a family class that keeps its layers: Qwen2, Mistral) on the
 CPU without tensor parallelism, every layer Llama's attention and SiLU MLP, every q/k/v, o,
-gate/up and down matrix 4-bit, bias only on q/k/v, no logit soft-capping, a bf16 or f32 KV cache.
+gate/up and down matrix quantized, bias only on q/k/v, no logit soft-capping, a bf16 or f32 KV cache.
 `SGLR_CPU_FUSED_DECODE=0` turns it off (benchmarks compare the two).
 """
 
@@ -49,7 +50,7 @@ def _eligible(model: torch.nn.Module, kv_cache: KVCache) -> bool:
         ):
             return False
         linears = (attn.qkv_proj, attn.o_proj, mlp.gate_up_proj, mlp.down_proj)
-        if any(linear.q4 is None for linear in linears):
+        if any(linear.quantized is None for linear in linears):
             return False
         if any(linear.bias is not None for linear in linears[1:]) or attn.variant.logit_softcap is not None:
             return False
@@ -74,12 +75,12 @@ class CpuFusedDecode:
             layers.append(
                 (
                     _f32(layer.input_layernorm.weight),
-                    attn.qkv_proj.q4,
+                    attn.qkv_proj.quantized,
                     None if bias is None else _f32(bias),
-                    attn.o_proj.q4,
+                    attn.o_proj.quantized,
                     _f32(layer.post_attention_layernorm.weight),
-                    mlp.gate_up_proj.q4,
-                    mlp.down_proj.q4,
+                    mlp.gate_up_proj.quantized,
+                    mlp.down_proj.quantized,
                     attn.variant.sliding_window,
                 )
             )

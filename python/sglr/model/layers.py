@@ -14,8 +14,8 @@ import torch.nn.functional as F
 from sglr.errors import CheckpointError
 from sglr.kernels import cpu_norm
 from sglr.kernels.cpu_linear import pack_weight, packed_linear
-from sglr.kernels.cpu_q4 import q4_linear
 from sglr.kernels.cpu_q8 import Q8Weight, q8_logits, q8_rows
+from sglr.kernels.cpu_quantized import quantized_linear
 from sglr.model.lazy_tensor import LazyTensor, materialize
 from sglr.model.parallel import TensorParallel, vocab_shard
 
@@ -80,23 +80,24 @@ class Linear(torch.nn.Module):
         # first one, after loading (`sglr.kernels.cpu_linear`; a second copy in host memory).
         self.prepack_on_cpu = False
         self._cpu_pack: torch.Tensor | None = None
-        # Set by `use_q4`: the weight kept as 4-bit blocks (`sglr._core.Q4Matrix`, CPU) instead.
-        self.q4 = None
+        # Set by `use_quantized`: the weight kept as quantized blocks (`sglr._core.GgufMatrix` or
+        # `Q4Matrix`, CPU) instead.
+        self.quantized = None
 
-    def use_q4(self, matrix) -> None:
+    def use_quantized(self, matrix) -> None:
         """Replaces the dense weight (which is dropped: not a parameter to load any more) by a
-        `sglr._core.Q4Matrix`."""
+        `sglr._core.GgufMatrix` or `Q4Matrix`."""
         if self.reduce is not None or self.row_starts:
-            raise ValueError("4-bit weights are not supported under tensor parallelism")
+            raise ValueError("quantized weights are not supported under tensor parallelism")
         shape = (matrix.rows, matrix.cols)
         if shape != (self.out_features, self.in_features):
-            raise ValueError(f"4-bit weight {shape} != {(self.out_features, self.in_features)}")
-        self.q4 = matrix
+            raise ValueError(f"quantized weight {shape} != {(self.out_features, self.in_features)}")
+        self.quantized = matrix
         self.register_parameter("weight", None)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.q4 is not None:
-            y = q4_linear(x, self.q4)
+        if self.quantized is not None:
+            y = quantized_linear(x, self.quantized)
             return y if self.bias is None else y + self.bias
         if self.prepack_on_cpu and x.device.type == "cpu":
             return self._forward_prepacked(x)

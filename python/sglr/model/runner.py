@@ -31,7 +31,7 @@ from sglr.model.config import ModelConfig, load_model_config
 from sglr.model.cpu_fused_decode import CpuFusedDecode
 from sglr.model.cuda_graph import DecodeCudaGraphs
 from sglr.model.forward_batch import BatchLimits, ExtendRequest, ForwardBatch, IntArrayLike, RowWrites
-from sglr.model.gguf_int4 import load_int4_linears, without_names
+from sglr.model.gguf_quantized import load_quantized_linears, without_names
 from sglr.model.kv_cache import KVCache, KVCacheShape, kv_slots_for_memory_fraction
 from sglr.model.loader import (
     fill_dummy_weights,
@@ -73,11 +73,12 @@ class RunnerConfig:
     load_format: "auto" (safetensors, or .bin) | "dummy" (seeded random weights; needs only
         config.json).
     cuda_graph_max_bs: capture decode CUDA graphs up to this batch size (0 disables them).
-    gguf_weights: for a GGUF checkpoint on the CPU, "quantized" keeps its Q4_0/Q4_1 matrices
-        4-bit in memory and multiplies them as such (`sglr.kernels.cpu_q4`, and decode steps in
-        one Rust call, `sglr.model.cpu_fused_decode`; the run dtype is bfloat16); "dequantized" converts every weight to the run dtype;
-        "auto" is quantized where it applies (a GGUF file with Q4_0/Q4_1 matrices on the CPU, one
-        rank, dtype auto or bfloat16), dequantized otherwise: on SmolLM2 quantized decodes ~2x
+    gguf_weights: for a GGUF checkpoint on the CPU, "quantized" keeps its Q4_0 / Q4_1 / Q8_0 /
+        Q4_K / Q5_K / Q6_K matrices as stored in memory and multiplies them as such
+        (`sglr.kernels.cpu_quantized`, and decode steps in one Rust call,
+        `sglr.model.cpu_fused_decode`; the run dtype is bfloat16); "dequantized" converts every
+        weight to the run dtype; "auto" is quantized where it applies (a GGUF file with 4- to
+        6-bit matrices on the CPU, one rank, dtype auto or bfloat16), dequantized otherwise: on SmolLM2 quantized decodes ~2x
         faster at ~0.9x the prefill speed (benches/results/smollm2_cpu_gguf.md).
     """
 
@@ -136,23 +137,23 @@ class ModelRunner:
         self.runner_config = config
         self.tp = tp
         self.device = resolve_device(config.device)
-        # The GGUF file whose 4-bit matrices stay 4-bit, or None (see `RunnerConfig.gguf_weights`).
-        int4_source = quantized_gguf_source(config, tp is not None)
-        self.weights_format = "quantized" if int4_source is not None else "dequantized"
+        # The GGUF file whose quantized matrices stay quantized, or None (see `RunnerConfig.gguf_weights`).
+        quantized_source = quantized_gguf_source(config, tp is not None)
+        self.weights_format = "quantized" if quantized_source is not None else "dequantized"
         self.model_dir = resolve_model_dir(config, tp is not None)
         self.config: ModelConfig = load_model_config(self.model_dir)
         self.dtype = (
             torch.bfloat16
-            if int4_source is not None
+            if quantized_source is not None
             else _resolve_dtype(config.dtype, self.config, self.device)
         )
         self.max_context_len = config.max_context_len or self.config.max_position_embeddings
         self.model = build_model(self.config, self.dtype, self.device, self.max_context_len, tp)
         if config.load_format == "dummy":
             fill_dummy_weights(self.model, seed=config.seed + (tp.rank if tp else 0))
-        elif int4_source is not None:
-            consumed = load_int4_linears(self.model, int4_source)
-            # Lazy: the dense copies of the int4 matrices in the converted directory are never read.
+        elif quantized_source is not None:
+            consumed = load_quantized_linears(self.model, quantized_source)
+            # Lazy: the dense copies of the quantized matrices in the converted directory are never read.
             self.model.load_weights(
                 without_names(iter_checkpoint_tensors(self.model_dir, lazy=True), consumed)
             )
@@ -344,7 +345,7 @@ def _without_idle_windows(variants: list[AttentionVariant], max_context_len: int
 
 def resolve_model_dir(config: RunnerConfig, tensor_parallel: bool = False) -> Path:
     """The Hugging Face-format directory the runner loads (a GGUF file is converted once, to
-    the dtype the device computes in: bf16 when its 4-bit matrices stay 4-bit, which never
+    the dtype the device computes in: bf16 when its quantized matrices stay so, which never
     happens under tensor parallelism)."""
     device = resolve_device(config.device)
     gguf_dtype = (
@@ -356,7 +357,7 @@ def resolve_model_dir(config: RunnerConfig, tensor_parallel: bool = False) -> Pa
 
 
 def quantized_gguf_source(config: RunnerConfig, tensor_parallel: bool) -> Path | None:
-    """The GGUF file to load 4-bit matrices from when `config` runs quantized, else None. Raises
+    """The GGUF file to load quantized matrices from when `config` runs quantized, else None. Raises
     `ModelConfigError` when "quantized" is asked for where it cannot apply."""
     if config.gguf_weights == "dequantized" or config.load_format == "dummy":
         return None
@@ -373,8 +374,8 @@ def quantized_gguf_source(config: RunnerConfig, tensor_parallel: bool) -> Path |
         problem = "quantized GGUF weights do not support tensor parallelism"
     elif config.dtype not in ("auto", "bfloat16"):
         problem = f"quantized GGUF weights compute in bfloat16, not {config.dtype}"
-    elif config.gguf_weights == "auto" and not has_int4_matrices(source):
-        problem = "no Q4_0 / Q4_1 matrices"  # nothing to keep 4-bit: "auto" keeps the file's precision
+    elif config.gguf_weights == "auto" and not has_low_bit_matrices(source):
+        problem = "no 4- to 6-bit matrices"  # "auto" keeps the file's precision
     if problem is None:
         return source
     if config.gguf_weights == "quantized":
@@ -382,15 +383,16 @@ def quantized_gguf_source(config: RunnerConfig, tensor_parallel: bool) -> Path |
     return None
 
 
-def has_int4_matrices(gguf_path: Path) -> bool:
-    """Whether the GGUF file stores any matrix as Q4_0 / Q4_1 (reads the header only)."""
+def has_low_bit_matrices(gguf_path: Path) -> bool:
+    """Whether the GGUF file stores any matrix in a 4- to 6-bit format the CPU kernels run
+    (Q4_0, Q4_1, Q4_K, Q5_K, Q6_K; reads the header only)."""
     from gguf import GGMLQuantizationType
 
-    from sglr.model.gguf.int4_blocks import INT4_TYPE_NAMES
     from sglr.model.gguf.tensor_types import gguf_tensor_types
+    from sglr.model.gguf_quantized import LOW_BIT_TYPE_NAMES
 
-    int4_codes = {GGMLQuantizationType[name].value for name in INT4_TYPE_NAMES}
-    return any(code in int4_codes for code in gguf_tensor_types(gguf_path).values())
+    codes = {GGMLQuantizationType[name].value for name in LOW_BIT_TYPE_NAMES}
+    return any(code in codes for code in gguf_tensor_types(gguf_path).values())
 
 
 def resolve_device(name: str) -> torch.device:

@@ -138,21 +138,44 @@ fn q8_portable(w: Q8Row<'_>, xs: &[QuantizedRow<'_>], out: &mut [f32]) {
     }
 }
 
+/// The vector pieces the 4-bit, 8-bit and K-quant kernels share.
 #[cfg(target_arch = "x86_64")]
-mod simd {
+pub(crate) mod simd_common {
     use std::arch::x86_64::*;
-
-    use super::{BLOCK_BYTES, BLOCK_LEN};
-    use crate::act::QuantizedRow;
-    use crate::q4::{Q4Row, Q8Row};
 
     /// Sum of the eight lanes.
     #[target_feature(enable = "avx2,fma")]
-    unsafe fn horizontal_sum(v: __m256) -> f32 {
+    pub(crate) unsafe fn horizontal_sum(v: __m256) -> f32 {
         let halves = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
         let pairs = _mm_add_ps(halves, _mm_movehl_ps(halves, halves));
         _mm_cvtss_f32(_mm_add_ss(pairs, _mm_shuffle_ps::<1>(pairs, pairs)))
     }
+
+    /// Eight i32 partial sums of 32 unsigned x signed byte products (lane k: bytes 4k..4k + 3),
+    /// AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(crate) unsafe fn products_avx2(unsigned: __m256i, signed: __m256i) -> __m256i {
+        // |u * s| <= 255 * 127 per product, two per i16 lane: no saturation for u <= 128.
+        _mm256_madd_epi16(_mm256_maddubs_epi16(unsigned, signed), _mm256_set1_epi16(1))
+    }
+
+    // The workspace's MSRV predates these intrinsics' stabilization (1.89); the build toolchain
+    // has them, and `Isa::detect` gates their use at run time.
+    #[allow(clippy::incompatible_msrv)]
+    #[target_feature(enable = "avx2,avx512vnni,avx512vl")]
+    pub(crate) unsafe fn products_vnni(unsigned: __m256i, signed: __m256i) -> __m256i {
+        _mm256_dpbusd_epi32(_mm256_setzero_si256(), unsigned, signed)
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod simd {
+    use std::arch::x86_64::*;
+
+    use super::simd_common::{horizontal_sum, products_avx2, products_vnni};
+    use super::{BLOCK_BYTES, BLOCK_LEN};
+    use crate::act::QuantizedRow;
+    use crate::q4::{Q4Row, Q8Row};
 
     /// A block's 32 nibbles as 32 unsigned bytes in weight order.
     #[target_feature(enable = "avx2")]
@@ -162,21 +185,6 @@ mod simd {
         let low = _mm_and_si128(raw, mask);
         let high = _mm_and_si128(_mm_srli_epi16::<4>(raw), mask);
         _mm256_set_m128i(high, low)
-    }
-
-    /// Eight i32 partial sums of 32 unsigned x signed byte products, AVX2.
-    #[target_feature(enable = "avx2")]
-    unsafe fn products_avx2(unsigned: __m256i, signed: __m256i) -> __m256i {
-        // |u * s| <= 255 * 127 per product, two per i16 lane: no saturation for u <= 128.
-        _mm256_madd_epi16(_mm256_maddubs_epi16(unsigned, signed), _mm256_set1_epi16(1))
-    }
-
-    // The workspace's MSRV predates these intrinsics' stabilization (1.89); the build toolchain
-    // has them, and `Isa::detect` gates their use at run time.
-    #[allow(clippy::incompatible_msrv)]
-    #[target_feature(enable = "avx2,avx512vnni,avx512vl")]
-    unsafe fn products_vnni(unsigned: __m256i, signed: __m256i) -> __m256i {
-        _mm256_dpbusd_epi32(_mm256_setzero_si256(), unsigned, signed)
     }
 
     /// One kernel body per instruction set: `$products` turns (unsigned bytes, signed bytes)

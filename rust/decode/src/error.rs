@@ -9,6 +9,12 @@ pub enum DecodeError {
     Columns(usize),
     #[error("4-bit levels must be in 0..=15, found {0}")]
     Level(u8),
+    #[error("a {kind} matrix needs a column count that is a positive multiple of 256, got {cols}")]
+    SuperColumns { kind: &'static str, cols: usize },
+    #[error("{kind} matrix row {row}: a non-finite fp16 scale")]
+    Scale { kind: &'static str, row: usize },
+    #[error("GGUF block type {0} cannot be kept quantized (Q4_0, Q4_1, Q8_0, Q4_K, Q5_K and Q6_K can)")]
+    BlockType(String),
     #[error("model shape: {0}")]
     Shape(String),
     #[error("position {position} outside the rotary table's {num_positions} positions")]

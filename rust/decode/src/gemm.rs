@@ -10,7 +10,9 @@ use rayon::ThreadPool;
 use crate::act::{QuantizedRow, QuantizedRows};
 use crate::dot::{q4_dots, q8_dots, Isa};
 use crate::error::{check_len, DecodeError};
-use crate::q4::{Q4Matrix, Q8Matrix};
+use crate::kdot::kquant_dots;
+use crate::kquant::KQuantMatrix;
+use crate::q4::{Q4Matrix, Q8Matrix, BLOCK_LEN};
 
 /// A process-wide pool of `num_threads` threads, built on first use. Decode steps run inside
 /// it (`ThreadPool::install`), so a step's parallel matmuls never cross to another pool.
@@ -33,11 +35,18 @@ pub fn shared_pool(num_threads: usize) -> Arc<ThreadPool> {
 }
 
 /// A matrix the matmul can run: one row's dot products against a group of activation rows.
-pub trait QuantizedWeight: Sync {
+pub trait QuantizedWeight: Send + Sync {
     fn rows(&self) -> usize;
     fn cols(&self) -> usize;
+    /// Bytes held (weights and scales).
+    fn num_bytes(&self) -> usize;
     fn row_dots(&self, isa: Isa, row: usize, xs: &[QuantizedRow<'_>], out: &mut [f32]);
+    /// Row `row` as f32 into `out` (`cols` values).
+    fn dequantize_row(&self, row: usize, out: &mut [f32]);
 }
+
+/// A matrix shared by the model's layers and the fused step (no second copy).
+pub type SharedWeight = Arc<dyn QuantizedWeight>;
 
 impl QuantizedWeight for Q4Matrix {
     fn rows(&self) -> usize {
@@ -46,8 +55,14 @@ impl QuantizedWeight for Q4Matrix {
     fn cols(&self) -> usize {
         Q4Matrix::cols(self)
     }
+    fn num_bytes(&self) -> usize {
+        Q4Matrix::num_bytes(self)
+    }
     fn row_dots(&self, isa: Isa, row: usize, xs: &[QuantizedRow<'_>], out: &mut [f32]) {
         q4_dots(isa, self.row(row), xs, out);
+    }
+    fn dequantize_row(&self, row: usize, out: &mut [f32]) {
+        Q4Matrix::dequantize_row(self, row, out);
     }
 }
 
@@ -58,9 +73,60 @@ impl QuantizedWeight for Q8Matrix {
     fn cols(&self) -> usize {
         Q8Matrix::cols(self)
     }
+    fn num_bytes(&self) -> usize {
+        self.levels().len() + 4 * self.scales().len()
+    }
     fn row_dots(&self, isa: Isa, row: usize, xs: &[QuantizedRow<'_>], out: &mut [f32]) {
         q8_dots(isa, self.row(row), xs, out);
     }
+    fn dequantize_row(&self, row: usize, out: &mut [f32]) {
+        let row = self.row(row);
+        for (i, (dest, &level)) in out.iter_mut().zip(row.levels).enumerate() {
+            *dest = f32::from(level) * row.scales[i / BLOCK_LEN];
+        }
+    }
+}
+
+impl QuantizedWeight for KQuantMatrix {
+    fn rows(&self) -> usize {
+        KQuantMatrix::rows(self)
+    }
+    fn cols(&self) -> usize {
+        KQuantMatrix::cols(self)
+    }
+    fn num_bytes(&self) -> usize {
+        KQuantMatrix::num_bytes(self)
+    }
+    fn row_dots(&self, isa: Isa, row: usize, xs: &[QuantizedRow<'_>], out: &mut [f32]) {
+        kquant_dots(isa, self.kind(), self.row(row), xs, out);
+    }
+    fn dequantize_row(&self, row: usize, out: &mut [f32]) {
+        KQuantMatrix::dequantize_row(self, row, out);
+    }
+}
+
+/// The whole matrix into `out` (`rows x cols`) with `round` applied to each value (f32 as is,
+/// or bf16 bits), rows split over the current pool.
+pub fn dequantize_into<T, W>(w: &W, out: &mut [T], round: impl Fn(f32) -> T + Sync) -> Result<(), DecodeError>
+where
+    T: Send,
+    W: QuantizedWeight + ?Sized,
+{
+    let cols = w.cols();
+    check_len("dequantized output", out.len(), w.rows() * cols)?;
+    if cols == 0 {
+        return Ok(());
+    }
+    out.par_chunks_mut(cols).enumerate().for_each_init(
+        || vec![0.0f32; cols],
+        |row_values, (index, dest)| {
+            w.dequantize_row(index, row_values);
+            for (d, &v) in dest.iter_mut().zip(row_values.iter()) {
+                *d = round(v);
+            }
+        },
+    );
+    Ok(())
 }
 
 /// Weight rows per parallel task at least: below, a task costs more to hand out than to run.

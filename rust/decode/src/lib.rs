@@ -1,5 +1,5 @@
 //! A whole decode step of a Llama-shaped model on the CPU, over weights kept as GGUF stores them
-//! (4-bit blocks; an 8-bit output head), in one call.
+//! (Q4_0 / Q4_1, Q8_0 and the K-quants Q4_K, Q5_K, Q6_K; an 8-bit output head), in one call.
 //!
 //! Why: a small model's batch-1 decode step is a few hundred tiny operations. Run one by one
 //! from Python each costs microseconds of dispatch, a dtype round trip and an intra-op thread
@@ -17,13 +17,21 @@ mod act;
 mod dot;
 mod error;
 mod gemm;
+mod gguf;
+mod kdot;
+mod kquant;
 mod model;
 mod q4;
+mod stack;
 mod vector;
 
 pub use act::{QuantizedRow, QuantizedRows};
 pub use dot::{q4_dots, q8_dots, Isa, MAX_GROUP};
 pub use error::DecodeError;
-pub use gemm::{matmul, shared_pool, QuantizedWeight};
+pub use gemm::{dequantize_into, matmul, shared_pool, QuantizedWeight, SharedWeight};
+pub use gguf::{gguf_matrix, GgufPart};
+pub use kdot::kquant_dots;
+pub use kquant::{KQuant, KQuantMatrix, SUPER_LEN};
 pub use model::{CacheElement, DecodeModel, LayerWeights, ModelShape, RotaryTables, StepBatch};
-pub use q4::{Q4Matrix, Q4Row, Q8Matrix, Q8Row, BLOCK_LEN, SCALE_RUN};
+pub use q4::{Q4Format, Q4Matrix, Q4Row, Q8Matrix, Q8Row, BLOCK_LEN, SCALE_RUN};
+pub use stack::RowStack;

@@ -3,16 +3,13 @@
 //! 8-bit head, in one call. The residual stream stays f32; each matmul input is quantized to
 //! int8 per block of 32 once and shared by all of that matmul's rows.
 
-use std::sync::Arc;
-
 use rayon::prelude::*;
 use sglr_attn::{Bf16, DecodeShape, KvElement};
 
 use crate::act::QuantizedRows;
 use crate::dot::Isa;
 use crate::error::{check_len, DecodeError};
-use crate::gemm::matmul;
-use crate::q4::{Q4Matrix, Q8Matrix};
+use crate::gemm::{matmul, SharedWeight};
 use crate::vector::silu_mul;
 
 /// A KV cache element the step can write.
@@ -55,13 +52,13 @@ impl ModelShape {
 
 pub struct LayerWeights {
     pub input_norm: Vec<f32>,
-    pub qkv: Arc<Q4Matrix>,
+    pub qkv: SharedWeight,
     pub qkv_bias: Option<Vec<f32>>,
-    pub o: Arc<Q4Matrix>,
+    pub o: SharedWeight,
     pub post_norm: Vec<f32>,
     /// Gate rows, then up rows.
-    pub gate_up: Arc<Q4Matrix>,
-    pub down: Arc<Q4Matrix>,
+    pub gate_up: SharedWeight,
+    pub down: SharedWeight,
     pub sliding_window: Option<usize>,
 }
 
@@ -85,7 +82,7 @@ pub struct DecodeModel {
     shape: ModelShape,
     layers: Vec<LayerWeights>,
     final_norm: Vec<f32>,
-    head: Option<Arc<Q8Matrix>>,
+    head: Option<SharedWeight>,
     rotary: RotaryTables,
     isa: Isa,
 }
@@ -95,7 +92,7 @@ impl DecodeModel {
         shape: ModelShape,
         layers: Vec<LayerWeights>,
         final_norm: Vec<f32>,
-        head: Option<Arc<Q8Matrix>>,
+        head: Option<SharedWeight>,
         rotary: RotaryTables,
     ) -> Result<Self, DecodeError> {
         let ModelShape { hidden_size, head_dim, num_heads, num_kv_heads, intermediate_size, .. } = shape;
@@ -347,7 +344,7 @@ impl DecodeModel {
     }
 }
 
-fn dims(matrix: &Q4Matrix) -> (usize, usize) {
+fn dims(matrix: &SharedWeight) -> (usize, usize) {
     (matrix.rows(), matrix.cols())
 }
 

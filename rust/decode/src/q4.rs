@@ -19,6 +19,31 @@ pub(crate) fn padded_blocks(num_blocks: usize) -> usize {
     num_blocks.div_ceil(SCALE_RUN) * SCALE_RUN
 }
 
+/// GGUF's two 4-bit block formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Q4Format {
+    /// Q4_0: fp16 `d`, 16 bytes of nibbles; `w = d (q - 8)`.
+    Symmetric,
+    /// Q4_1: fp16 `d`, fp16 `m`, 16 bytes; `w = d q + m`.
+    WithMin,
+}
+
+impl Q4Format {
+    pub fn block_bytes(self) -> usize {
+        match self {
+            Self::Symmetric => 18,
+            Self::WithMin => 20,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Symmetric => "Q4_0",
+            Self::WithMin => "Q4_1",
+        }
+    }
+}
+
 #[derive(Debug)]
 pub struct Q4Matrix {
     nibbles: Vec<u8>,
@@ -79,6 +104,41 @@ impl Q4Matrix {
         Ok(Self { nibbles, scales: padded_scales, mins: padded_mins, rows, cols })
     }
 
+    /// From GGUF's blocks, as stored: `parts` of consecutive rows `(format, bytes, rows)`, so a
+    /// fused matrix (q/k/v, gate/up) may mix the two formats. Nibbles are copied as they are (the
+    /// layout is GGUF's); Q4_0's minimum is `-8 d`, exact in fp16.
+    pub fn from_gguf(parts: &[(Q4Format, &[u8], usize)], cols: usize) -> Result<Self, DecodeError> {
+        if cols == 0 || cols % BLOCK_LEN != 0 {
+            return Err(DecodeError::Columns(cols));
+        }
+        let (blocks, stride) = (cols / BLOCK_LEN, padded_blocks(cols / BLOCK_LEN));
+        let rows: usize = parts.iter().map(|&(_, _, rows)| rows).sum();
+        let mut nibbles = Vec::with_capacity(rows * blocks * BLOCK_BYTES);
+        let (mut scales, mut mins) = (vec![0u16; rows * stride], vec![0u16; rows * stride]);
+        let mut row = 0;
+        for &(format, bytes, part_rows) in parts {
+            let block_bytes = format.block_bytes();
+            check_len(&format!("{} bytes", format.name()), bytes.len(), part_rows * blocks * block_bytes)?;
+            for row_bytes in bytes.chunks_exact(blocks * block_bytes) {
+                for (b, block) in row_bytes.chunks_exact(block_bytes).enumerate() {
+                    let scale = f16::from_bits(u16::from_le_bytes([block[0], block[1]]));
+                    let min = match format {
+                        Q4Format::Symmetric => f16::from_f32(-8.0 * scale.to_f32()),
+                        Q4Format::WithMin => f16::from_bits(u16::from_le_bytes([block[2], block[3]])),
+                    };
+                    if !scale.is_finite() || !min.is_finite() {
+                        return Err(DecodeError::Scale { kind: format.name(), row });
+                    }
+                    scales[row * stride + b] = scale.to_bits();
+                    mins[row * stride + b] = min.to_bits();
+                    nibbles.extend_from_slice(&block[block_bytes - BLOCK_BYTES..]);
+                }
+                row += 1;
+            }
+        }
+        Ok(Self { nibbles, scales, mins, rows, cols })
+    }
+
     pub fn rows(&self) -> usize {
         self.rows
     }
@@ -116,30 +176,9 @@ impl Q4Matrix {
             }
         }
     }
-
-    /// The whole matrix as f32 (`rows x cols`), or with `round` applied to each value (bf16).
-    pub fn dequantize_into<T>(
-        &self,
-        out: &mut [T],
-        round: impl Fn(f32) -> T + Sync,
-    ) -> Result<(), DecodeError>
-    where
-        T: Send,
-    {
-        use rayon::prelude::*;
-        check_len("dequantized output", out.len(), self.rows * self.cols)?;
-        out.par_chunks_mut(self.cols).enumerate().for_each_init(
-            || vec![0.0f32; self.cols],
-            |row_values, (index, dest)| {
-                self.dequantize_row(index, row_values);
-                for (d, &v) in dest.iter_mut().zip(row_values.iter()) {
-                    *d = round(v);
-                }
-            },
-        );
-        Ok(())
-    }
 }
+
+const Q8_BLOCK_BYTES: usize = 2 + BLOCK_LEN;
 
 /// An 8-bit matrix as GGUF's Q8_0 stores it: `w_i = scale * q_i`, q in -128..=127.
 #[derive(Debug)]
@@ -164,6 +203,25 @@ impl Q8Matrix {
         }
         check_len("levels", levels.len(), rows * cols)?;
         check_len("scales", scales.len(), rows * cols / BLOCK_LEN)?;
+        Ok(Self { levels, scales, rows, cols })
+    }
+
+    /// From GGUF Q8_0 blocks as stored (34 bytes: fp16 `d`, 32 int8 levels).
+    pub fn from_gguf(bytes: &[u8], rows: usize, cols: usize) -> Result<Self, DecodeError> {
+        if cols == 0 || cols % BLOCK_LEN != 0 {
+            return Err(DecodeError::Columns(cols));
+        }
+        check_len("Q8_0 bytes", bytes.len(), rows * cols / BLOCK_LEN * Q8_BLOCK_BYTES)?;
+        let mut levels = Vec::with_capacity(rows * cols);
+        let mut scales = Vec::with_capacity(rows * cols / BLOCK_LEN);
+        for (index, block) in bytes.chunks_exact(Q8_BLOCK_BYTES).enumerate() {
+            let scale = f16::from_bits(u16::from_le_bytes([block[0], block[1]])).to_f32();
+            if !scale.is_finite() {
+                return Err(DecodeError::Scale { kind: "Q8_0", row: index / (cols / BLOCK_LEN) });
+            }
+            scales.push(scale);
+            levels.extend(block[2..].iter().map(|&b| b as i8));
+        }
         Ok(Self { levels, scales, rows, cols })
     }
 

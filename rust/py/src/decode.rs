@@ -12,8 +12,9 @@ use pyo3::prelude::*;
 use rayon::ThreadPool;
 use sglr_attn::Bf16;
 use sglr_decode::{
-    matmul, shared_pool, CacheElement, DecodeError, DecodeModel, LayerWeights, ModelShape, Q4Matrix,
-    Q8Matrix, QuantizedRows, RotaryTables, StepBatch,
+    dequantize_into, gguf_matrix, matmul, shared_pool, CacheElement, DecodeError, DecodeModel, GgufPart,
+    LayerWeights, ModelShape, Q4Matrix, Q8Matrix, QuantizedRows, QuantizedWeight, RotaryTables, SharedWeight,
+    StepBatch,
 };
 
 use crate::buffers::IdArray;
@@ -35,7 +36,7 @@ fn bf16_bits(bits: &mut [i16]) -> &mut [Bf16] {
 }
 
 /// Quantizes `inputs` (`[T, cols]` float32) and multiplies on `num_threads` threads into `out`.
-fn run_matmul<W: sglr_decode::QuantizedWeight>(
+fn run_matmul<W: QuantizedWeight + ?Sized>(
     py: Python<'_>,
     weight: &W,
     inputs: PyReadonlyArray2<'_, f32>,
@@ -119,20 +120,101 @@ impl PyQ4Matrix {
     /// nearest even).
     #[pyo3(signature = (out, num_threads=1))]
     fn dequantize(&self, py: Python<'_>, out: &Bound<'_, PyAny>, num_threads: usize) -> PyResult<()> {
-        let pool = shared_pool(num_threads);
-        let matrix = self.inner.as_ref();
-        if let Ok(mut out) = out.extract::<PyReadwriteArray2<'_, f32>>() {
-            let out = out.as_slice_mut().map_err(|_| PyValueError::new_err("out must be C-contiguous"))?;
-            return py.detach(|| pool.install(|| matrix.dequantize_into(out, |v| v))).map_err(decode_error);
-        }
-        if let Ok(mut out) = out.extract::<PyReadwriteArray2<'_, i16>>() {
-            let out = out.as_slice_mut().map_err(|_| PyValueError::new_err("out must be C-contiguous"))?;
-            return py
-                .detach(|| pool.install(|| matrix.dequantize_into(out, |v| Bf16::from_f32(v).0 as i16)))
-                .map_err(decode_error);
-        }
-        Err(PyTypeError::new_err("out must be a 2-D float32 or int16 (bf16 bits) array"))
+        run_dequantize(py, self.inner.as_ref(), out, num_threads)
     }
+}
+
+/// The matrix into `out` (float32, or int16 holding bf16 bits) on `num_threads` threads.
+fn run_dequantize<W: QuantizedWeight + ?Sized>(
+    py: Python<'_>,
+    matrix: &W,
+    out: &Bound<'_, PyAny>,
+    num_threads: usize,
+) -> PyResult<()> {
+    let pool = shared_pool(num_threads);
+    if let Ok(mut out) = out.extract::<PyReadwriteArray2<'_, f32>>() {
+        let out = out.as_slice_mut().map_err(|_| PyValueError::new_err("out must be C-contiguous"))?;
+        return py.detach(|| pool.install(|| dequantize_into(matrix, out, |v| v))).map_err(decode_error);
+    }
+    if let Ok(mut out) = out.extract::<PyReadwriteArray2<'_, i16>>() {
+        let out = out.as_slice_mut().map_err(|_| PyValueError::new_err("out must be C-contiguous"))?;
+        return py
+            .detach(|| pool.install(|| dequantize_into(matrix, out, |v| Bf16::from_f32(v).0 as i16)))
+            .map_err(decode_error);
+    }
+    Err(PyTypeError::new_err("out must be a 2-D float32 or int16 (bf16 bits) array"))
+}
+
+/// A matrix from a GGUF checkpoint's parts as stored: `parts` is a list of `(type_name, blocks)`,
+/// `blocks` a `[rows, bytes_per_row]` uint8 array of that part's rows in the file's block
+/// format (Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K); the parts' rows are stacked in order.
+#[pyclass(frozen, name = "GgufMatrix", module = "sglr._core")]
+pub(crate) struct PyGgufMatrix {
+    pub(crate) inner: SharedWeight,
+    type_names: Vec<String>,
+}
+
+#[pymethods]
+impl PyGgufMatrix {
+    #[new]
+    fn new(py: Python<'_>, parts: Vec<(String, PyReadonlyArray2<'_, u8>)>, cols: usize) -> PyResult<Self> {
+        let mut gguf_parts = Vec::with_capacity(parts.len());
+        for (type_name, blocks) in &parts {
+            gguf_parts.push(GgufPart { type_name, bytes: slice(blocks, "blocks")?, rows: blocks.shape()[0] });
+        }
+        let inner = py.detach(|| gguf_matrix(&gguf_parts, cols)).map_err(decode_error)?;
+        Ok(Self { inner, type_names: parts.into_iter().map(|(name, _)| name).collect() })
+    }
+
+    #[getter]
+    fn rows(&self) -> usize {
+        self.inner.rows()
+    }
+
+    #[getter]
+    fn cols(&self) -> usize {
+        self.inner.cols()
+    }
+
+    #[getter]
+    fn num_bytes(&self) -> usize {
+        self.inner.num_bytes()
+    }
+
+    /// The parts' block types, in row order.
+    #[getter]
+    fn type_names(&self) -> Vec<String> {
+        self.type_names.clone()
+    }
+
+    /// `out[i, r] = inputs[i] . W[r]` with the inputs quantized to int8 per block of 32.
+    #[pyo3(signature = (inputs, out, num_threads=1))]
+    fn matmul(
+        &self,
+        py: Python<'_>,
+        inputs: PyReadonlyArray2<'_, f32>,
+        out: PyReadwriteArray2<'_, f32>,
+        num_threads: usize,
+    ) -> PyResult<()> {
+        run_matmul(py, self.inner.as_ref(), inputs, out, num_threads)
+    }
+
+    /// As `Q4Matrix.dequantize`.
+    #[pyo3(signature = (out, num_threads=1))]
+    fn dequantize(&self, py: Python<'_>, out: &Bound<'_, PyAny>, num_threads: usize) -> PyResult<()> {
+        run_dequantize(py, self.inner.as_ref(), out, num_threads)
+    }
+}
+
+/// A `Q4Matrix` or `GgufMatrix` as the fused step holds it.
+fn shared_weight(matrix: &Bound<'_, PyAny>) -> PyResult<SharedWeight> {
+    if let Ok(q4) = matrix.cast::<PyQ4Matrix>() {
+        return Ok(q4.get().inner.clone());
+    }
+    if let Ok(gguf) = matrix.cast::<PyGgufMatrix>() {
+        return Ok(gguf.get().inner.clone());
+    }
+    Err(PyTypeError::new_err("layer matrices must be Q4Matrix or GgufMatrix objects"))
 }
 
 type LevelsScales<'py> = (Bound<'py, PyArray2<i8>>, Bound<'py, PyArray2<f32>>);
@@ -220,18 +302,18 @@ impl PyQ8Matrix {
 
 type LayerTuple<'py> = (
     PyReadonlyArray1<'py, f32>,
-    PyRef<'py, PyQ4Matrix>,
+    Bound<'py, PyAny>,
     Option<PyReadonlyArray1<'py, f32>>,
-    PyRef<'py, PyQ4Matrix>,
+    Bound<'py, PyAny>,
     PyReadonlyArray1<'py, f32>,
-    PyRef<'py, PyQ4Matrix>,
-    PyRef<'py, PyQ4Matrix>,
+    Bound<'py, PyAny>,
+    Bound<'py, PyAny>,
     Option<usize>,
 );
 
 /// A Llama-shaped model's decode step in one call (`sglr-decode`). Layers are tuples
 /// `(input_norm, qkv, qkv_bias | None, o, post_norm, gate_up, down, sliding_window | None)`,
-/// norms float32; `head` a `Q8Matrix` or None (then `step` returns the final-normalized hidden
+/// norms float32, matrices `Q4Matrix` or `GgufMatrix`; `head` a `Q8Matrix` or None (then `step` returns the final-normalized hidden
 /// states); `rope_cos`, `rope_sin` `[positions, head_dim / 2]` float32.
 #[pyclass(frozen, name = "CpuDecodeModel", module = "sglr._core")]
 pub(crate) struct PyCpuDecodeModel {
@@ -273,12 +355,12 @@ impl PyCpuDecodeModel {
         for (input_norm, qkv, qkv_bias, o, post_norm, gate_up, down, sliding_window) in layers {
             weights.push(LayerWeights {
                 input_norm: slice(&input_norm, "input_norm")?.to_vec(),
-                qkv: qkv.inner.clone(),
+                qkv: shared_weight(&qkv)?,
                 qkv_bias: qkv_bias.map(|b| slice(&b, "qkv_bias").map(<[f32]>::to_vec)).transpose()?,
-                o: o.inner.clone(),
+                o: shared_weight(&o)?,
                 post_norm: slice(&post_norm, "post_norm")?.to_vec(),
-                gate_up: gate_up.inner.clone(),
-                down: down.inner.clone(),
+                gate_up: shared_weight(&gate_up)?,
+                down: shared_weight(&down)?,
                 sliding_window,
             });
         }
@@ -290,7 +372,7 @@ impl PyCpuDecodeModel {
             shape,
             weights,
             slice(&final_norm, "final_norm")?.to_vec(),
-            head.map(|h| h.inner.clone()),
+            head.map(|h| h.inner.clone() as SharedWeight),
             rotary,
         )
         .map_err(decode_error)?;

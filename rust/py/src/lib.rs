@@ -38,6 +38,7 @@ fn _core(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(moe::moe_expert_mlp, module)?)?;
     module.add_class::<decode::PyQ4Matrix>()?;
     module.add_class::<decode::PyQ8Matrix>()?;
+    module.add_class::<decode::PyGgufMatrix>()?;
     module.add_class::<decode::PyCpuDecodeModel>()?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

@@ -1,8 +1,10 @@
-"""Keeping a GGUF checkpoint's 4-bit matrices 4-bit in memory: every linear layer whose checkpoint
-matrices (each shard of a fused one) are all Q4_0/Q4_1 gets a `sglr._core.Q4Matrix` built straight
-from the file's blocks (`sglr.model.gguf.int4_blocks`) and drops its dense weight. An output head (or
-tied embeddings) stored as Q8_0 stays 8-bit the same way (`sglr.kernels.cpu_q8`). Everything
-else (other block formats, embeddings, norms, biases) loads dequantized as before.
+"""Keeping a GGUF checkpoint's quantized matrices quantized in memory: every linear layer whose
+checkpoint matrices (each shard of a fused one) are all in a block format the CPU kernels run
+(`QUANTIZED_TYPE_NAMES`: Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K) gets a `sglr._core.GgufMatrix` built
+from the file's bytes as stored (rust/decode keeps them; the parts of a fused matrix may differ
+in format, as a Q4_K_M file's Q6_K values beside Q4_K queries) and drops its dense weight. An
+output head (or tied embeddings) stored as Q8_0 stays 8-bit the same way (`sglr.kernels.cpu_q8`).
+Everything else (other block formats, embeddings, norms, biases) loads dequantized as before.
 """
 
 from __future__ import annotations
@@ -15,19 +17,24 @@ import torch
 from gguf import GGMLQuantizationType
 
 from sglr.errors import GGUFFormatError
-from sglr.kernels.cpu_q4 import q4_matrix, q4_supported
 from sglr.kernels.cpu_q8 import Q8Weight
-from sglr.model.gguf.int4_blocks import INT4_TYPE_NAMES, int4_groups
-from sglr.model.gguf.names import hf_tensor_name
+from sglr.kernels.cpu_quantized import gguf_matrix
+from sglr.model.gguf.names import hf_tensor_name, unpermute_rope_rows
 from sglr.model.gguf.q8_blocks import q8_0_levels_scales
 from sglr.model.gguf.reader import GGUFTensor
 from sglr.model.gguf.tensor_types import raw_tensor_bytes, read_tensor_table
 from sglr.model.layers import FUSED_PROJECTIONS, Linear
 
+# Block formats kept as stored (rust/decode's kernels multiply them as such).
+QUANTIZED_TYPE_NAMES = ("Q4_0", "Q4_1", "Q8_0", "Q4_K", "Q5_K", "Q6_K")
+# Formats whose presence makes `gguf_weights="auto"` run quantized: 4 to 6 bits per weight, where
+# reading fewer bytes per decode step pays (a Q8_0-only file keeps its precision by default).
+LOW_BIT_TYPE_NAMES = ("Q4_0", "Q4_1", "Q4_K", "Q5_K", "Q6_K")
 
-def load_int4_linears(model: torch.nn.Module, gguf_path: Path) -> set[str]:
-    """Moves each eligible `Linear` of `model` to 4-bit blocks; returns the checkpoint (Hugging Face)
-    tensor names consumed, which the dense loader must then skip."""
+
+def load_quantized_linears(model: torch.nn.Module, gguf_path: Path) -> set[str]:
+    """Moves each eligible `Linear` of `model` to its quantized blocks; returns the checkpoint
+    (Hugging Face) tensor names consumed, which the dense loader must then skip."""
     # The tensor table and raw bytes only: the metadata (vocabulary) was read at conversion.
     table = read_tensor_table(gguf_path)
     architecture = table.architecture
@@ -50,22 +57,29 @@ def load_int4_linears(model: torch.nn.Module, gguf_path: Path) -> set[str]:
             continue
         names = _checkpoint_names(module_name, module)
         tensors = [by_name.get(name) for name in names]
-        if any(t is None or t.type_name not in INT4_TYPE_NAMES for t in tensors):
+        if any(t is None or t.type_name not in QUANTIZED_TYPE_NAMES or len(t.shape) != 2 for t in tensors):
             continue
-        if not q4_supported(module.out_features, module.in_features):
+        if any(t.shape[1] != module.in_features for t in tensors):
+            continue  # the dense loader reports the shape mismatch
+        if sum(t.shape[0] for t in tensors) != module.out_features:
             continue
         parts = []
         for name, tensor in zip(names, tensors, strict=True):
             projection = name.rsplit(".", 2)[-2]
             heads = rope_heads.get(projection) if architecture == "llama" else None
-            parts.append(int4_groups(tensor, heads))
-        levels, scales, zeros = (np.concatenate(column) for column in zip(*parts, strict=True))
-        if levels.shape != (module.out_features, module.in_features):
-            continue  # the dense loader reports the shape mismatch
-        module.use_q4(q4_matrix(levels, scales, zeros))
+            parts.append((tensor.type_name, _row_blocks(tensor, heads)))
+        module.use_quantized(gguf_matrix(parts, module.in_features))
         consumed.update(names)
     consumed.update(_load_q8_head(model, by_name))
     return consumed
+
+
+def _row_blocks(tensor: GGUFTensor, rope_heads: int | None) -> np.ndarray:
+    """The tensor's bytes as `[rows, bytes_per_row]` (a view of the file unless llama's query /
+    key rows must be put back in Hugging Face's order: a row's blocks move as a whole)."""
+    rows = tensor.shape[0]
+    blocks = np.asarray(tensor.data).reshape(rows, -1)
+    return blocks if rope_heads is None else unpermute_rope_rows(blocks, rope_heads)
 
 
 def _load_q8_head(model: torch.nn.Module, by_name: dict[str, GGUFTensor]) -> set[str]:

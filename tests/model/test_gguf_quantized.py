@@ -1,7 +1,7 @@
-"""GGUF Q4_0/Q4_1 matrices kept 4-bit (`RunnerConfig(gguf_weights="quantized")`): the blocks are
-read exactly, the int4 kernel and its bf16 fallback compute the same product, and the model gives
-the greedy tokens of the dequantized bf16 path with logits as close to the exact (fp32) ones as
-that path's."""
+"""GGUF matrices kept quantized (`RunnerConfig(gguf_weights="quantized")`): Q4_0/Q4_1/Q8_0 blocks
+are read exactly, the integer kernel and its bf16 fallback compute the same product, and the model
+gives the greedy tokens of the dequantized bf16 path with logits as close to the exact (fp32) ones
+as that path's. K-quants: tests/model/test_gguf_kquants.py."""
 
 from __future__ import annotations
 
@@ -12,9 +12,14 @@ from gguf import quants
 from gguf_testing import ALL_4BIT, T, TinySpec, write_tiny_gguf
 
 from sglr.errors import ModelConfigError
-from sglr.kernels.cpu_q4 import Q4_MAX_KERNEL_ROWS, dequantize_q4, q4_linear, q4_matrix
+from sglr.kernels.cpu_quantized import (
+    MAX_KERNEL_ROWS,
+    dequantize_matrix,
+    gguf_matrix,
+    q4_matrix,
+    quantized_linear,
+)
 from sglr.model.forward_batch import ExtendRequest
-from sglr.model.gguf.int4_blocks import int4_groups
 from sglr.model.gguf.reader import read_gguf
 from sglr.model.layers import Linear
 from sglr.model.runner import ModelRunner, RunnerConfig
@@ -26,28 +31,27 @@ def _runner(path, **kwargs) -> ModelRunner:
     return ModelRunner(RunnerConfig(path, device="cpu", kv_num_tokens=512, max_num_reqs=4, **kwargs))
 
 
-def test_blocks_read_as_int4_groups_equal_the_dequantized_values(tmp_path):
+def test_blocks_are_read_as_the_gguf_package_reads_them(tmp_path):
+    """Every quantized matrix of the file, kept as stored and dequantized in Rust, equals the
+    `gguf` package's own dequantization (an independent reader of the same bytes)."""
     write_tiny_gguf(tmp_path / "t.gguf", TinySpec(tensor_types=ALL_INT4))
     checkpoint = read_gguf(tmp_path / "t.gguf")
     seen = set()
     for tensor in checkpoint.tensors:
-        if tensor.type_name not in ("Q4_0", "Q4_1"):
+        if tensor.type_name not in ("Q4_0", "Q4_1", "Q8_0") or len(tensor.shape) != 2:
             continue
         seen.add(tensor.type_name)
-        levels, scales, zeros = int4_groups(tensor)
-        assert levels.dtype == np.uint8 and levels.max() <= 15
-        values = (levels.reshape(*scales.shape, 32).astype(np.float32) - 8) * scales[..., None] + zeros[
-            ..., None
-        ]
+        rows, cols = tensor.shape
+        matrix = gguf_matrix([(tensor.type_name, np.asarray(tensor.data).reshape(rows, -1))], cols)
         expected = quants.dequantize(tensor.data, tensor.ggml_type).reshape(tensor.shape)
-        np.testing.assert_allclose(values.reshape(tensor.shape), expected, rtol=1e-6, atol=1e-7)
-    assert seen == {"Q4_0", "Q4_1"}
+        np.testing.assert_array_equal(dequantize_matrix(matrix).numpy(), expected)
+    assert seen == {"Q4_0", "Q4_1", "Q8_0"}
 
 
-@pytest.mark.parametrize("rows", [1, 5, Q4_MAX_KERNEL_ROWS + 3])
+@pytest.mark.parametrize("rows", [1, 5, MAX_KERNEL_ROWS + 3])
 def test_q4_linear_matches_its_formula(rows):
     """The integer kernel (few rows: int8 activations) and the dequantize-then-GEMM path (many
-    rows) against float64 math on the exact levels, scales and zeros; `dequantize_q4` is exact
+    rows) against float64 math on the exact levels, scales and zeros; `dequantize_matrix` is exact
     in float32. Scales and minimums are fp16 values, as in GGUF's blocks (the matrix stores
     them as fp16)."""
     rng = np.random.default_rng(rows)
@@ -58,26 +62,28 @@ def test_q4_linear_matches_its_formula(rows):
     zeros = mins + 8 * scales
     matrix = q4_matrix(levels, scales, zeros)
     dense = (levels.astype(np.float64) - 8) * np.repeat(scales, 32, axis=1) + np.repeat(zeros, 32, axis=1)
-    np.testing.assert_allclose(dequantize_q4(matrix).numpy(), dense, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(dequantize_matrix(matrix).numpy(), dense, rtol=1e-6, atol=1e-7)
     x = torch.from_numpy(rng.standard_normal((rows, k)).astype(np.float32)).to(torch.bfloat16)
-    y = q4_linear(x, matrix)
+    y = quantized_linear(x, matrix)
     assert y.shape == (rows, n) and y.dtype == torch.bfloat16
     expected = x.double().numpy() @ dense.T
     # int8 activations (few rows) or bf16 weights (many): ~1% of the output's scale.
     np.testing.assert_allclose(y.double().numpy(), expected, atol=0.015 * np.abs(expected).max())
 
 
-def test_only_all_int4_linears_go_int4(gguf_cache):
-    """The default tiny spec mixes formats: q/k/v (Q8_0 v) and o (F16) and down (Q8_0) stay
-    dense; gate/up (Q4_0 + Q4_1) goes int4 and holds no dense weight."""
+def test_only_linears_stored_in_kernel_formats_stay_quantized(gguf_cache):
+    """The default tiny spec mixes formats: q/k/v (an F32 q) and o (F16) stay dense; gate/up
+    (Q4_0 + Q4_1) and down (Q8_0) stay quantized and hold no dense weight."""
     write_tiny_gguf(gguf_cache / "t.gguf", TinySpec(intermediate_size=128))
     runner = _runner(gguf_cache / "t.gguf", gguf_weights="quantized")
     assert runner.weights_format == "quantized" and runner.dtype == torch.bfloat16
     layer = runner.model.model.layers[0]
-    assert layer.mlp.gate_up_proj.q4 is not None and layer.mlp.gate_up_proj.weight is None
-    for dense in (layer.self_attn.qkv_proj, layer.self_attn.o_proj, layer.mlp.down_proj):
-        assert dense.q4 is None and dense.weight is not None
-    assert runner.fused_decode is None  # not every matrix is 4-bit: the layered path decodes
+    for kept in (layer.mlp.gate_up_proj, layer.mlp.down_proj):
+        assert kept.quantized is not None and kept.weight is None
+    assert layer.mlp.gate_up_proj.quantized.type_names == ["Q4_0", "Q4_1"]
+    for dense in (layer.self_attn.qkv_proj, layer.self_attn.o_proj):
+        assert dense.quantized is None and dense.weight is not None
+    assert runner.fused_decode is None  # not every matrix is quantized: the layered path decodes
     names = {name for name, _ in runner.model.named_parameters()}
     assert "model.layers.0.mlp.gate_up_proj.weight" not in names
 
@@ -103,7 +109,7 @@ def test_tiny_gguf_quantized_matches_dequantized(gguf_cache, architecture):
     spec = TinySpec(architecture=architecture, tensor_types=ALL_INT4, intermediate_size=128)
     write_tiny_gguf(gguf_cache / "t.gguf", spec, seed=3)
     quantized = _runner(gguf_cache / "t.gguf", gguf_weights="quantized")
-    assert all(m.q4 is not None for m in _linears(quantized))
+    assert all(m.quantized is not None for m in _linears(quantized))
     assert quantized.model.model.embed_tokens.q8 is not None  # tied Q8_0 rows: the 8-bit head
     dequantized = {dtype: _runner(gguf_cache / "t.gguf", dtype=dtype) for dtype in ("float32", "bfloat16")}
     rng = np.random.default_rng(0)
@@ -151,11 +157,13 @@ def test_smollm2_quantized_tokens_and_logits():
     from sglr.engine.offline import generate_token_ids
 
     quantized = _runner(None, gguf_weights="quantized")
-    assert sum(m.q4 is not None for m in _linears(quantized)) == 4 * 30
+    assert sum(m.quantized is not None for m in _linears(quantized)) == 4 * 30
     assert quantized.fused_decode is not None  # the decode steps below run in one Rust call
     bf16 = _runner(None, dtype="bfloat16", gguf_weights="dequantized")
     # No second copy: the 4-bit layers hold no dense weight (about 2x fewer weight bytes).
-    quantized_bytes = _param_bytes(quantized) + sum(m.q4.num_bytes for m in _linears(quantized) if m.q4)
+    quantized_bytes = _param_bytes(quantized) + sum(
+        m.quantized.num_bytes for m in _linears(quantized) if m.quantized
+    )
     assert quantized_bytes < 0.5 * _param_bytes(bf16)
     exact = _runner(None, dtype="float32")
     tokenizer = AutoTokenizer.from_pretrained(exact.model_dir)
@@ -196,12 +204,21 @@ def test_quantized_is_refused_where_it_cannot_apply(gguf_cache, tiny_path):
     assert _runner(gguf_cache / "t.gguf").weights_format == "quantized"
     assert _runner(gguf_cache / "t.gguf", dtype="float32").weights_format == "dequantized"
     write_tiny_gguf(gguf_cache / "q8.gguf", TinySpec(tensor_types={"ffn_up.weight": T.Q8_0}))
-    no_int4 = _runner(gguf_cache / "q8.gguf")
-    assert no_int4.weights_format == "dequantized" and no_int4.dtype == torch.float32
+    no_low_bit = _runner(gguf_cache / "q8.gguf")
+    assert no_low_bit.weights_format == "dequantized" and no_low_bit.dtype == torch.float32
+    # Asked for, a Q8_0 file's matrices stay 8-bit.
+    q8 = _runner(gguf_cache / "q8.gguf", gguf_weights="quantized")
+    assert q8.model.model.layers[0].mlp.gate_up_proj.quantized is None  # an F32 gate beside it
+    write_tiny_gguf(
+        gguf_cache / "q8_mlp.gguf",
+        TinySpec(tensor_types={s: T.Q8_0 for s in ("ffn_gate.weight", "ffn_up.weight")}),
+    )
+    q8 = _runner(gguf_cache / "q8_mlp.gguf", gguf_weights="quantized")
+    assert q8.model.model.layers[0].mlp.gate_up_proj.quantized.type_names == ["Q8_0", "Q8_0"]
 
 
 def test_worker_engine_runs_a_quantized_gguf_like_the_in_process_one(gguf_cache):
-    """The worker layout (the server's default) keeps the GGUF file for its 4-bit blocks."""
+    """The worker layout (the server's default) keeps the GGUF file for its quantized blocks."""
     from sglr.engine.engine import Engine
 
     write_tiny_gguf(gguf_cache / "t.gguf", TinySpec(tensor_types=ALL_INT4, intermediate_size=128), seed=5)

@@ -1,7 +1,8 @@
-"""4-bit linear layers on the CPU: GGUF's Q4_0 / Q4_1 blocks (32 weights, a scale and a minimum)
-held as such by `sglr._core.Q4Matrix` (rust/decode) and multiplied as such.
+"""Quantized linear layers on the CPU: a GGUF file's blocks (Q4_0 / Q4_1, Q8_0, and the K-quants
+Q4_K / Q5_K / Q6_K) held as stored by `sglr._core.GgufMatrix` (rust/decode) and multiplied as such;
+`sglr._core.Q4Matrix` is the 4-bit matrix built from levels, scales and zeros.
 
-Few rows (decode batches, short prefill chunks) run the integer kernel: the activations are
+Few rows (decode batches, short prefill chunks) run the integer kernels: the activations are
 quantized to int8 per block of 32 and every block's dot product is an exact integer sum
 (AVX-512 VNNI or AVX2), scaled once. Many rows dequantize the weight to the activations' dtype
 for that one call (a transient copy, freed after it) and use oneDNN's GEMM, which is faster there.
@@ -10,7 +11,7 @@ Why not torch's `_weight_int4pack_mm_for_cpu` (used before): its float dequantiz
 loop makes a batch-1 step's 120 matmuls of SmolLM2 cost 6.2 ms on one thread; the integer kernel
 takes about 5.4 ms for the same 120 alone, and inside the fused decode step
 (`sglr.model.cpu_fused_decode`) it needs no bf16 round trips and splits over threads
-(benches/results/smollm2_cpu_gguf.md).
+(benches/results/smollm2_cpu_gguf.md). K-quants have no torch kernel at all.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ Q4_BLOCK_LEN = 32
 # Up to this many rows the integer kernel runs; beyond, a transient dequantized copy and
 # oneDNN's GEMM (SmolLM2, one thread, all 120 matmuls: 43 ms at 16 rows against ~80 ms
 # dequantize + GEMM; the two meet near 32).
-Q4_MAX_KERNEL_ROWS = 32
+MAX_KERNEL_ROWS = 32
 
 
 def q4_supported(out_features: int, in_features: int) -> bool:
@@ -45,17 +46,27 @@ def q4_matrix(levels: np.ndarray, scales: np.ndarray, zeros: np.ndarray):
     )
 
 
-def q4_linear(x: torch.Tensor, matrix) -> torch.Tensor:
-    """`x @ W.T` for `x` `[T, K]` (CPU, any float dtype), in x's dtype."""
-    if x.shape[0] <= Q4_MAX_KERNEL_ROWS:
+def gguf_matrix(parts: list[tuple[str, np.ndarray]], cols: int):
+    """`parts`: `(GGUF type name, [rows, bytes_per_row] uint8 blocks)` in row order ->
+    `sglr._core.GgufMatrix` of `cols` columns (the bytes are copied once, into Rust). Raises
+    ValueError for a type without a kernel or blocks that do not fit the shape."""
+    from sglr._core import GgufMatrix
+
+    return GgufMatrix([(name, np.ascontiguousarray(blocks, dtype=np.uint8)) for name, blocks in parts], cols)
+
+
+def quantized_linear(x: torch.Tensor, matrix) -> torch.Tensor:
+    """`x @ W.T` for `x` `[T, K]` (CPU, any float dtype) and a `Q4Matrix` / `GgufMatrix`, in x's
+    dtype."""
+    if x.shape[0] <= MAX_KERNEL_ROWS:
         inputs = x.detach().to(torch.float32).contiguous().numpy()
         out = np.empty((inputs.shape[0], matrix.rows), dtype=np.float32)
         matrix.matmul(inputs, out, torch.get_num_threads())
         return torch.from_numpy(out).to(x.dtype)
-    return F.linear(x, dequantize_q4(matrix, x.dtype))
+    return F.linear(x, dequantize_matrix(matrix, x.dtype))
 
 
-def dequantize_q4(matrix, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+def dequantize_matrix(matrix, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """The weight as a dense `[N, K]` tensor of `dtype` (float32 or bfloat16: rounded once)."""
     if dtype == torch.bfloat16:
         out = torch.empty(matrix.rows, matrix.cols, dtype=torch.bfloat16)
