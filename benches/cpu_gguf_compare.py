@@ -15,6 +15,10 @@ tokens: prefill tok/s, decode tok/s = 127 / (time(128) - time(1))) and 16 concur
 the run, and its peak.
 
     .venv/bin/python benches/cpu_gguf_compare.py [--threads 1 2] [--baseline-src /tmp/base/python]
+        [--gguf other.gguf] [--fused-only]
+
+`--gguf` runs every system on another GGUF file (a Q4_K_M one, say; the labels name its
+formats); `--fused-only` keeps llama.cpp and sglr's default (quantized, fused decode) only.
 """
 
 from __future__ import annotations
@@ -85,7 +89,14 @@ def worker(spec: dict) -> dict:
 
     kwargs = {"gguf_weights": spec["gguf_weights"]} if spec["gguf_weights"] else {}
     runner = ModelRunner(
-        RunnerConfig(None, device="cpu", dtype=spec["dtype"], kv_num_tokens=16384, max_num_reqs=32, **kwargs)
+        RunnerConfig(
+            spec.get("model_path"),
+            device="cpu",
+            dtype=spec["dtype"],
+            kv_num_tokens=16384,
+            max_num_reqs=32,
+            **kwargs,
+        )
     )
     long_prompt, batch = workload_prompts(runner.vocab_size)
     generate(runner, [long_prompt[:32], batch[0][:32]], 2)  # warm-up
@@ -101,8 +112,8 @@ def _post(url: str, body: dict, timeout: float = 600.0) -> dict:
         return json.loads(response.read())
 
 
-def llama_cpp_system(threads: int) -> dict:
-    """llama-server on the embedded GGUF: the same workloads and formulas over its HTTP API."""
+def llama_cpp_system(threads: int, model_path: str | None) -> dict:
+    """llama-server on the same GGUF: the same workloads and formulas over its HTTP API."""
     from sglr.model.default_model import default_gguf_path
 
     with socket.socket() as probe:
@@ -110,7 +121,7 @@ def llama_cpp_system(threads: int) -> dict:
         port = probe.getsockname()[1]
     slot_len = PROMPT_LEN + NEW_TOKENS + 16
     command = [
-        str(LLAMA_CPP_BIN / "llama-server"), "-m", str(default_gguf_path()),
+        str(LLAMA_CPP_BIN / "llama-server"), "-m", str(model_path or default_gguf_path()),
         "--host", "127.0.0.1", "--port", str(port), "-t", str(threads), "-tb", str(threads),
         "--no-repack", "-np", str(NUM_CONCURRENT), "-c", str(slot_len * NUM_CONCURRENT),
     ]  # fmt: skip
@@ -163,7 +174,7 @@ def llama_cpp_system(threads: int) -> dict:
 
 def run_system(src: str, spec: dict) -> dict:
     if spec.get("llama_cpp"):
-        return llama_cpp_system(spec["threads"])
+        return llama_cpp_system(spec["threads"], spec.get("model_path"))
     env = dict(os.environ, PYTHONPATH=src)
     out = subprocess.run(
         [sys.executable, __file__, "--worker", json.dumps(spec)],
@@ -175,6 +186,20 @@ def run_system(src: str, spec: dict) -> dict:
     if out.returncode != 0:
         raise RuntimeError(f"{spec}: {out.stderr[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _format_names(gguf_path: str | None) -> str:
+    """The file's matrix formats, most common first ("Q4_1+Q8_0")."""
+    from collections import Counter
+
+    from gguf import GGMLQuantizationType
+
+    from sglr.model.default_model import default_gguf_path
+    from sglr.model.gguf.tensor_types import gguf_tensor_types
+
+    types = gguf_tensor_types(gguf_path or default_gguf_path()).values()
+    counts = Counter(GGMLQuantizationType(t).name for t in types)
+    return "+".join(name for name, _ in counts.most_common() if name not in ("F32", "F16", "BF16"))
 
 
 def _spec(dtype: str, gguf_weights: str | None, threads: int) -> dict:
@@ -192,6 +217,8 @@ def main() -> None:
         "--baseline-src", default=None, help="another checkout's python/ dir (dequantized bf16)"
     )
     parser.add_argument("--no-llama-cpp", action="store_true", help="skip llama.cpp even if built")
+    parser.add_argument("--gguf", default=None, help="a GGUF file to run instead of the embedded one")
+    parser.add_argument("--fused-only", action="store_true", help="llama.cpp and the default path only")
     args = parser.parse_args()
     if args.worker:
         print(json.dumps(worker(json.loads(args.worker))))
@@ -199,18 +226,25 @@ def main() -> None:
     with_llama_cpp = not args.no_llama_cpp and (LLAMA_CPP_BIN / "llama-server").exists()
     if not with_llama_cpp and not args.no_llama_cpp:
         print(f"note: llama.cpp not built ({LLAMA_CPP_BIN}; scripts/build-llama-cpp): skipped")
+    formats = _format_names(args.gguf)
     systems = []
     for threads in args.threads:
         if with_llama_cpp:
-            systems.append((f"llama.cpp Q4_1, {threads}T", SRC, {"llama_cpp": True, "threads": threads}))
+            llama_cpp = {"llama_cpp": True, "threads": threads}
+            systems.append((f"llama.cpp {formats}, {threads}T", SRC, llama_cpp))
         if args.baseline_src:
             systems.append(
                 (f"baseline bf16, {threads}T", args.baseline_src, _spec("bfloat16", None, threads))
             )
-        systems.append((f"bf16 dequantized, {threads}T", SRC, _spec("bfloat16", "dequantized", threads)))
-        layered = dict(_spec("bfloat16", "quantized", threads), env={"SGLR_CPU_FUSED_DECODE": "0"})
-        systems.append((f"4-bit, layered decode, {threads}T", SRC, layered))
-        systems.append((f"4-bit, fused decode, {threads}T", SRC, _spec("bfloat16", "quantized", threads)))
+        if not args.fused_only:
+            dequantized = _spec("bfloat16", "dequantized", threads)
+            systems.append((f"bf16 dequantized, {threads}T", SRC, dequantized))
+            layered = dict(_spec("bfloat16", "quantized", threads), env={"SGLR_CPU_FUSED_DECODE": "0"})
+            systems.append((f"quantized, layered decode, {threads}T", SRC, layered))
+        fused = _spec("bfloat16", "quantized", threads)
+        systems.append((f"quantized ({formats}), fused decode, {threads}T", SRC, fused))
+    for _, _, spec in systems:
+        spec["model_path"] = args.gguf
     best: dict[str, dict] = {}
     for _ in range(args.repeats):
         for label, src, spec in systems:

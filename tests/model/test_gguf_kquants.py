@@ -1,8 +1,9 @@
 """GGUF K-quant matrices (Q4_K, Q5_K, Q6_K) kept as stored (`sglr._core.GgufMatrix`, rust/decode):
 their bytes read as the `gguf` package reads them, the integer kernels against the dequantized
-weights, fused matrices mixing formats, typed refusals, and a tiny Q4_K_M-shaped model (Q4_K, Q5_K,
-Q6_K layers, Q8_0 tied embeddings) whose fused and layered decode steps stay as close to the exact
-fp32 path as the 4-bit formats' do."""
+weights, fused matrices mixing formats, typed refusals, and tiny Q4_K_M-shaped models (Q4_K, Q5_K,
+Q6_K layers, Q8_0 tied embeddings; or llama.cpp's Q5_0 / Q8_0 fallbacks with a Q6_K tied head)
+whose fused and layered decode steps stay as close to the exact fp32 path as the 4-bit formats'
+do."""
 
 from __future__ import annotations
 
@@ -91,8 +92,8 @@ def test_mixed_formats_stack_in_row_order():
 
 
 def test_unsupported_and_malformed_blocks_are_refused():
-    with pytest.raises(ValueError, match="Q5_0"):
-        gguf_matrix([("Q5_0", np.zeros((1, 22), dtype=np.uint8))], 32)
+    with pytest.raises(ValueError, match="IQ4_NL"):
+        gguf_matrix([("IQ4_NL", np.zeros((1, 18), dtype=np.uint8))], 32)
     with pytest.raises(ValueError, match="multiple of 256"):
         gguf_matrix([("Q4_K", np.zeros((1, 144), dtype=np.uint8))], 128)
     with pytest.raises(ValueError, match="Q6_K bytes"):
@@ -107,14 +108,29 @@ def _runner(path, **kwargs) -> ModelRunner:
     return ModelRunner(RunnerConfig(path, device="cpu", kv_num_tokens=512, max_num_reqs=4, **kwargs))
 
 
-def _tiny_k(gguf_cache, architecture: str):
+# What llama.cpp writes for Q4_K_M when a row length is not a multiple of 256 (small models):
+# Q5_0 for the 4-bit matrices and Q8_0 for the 6-bit ones; a K-quant head.
+Q4_K_M_FALLBACKS = {
+    "token_embd.weight": T.Q6_K,
+    "attn_q.weight": T.Q5_0,
+    "attn_k.weight": T.Q5_1,
+    "attn_v.weight": T.Q8_0,
+    "attn_output.weight": T.Q5_0,
+    "ffn_gate.weight": T.Q5_0,
+    "ffn_up.weight": T.Q5_0,
+    "ffn_down.weight": T.Q4_K,
+}
+MIXES = {"k": Q4_K_M, "fallbacks": Q4_K_M_FALLBACKS}
+
+
+def _tiny_k(gguf_cache, architecture: str, mix: str = "k"):
     # K-quants need rows of 256; a smaller weight scale keeps each layer's gain near 1 at that
     # width (at 0.3 the random model amplifies any rounding to several logits, bf16's included).
     spec = TinySpec(
-        architecture=architecture, hidden_size=256, intermediate_size=256, tensor_types=Q4_K_M,
+        architecture=architecture, hidden_size=256, intermediate_size=256, tensor_types=MIXES[mix],
         weight_scale=0.06,
     )  # fmt: skip
-    path = gguf_cache / f"{architecture}_k.gguf"
+    path = gguf_cache / f"{architecture}_{mix}.gguf"
     write_tiny_gguf(path, spec, seed=7)
     return path
 
@@ -128,20 +144,28 @@ def _teacher_forced_logits(runner: ModelRunner, prompt: list[int], forced: list[
     return torch.stack([out.next_token_logits[0].clone() for out in logits])
 
 
-@pytest.mark.parametrize("architecture", ["llama", "qwen2"])
-def test_tiny_q4_k_m_model_matches_the_exact_path(gguf_cache, monkeypatch, architecture):
-    """Llama's q/k rows are permuted in the file (whole K-quant rows move back); Qwen2 adds q/k/v
-    biases. Teacher-forced prefill + decode logits of the fused step and of the layered path
+@pytest.mark.parametrize(("architecture", "mix"), [("llama", "k"), ("qwen2", "k"), ("llama", "fallbacks")])
+def test_tiny_q4_k_m_model_matches_the_exact_path(gguf_cache, monkeypatch, architecture, mix):
+    """Llama's q/k rows are permuted in the file (whole quantized rows move back); Qwen2 adds
+    q/k/v biases; "fallbacks" has 5-bit layers and a Q6_K tied head / embedding. Teacher-forced prefill + decode logits of the fused step and of the layered path
     against fp32 dequantized weights: within a few times the bf16 dequantized path's error (the
     int8 or bf16 activations; measured 0.11-0.19 against bf16's 0.05-0.13 on a logit range of ~4);
     a wrong block order, scale or row would be off by the logits' own size."""
-    path = _tiny_k(gguf_cache, architecture)
+    path = _tiny_k(gguf_cache, architecture, mix)
     assert has_low_bit_matrices(path)
     fused_runner = _runner(path)  # "auto": quantized, as the file is 4- to 6-bit
     assert fused_runner.weights_format == "quantized" and fused_runner.fused_decode is not None
-    linears = [m for m in fused_runner.model.modules() if isinstance(m, Linear) and m is not None]
+    assert fused_runner.fused_decode.has_head  # the tied head runs inside the fused step
+    linears = [m for m in fused_runner.model.modules() if isinstance(m, Linear)]
     kept = {tuple(m.quantized.type_names) for m in linears if m.quantized is not None}
-    assert kept == {("Q4_K", "Q4_K", "Q6_K"), ("Q4_K",), ("Q4_K", "Q5_K"), ("Q6_K",)}
+    assert len([m for m in linears if m.quantized is None]) == 0
+    embeddings = fused_runner.model.model.embed_tokens
+    if mix == "k":
+        assert kept == {("Q4_K", "Q4_K", "Q6_K"), ("Q4_K",), ("Q4_K", "Q5_K"), ("Q6_K",)}
+        assert embeddings.q8 is not None
+    else:
+        assert kept == {("Q5_0", "Q5_1", "Q8_0"), ("Q5_0",), ("Q5_0", "Q5_0"), ("Q4_K",)}
+        assert embeddings.quantized.type_names == ["Q6_K"] and embeddings.weight is None
     rng = np.random.default_rng(1)
     prompt = rng.integers(3, 200, size=21).tolist()
     forced = rng.integers(3, 200, size=5).tolist()

@@ -1,7 +1,7 @@
 """GGUF matrices kept quantized (`RunnerConfig(gguf_weights="quantized")`): Q4_0/Q4_1/Q8_0 blocks
 are read exactly, the integer kernel and its bf16 fallback compute the same product, and the model
 gives the greedy tokens of the dequantized bf16 path with logits as close to the exact (fp32) ones
-as that path's. K-quants: tests/model/test_gguf_kquants.py."""
+as that path's. K-quants and 5-bit blocks in a model: tests/model/test_gguf_kquants.py."""
 
 from __future__ import annotations
 
@@ -34,18 +34,19 @@ def _runner(path, **kwargs) -> ModelRunner:
 def test_blocks_are_read_as_the_gguf_package_reads_them(tmp_path):
     """Every quantized matrix of the file, kept as stored and dequantized in Rust, equals the
     `gguf` package's own dequantization (an independent reader of the same bytes)."""
-    write_tiny_gguf(tmp_path / "t.gguf", TinySpec(tensor_types=ALL_INT4))
+    five_bit = {"attn_q.weight": T.Q5_0, "attn_k.weight": T.Q5_1, "ffn_down.weight": T.Q5_0}
+    write_tiny_gguf(tmp_path / "t.gguf", TinySpec(tensor_types={**ALL_INT4, **five_bit}))
     checkpoint = read_gguf(tmp_path / "t.gguf")
     seen = set()
     for tensor in checkpoint.tensors:
-        if tensor.type_name not in ("Q4_0", "Q4_1", "Q8_0") or len(tensor.shape) != 2:
+        if tensor.type_name not in ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0") or len(tensor.shape) != 2:
             continue
         seen.add(tensor.type_name)
         rows, cols = tensor.shape
         matrix = gguf_matrix([(tensor.type_name, np.asarray(tensor.data).reshape(rows, -1))], cols)
         expected = quants.dequantize(tensor.data, tensor.ggml_type).reshape(tensor.shape)
         np.testing.assert_array_equal(dequantize_matrix(matrix).numpy(), expected)
-    assert seen == {"Q4_0", "Q4_1", "Q8_0"}
+    assert seen == {"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0"}
 
 
 @pytest.mark.parametrize("rows", [1, 5, MAX_KERNEL_ROWS + 3])

@@ -1,5 +1,5 @@
-"""Quantized linear layers on the CPU: a GGUF file's blocks (Q4_0 / Q4_1, Q8_0, and the K-quants
-Q4_K / Q5_K / Q6_K) held as stored by `sglr._core.GgufMatrix` (rust/decode) and multiplied as such;
+"""Quantized linear layers on the CPU: a GGUF file's blocks (Q4_0 / Q4_1, Q5_0 / Q5_1, Q8_0, and the
+K-quants Q4_K / Q5_K / Q6_K) held as stored by `sglr._core.GgufMatrix` (rust/decode) and multiplied as such;
 `sglr._core.Q4Matrix` is the 4-bit matrix built from levels, scales and zeros.
 
 Few rows (decode batches, short prefill chunks) run the integer kernels: the activations are
@@ -64,6 +64,22 @@ def quantized_linear(x: torch.Tensor, matrix) -> torch.Tensor:
         matrix.matmul(inputs, out, torch.get_num_threads())
         return torch.from_numpy(out).to(x.dtype)
     return F.linear(x, dequantize_matrix(matrix, x.dtype))
+
+
+def quantized_logits(hidden: torch.Tensor, matrix) -> torch.Tensor:
+    """fp32 logits `[n, vocab]` of `hidden` `[n, K]` against a quantized head: the integer kernel
+    for any number of rows (a head is too large to dequantize per call)."""
+    inputs = hidden.detach().to(torch.float32).contiguous().numpy()
+    out = np.empty((inputs.shape[0], matrix.rows), dtype=np.float32)
+    matrix.matmul(inputs, out, torch.get_num_threads())
+    return torch.from_numpy(out)
+
+
+def quantized_rows(matrix, row_ids: np.ndarray) -> torch.Tensor:
+    """Rows `row_ids` of a `GgufMatrix`, dequantized, fp32 `[len(row_ids), K]` (lookups)."""
+    out = np.empty((len(row_ids), matrix.cols), dtype=np.float32)
+    matrix.dequantize_rows(row_ids, out)
+    return torch.from_numpy(out)
 
 
 def dequantize_matrix(matrix, dtype: torch.dtype = torch.float32) -> torch.Tensor:

@@ -1,6 +1,6 @@
 """A CPU decode step in one Rust call (`sglr._core.CpuDecodeModel`, rust/decode) for Llama-shaped
-models whose matrices are all kept quantized (a GGUF checkpoint in Q4_0 / Q4_1, Q8_0 or the
-K-quants Q4_K / Q5_K / Q6_K).
+models whose matrices are all kept quantized (a GGUF checkpoint in Q4_0 / Q4_1, Q5_0 / Q5_1, Q8_0
+or the K-quants Q4_K / Q5_K / Q6_K).
 
 Why: a small model's batch-1 decode step run layer by layer from Python is a few hundred small
 operations (norms, rotary, KV writes, attention, four matmuls, residuals per layer), each with its
@@ -87,7 +87,7 @@ class CpuFusedDecode:
         head_module = model.model.embed_tokens if model.lm_head is None else model.lm_head
         self._head_module = head_module
         self._embed = model.model.embed_tokens
-        head = head_module.q8.matrix if head_module.q8 is not None else None
+        head = head_module.q8.matrix if head_module.q8 is not None else head_module.quantized
         inv_freq = compute_inv_freq(config)
         positions = torch.arange(model.rope.max_positions, dtype=torch.float32)
         freqs = positions[:, None] * inv_freq[None, :]  # one rounding per angle, as the rope module

@@ -1,10 +1,13 @@
 """Keeping a GGUF checkpoint's quantized matrices quantized in memory: every linear layer whose
 checkpoint matrices (each shard of a fused one) are all in a block format the CPU kernels run
-(`QUANTIZED_TYPE_NAMES`: Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K) gets a `sglr._core.GgufMatrix` built
-from the file's bytes as stored (rust/decode keeps them; the parts of a fused matrix may differ
-in format, as a Q4_K_M file's Q6_K values beside Q4_K queries) and drops its dense weight. An
-output head (or tied embeddings) stored as Q8_0 stays 8-bit the same way (`sglr.kernels.cpu_q8`).
-Everything else (other block formats, embeddings, norms, biases) loads dequantized as before.
+(`QUANTIZED_TYPE_NAMES`: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K) gets a
+`sglr._core.GgufMatrix` built from the file's bytes as stored (rust/decode keeps them; the parts
+of a fused matrix may differ in format, as a Q4_K_M file's Q6_K values beside Q4_K queries, or
+its Q5_0 / Q8_0 fallbacks for rows whose length is not a multiple of 256) and drops its dense
+weight. The output head (or tied embeddings) stays quantized too: Q8_0 through
+`sglr.kernels.cpu_q8` (exact f32 logits for a row or two), the other formats as a `GgufMatrix`
+(lookups dequantize the rows asked for). Everything else (other block formats, norms, biases)
+loads dequantized as before.
 """
 
 from __future__ import annotations
@@ -26,10 +29,10 @@ from sglr.model.gguf.tensor_types import raw_tensor_bytes, read_tensor_table
 from sglr.model.layers import FUSED_PROJECTIONS, Linear
 
 # Block formats kept as stored (rust/decode's kernels multiply them as such).
-QUANTIZED_TYPE_NAMES = ("Q4_0", "Q4_1", "Q8_0", "Q4_K", "Q5_K", "Q6_K")
+QUANTIZED_TYPE_NAMES = ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "Q5_K", "Q6_K")
 # Formats whose presence makes `gguf_weights="auto"` run quantized: 4 to 6 bits per weight, where
 # reading fewer bytes per decode step pays (a Q8_0-only file keeps its precision by default).
-LOW_BIT_TYPE_NAMES = ("Q4_0", "Q4_1", "Q4_K", "Q5_K", "Q6_K")
+LOW_BIT_TYPE_NAMES = ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K")
 
 
 def load_quantized_linears(model: torch.nn.Module, gguf_path: Path) -> set[str]:
@@ -70,7 +73,7 @@ def load_quantized_linears(model: torch.nn.Module, gguf_path: Path) -> set[str]:
             parts.append((tensor.type_name, _row_blocks(tensor, heads)))
         module.use_quantized(gguf_matrix(parts, module.in_features))
         consumed.update(names)
-    consumed.update(_load_q8_head(model, by_name))
+    consumed.update(_load_quantized_head(model, by_name))
     return consumed
 
 
@@ -82,20 +85,22 @@ def _row_blocks(tensor: GGUFTensor, rope_heads: int | None) -> np.ndarray:
     return blocks if rope_heads is None else unpermute_rope_rows(blocks, rope_heads)
 
 
-def _load_q8_head(model: torch.nn.Module, by_name: dict[str, GGUFTensor]) -> set[str]:
-    """The output head (or the tied embeddings) kept 8-bit when the file stores it as Q8_0;
-    returns the checkpoint name it consumed (none otherwise)."""
+def _load_quantized_head(model: torch.nn.Module, by_name: dict[str, GGUFTensor]) -> set[str]:
+    """The output head (or the tied embeddings) kept quantized when the file stores it in a
+    kernel format; returns the checkpoint name it consumed (none otherwise)."""
     head = getattr(model, "lm_head", None)
     name = "lm_head.weight"
     if head is None:
         head, name = model.model.embed_tokens, "model.embed_tokens.weight"
     tensor = by_name.get(name)
-    if tensor is None or tensor.type_name != "Q8_0" or head.tp is not None:
+    if tensor is None or tensor.type_name not in QUANTIZED_TYPE_NAMES or head.tp is not None:
         return set()
-    levels, scales = q8_0_levels_scales(tensor)
-    if levels.shape != tuple(head.weight.shape):
-        return set()
-    head.use_q8(Q8Weight(levels, scales))
+    if tuple(tensor.shape) != tuple(head.weight.shape):
+        return set()  # the dense loader reports the mismatch
+    if tensor.type_name == "Q8_0":
+        head.use_q8(Q8Weight(*q8_0_levels_scales(tensor)))
+    else:
+        head.use_quantized(gguf_matrix([(tensor.type_name, _row_blocks(tensor, None))], tensor.shape[1]))
     return {name}
 
 

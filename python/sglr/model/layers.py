@@ -15,7 +15,7 @@ from sglr.errors import CheckpointError
 from sglr.kernels import cpu_norm
 from sglr.kernels.cpu_linear import pack_weight, packed_linear
 from sglr.kernels.cpu_q8 import Q8Weight, q8_logits, q8_rows
-from sglr.kernels.cpu_quantized import quantized_linear
+from sglr.kernels.cpu_quantized import quantized_linear, quantized_logits, quantized_rows
 from sglr.model.lazy_tensor import LazyTensor, materialize
 from sglr.model.parallel import TensorParallel, vocab_shard
 
@@ -143,6 +143,8 @@ class VocabParallelEmbedding(torch.nn.Module):
         self._cpu_pack: torch.Tensor | None = None
         # Set by `use_q8`: the rows as 8-bit blocks (CPU) instead of dense ones.
         self.q8: Q8Weight | None = None
+        # Set by `use_quantized`: the rows as a GGUF file's blocks (`sglr._core.GgufMatrix`, CPU).
+        self.quantized = None
 
     def use_q8(self, weight: Q8Weight) -> None:
         """Replaces the dense rows (dropped: not a parameter to load any more) by 8-bit ones.
@@ -155,9 +157,21 @@ class VocabParallelEmbedding(torch.nn.Module):
         self.q8 = weight
         self.register_parameter("weight", None)
 
+    def use_quantized(self, matrix) -> None:
+        """As `use_q8` for a `sglr._core.GgufMatrix` (K-quants, 4- and 5-bit blocks): lookups
+        dequantize their rows; logits multiply the blocks with int8 activations."""
+        if self.tp is not None:
+            raise ValueError("a quantized head is not supported under tensor parallelism")
+        if (matrix.rows, matrix.cols) != tuple(self.weight.shape):
+            raise ValueError(f"quantized head {(matrix.rows, matrix.cols)} != {tuple(self.weight.shape)}")
+        self.quantized = matrix
+        self.register_parameter("weight", None)
+
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         if self.q8 is not None:
             return q8_rows(self.q8, input_ids.cpu().numpy()).to(self.dtype)
+        if self.quantized is not None:
+            return quantized_rows(self.quantized, input_ids.cpu().numpy()).to(self.dtype)
         if self.tp is None:
             return F.embedding(input_ids, self.weight)
         local = input_ids - self.vocab_start
@@ -169,6 +183,8 @@ class VocabParallelEmbedding(torch.nn.Module):
         """fp32 logits over the whole vocabulary, using these rows as the output head."""
         if self.q8 is not None:
             return q8_logits(hidden, self.q8)
+        if self.quantized is not None:
+            return quantized_logits(hidden, self.quantized)
         if self.prepack_on_cpu and hidden.device.type == "cpu":
             if self._cpu_pack is None:
                 self._cpu_pack = pack_weight(self.weight)

@@ -80,17 +80,24 @@ impl Isa {
     }
 }
 
-/// `out[i] = w . xs[i]` for a 4-bit weight row; every row has `w`'s length.
+/// `out[i] = w . xs[i]` for a 4- or 5-bit weight row; every row has `w`'s length.
 pub fn q4_dots(isa: Isa, w: Q4Row<'_>, xs: &[QuantizedRow<'_>], out: &mut [f32]) {
     let num_blocks = w.nibbles.len() / BLOCK_BYTES;
     let stride = padded_blocks(num_blocks);
     assert!(w.scales.len() == stride && w.mins.len() == stride && out.len() == xs.len());
+    assert!(w.fifth_bits.is_empty() || w.fifth_bits.len() == num_blocks);
     for x in xs {
         assert!(x.levels.len() == num_blocks * BLOCK_LEN && x.scales.len() == stride);
         assert!(x.scaled_sums.len() == stride);
     }
     // SAFETY: the lengths were checked above; the kernels' instruction sets were detected.
-    unsafe { by_isa!(isa, w, xs, out, simd::q4_vnni, simd::q4_avx2, q4_portable) }
+    unsafe {
+        if w.fifth_bits.is_empty() {
+            by_isa!(isa, w, xs, out, simd::q4_vnni, simd::q4_avx2, q4_portable)
+        } else {
+            by_isa!(isa, w, xs, out, simd::q5_vnni, simd::q5_avx2, q4_portable)
+        }
+    }
 }
 
 /// `out[i] = w . xs[i]` for an 8-bit weight row.
@@ -111,10 +118,13 @@ fn q4_portable(w: Q4Row<'_>, xs: &[QuantizedRow<'_>], out: &mut [f32]) {
         for b in 0..w.nibbles.len() / BLOCK_BYTES {
             let packed = &w.nibbles[b * BLOCK_BYTES..(b + 1) * BLOCK_BYTES];
             let levels = &x.levels[b * BLOCK_LEN..(b + 1) * BLOCK_LEN];
+            let bits = w.fifth_bits.get(b).copied().unwrap_or(0);
             let mut sum = 0i32;
             for (j, &byte) in packed.iter().enumerate() {
-                sum += i32::from(byte & 15) * i32::from(levels[j]);
-                sum += i32::from(byte >> 4) * i32::from(levels[j + BLOCK_BYTES]);
+                let low = i32::from(byte & 15) | (((bits >> j) & 1) as i32) << 4;
+                let high = i32::from(byte >> 4) | (((bits >> (j + BLOCK_BYTES)) & 1) as i32) << 4;
+                sum += low * i32::from(levels[j]);
+                sum += high * i32::from(levels[j + BLOCK_BYTES]);
             }
             total += sum as f32 * (widen(w.scales[b]) * x.scales[b]) + widen(w.mins[b]) * x.scaled_sums[b];
         }
@@ -234,10 +244,27 @@ mod simd {
         };
     }
 
-    /// The 4-bit kernels: blocks in runs of eight, whose fp16 scales and minimums widen in one
-    /// instruction each; a block's scale product is then broadcast from its lane.
+    /// A 5-bit block's fifth bits (bit i: weight i) as 32 bytes of 16 or 0.
+    #[target_feature(enable = "avx2")]
+    unsafe fn fifth_bits(bits: u32) -> __m256i {
+        // Byte i takes byte i / 8 of the word (each 128-bit lane holds a copy), then its bit i % 8.
+        let spread = _mm256_shuffle_epi8(
+            _mm256_set1_epi32(bits as i32),
+            _mm256_setr_epi8(
+                0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3,
+                3,
+            ),
+        );
+        let select = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
+        let set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, select), select);
+        _mm256_and_si256(set, _mm256_set1_epi8(16))
+    }
+
+    /// The 4-bit kernels (and, with `$five`, the 5-bit ones): blocks in runs of eight, whose fp16
+    /// scales and minimums widen in one instruction each; a block's scale product is then
+    /// broadcast from its lane.
     macro_rules! q4_kernel {
-        ($name:ident, $features:literal, $products:ident) => {
+        ($name:ident, $features:literal, $products:ident, $five:literal) => {
             #[target_feature(enable = $features)]
             pub(super) unsafe fn $name<const N: usize>(
                 w: Q4Row<'_>,
@@ -267,8 +294,14 @@ mod simd {
                         // Unrolled: the even and odd accumulators alternate without a branch.
                         for pair in 0..4 {
                             for (lane, acc) in [(2 * pair, &mut even), (2 * pair + 1, &mut odd)] {
-                                let weights =
+                                let mut weights =
                                     unpack_nibbles(w.nibbles.as_ptr().add((first + lane) * BLOCK_BYTES));
+                                if $five {
+                                    weights = _mm256_or_si256(
+                                        weights,
+                                        fifth_bits(*w.fifth_bits.get_unchecked(first + lane)),
+                                    );
+                                }
                                 let index = _mm256_set1_epi32(lane as i32);
                                 for i in 0..N {
                                     let x = xs.get_unchecked(i);
@@ -283,8 +316,14 @@ mod simd {
                         }
                     } else {
                         for lane in 0..count {
-                            let weights =
+                            let mut weights =
                                 unpack_nibbles(w.nibbles.as_ptr().add((first + lane) * BLOCK_BYTES));
+                            if $five {
+                                weights = _mm256_or_si256(
+                                    weights,
+                                    fifth_bits(*w.fifth_bits.get_unchecked(first + lane)),
+                                );
+                            }
                             let index = _mm256_set1_epi32(lane as i32);
                             for i in 0..N {
                                 let x = xs.get_unchecked(i);
@@ -307,8 +346,10 @@ mod simd {
         };
     }
 
-    q4_kernel!(q4_vnni, "avx2,fma,f16c,avx512vnni,avx512vl", products_vnni);
-    q4_kernel!(q4_avx2, "avx2,fma,f16c", products_avx2);
+    q4_kernel!(q4_vnni, "avx2,fma,f16c,avx512vnni,avx512vl", products_vnni, false);
+    q4_kernel!(q4_avx2, "avx2,fma,f16c", products_avx2, false);
+    q4_kernel!(q5_vnni, "avx2,fma,f16c,avx512vnni,avx512vl", products_vnni, true);
+    q4_kernel!(q5_avx2, "avx2,fma,f16c", products_avx2, true);
     // Signed x signed through the unsigned x signed instructions: |w| times x with w's sign.
     kernel!(
         q8_vnni,
@@ -392,6 +433,73 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn q5_kernels_agree_with_the_reference_for_every_group_size() {
+        use crate::q4::Q4Format;
+        // Random Q5_1 and Q5_0 blocks (finite fp16 scales), 3 rows of 320 columns.
+        let (rows, cols) = (3, 320);
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        };
+        for format in [Q4Format::FiveBitWithMin, Q4Format::FiveBitSymmetric] {
+            let mut bytes: Vec<u8> = (0..rows * cols / 32 * format.block_bytes()).map(|_| next()).collect();
+            for (b, block) in bytes.chunks_exact_mut(format.block_bytes()).enumerate() {
+                block[0..2].copy_from_slice(
+                    &half::f16::from_f32(0.01 + (b % 5) as f32 * 0.003).to_bits().to_le_bytes(),
+                );
+                if format == Q4Format::FiveBitWithMin {
+                    block[2..4].copy_from_slice(
+                        &half::f16::from_f32(-0.1 + (b % 3) as f32 * 0.05).to_bits().to_le_bytes(),
+                    );
+                }
+            }
+            let matrix = Q4Matrix::from_gguf(&[(format, &bytes, rows)], cols).unwrap();
+            for num_inputs in 1..=9 {
+                let acts = activations(num_inputs, cols, num_inputs as f32);
+                let xs: Vec<_> = (0..num_inputs).map(|i| acts.row(i)).collect();
+                for r in 0..rows {
+                    let mut weight = vec![0.0; cols];
+                    matrix.dequantize_row(r, &mut weight);
+                    assert!(weight.iter().any(|&v| v != 0.0));
+                    for isa in Isa::available() {
+                        let mut out = vec![0.0; num_inputs];
+                        q4_dots(isa, matrix.row(r), &xs, &mut out);
+                        for (i, &got) in out.iter().enumerate() {
+                            let want = reference(&weight, &acts.dequantized_row(i));
+                            assert!(
+                                (f64::from(got) - want).abs() < 1e-4 * want.abs().max(1.0),
+                                "{format:?} {isa:?} {got} vs {want}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn q5_blocks_read_their_fifth_bits() {
+        use crate::q4::Q4Format;
+        // Q5_0: d = 1, fifth bits on for weights 0 and 31 only, nibbles all zero:
+        // weight 0 = 16 - 16 = 0, weights 1..30 = -16, weight 31 = 0.
+        let mut block = vec![0u8; 22];
+        block[0..2].copy_from_slice(&half::f16::from_f32(1.0).to_bits().to_le_bytes());
+        block[2..6].copy_from_slice(&(1u32 | 1 << 31).to_le_bytes());
+        let matrix = Q4Matrix::from_gguf(&[(Q4Format::FiveBitSymmetric, &block, 1)], 32).unwrap();
+        let mut out = vec![0.0; 32];
+        matrix.dequantize_row(0, &mut out);
+        assert_eq!((out[0], out[1], out[30], out[31]), (0.0, -16.0, -16.0, 0.0));
+        assert!(Q4Matrix::from_gguf(
+            &[(Q4Format::FiveBitSymmetric, &block, 1), (Q4Format::Symmetric, &block[..18], 1)],
+            32
+        )
+        .is_err());
     }
 
     #[test]

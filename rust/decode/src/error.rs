@@ -13,7 +13,7 @@ pub enum DecodeError {
     SuperColumns { kind: &'static str, cols: usize },
     #[error("{kind} matrix row {row}: a non-finite fp16 scale")]
     Scale { kind: &'static str, row: usize },
-    #[error("GGUF block type {0} cannot be kept quantized (Q4_0, Q4_1, Q8_0, Q4_K, Q5_K and Q6_K can)")]
+    #[error("GGUF block type {0} cannot be kept quantized (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K can)")]
     BlockType(String),
     #[error("model shape: {0}")]
     Shape(String),

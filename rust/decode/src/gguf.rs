@@ -1,6 +1,6 @@
 //! One quantized matrix from a checkpoint's GGUF parts (the q, k and v of a fused projection,
 //! say), each kept in its own block format: consecutive 4-bit parts (Q4_0 / Q4_1) share one
-//! `Q4Matrix`, consecutive parts of one K-quant type or of Q8_0 are joined, and parts of
+//! `Q4Matrix`, as do consecutive 5-bit ones (Q5_0 / Q5_1), consecutive parts of one K-quant type or of Q8_0 are joined, and parts of
 //! different kinds are stacked (`RowStack`).
 
 use std::sync::Arc;
@@ -24,6 +24,8 @@ impl BlockType {
         match name {
             "Q4_0" => Ok(Self::Q4(Q4Format::Symmetric)),
             "Q4_1" => Ok(Self::Q4(Q4Format::WithMin)),
+            "Q5_0" => Ok(Self::Q4(Q4Format::FiveBitSymmetric)),
+            "Q5_1" => Ok(Self::Q4(Q4Format::FiveBitWithMin)),
             "Q8_0" => Ok(Self::Q8),
             other => {
                 KQuant::from_name(other).map(Self::K).ok_or_else(|| DecodeError::BlockType(other.to_string()))
@@ -31,9 +33,12 @@ impl BlockType {
         }
     }
 
-    /// Parts of the same group become one matrix.
+    /// Parts of the same group become one matrix (4-bit formats together, 5-bit ones together).
     fn same_group(self, other: Self) -> bool {
-        matches!((self, other), (Self::Q4(_), Self::Q4(_))) || self == other
+        match (self, other) {
+            (Self::Q4(a), Self::Q4(b)) => a.has_fifth_bit() == b.has_fifth_bit(),
+            _ => self == other,
+        }
     }
 }
 
@@ -128,8 +133,8 @@ mod tests {
     fn unsupported_types_and_bad_sizes_are_errors() {
         let bytes = q4_0_row(1, 1.0);
         assert_eq!(
-            gguf_matrix(&[GgufPart { type_name: "Q5_0", bytes: &bytes, rows: 1 }], 32).err(),
-            Some(DecodeError::BlockType("Q5_0".into()))
+            gguf_matrix(&[GgufPart { type_name: "IQ4_NL", bytes: &bytes, rows: 1 }], 32).err(),
+            Some(DecodeError::BlockType("IQ4_NL".into()))
         );
         assert!(matches!(
             gguf_matrix(&[GgufPart { type_name: "Q4_0", bytes: &bytes, rows: 2 }], 32),

@@ -1,8 +1,10 @@
-//! A 4-bit matrix as GGUF's Q4_0 / Q4_1 store it: rows of blocks of 32 weights, each block
-//! `w_i = scale * q_i + min` with q in 0..=15, its 16 bytes holding weight j in the low nibble
-//! of byte j and weight j + 16 in the high one (so a block unpacks with one mask and one shift).
-//! Scales and minimums are fp16, as GGUF stores them: 20 bytes per 32 weights. Each row's scales
-//! are padded with zeros to a multiple of `SCALE_RUN` so kernels load them eight at a time.
+//! A 4- or 5-bit matrix as GGUF's Q4_0 / Q4_1 / Q5_0 / Q5_1 store it: rows of blocks of 32
+//! weights, each block `w_i = scale * q_i + min` with q in 0..=15 (0..=31 with a fifth bit), its
+//! 16 bytes holding the low four bits of weight j in the low nibble of byte j and of weight j + 16
+//! in the high one (so a block unpacks with one mask and one shift); 5-bit blocks add one u32 whose
+//! bit i is weight i's fifth bit. Scales and minimums are fp16, as GGUF stores them: 20 (24)
+//! bytes per 32 weights. Each row's scales are padded with zeros to a multiple of `SCALE_RUN` so
+//! kernels load them eight at a time.
 
 use half::f16;
 
@@ -19,13 +21,17 @@ pub(crate) fn padded_blocks(num_blocks: usize) -> usize {
     num_blocks.div_ceil(SCALE_RUN) * SCALE_RUN
 }
 
-/// GGUF's two 4-bit block formats.
+/// GGUF's 4- and 5-bit block formats of 32 weights.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Q4Format {
     /// Q4_0: fp16 `d`, 16 bytes of nibbles; `w = d (q - 8)`.
     Symmetric,
     /// Q4_1: fp16 `d`, fp16 `m`, 16 bytes; `w = d q + m`.
     WithMin,
+    /// Q5_0: fp16 `d`, u32 fifth bits, 16 bytes; `w = d (q - 16)`.
+    FiveBitSymmetric,
+    /// Q5_1: fp16 `d`, fp16 `m`, u32 fifth bits, 16 bytes; `w = d q + m`.
+    FiveBitWithMin,
 }
 
 impl Q4Format {
@@ -33,6 +39,8 @@ impl Q4Format {
         match self {
             Self::Symmetric => 18,
             Self::WithMin => 20,
+            Self::FiveBitSymmetric => 22,
+            Self::FiveBitWithMin => 24,
         }
     }
 
@@ -40,13 +48,25 @@ impl Q4Format {
         match self {
             Self::Symmetric => "Q4_0",
             Self::WithMin => "Q4_1",
+            Self::FiveBitSymmetric => "Q5_0",
+            Self::FiveBitWithMin => "Q5_1",
         }
+    }
+
+    pub fn has_fifth_bit(self) -> bool {
+        matches!(self, Self::FiveBitSymmetric | Self::FiveBitWithMin)
+    }
+
+    fn has_min(self) -> bool {
+        matches!(self, Self::WithMin | Self::FiveBitWithMin)
     }
 }
 
 #[derive(Debug)]
 pub struct Q4Matrix {
     nibbles: Vec<u8>,
+    /// 5-bit matrices: per block, bit i is weight i's fifth bit; empty for 4-bit ones.
+    fifth_bits: Vec<u32>,
     /// fp16 bits.
     scales: Vec<u16>,
     mins: Vec<u16>,
@@ -58,6 +78,8 @@ pub struct Q4Matrix {
 #[derive(Clone, Copy, Debug)]
 pub struct Q4Row<'a> {
     pub nibbles: &'a [u8],
+    /// One per block (5-bit rows), or empty (4-bit rows).
+    pub fifth_bits: &'a [u32],
     /// fp16 bits, one per block, zero-padded to a multiple of `SCALE_RUN`.
     pub scales: &'a [u16],
     pub mins: &'a [u16],
@@ -101,16 +123,22 @@ impl Q4Matrix {
                 dest_mins[b] = f16::from_f32(zero - 8.0 * scale).to_bits();
             }
         }
-        Ok(Self { nibbles, scales: padded_scales, mins: padded_mins, rows, cols })
+        Ok(Self { nibbles, fifth_bits: Vec::new(), scales: padded_scales, mins: padded_mins, rows, cols })
     }
 
     /// From GGUF's blocks, as stored: `parts` of consecutive rows `(format, bytes, rows)`, so a
-    /// fused matrix (q/k/v, gate/up) may mix the two formats. Nibbles are copied as they are (the
-    /// layout is GGUF's); Q4_0's minimum is `-8 d`, exact in fp16.
+    /// fused matrix (q/k/v, gate/up) may mix formats, all 4-bit or all 5-bit. Nibbles and fifth
+    /// bits are copied as they are (the layout is GGUF's); Q4_0's minimum is `-8 d`, Q5_0's
+    /// `-16 d`, exact in fp16.
     pub fn from_gguf(parts: &[(Q4Format, &[u8], usize)], cols: usize) -> Result<Self, DecodeError> {
         if cols == 0 || cols % BLOCK_LEN != 0 {
             return Err(DecodeError::Columns(cols));
         }
+        let five = parts.first().is_some_and(|&(format, _, _)| format.has_fifth_bit());
+        if parts.iter().any(|&(format, _, _)| format.has_fifth_bit() != five) {
+            return Err(DecodeError::Shape("4-bit and 5-bit blocks in one matrix".into()));
+        }
+        let mut fifth_bits = Vec::new();
         let (blocks, stride) = (cols / BLOCK_LEN, padded_blocks(cols / BLOCK_LEN));
         let rows: usize = parts.iter().map(|&(_, _, rows)| rows).sum();
         let mut nibbles = Vec::with_capacity(rows * blocks * BLOCK_BYTES);
@@ -124,8 +152,18 @@ impl Q4Matrix {
                     let scale = f16::from_bits(u16::from_le_bytes([block[0], block[1]]));
                     let min = match format {
                         Q4Format::Symmetric => f16::from_f32(-8.0 * scale.to_f32()),
-                        Q4Format::WithMin => f16::from_bits(u16::from_le_bytes([block[2], block[3]])),
+                        Q4Format::FiveBitSymmetric => f16::from_f32(-16.0 * scale.to_f32()),
+                        _ => f16::from_bits(u16::from_le_bytes([block[2], block[3]])),
                     };
+                    if five {
+                        let at = if format.has_min() { 4 } else { 2 };
+                        fifth_bits.push(u32::from_le_bytes([
+                            block[at],
+                            block[at + 1],
+                            block[at + 2],
+                            block[at + 3],
+                        ]));
+                    }
                     if !scale.is_finite() || !min.is_finite() {
                         return Err(DecodeError::Scale { kind: format.name(), row });
                     }
@@ -136,7 +174,7 @@ impl Q4Matrix {
                 row += 1;
             }
         }
-        Ok(Self { nibbles, scales, mins, rows, cols })
+        Ok(Self { nibbles, fifth_bits, scales, mins, rows, cols })
     }
 
     pub fn rows(&self) -> usize {
@@ -148,13 +186,19 @@ impl Q4Matrix {
     }
 
     pub fn num_bytes(&self) -> usize {
-        self.nibbles.len() + 2 * (self.scales.len() + self.mins.len())
+        self.nibbles.len() + 4 * self.fifth_bits.len() + 2 * (self.scales.len() + self.mins.len())
     }
 
     pub fn row(&self, index: usize) -> Q4Row<'_> {
         let (blocks, stride) = (self.cols / BLOCK_LEN, padded_blocks(self.cols / BLOCK_LEN));
+        let fifth_bits = if self.fifth_bits.is_empty() {
+            &[][..]
+        } else {
+            &self.fifth_bits[index * blocks..(index + 1) * blocks]
+        };
         Q4Row {
             nibbles: &self.nibbles[index * blocks * BLOCK_BYTES..(index + 1) * blocks * BLOCK_BYTES],
+            fifth_bits,
             scales: &self.scales[index * stride..(index + 1) * stride],
             mins: &self.mins[index * stride..(index + 1) * stride],
         }
@@ -163,16 +207,21 @@ impl Q4Matrix {
     /// Row `index` as f32 into `out` (`cols` values).
     pub fn dequantize_row(&self, index: usize, out: &mut [f32]) {
         let row = self.row(index);
-        for (((dest, packed), &scale), &min) in out
+        for (b, (((dest, packed), &scale), &min)) in out
             .chunks_exact_mut(BLOCK_LEN)
             .zip(row.nibbles.chunks_exact(BLOCK_BYTES))
             .zip(row.scales)
             .zip(row.mins)
+            .enumerate()
         {
             let (scale, min) = (f16::from_bits(scale).to_f32(), f16::from_bits(min).to_f32());
+            let bits = row.fifth_bits.get(b).copied().unwrap_or(0);
             for (j, &byte) in packed.iter().enumerate() {
-                dest[j] = scale * f32::from(byte & 15) + min;
-                dest[j + BLOCK_BYTES] = scale * f32::from(byte >> 4) + min;
+                let (low, high) = (byte & 15, byte >> 4);
+                let low = low | (((bits >> j) & 1) as u8) << 4;
+                let high = high | (((bits >> (j + BLOCK_BYTES)) & 1) as u8) << 4;
+                dest[j] = scale * f32::from(low) + min;
+                dest[j + BLOCK_BYTES] = scale * f32::from(high) + min;
             }
         }
     }

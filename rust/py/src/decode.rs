@@ -204,17 +204,46 @@ impl PyGgufMatrix {
     fn dequantize(&self, py: Python<'_>, out: &Bound<'_, PyAny>, num_threads: usize) -> PyResult<()> {
         run_dequantize(py, self.inner.as_ref(), out, num_threads)
     }
+
+    /// Rows `row_ids`, dequantized into `out` (`[len(row_ids), cols]` float32): embedding lookups.
+    fn dequantize_rows(
+        &self,
+        row_ids: &Bound<'_, PyAny>,
+        mut out: PyReadwriteArray2<'_, f32>,
+    ) -> PyResult<()> {
+        let (rows, cols) = (self.inner.rows(), self.inner.cols());
+        let ids = IdArray::extract(row_ids, "row_ids")?;
+        let ids = ids.as_slice();
+        if out.shape() != [ids.len(), cols] {
+            return Err(PyValueError::new_err(format!(
+                "out is {:?}, expected [{}, {cols}]",
+                out.shape(),
+                ids.len()
+            )));
+        }
+        if let Some(&bad) = ids.iter().find(|&&id| id as usize >= rows) {
+            return Err(PyValueError::new_err(format!("row id {bad} outside the matrix's {rows} rows")));
+        }
+        let out = out.as_slice_mut().map_err(|_| PyValueError::new_err("out must be C-contiguous"))?;
+        for (&id, dest) in ids.iter().zip(out.chunks_exact_mut(cols)) {
+            self.inner.dequantize_row(id as usize, dest);
+        }
+        Ok(())
+    }
 }
 
-/// A `Q4Matrix` or `GgufMatrix` as the fused step holds it.
+/// A `Q4Matrix`, `Q8Matrix` or `GgufMatrix` as the fused step holds it.
 fn shared_weight(matrix: &Bound<'_, PyAny>) -> PyResult<SharedWeight> {
     if let Ok(q4) = matrix.cast::<PyQ4Matrix>() {
         return Ok(q4.get().inner.clone());
     }
+    if let Ok(q8) = matrix.cast::<PyQ8Matrix>() {
+        return Ok(q8.get().inner.clone());
+    }
     if let Ok(gguf) = matrix.cast::<PyGgufMatrix>() {
         return Ok(gguf.get().inner.clone());
     }
-    Err(PyTypeError::new_err("layer matrices must be Q4Matrix or GgufMatrix objects"))
+    Err(PyTypeError::new_err("matrices must be Q4Matrix, Q8Matrix or GgufMatrix objects"))
 }
 
 type LevelsScales<'py> = (Bound<'py, PyArray2<i8>>, Bound<'py, PyArray2<f32>>);
@@ -313,8 +342,8 @@ type LayerTuple<'py> = (
 
 /// A Llama-shaped model's decode step in one call (`sglr-decode`). Layers are tuples
 /// `(input_norm, qkv, qkv_bias | None, o, post_norm, gate_up, down, sliding_window | None)`,
-/// norms float32, matrices `Q4Matrix` or `GgufMatrix`; `head` a `Q8Matrix` or None (then `step` returns the final-normalized hidden
-/// states); `rope_cos`, `rope_sin` `[positions, head_dim / 2]` float32.
+/// norms float32, matrices `Q4Matrix` or `GgufMatrix`; `head` a `Q8Matrix`, `GgufMatrix` or None
+/// (then `step` returns the final-normalized hidden states); `rope_cos`, `rope_sin` `[positions, head_dim / 2]` float32.
 #[pyclass(frozen, name = "CpuDecodeModel", module = "sglr._core")]
 pub(crate) struct PyCpuDecodeModel {
     model: DecodeModel,
@@ -337,7 +366,7 @@ impl PyCpuDecodeModel {
         attention_scale: f32,
         layers: Vec<LayerTuple<'_>>,
         final_norm: PyReadonlyArray1<'_, f32>,
-        head: Option<PyRef<'_, PyQ8Matrix>>,
+        head: Option<Bound<'_, PyAny>>,
         rope_cos: PyReadonlyArray2<'_, f32>,
         rope_sin: PyReadonlyArray2<'_, f32>,
         num_threads: usize,
@@ -372,7 +401,7 @@ impl PyCpuDecodeModel {
             shape,
             weights,
             slice(&final_norm, "final_norm")?.to_vec(),
-            head.map(|h| h.inner.clone() as SharedWeight),
+            head.as_ref().map(shared_weight).transpose()?,
             rotary,
         )
         .map_err(decode_error)?;
