@@ -98,7 +98,13 @@ def test_unsupported_and_malformed_blocks_are_refused():
         gguf_matrix([("Q4_K", np.zeros((1, 144), dtype=np.uint8))], 128)
     with pytest.raises(ValueError, match="Q6_K bytes"):
         gguf_matrix([("Q6_K", np.zeros((1, 200), dtype=np.uint8))], 256)
-    blocks = quantize_k(_values(1, 256, seed=0), T.Q4_K)
+    blocks = quantize_k(_values(2, 256, seed=0), T.Q4_K)
+    matrix = gguf_matrix([("Q4_K", blocks)], 256)
+    rows = np.empty((2, 256), dtype=np.float32)
+    matrix.dequantize_rows(np.array([1, 0]), rows)
+    np.testing.assert_array_equal(rows, dequantize_matrix(matrix).numpy()[[1, 0]])
+    with pytest.raises(ValueError, match="outside"):
+        matrix.dequantize_rows(np.array([2]), rows[:1])
     blocks[0, :2] = np.array([0x7E00], dtype="<u2").view(np.uint8)  # a NaN super-block scale
     with pytest.raises(ValueError, match="non-finite"):
         gguf_matrix([("Q4_K", blocks)], 256)

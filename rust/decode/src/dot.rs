@@ -44,7 +44,9 @@ pub const MAX_GROUP: usize = 4;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Isa {
     Portable,
+    /// AVX2 with FMA and F16C.
     Avx2,
+    /// The above with AVX-512 VNNI, VL and BW (256-bit vectors).
     Avx512Vnni,
 }
 
@@ -53,11 +55,13 @@ impl Isa {
     pub fn detect() -> Self {
         #[cfg(target_arch = "x86_64")]
         {
-            let avx2 =
-                std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma");
+            let avx2 = std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("fma")
+                && std::arch::is_x86_feature_detected!("f16c");
             if avx2
                 && std::arch::is_x86_feature_detected!("avx512vnni")
                 && std::arch::is_x86_feature_detected!("avx512vl")
+                && std::arch::is_x86_feature_detected!("avx512bw")
             {
                 return Self::Avx512Vnni;
             }
@@ -244,6 +248,19 @@ mod simd {
         };
     }
 
+    /// A 5-bit block's levels: its nibbles plus 16 where bit i of `bits` is set (weight i).
+    #[target_feature(enable = "avx2")]
+    unsafe fn add_fifth_avx2(nibbles: __m256i, bits: u32) -> __m256i {
+        _mm256_or_si256(nibbles, fifth_bits(bits))
+    }
+
+    /// As `add_fifth_avx2`, in one masked add (AVX-512BW's byte masks).
+    #[allow(clippy::incompatible_msrv)]
+    #[target_feature(enable = "avx2,avx512bw,avx512vl")]
+    unsafe fn add_fifth_avx512(nibbles: __m256i, bits: u32) -> __m256i {
+        _mm256_mask_add_epi8(nibbles, bits, nibbles, _mm256_set1_epi8(16))
+    }
+
     /// A 5-bit block's fifth bits (bit i: weight i) as 32 bytes of 16 or 0.
     #[target_feature(enable = "avx2")]
     unsafe fn fifth_bits(bits: u32) -> __m256i {
@@ -264,7 +281,7 @@ mod simd {
     /// scales and minimums widen in one instruction each; a block's scale product is then
     /// broadcast from its lane.
     macro_rules! q4_kernel {
-        ($name:ident, $features:literal, $products:ident, $five:literal) => {
+        ($name:ident, $features:literal, $products:ident, $five:literal, $add_fifth:ident) => {
             #[target_feature(enable = $features)]
             pub(super) unsafe fn $name<const N: usize>(
                 w: Q4Row<'_>,
@@ -297,10 +314,7 @@ mod simd {
                                 let mut weights =
                                     unpack_nibbles(w.nibbles.as_ptr().add((first + lane) * BLOCK_BYTES));
                                 if $five {
-                                    weights = _mm256_or_si256(
-                                        weights,
-                                        fifth_bits(*w.fifth_bits.get_unchecked(first + lane)),
-                                    );
+                                    weights = $add_fifth(weights, *w.fifth_bits.get_unchecked(first + lane));
                                 }
                                 let index = _mm256_set1_epi32(lane as i32);
                                 for i in 0..N {
@@ -319,10 +333,7 @@ mod simd {
                             let mut weights =
                                 unpack_nibbles(w.nibbles.as_ptr().add((first + lane) * BLOCK_BYTES));
                             if $five {
-                                weights = _mm256_or_si256(
-                                    weights,
-                                    fifth_bits(*w.fifth_bits.get_unchecked(first + lane)),
-                                );
+                                weights = $add_fifth(weights, *w.fifth_bits.get_unchecked(first + lane));
                             }
                             let index = _mm256_set1_epi32(lane as i32);
                             for i in 0..N {
@@ -346,10 +357,10 @@ mod simd {
         };
     }
 
-    q4_kernel!(q4_vnni, "avx2,fma,f16c,avx512vnni,avx512vl", products_vnni, false);
-    q4_kernel!(q4_avx2, "avx2,fma,f16c", products_avx2, false);
-    q4_kernel!(q5_vnni, "avx2,fma,f16c,avx512vnni,avx512vl", products_vnni, true);
-    q4_kernel!(q5_avx2, "avx2,fma,f16c", products_avx2, true);
+    q4_kernel!(q4_vnni, "avx2,fma,f16c,avx512vnni,avx512vl", products_vnni, false, add_fifth_avx2);
+    q4_kernel!(q4_avx2, "avx2,fma,f16c", products_avx2, false, add_fifth_avx2);
+    q4_kernel!(q5_vnni, "avx2,fma,f16c,avx512vnni,avx512vl,avx512bw", products_vnni, true, add_fifth_avx512);
+    q4_kernel!(q5_avx2, "avx2,fma,f16c", products_avx2, true, add_fifth_avx2);
     // Signed x signed through the unsigned x signed instructions: |w| times x with w's sign.
     kernel!(
         q8_vnni,

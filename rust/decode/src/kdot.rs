@@ -94,17 +94,41 @@ mod simd {
 
     use crate::act::QuantizedRow;
     use crate::dot::simd_common::{horizontal_sum, products_avx2, products_vnni};
-    use crate::kquant::{k4_scales_mins, SUPER_BLOCKS};
+    use crate::kquant::SUPER_BLOCKS;
     use crate::q4::BLOCK_LEN;
 
-    unsafe fn read_f16(ptr: *const u8) -> f32 {
-        half::f16::from_bits(u16::from_le_bytes([*ptr, *ptr.add(1)])).to_f32()
+    /// Two consecutive fp16 values (Q4_K's `d`, `dmin`) as f32 lanes 0 and 1.
+    #[target_feature(enable = "avx2,f16c")]
+    unsafe fn read_f16_pair(ptr: *const u8) -> __m128 {
+        _mm_cvtph_ps(_mm_cvtsi32_si128(ptr.cast::<i32>().read_unaligned()))
     }
 
-    /// Eight unsigned bytes as eight f32.
+    /// One fp16 value as f32 lane 0 (reads two bytes only: Q6_K's `d` ends its super-block).
+    #[target_feature(enable = "avx2,f16c")]
+    unsafe fn read_f16(ptr: *const u8) -> __m128 {
+        _mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(ptr.cast::<u16>().read_unaligned())))
+    }
+
+    /// Eight bytes (`low` then `high`, little-endian) as eight f32.
     #[target_feature(enable = "avx2")]
-    unsafe fn widen_u8(bytes: &[u8; 8]) -> __m256 {
-        _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(bytes.as_ptr().cast())))
+    unsafe fn widen_bytes(low: u32, high: u32) -> __m256 {
+        let bytes = _mm_cvtsi64_si128((u64::from(high) << 32 | u64::from(low)) as i64);
+        _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes))
+    }
+
+    /// Q4_K / Q5_K's eight 6-bit scales and minimums (as `k4_scales_mins` reads them) as eight
+    /// f32 each, from the 12 packed bytes read as three little-endian words.
+    #[target_feature(enable = "avx2")]
+    unsafe fn k4_scales_mins_f32(packed: *const u8) -> (__m256, __m256) {
+        let word = |i: usize| packed.add(4 * i).cast::<u32>().read_unaligned();
+        let (low_scales, low_mins, nibbles) = (word(0), word(1), word(2));
+        // Blocks 0-3: the low six bits; blocks 4-7: a nibble from word 2, and the top two bits of
+        // words 0 / 1 as bits 4-5 ((b >> 6) << 4 == (b >> 2) & 0x30 byte by byte).
+        let scales_0_3 = low_scales & 0x3f3f_3f3f;
+        let mins_0_3 = low_mins & 0x3f3f_3f3f;
+        let scales_4_7 = (nibbles & 0x0f0f_0f0f) | ((low_scales >> 2) & 0x3030_3030);
+        let mins_4_7 = ((nibbles >> 4) & 0x0f0f_0f0f) | ((low_mins >> 2) & 0x3030_3030);
+        (widen_bytes(scales_0_3, scales_4_7), widen_bytes(mins_0_3, mins_4_7))
     }
 
     /// Eight signed bytes as eight f32.
@@ -131,9 +155,13 @@ mod simd {
                 let mut minimums = [_mm256_setzero_ps(); N];
                 for s in 0..num_supers {
                     let block = w.as_ptr().add(s * super_bytes);
-                    let (scales, mins) = k4_scales_mins(std::slice::from_raw_parts(block.add(4), 12));
-                    let w_scales = _mm256_mul_ps(_mm256_set1_ps(read_f16(block)), widen_u8(&scales));
-                    let w_mins = _mm256_mul_ps(_mm256_set1_ps(-read_f16(block.add(2))), widen_u8(&mins));
+                    let (scales, mins) = k4_scales_mins_f32(block.add(4));
+                    let d_dmin = read_f16_pair(block);
+                    let d = _mm256_broadcastss_ps(d_dmin);
+                    let minus_dmin =
+                        _mm256_broadcastss_ps(_mm_sub_ps(_mm_setzero_ps(), _mm_movehdup_ps(d_dmin)));
+                    let w_scales = _mm256_mul_ps(d, scales);
+                    let w_mins = _mm256_mul_ps(minus_dmin, mins);
                     let first = s * SUPER_BLOCKS;
                     let mut block_scales = [_mm256_setzero_ps(); N];
                     for i in 0..N {
@@ -193,7 +221,7 @@ mod simd {
                 let mut odd = [_mm256_setzero_ps(); N];
                 for s in 0..num_supers {
                     let block = w.as_ptr().add(s * 210);
-                    let d = _mm256_set1_ps(read_f16(block.add(208)));
+                    let d = _mm256_broadcastss_ps(read_f16(block.add(208)));
                     // Blocks 0-3's scales (two each), then blocks 4-7's.
                     let sub_scales = [
                         _mm256_mul_ps(d, widen_i8(block.add(192))),
@@ -247,10 +275,10 @@ mod simd {
         };
     }
 
-    k4_kernel!(k4_vnni, "avx2,fma,avx512vnni,avx512vl", products_vnni);
-    k4_kernel!(k4_avx2, "avx2,fma", products_avx2);
-    q6k_kernel!(q6k_vnni, "avx2,fma,avx512vnni,avx512vl", products_vnni);
-    q6k_kernel!(q6k_avx2, "avx2,fma", products_avx2);
+    k4_kernel!(k4_vnni, "avx2,fma,f16c,avx512vnni,avx512vl", products_vnni);
+    k4_kernel!(k4_avx2, "avx2,fma,f16c", products_avx2);
+    q6k_kernel!(q6k_vnni, "avx2,fma,f16c,avx512vnni,avx512vl", products_vnni);
+    q6k_kernel!(q6k_avx2, "avx2,fma,f16c", products_avx2);
 }
 
 #[cfg(test)]
