@@ -167,16 +167,21 @@ def test_unsupported_architecture_is_named(tmp_path):
     assert not (tmp_path / "hf").exists()
 
 
-def test_mixture_of_experts_is_refused(tmp_path):
-    write_tiny_gguf(tmp_path / "moe.gguf", TinySpec(extra_metadata={"llama.expert_count": 8}))
+def test_mixture_of_experts_outside_the_moe_families_is_refused(tmp_path):
+    spec = TinySpec(architecture="qwen2", extra_metadata={"qwen2.expert_count": 8})
+    write_tiny_gguf(tmp_path / "moe.gguf", spec)
     with pytest.raises(GGUFUnsupportedError, match="mixture-of-experts"):
         convert_gguf(tmp_path / "moe.gguf", tmp_path / "hf")
+    # A llama file that announces experts but holds a dense MLP in every layer.
+    write_tiny_gguf(tmp_path / "dense.gguf", TinySpec(extra_metadata={"llama.expert_count": 8}))
+    with pytest.raises(GGUFFormatError, match="expert"):
+        convert_gguf(tmp_path / "dense.gguf", tmp_path / "hf")
 
 
 def test_unknown_tensor_is_named(tmp_path):
-    extra = {"blk.0.ffn_gate_exps.weight": np.zeros((2, 32), dtype=np.float32)}
+    extra = {"blk.0.ffn_gate_odd.weight": np.zeros((2, 32), dtype=np.float32)}
     write_tiny_gguf(tmp_path / "odd.gguf", TinySpec(extra_tensors=extra))
-    with pytest.raises(GGUFUnsupportedError, match="ffn_gate_exps"):
+    with pytest.raises(GGUFUnsupportedError, match="ffn_gate_odd"):
         convert_gguf(tmp_path / "odd.gguf", tmp_path / "hf")
 
 

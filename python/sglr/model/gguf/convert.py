@@ -11,6 +11,7 @@ from sglr.errors import GGUFFormatError
 from sglr.model.gguf.dequant import check_supported, dequantize
 from sglr.model.gguf.families import restore_values
 from sglr.model.gguf.hf_config import build_generation_config, build_hf_config, check_architecture
+from sglr.model.gguf.moe import EXPERT
 from sglr.model.gguf.names import expected_hf_shape, hf_tensor_name, unpermute_rope_rows
 from sglr.model.gguf.reader import GGUFCheckpoint, read_gguf
 from sglr.model.gguf.tokenizer import build_tokenizer_files
@@ -82,6 +83,14 @@ def convert_tensors(checkpoint: GGUFCheckpoint, config: dict[str, Any], dtype: s
         elif restore_rope_rows and ".k_proj." in hf_name:
             values = unpermute_rope_rows(values, config["num_key_value_heads"])
         values = restore_values(checkpoint.architecture, hf_name, values)
+        if EXPERT in hf_name:  # stacked experts: one tensor each
+            for expert, expert_values in enumerate(values):
+                state_dict[hf_name.replace(EXPERT, str(expert))] = torch.from_numpy(expert_values).to(
+                    torch_dtype
+                )
+            continue
+        if hf_name.endswith("shared_expert_gate.weight"):
+            values = values.reshape(1, -1)  # one gate row, stored as a vector
         state_dict[hf_name] = torch.from_numpy(values).to(torch_dtype)
     return state_dict
 

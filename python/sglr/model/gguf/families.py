@@ -1,7 +1,8 @@
-"""What the `gemma2`, `gemma3` and `phi3` GGUF architectures add to the Llama/Qwen2 conversion.
+"""What the `gemma2`, `gemma3`, `phi3` and `qwen3` GGUF architectures add to the Llama/Qwen2
+conversion (mixture-of-experts files: `moe.py`).
 
 - tensor names: Gemma's "sandwich" norms (`post_attention_norm`, `post_ffw_norm`, and `ffn_norm`
-  as the *pre*-feed-forward norm), Gemma 3's per-head `attn_q_norm` / `attn_k_norm`, Phi-3's
+  as the *pre*-feed-forward norm), Gemma 3's and Qwen3's per-head `attn_q_norm` / `attn_k_norm`, Phi-3's
   fused `attn_qkv` and `ffn_up` (gate and up rows stacked, as in Hugging Face's `gate_up_proj`);
 - norm weights: llama.cpp's converter stores Gemma's `1 + w` norms as `1 + w` (its RMSNorm
   multiplies by the weight), so we subtract the 1 back;
@@ -27,6 +28,10 @@ _GEMMA_LAYER_NAMES = {
     "ffn_norm.weight": "pre_feedforward_layernorm.weight",
     "post_ffw_norm.weight": "post_feedforward_layernorm.weight",
 }
+_QK_NORM_NAMES = {
+    "attn_q_norm.weight": "self_attn.q_norm.weight",
+    "attn_k_norm.weight": "self_attn.k_norm.weight",
+}
 # GGUF layer suffix -> Hugging Face layer suffix, overriding the Llama table per architecture.
 LAYER_NAME_OVERRIDES: dict[str, dict[str, str]] = {
     "gemma2": _GEMMA_LAYER_NAMES,
@@ -36,6 +41,8 @@ LAYER_NAME_OVERRIDES: dict[str, dict[str, str]] = {
         "attn_k_norm.weight": "self_attn.k_norm.weight",
     },
     "phi3": {"attn_qkv.weight": "self_attn.qkv_proj.weight", "ffn_up.weight": "mlp.gate_up_proj.weight"},
+    "qwen3": _QK_NORM_NAMES,
+    "qwen3moe": _QK_NORM_NAMES,
 }
 _LLAMA_REQUIRED = (
     "attn_norm.weight", "ffn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight",
@@ -47,7 +54,12 @@ REQUIRED_LAYER_SUFFIXES: dict[str, tuple[str, ...]] = {
     "gemma3": (*_GEMMA2_REQUIRED, "attn_q_norm.weight", "attn_k_norm.weight"),
     "phi3": ("attn_norm.weight", "ffn_norm.weight", "attn_qkv.weight", "attn_output.weight",
              "ffn_up.weight", "ffn_down.weight"),
+    "qwen3": (*_LLAMA_REQUIRED, "attn_q_norm.weight", "attn_k_norm.weight"),
+    "qwen3moe": (*_LLAMA_REQUIRED, "attn_q_norm.weight", "attn_k_norm.weight"),
 }  # fmt: skip
+# A MoE layer's tensors besides attention (which is the family's own): its norm and router.
+MOE_LAYER_REQUIRED = ("attn_norm.weight", "ffn_norm.weight", "attn_q.weight", "attn_k.weight",
+                      "attn_v.weight", "attn_output.weight", "ffn_gate_inp.weight")  # fmt: skip
 _GEMMA_27B_SHAPE = (46, 4608)  # (layers, hidden): the models llama.cpp scales by hidden / heads
 _GEMMA3_LOCAL_ROPE_THETA = 10_000.0
 _GEMMA3_SLIDING_PATTERN = 6
@@ -77,6 +89,13 @@ def family_config_fields(
     architecture: str, checkpoint: Any, num_layers: int, hidden_size: int, num_heads: int, head_dim: int
 ) -> dict[str, Any]:
     """`config.json` fields beyond the Llama ones, from the GGUF metadata."""
+    if architecture == "qwen3":
+        return {
+            "attention_bias": False,
+            "use_sliding_window": False,
+            "sliding_window": None,
+            "max_window_layers": num_layers,
+        }
     if architecture == "phi3":
         if any(name.startswith("rope_factors_") for name in checkpoint.tensor_names()):
             raise GGUFUnsupportedError(f"{checkpoint.path}: Phi-3 LongRoPE scaling is not supported")

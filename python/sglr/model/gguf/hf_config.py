@@ -7,6 +7,7 @@ from typing import Any
 from sglr.errors import GGUFFormatError, GGUFUnsupportedError
 from sglr.model.gguf.dequant import dequantize
 from sglr.model.gguf.families import family_config_fields
+from sglr.model.gguf.moe import MOE_ARCHITECTURES, moe_config_fields
 from sglr.model.gguf.names import check_layers_complete
 from sglr.model.gguf.reader import GGUFCheckpoint
 from sglr.model.gguf.rope import llama3_rope_scaling, metadata_rope_scaling
@@ -18,7 +19,12 @@ SUPPORTED_ARCHITECTURES = {
     "gemma2": ("gemma2", "Gemma2ForCausalLM"),
     "gemma3": ("gemma3_text", "Gemma3ForCausalLM"),
     "phi3": ("phi3", "Phi3ForCausalLM"),
+    "qwen3": ("qwen3", "Qwen3ForCausalLM"),
+    "qwen2moe": ("qwen2_moe", "Qwen2MoeForCausalLM"),
+    "qwen3moe": ("qwen3_moe", "Qwen3MoeForCausalLM"),
 }
+# A `llama` file with experts is a Mixtral model.
+_MIXTRAL = ("mixtral", "MixtralForCausalLM")
 
 # llama.cpp's defaults where a file leaves a key out.
 _DEFAULT_ROPE_THETA = 10_000.0
@@ -33,7 +39,7 @@ def check_architecture(checkpoint: GGUFCheckpoint) -> str:
             f"(supported: {', '.join(SUPPORTED_ARCHITECTURES)})"
         )
     num_experts = int(checkpoint.arch_get("expert_count", 0) or 0)
-    if num_experts > 0:
+    if num_experts > 0 and architecture not in MOE_ARCHITECTURES:
         raise GGUFUnsupportedError(
             f"{checkpoint.path}: mixture-of-experts {architecture!r} models ({num_experts} experts) are not supported"
         )
@@ -44,7 +50,10 @@ def build_hf_config(checkpoint: GGUFCheckpoint, torch_dtype: str) -> dict[str, A
     """The `config.json` of the converted checkpoint; validates the architecture, the attention
     geometry and that every layer's tensors are present."""
     architecture = check_architecture(checkpoint)
+    num_experts = int(checkpoint.arch_get("expert_count", 0) or 0)
     model_type, class_name = SUPPORTED_ARCHITECTURES[architecture]
+    if architecture == "llama" and num_experts > 0:
+        model_type, class_name = _MIXTRAL
     path = checkpoint.path
     tensors = {tensor.name: tensor for tensor in checkpoint.tensors}
 
@@ -81,7 +90,7 @@ def build_hf_config(checkpoint: GGUFCheckpoint, torch_dtype: str) -> dict[str, A
         "model_type": model_type,
         "vocab_size": vocab_size,
         "hidden_size": hidden_size,
-        "intermediate_size": int(checkpoint.arch_require("feed_forward_length")),
+        "intermediate_size": _intermediate_size(checkpoint),
         "num_hidden_layers": num_layers,
         "num_attention_heads": num_heads,
         "num_key_value_heads": num_kv_heads,
@@ -101,16 +110,25 @@ def build_hf_config(checkpoint: GGUFCheckpoint, torch_dtype: str) -> dict[str, A
     if architecture == "llama":
         config["attention_bias"] = _llama_attention_bias(checkpoint, num_layers)
         config["mlp_bias"] = False
-    elif architecture != "qwen2":
-        config.update(
-            family_config_fields(architecture, checkpoint, num_layers, hidden_size, num_heads, head_dim)
-        )
-    else:
+    elif architecture in ("qwen2", "qwen2moe"):
         _require_qwen2_biases(checkpoint, num_layers)
         config["use_sliding_window"] = False
         config["sliding_window"] = None
         config["max_window_layers"] = num_layers
+    else:
+        config.update(
+            family_config_fields(architecture, checkpoint, num_layers, hidden_size, num_heads, head_dim)
+        )
+    config.update(moe_config_fields(architecture, checkpoint, num_layers))
     return config
+
+
+def _intermediate_size(checkpoint: GGUFCheckpoint) -> int:
+    """The dense MLP's size; MoE files whose layers are all sparse may state only the experts'."""
+    size = checkpoint.arch_get("feed_forward_length", checkpoint.arch_get("expert_feed_forward_length"))
+    if size is None:
+        checkpoint.arch_require("feed_forward_length")  # raises, naming the key
+    return int(size)
 
 
 def build_generation_config(checkpoint: GGUFCheckpoint) -> dict[str, Any]:

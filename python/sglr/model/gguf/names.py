@@ -16,8 +16,9 @@ import re
 import numpy as np
 
 from sglr.errors import GGUFFormatError, GGUFUnsupportedError
-from sglr.model.gguf.families import LAYER_NAME_OVERRIDES, hf_shape_override
+from sglr.model.gguf.families import LAYER_NAME_OVERRIDES, MOE_LAYER_REQUIRED, hf_shape_override
 from sglr.model.gguf.families import REQUIRED_LAYER_SUFFIXES as FAMILY_REQUIRED_LAYER_SUFFIXES
+from sglr.model.gguf.moe import is_sparse_layer, moe_layer_name, stored_moe_shape
 
 _GLOBAL_NAMES = {
     "token_embd.weight": "model.embed_tokens.weight",
@@ -76,6 +77,9 @@ def hf_tensor_name(gguf_name: str, architecture: str = "llama") -> str | None:
         layer_names = {**_LAYER_NAMES, **LAYER_NAME_OVERRIDES.get(architecture, {})}
         if suffix in layer_names:
             return f"model.layers.{layer_id}.{layer_names[suffix]}"
+        moe_name = moe_layer_name(architecture, suffix)
+        if moe_name is not None:
+            return f"model.layers.{layer_id}.{moe_name}"
         if suffix.rsplit(".", 1)[0] in _DERIVED_LAYER_SUFFIXES:
             return None
     raise GGUFUnsupportedError(
@@ -90,7 +94,14 @@ def check_layers_complete(
     rather than as a shape error at load time."""
     suffixes = FAMILY_REQUIRED_LAYER_SUFFIXES.get(architecture, REQUIRED_LAYER_SUFFIXES)
     required = ["token_embd.weight", "output_norm.weight"]
-    required += [f"blk.{i}.{suffix}" for i in range(num_layers) for suffix in suffixes]
+    for i in range(num_layers):
+        if is_sparse_layer(tensor_names, i):
+            qk_norms = tuple(s for s in suffixes if s.startswith(("attn_q_norm", "attn_k_norm")))
+            required += [f"blk.{i}.{suffix}" for suffix in (*MOE_LAYER_REQUIRED, *qk_norms)]
+            if f"blk.{i}.ffn_gate_exps.weight" not in tensor_names:
+                required.append(f"blk.{i}.ffn_gate.0.weight")  # older files: one tensor per expert
+        else:
+            required += [f"blk.{i}.{suffix}" for suffix in suffixes]
     for name in required:
         if name not in tensor_names:
             raise GGUFFormatError(f"{path}: GGUF file has no tensor {name!r}")
@@ -116,7 +127,11 @@ def unpermute_rope_rows(weight: np.ndarray, num_heads: int) -> np.ndarray:
 
 
 def expected_hf_shape(hf_name: str, config: dict) -> tuple[int, ...]:
-    """The shape a module expects for `hf_name`, from the converted config."""
+    """The shape a module expects for `hf_name`, from the converted config (MoE tensors: as the
+    file stores them, `sglr.model.gguf.moe.stored_moe_shape`)."""
+    moe_shape = stored_moe_shape(hf_name, config)
+    if moe_shape is not None:
+        return moe_shape
     family_shape = hf_shape_override(hf_name, config)
     if family_shape is not None:
         return family_shape
