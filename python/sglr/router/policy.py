@@ -124,17 +124,17 @@ class Router:
                 self._num_in_flight[replica] = max(0, self._num_in_flight[replica] - 1)
 
     def _choose(self, key: Sequence[int]) -> int:
-        replicas = sorted(self._num_in_flight)
         policy = self.config.policy
         if policy == "round-robin":
+            replicas = sorted(self._num_in_flight)
             replica = replicas[self._next_round_robin % len(replicas)]
             self._next_round_robin += 1
             return replica
         if policy == "random":
-            return self._random.choice(replicas)
+            return self._random.choice(sorted(self._num_in_flight))
         if policy == "shortest-queue" or self._imbalanced():
-            return self._shortest_queue(replicas)
-        return self._cache_aware(key, replicas)
+            return self._shortest_queue(sorted(self._num_in_flight))
+        return self._cache_aware(key)
 
     def _shortest_queue(self, replicas: list[int]) -> int:
         return min(replicas, key=lambda replica: (self._num_in_flight[replica], replica))
@@ -145,12 +145,12 @@ class Router:
         config = self.config
         return most - least > config.balance_abs_threshold and most > config.balance_rel_threshold * least
 
-    def _cache_aware(self, key: Sequence[int], replicas: list[int]) -> int:
+    def _cache_aware(self, key: Sequence[int]) -> int:
         best = self._forest.best_match(key)
         if best is not None and len(key) and best[1] / len(key) >= self.config.cache_threshold:
             return best[0]
         # A new prefix: the replica that has been sent the least holds the most free cache.
         return min(
-            replicas,
+            sorted(self._num_in_flight),
             key=lambda replica: (self._forest.num_keys(replica), self._num_in_flight[replica], replica),
         )
