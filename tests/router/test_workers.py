@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from array import array
 from pathlib import Path
 
 import pytest
@@ -69,10 +70,12 @@ def test_membership_errors() -> None:
 def test_routing_keys() -> None:
     assert routing_key("/generate", {"text": "abc"}) == "abc"
     assert routing_key("/generate", {"text": ["first", "second"]}) == "first"
-    assert routing_key("/generate", {"input_ids": [[5, 6], [7]], "text": "ignored"}) == [5, 6]
-    assert routing_key("/v1/completions", {"prompt": [1, 2, 3]}) == [1, 2, 3]
-    assert routing_key("/v1/completions", {"prompt": [1, -2]}) == ""
-    assert routing_key("/v1/completions", {"prompt": [True]}) == ""
+    # Ids come back as a u32 array (the trees read it without a copy).
+    assert routing_key("/generate", {"input_ids": [[5, 6], [7]], "text": "ignored"}) == array("I", [5, 6])
+    assert routing_key("/v1/completions", {"prompt": [1, 2, 3]}) == array("I", [1, 2, 3])
+    assert routing_key("/v1/completions", {"prompt": [0, 2**32 - 1]}) == array("I", [0, 2**32 - 1])
+    for not_ids in ([1, -2], [1, 2**32], [True], [1, 2.0], [1, None]):
+        assert routing_key("/v1/completions", {"prompt": not_ids}) == ""
     chat = {"messages": [{"role": "system", "content": "S"}, {"role": "user", "content": [{"type": "text", "text": "U"}]}]}  # fmt: skip
     assert routing_key("/v1/chat/completions", chat) == "system\nS\nuser\nU\n"
     # The next turn of a conversation extends the key of the turn before.

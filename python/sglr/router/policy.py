@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import threading
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -108,6 +109,10 @@ class Router:
             # One u32 per byte, as an array the trees read without copying (a list of ints
             # would be converted on every call into them: ~10x slower for a long prompt).
             key = np.frombuffer(key.encode("utf-8"), dtype=np.uint8).astype(np.uint32)
+        elif isinstance(key, array) and key.itemsize == 4 and key.typecode in "IL":
+            import numpy as np
+
+            key = np.frombuffer(key, dtype=np.uint32)  # the same, without a copy
         with self._lock:
             if not self._num_in_flight:
                 raise NoReplicaAvailableError("no replica is available")
