@@ -410,6 +410,9 @@ def test_route_times_are_a_prometheus_histogram(harness: Harness) -> None:
         b"",
         b"[" * 100_000,
         b" [1, 2] ",
+        b"[1, 2] x",
+        b'{"a": 1}\x0c',
+        b'"\\ud800"',
         b"NaN",
     ],
 )
