@@ -225,15 +225,15 @@ class _Forward:
         if connection.is_stream:
             self._relay(connection, worker_header)
             return
-        content = connection.body()
-        connection.release()
-        self.context.pool.finish(self.route)
-        self.context.metrics.count(worker.url, "ok" if connection.status < 400 else "error_status")
         content_type = connection.content_type
         headers = (
             [(b"content-type", content_type), worker_header] if content_type is not None else [worker_header]
         )
-        self.client.respond(connection.status, headers, content)
+        # The answer first, the bookkeeping after: nothing else runs on the loop in between.
+        self.client.respond(connection.status, headers, connection.body())
+        connection.release()
+        self.context.pool.finish(self.route)
+        self.context.metrics.count(worker.url, "ok" if connection.status < 400 else "error_status")
         self._end()
 
     def _worker_broke_off(self, error: WorkerBrokeOff) -> None:
