@@ -16,6 +16,9 @@ from dataclasses import dataclass
 from sglr.errors import NoReplicaAvailableError, RouterConfigError, UnknownReplicaError
 
 ROUTER_POLICIES = ("cache-aware", "round-robin", "shortest-queue", "random")
+# From this many ids on, a u32 `array` key goes to the trees as a numpy view (read in place);
+# a shorter one is read as a sequence, which costs less than making the view.
+_VIEW_MIN_IDS = 32
 
 
 @dataclass(frozen=True)
@@ -109,7 +112,7 @@ class Router:
             # One u32 per byte, as an array the trees read without copying (a list of ints
             # would be converted on every call into them: ~10x slower for a long prompt).
             key = np.frombuffer(key.encode("utf-8"), dtype=np.uint8).astype(np.uint32)
-        elif isinstance(key, array) and key.itemsize == 4 and key.typecode in "IL":
+        elif isinstance(key, array) and len(key) >= _VIEW_MIN_IDS and key.itemsize == 4:
             import numpy as np
 
             key = np.frombuffer(key, dtype=np.uint32)  # the same, without a copy
