@@ -81,6 +81,7 @@ class ClientConnection(asyncio.Protocol):
         self._url = b""
         self._headers: list[tuple[bytes, bytes]] = []
         self._body: list[bytes] = []
+        self._expect: bytes | None = None
         # The response being written.
         self._keep_alive = True
         self._chunked = False
@@ -128,25 +129,23 @@ class ClientConnection(asyncio.Protocol):
             self.on_resume_writing()
 
     # -- httptools callbacks --------------------------------------------------------------
-    def on_message_begin(self) -> None:
-        self._url = b""
-        self._headers = []
-        self._body = []
-
+    # No on_message_begin (one callback less per request): the parts of a request are reset
+    # as it completes.
     def on_url(self, url: bytes) -> None:
         self._url += url
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._headers.append((name.lower(), value))
+        name = name.lower()
+        self._headers.append((name, value))
+        if name == b"expect":
+            self._expect = value
 
     def on_headers_complete(self) -> None:
-        if self._parser.should_upgrade():
-            return  # refused when the parser stops at the upgrade (data_received)
-        if self._parser.get_http_version() == "1.1":
-            for name, value in self._headers:
-                if name == b"expect" and value.lower() == b"100-continue":
-                    assert self.transport is not None
-                    self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        if self._expect is None or self._parser.should_upgrade():
+            return  # an upgrade is refused when the parser stops at it (data_received)
+        if self._parser.get_http_version() == "1.1" and self._expect.lower() == b"100-continue":
+            assert self.transport is not None
+            self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
 
     def on_body(self, body: bytes) -> None:
         self._body.append(body)
@@ -165,6 +164,7 @@ class ClientConnection(asyncio.Protocol):
             http_version=parser.get_http_version(),
             keep_alive=parser.should_keep_alive(),
         )
+        self._url, self._headers, self._body, self._expect = b"", [], [], None
         self._queue.append(request)
         if self._current is None:
             self._serve_queue()
