@@ -24,6 +24,7 @@ from sglr.router.workers import WorkerPool
 from sglr.server.router_app import RouterSettings, build_router_app
 from sglr.server.router_proxy import read_json_body
 from sglr.server.router_server import serve_router
+from sglr.server.router_upstream import WorkerConnections
 
 
 @dataclass
@@ -394,6 +395,20 @@ def test_route_times_are_a_prometheus_histogram(harness: Harness) -> None:
     assert buckets == sorted(buckets) and buckets[-1] == 5
     assert samples['sglr_router:route_seconds_bucket{le="+Inf"}'] == "5.0"
     assert 0 < float(samples["sglr_router:route_seconds_sum"]) < 5
+
+
+def test_a_worker_request_is_its_head_then_the_body_byte_for_byte() -> None:
+    connections = WorkerConnections("http://10.0.0.1:30001/base", connect_timeout_s=1.0)
+    body = b'{"text": "x"}'
+    for key in range(100):  # one kept head per API key, bounded
+        headers = ((b"content-type", b"application/json"), (b"authorization", b"Bearer k%d" % key))
+        request = connections.post(b"/generate", headers, body)
+        assert request == (
+            b"POST /base/generate HTTP/1.1\r\nhost: 10.0.0.1:30001\r\ncontent-type: application/json\r\n"
+            b"authorization: Bearer k%d\r\ncontent-length: %d\r\n\r\n%b" % (key, len(body), body)
+        )
+        assert connections.post(b"/generate", headers, b"").endswith(b"content-length: 0\r\n\r\n")
+    assert len(connections._heads) <= 64
 
 
 @pytest.mark.parametrize(

@@ -202,9 +202,9 @@ class ClientConnection(asyncio.Protocol):
 
     def respond(self, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
         """A whole response (content-length set here)."""
-        head = self._head(status, headers)
-        head += b"content-length: %d\r\n\r\n" % len(body)
-        self._write(head + body)
+        parts = self._head_parts(status, headers)
+        parts += (b"content-length: %d\r\n\r\n" % len(body), body)
+        self._write(b"".join(parts))
 
     def respond_error(self, status: int, message: str) -> None:
         self.respond(status, [(b"content-type", b"application/json")], dumps(error_body(status, message)))
@@ -244,13 +244,15 @@ class ClientConnection(asyncio.Protocol):
         return self._current_version == "1.1"
 
     def _head(self, status: int, headers: list[tuple[bytes, bytes]]) -> bytes:
-        reason = _REASONS.get(status, b"Unknown")
-        parts = [b"HTTP/1.1 %d %s\r\n" % (status, reason)]
+        return b"".join(self._head_parts(status, headers))
+
+    def _head_parts(self, status: int, headers: list[tuple[bytes, bytes]]) -> list[bytes]:
+        parts = [b"HTTP/1.1 %d %s\r\n" % (status, _REASONS.get(status, b"Unknown"))]
         for name, value in headers:
             parts += (name, b": ", value, b"\r\n")
         if not self._keep_alive:
             parts.append(b"connection: close\r\n")
-        return b"".join(parts)
+        return parts
 
     def _frame(self, data: bytes) -> bytes:
         if not data or not self._chunked:

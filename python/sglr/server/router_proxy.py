@@ -33,7 +33,7 @@ from sglr.router.workers import Route, WorkerPool
 from sglr.server.errors import error_body
 from sglr.server.router_front import ClientConnection, ClientRequest
 from sglr.server.router_metrics import RouterMetrics
-from sglr.server.router_upstream import UpstreamConnection, UpstreamPools, WorkerBrokeOff, request_head
+from sglr.server.router_upstream import UpstreamConnection, UpstreamPools, WorkerBrokeOff
 from sglr.server.sse import DONE, sse_event
 
 logger = logging.getLogger("sglr.router")
@@ -140,7 +140,9 @@ class _Forward:
         payload = read_json_body(self.request.body)
         self.key = routing_key(self.path, payload)
         self.wants_stream = isinstance(payload, dict) and payload.get("stream") is True
-        self.headers = [(name, value) for name, value in self.request.headers if name in _FORWARDED_HEADERS]
+        self.headers = tuple(
+            (name, value) for name, value in self.request.headers if name in _FORWARDED_HEADERS
+        )
         self.client.on_lost = self._client_gone
         self._next_worker()
 
@@ -154,16 +156,14 @@ class _Forward:
         except NoReplicaAvailableError:
             self._give_up()
             return
-        if self.attempts == 0:
-            context.metrics.route_seconds.observe(time.perf_counter() - self.started)
+        routed_s = time.perf_counter() - self.started if self.attempts == 0 else None
         self.attempts += 1
         connections = self.connections = context.upstreams.get(route.worker.url)
-        body = self.request.body
-        self.upstream_request = (
-            request_head(connections.address, b"POST", self.path.encode(), self.headers, len(body)) + body
-        )
+        self.upstream_request = connections.post(self.request.path, self.headers, self.request.body)
         self.fresh = False
         self._connect()
+        if routed_s is not None:  # counted once the request is on its way
+            context.metrics.route_seconds.observe(routed_s)
 
     def _connect(self) -> None:
         # A reused connection the worker closed as idle just as the request went out is

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import cast
 from urllib.parse import urlsplit
@@ -28,6 +28,8 @@ import httptools
 
 # Past this many idle connections to one worker, a finished one is closed instead of kept.
 MAX_IDLE_PER_WORKER = 256
+# Request heads kept per worker (by path and forwarded headers: an API key is one of them).
+_MAX_HEADS = 64
 
 
 class WorkerBrokeOff(Exception):
@@ -249,6 +251,17 @@ class WorkerConnections:
         self.connect_timeout_s = connect_timeout_s
         self._idle: list[UpstreamConnection] = []
         self.num_opened = 0
+        self._heads: dict[tuple[bytes, tuple[tuple[bytes, bytes], ...]], bytes] = {}
+
+    def post(self, path: bytes, headers: tuple[tuple[bytes, bytes], ...], body: bytes) -> bytes:
+        """The bytes of a POST of `body` to `path` on this worker. Heads are kept by path and
+        headers (the same few recur; at most `_MAX_HEADS`, then they start over)."""
+        head = self._heads.get((path, headers))
+        if head is None:
+            if len(self._heads) >= _MAX_HEADS:
+                self._heads.clear()
+            head = self._heads[(path, headers)] = request_head(self.address, b"POST", path, headers)
+        return b"%b%d\r\n\r\n%b" % (head, len(body), body)
 
     def take_idle(self) -> UpstreamConnection | None:
         """The most recently used idle connection, if any (else `open` a new one)."""
@@ -318,10 +331,11 @@ class UpstreamPools:
         self._pools.clear()
 
 
-def request_head(address: WorkerAddress, method: bytes, path: bytes, headers: list[tuple[bytes, bytes]], body_len: int) -> bytes:  # fmt: skip
-    lines = [method, b" ", address.base_path, path, b" HTTP/1.1\r\nhost: ", address.host_header,
-             b"\r\ncontent-length: ", str(body_len).encode(), b"\r\n"]  # fmt: skip
+def request_head(address: WorkerAddress, method: bytes, path: bytes, headers: Sequence[tuple[bytes, bytes]]) -> bytes:  # fmt: skip
+    """A request's head up to its content-length value, which the caller appends (with the
+    blank line and the body)."""
+    lines = [method, b" ", address.base_path, path, b" HTTP/1.1\r\nhost: ", address.host_header, b"\r\n"]
     for name, value in headers:
         lines += (name, b": ", value, b"\r\n")
-    lines.append(b"\r\n")
+    lines.append(b"content-length: ")
     return b"".join(lines)
