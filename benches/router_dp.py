@@ -35,6 +35,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 import httpx
 
+from benchlib.process_cpu import cpu_seconds
 from benchlib.serving_datasets import BenchRequest, shared_prefix_dataset
 
 _ADDRESS = re.compile(r"(?:sglr-server|sglr-router|instant-worker): \w+ .* on (http://\S+)")
@@ -164,36 +165,28 @@ def hop_overhead_ms(
     router_url: str, worker_url: str, num: int = 150, router: subprocess.Popen | None = None
 ) -> tuple[float, float, float]:
     """Median latency of a 1-token request straight to the worker and through the router, and
-    the router process's CPU time (user + sys) per routed request (NaN without `router` or
-    psutil)."""
+    the router process's CPU time per routed request (NaN without `router`)."""
     body = {"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 1}}
     cpu_s = [0.0]
-    try:
-        import psutil
-
-        process = psutil.Process(router.pid) if router is not None else None
-    except ImportError:
-        process = None
 
     def median_ms(url: str) -> float:
         with httpx.Client(base_url=url, timeout=60) as client:
             client.post("/generate", json=body)  # warm the connection
             samples = []
-            before = process.cpu_times() if process is not None and url == router_url else None
+            before = cpu_seconds(router.pid) if router is not None and url == router_url else None
             for _ in range(num):
                 started = time.perf_counter()
                 client.post("/generate", json=body).raise_for_status()
                 samples.append((time.perf_counter() - started) * 1e3)
-            if before is not None:
-                after = process.cpu_times()
-                cpu_s[0] += (after.user - before.user) + (after.system - before.system)
+            if before is not None and router is not None:
+                cpu_s[0] += cpu_seconds(router.pid) - before
         return statistics.median(samples)
 
     # Interleaved halves, so drift on a shared machine hits both sides alike.
     direct = [median_ms(worker_url), 0.0]
     routed = [median_ms(router_url), 0.0]
     direct[1], routed[1] = median_ms(worker_url), median_ms(router_url)
-    cpu_us = cpu_s[0] / (2 * num) * 1e6 if process is not None else float("nan")
+    cpu_us = cpu_s[0] / (2 * num) * 1e6 if router is not None else float("nan")
     return statistics.fmean(direct), statistics.fmean(routed), cpu_us
 
 
@@ -324,7 +317,7 @@ def main() -> None:
         f"| the same request to a stand-in worker that answers at once, direct / via router, median | "
         f"{instant_direct_ms:.2f} / {instant_routed_ms:.2f} ms |",
         f"| HTTP hop added by the router, stand-in worker | {instant_routed_ms - instant_direct_ms:.2f} ms |",
-        f"| router CPU time (user + sys) per request, stand-in worker | {router_cpu_us:.0f} us |",
+        f"| router CPU time per request, stand-in worker | {router_cpu_us:.0f} us |",
         f"| load average (1 min) at the end | {os.getloadavg()[0]:.2f} |",
     ]
     lines += [

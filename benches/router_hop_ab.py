@@ -5,8 +5,9 @@ router's own cost is all that differs.
 Each repeat runs every tree's router in turn (the order alternates between repeats, so drift on
 a shared machine hits both alike) and measures: the median latency of a small `/generate`
 request straight to the worker and through the router (interleaved halves, as
-`router_dp.py`'s hop), their difference (the hop), and the router process's CPU time (user +
-sys) per routed request. Reported: the median of each over the repeats, and the load average.
+`router_dp.py`'s hop), their difference (the hop), and the router process's CPU time per
+routed request (`benchlib/process_cpu.py`). Reported: the median of each over the repeats, and
+the load average.
 
     python benches/router_hop_ab.py --tree main=/work/main/python --tree new=python
     python benches/router_hop_ab.py --tree new=python --prompt-len 288 --repeats 3
@@ -24,8 +25,8 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(__file__))
 
 import httpx
-import psutil
 
+from benchlib.process_cpu import cpu_seconds
 from router_dp import spawn, stop
 
 
@@ -45,7 +46,6 @@ def measure(tree: str, worker_url: str, body: dict, num: int) -> dict[str, float
          "--worker-urls", worker_url], env
     )  # fmt: skip
     try:
-        process = psutil.Process(router.pid)
         with (
             httpx.Client(base_url=worker_url, timeout=60) as direct,
             httpx.Client(base_url=router_url, timeout=60) as routed,
@@ -56,10 +56,9 @@ def measure(tree: str, worker_url: str, body: dict, num: int) -> dict[str, float
             direct_ms, routed_ms, cpu_s = [], [], 0.0
             for _ in range(2):  # interleaved halves
                 direct_ms.append(median_ms(direct, body, num // 2))
-                before = process.cpu_times()
+                before = cpu_seconds(router.pid)
                 routed_ms.append(median_ms(routed, body, num // 2))
-                after = process.cpu_times()
-                cpu_s += (after.user - before.user) + (after.system - before.system)
+                cpu_s += cpu_seconds(router.pid) - before
     finally:
         stop(router)
     direct_median, routed_median = statistics.fmean(direct_ms), statistics.fmean(routed_ms)
