@@ -93,8 +93,11 @@ def _guarded(step: Callable[..., None]) -> Callable[..., None]:
         try:
             step(self, *args)
         except Exception:
+            if self.ended:  # the client has its answer: nothing to tell it
+                logger.exception("request %s failed in the router after its answer", self.request.path)
+                return
             self.client.handler_failed(self.request)
-            self.client.answered()
+            self._end()
 
     return run
 
@@ -109,6 +112,7 @@ class _Forward:
         "connection",
         "connections",
         "context",
+        "ended",
         "fresh",
         "headers",
         "key",
@@ -120,7 +124,7 @@ class _Forward:
         "tail",
         "upstream_request",
         "wants_stream",
-    )  # fmt: skip
+    )
 
     def __init__(self, context: ProxyContext, client: ClientConnection, request: ClientRequest, path: str) -> None:  # fmt: skip
         self.context = context
@@ -131,7 +135,7 @@ class _Forward:
         self.reasons: list[str] = []
         self.route: Route | None = None
         self.connection: UpstreamConnection | None = None
-        self.fresh = False
+        self.fresh = self.ended = False
         self.tail = b""
 
     @_guarded
@@ -308,6 +312,7 @@ class _Forward:
         self._end()
 
     def _end(self) -> None:
+        self.ended = True
         self.client.on_lost = None
         self.client.answered()
 
