@@ -17,6 +17,9 @@ Key = Sequence[int] | str
 # The prefix trees hold u32 ids; anything else is not a valid token id anyway.
 _U32 = "I" if array("I").itemsize == 4 else "L"
 _INT_ONLY = {int}
+# From this many ids on, bools are ruled out by finding the 0s and 1s in the array (a fixed
+# ~2 us) rather than by the type of every id (~18 ns each).
+_SCAN_MIN_IDS = 128
 
 
 def routing_key(path: str, body: Any) -> Key:
@@ -37,15 +40,27 @@ def _prompt_key(prompt: Any) -> Key:
         first = prompt[0]
         if isinstance(first, (str, list)):
             return _prompt_key(first)
-        # Checked in C: `type is int` refuses bools (map, set), the u32 array refuses ids
-        # outside [0, 2**32) (a per-token Python check cost more than the routing decision;
-        # a list would be converted again on each call into the trees).
-        if set(map(type, prompt)) == _INT_ONLY:
-            try:
-                return array(_U32, prompt)
-            except OverflowError:
-                pass
+        return _ids_key(prompt)
     return ""
+
+
+def _ids_key(prompt: list[Any]) -> Key:
+    """Checked in C (a per-token Python check cost more than the routing decision, and a list
+    would be converted again on each call into the trees): the u32 array refuses anything but
+    ints in [0, 2**32); bools, which it takes as 0 / 1, are refused by type."""
+    try:
+        ids = array(_U32, prompt)
+    except (TypeError, OverflowError):
+        return ""
+    if len(ids) < _SCAN_MIN_IDS:
+        return ids if set(map(type, prompt)) == _INT_ONLY else ""
+    import numpy as np
+
+    # Only a 0 or a 1 can have been a bool: the types of those alone are looked at.
+    for at in np.flatnonzero(np.frombuffer(ids, dtype=np.uint32) <= 1).tolist():
+        if type(prompt[at]) is bool:
+            return ""
+    return ids
 
 
 def _chat_key(messages: Any) -> str:
