@@ -9,7 +9,8 @@ throughput, TTFT p50 / p99, failures. Then the router's own cost per request: ch
 (body parse + routing key + policy + finish, in process, on this workload's bodies), the extra
 latency of the HTTP hop (a 1-token request through the router vs straight to a worker, median;
 also against a stand-in worker that answers at once, which leaves the router's own cost without
-the model worker's processes beside it on the CPUs), and the prefix forest's insert / lookup rate on radix_overhead.py's heavy trace next to the
+the model worker's processes beside it on the CPUs, with the router process's CPU time per
+request), and the prefix forest's insert / lookup rate on radix_overhead.py's heavy trace next to the
 KV cache's RadixTree.
 
     python benches/router_dp.py                      # about two minutes on a 2-core CPU
@@ -34,6 +35,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 import httpx
 
+from benchlib.process_cpu import cpu_seconds
 from benchlib.serving_datasets import BenchRequest, shared_prefix_dataset
 
 _ADDRESS = re.compile(r"(?:sglr-server|sglr-router|instant-worker): \w+ .* on (http://\S+)")
@@ -47,8 +49,8 @@ class Outcome:
     cached_tokens: int = 0
 
 
-def spawn(argv: list[str]) -> tuple[subprocess.Popen, str]:
-    process = subprocess.Popen([sys.executable, *argv], stdout=subprocess.PIPE, text=True)
+def spawn(argv: list[str], env: dict[str, str] | None = None) -> tuple[subprocess.Popen, str]:
+    process = subprocess.Popen([sys.executable, *argv], stdout=subprocess.PIPE, text=True, env=env)
     assert process.stdout is not None
     for line in process.stdout:
         match = _ADDRESS.search(line)
@@ -159,25 +161,33 @@ def routing_decision_us(requests: list[BenchRequest], num_workers: int = 2) -> f
     return (time.perf_counter() - started) / (rounds * len(bodies)) * 1e6
 
 
-def hop_overhead_ms(router_url: str, worker_url: str, num: int = 150) -> tuple[float, float]:
-    """Median latency of a 1-token request straight to the worker and through the router."""
+def hop_overhead_ms(
+    router_url: str, worker_url: str, num: int = 150, router: subprocess.Popen | None = None
+) -> tuple[float, float, float]:
+    """Median latency of a 1-token request straight to the worker and through the router, and
+    the router process's CPU time per routed request (NaN without `router`)."""
     body = {"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 1}}
+    cpu_s = [0.0]
 
     def median_ms(url: str) -> float:
         with httpx.Client(base_url=url, timeout=60) as client:
             client.post("/generate", json=body)  # warm the connection
             samples = []
+            before = cpu_seconds(router.pid) if router is not None and url == router_url else None
             for _ in range(num):
                 started = time.perf_counter()
                 client.post("/generate", json=body).raise_for_status()
                 samples.append((time.perf_counter() - started) * 1e3)
+            if before is not None and router is not None:
+                cpu_s[0] += cpu_seconds(router.pid) - before
         return statistics.median(samples)
 
     # Interleaved halves, so drift on a shared machine hits both sides alike.
     direct = [median_ms(worker_url), 0.0]
     routed = [median_ms(router_url), 0.0]
     direct[1], routed[1] = median_ms(worker_url), median_ms(router_url)
-    return statistics.fmean(direct), statistics.fmean(routed)
+    cpu_us = cpu_s[0] / (2 * num) * 1e6 if router is not None else float("nan")
+    return statistics.fmean(direct), statistics.fmean(routed), cpu_us
 
 
 def tree_rates() -> dict[str, tuple[float, float]]:
@@ -258,7 +268,7 @@ def main() -> None:
              "--worker-urls", worker_urls[0]]
         )  # fmt: skip
         try:
-            direct_ms, routed_ms = hop_overhead_ms(router_url, worker_urls[0])
+            direct_ms, routed_ms, _ = hop_overhead_ms(router_url, worker_urls[0])
         finally:
             stop(router)
     finally:
@@ -271,7 +281,9 @@ def main() -> None:
              "--worker-urls", instant_url]
         )  # fmt: skip
         try:
-            instant_direct_ms, instant_routed_ms = hop_overhead_ms(router_url, instant_url, num=500)
+            instant_direct_ms, instant_routed_ms, router_cpu_us = hop_overhead_ms(
+                router_url, instant_url, num=500, router=router
+            )
         finally:
             stop(router)
     finally:
@@ -305,6 +317,8 @@ def main() -> None:
         f"| the same request to a stand-in worker that answers at once, direct / via router, median | "
         f"{instant_direct_ms:.2f} / {instant_routed_ms:.2f} ms |",
         f"| HTTP hop added by the router, stand-in worker | {instant_routed_ms - instant_direct_ms:.2f} ms |",
+        f"| router CPU time per request, stand-in worker | {router_cpu_us:.0f} us |",
+        f"| load average (1 min) at the end | {os.getloadavg()[0]:.2f} |",
     ]
     lines += [
         "",

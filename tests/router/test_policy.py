@@ -1,5 +1,6 @@
 """Routing properties of `sglr.router.Router`, one policy at a time."""
 
+from array import array
 from collections import Counter
 
 import pytest
@@ -23,6 +24,24 @@ def test_same_prefix_goes_to_the_same_replica_while_balanced() -> None:
     assert all(len(replicas) == 1 for replicas in chosen.values())
     # New prefixes spread: every replica got two of the six groups.
     assert Counter(next(iter(replicas)) for replicas in chosen.values()) == {0: 2, 1: 2, 2: 2}
+
+
+def test_u32_array_keys_route_as_lists_do() -> None:
+    # The router's HTTP front keys on array("I") ids (short ones read as a sequence, long ones
+    # as a numpy view); engine fronts pass lists.
+    from_lists = Router([0, 1, 2], RouterConfig(policy="cache-aware"))
+    from_arrays = Router([0, 1, 2], RouterConfig(policy="cache-aware"))
+    for suffix in range(4):
+        for group in range(6):
+            key = prompt(group, suffix, prefix_len=4 if group % 2 else 64)
+            replica = from_lists.route(key)
+            assert from_arrays.route(array("I", key)) == replica
+            from_lists.finish(replica)
+            from_arrays.finish(replica)
+    assert [from_arrays.num_routed_keys(r) for r in range(3)] == [
+        from_lists.num_routed_keys(r) for r in range(3)
+    ]
+    from_arrays.check_invariants()
 
 
 def test_imbalance_spreads_a_hot_prefix() -> None:

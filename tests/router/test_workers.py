@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from array import array
 from pathlib import Path
 
 import pytest
@@ -69,10 +70,22 @@ def test_membership_errors() -> None:
 def test_routing_keys() -> None:
     assert routing_key("/generate", {"text": "abc"}) == "abc"
     assert routing_key("/generate", {"text": ["first", "second"]}) == "first"
-    assert routing_key("/generate", {"input_ids": [[5, 6], [7]], "text": "ignored"}) == [5, 6]
-    assert routing_key("/v1/completions", {"prompt": [1, 2, 3]}) == [1, 2, 3]
-    assert routing_key("/v1/completions", {"prompt": [1, -2]}) == ""
-    assert routing_key("/v1/completions", {"prompt": [True]}) == ""
+    # Ids come back as a u32 array (the trees read it without a copy).
+    assert routing_key("/generate", {"input_ids": [[5, 6], [7]], "text": "ignored"}) == array("I", [5, 6])
+    assert routing_key("/v1/completions", {"prompt": [1, 2, 3]}) == array("I", [1, 2, 3])
+    assert routing_key("/v1/completions", {"prompt": [0, 2**32 - 1]}) == array("I", [0, 2**32 - 1])
+    long_ids = list(range(2, 300))
+    assert routing_key("/generate", {"input_ids": long_ids}) == array("I", long_ids)
+    for not_ids in ([1, -2], [1, 2**32], [True], [1, 2.0], [1, None], [1, "2"], [1, [2]]):
+        assert routing_key("/v1/completions", {"prompt": not_ids}) == ""
+        # A long prompt is checked another way: the same verdicts, wherever the odd one is.
+        # (First, a string or a list would make the prompt a batch, keyed on its first item.)
+        for at in (150, -1) if isinstance(not_ids[-1], (str, list)) else (0, 150, -1):
+            spoiled = long_ids.copy()
+            spoiled[at] = not_ids[-1]
+            assert routing_key("/generate", {"input_ids": spoiled}) == ""
+    with_zero_and_one = [0, 1, *long_ids]  # ids 0 and 1 are ids, not bools
+    assert routing_key("/generate", {"input_ids": with_zero_and_one}) == array("I", with_zero_and_one)
     chat = {"messages": [{"role": "system", "content": "S"}, {"role": "user", "content": [{"type": "text", "text": "U"}]}]}  # fmt: skip
     assert routing_key("/v1/chat/completions", chat) == "system\nS\nuser\nU\n"
     # The next turn of a conversation extends the key of the turn before.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import socket
 import threading
 from collections.abc import Iterator
@@ -21,7 +22,9 @@ from sse_client import parse_sse
 from sglr.router import RouterConfig
 from sglr.router.workers import WorkerPool
 from sglr.server.router_app import RouterSettings, build_router_app
+from sglr.server.router_proxy import read_json_body
 from sglr.server.router_server import serve_router
+from sglr.server.router_upstream import WorkerConnections
 
 
 @dataclass
@@ -334,6 +337,107 @@ def test_pipelined_requests_are_answered_in_order(harness: Harness) -> None:
         json.loads(part.split(b"\r\n\r\n", 1)[1])["text"] for part in answer.split(b"HTTP/1.1 200 OK")[1:]
     ]
     assert texts == ["p0", "p1", "p2"]
+
+
+def test_pipelined_requests_of_every_handler_kind_are_answered_in_order(harness: Harness) -> None:
+    # Forwarded from callbacks, answered at once (405), run as a coroutine (the admin app),
+    # forwarded again: each waits for the one before it.
+    def post(text: str) -> bytes:
+        body = json.dumps({"text": text}).encode()
+        return b"POST /generate HTTP/1.1\r\nhost: x\r\ncontent-length: %d\r\n\r\n%b" % (len(body), body)
+
+    requests = (post("first") + b"GET /generate HTTP/1.1\r\nhost: x\r\n\r\n"
+                + b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n"
+                + post("last").replace(b"host: x\r\n", b"host: x\r\nconnection: close\r\n"))  # fmt: skip
+    answer = _raw_exchange(harness.port, requests)
+    assert [int(status) for status in re.findall(rb"HTTP/1.1 (\d{3}) ", answer)] == [200, 405, 200, 200]
+    assert answer.index(b'"first"') < answer.index(b"num_healthy_workers") < answer.index(b'"last"')
+
+
+def test_a_request_no_worker_can_take_is_answered_before_the_next_one(harness: Harness) -> None:
+    for worker in harness.workers:
+        harness.pool.remove_worker(worker.url)
+    requests = b"".join(
+        b"POST /generate HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\n%b\r\n{}"
+        % (b"connection: close\r\n" if last else b"")
+        for last in (False, False, True)
+    )
+    answer = _raw_exchange(harness.port, requests)
+    assert re.findall(rb"HTTP/1.1 (\d{3}) ", answer) == [b"503"] * 3
+
+
+def test_an_error_inside_the_router_gets_500_and_the_router_keeps_serving(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    route = harness.pool.route
+
+    def broken_route(key: object) -> object:
+        monkeypatch.setattr(harness.pool, "route", route)  # only this once
+        raise RuntimeError("routing bug")
+
+    monkeypatch.setattr(harness.pool, "route", broken_route)
+    with httpx.Client(base_url=harness.url, timeout=30) as client:
+        failed = generate(client, "x")
+        assert failed.status_code == 500 and failed.headers["connection"] == "close"
+        assert generate(client, "y").json()["text"] == "y"
+
+
+def test_route_times_are_a_prometheus_histogram(harness: Harness) -> None:
+    with httpx.Client(base_url=harness.url, timeout=30) as client:
+        for i in range(5):
+            generate(client, f"q{i}")
+        metrics = client.get("/metrics").text
+    samples = dict(
+        line.rsplit(" ", 1) for line in metrics.splitlines() if line.startswith("sglr_router:route_seconds")
+    )
+    assert float(samples["sglr_router:route_seconds_count"]) == 5
+    buckets = [float(value) for name, value in samples.items() if "_bucket{" in name]
+    assert buckets == sorted(buckets) and buckets[-1] == 5
+    assert samples['sglr_router:route_seconds_bucket{le="+Inf"}'] == "5.0"
+    assert 0 < float(samples["sglr_router:route_seconds_sum"]) < 5
+
+
+def test_a_worker_request_is_its_head_then_the_body_byte_for_byte() -> None:
+    connections = WorkerConnections("http://10.0.0.1:30001/base", connect_timeout_s=1.0)
+    body = b'{"text": "x"}'
+    for key in range(100):  # one kept head per API key, bounded
+        headers = ((b"content-type", b"application/json"), (b"authorization", b"Bearer k%d" % key))
+        request = connections.post(b"/generate", headers, body)
+        assert request == (
+            b"POST /base/generate HTTP/1.1\r\nhost: 10.0.0.1:30001\r\ncontent-type: application/json\r\n"
+            b"authorization: Bearer k%d\r\ncontent-length: %d\r\n\r\n%b" % (key, len(body), body)
+        )
+        assert connections.post(b"/generate", headers, b"").endswith(b"content-length: 0\r\n\r\n")
+    assert len(connections._heads) <= 64
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"text": "a", "stream": true}',
+        '{"text": "\u00e9"}'.encode(),
+        '\ufeff{"a": 1}'.encode(),
+        '{"a": [1, 2]}'.encode("utf-16"),
+        '{"a": 1}'.encode("utf-16-le"),
+        '{"a": 1}'.encode("utf-32"),
+        b"{not json",
+        b"\xff\xfe",
+        b"",
+        b"[" * 100_000,
+        b" [1, 2] ",
+        b"[1, 2] x",
+        b'{"a": 1}\x0c',
+        b'"\\ud800"',
+        b"NaN",
+    ],
+)
+def test_the_body_is_read_as_json_loads_reads_it(body: bytes) -> None:
+    try:
+        expected = json.loads(body)
+    except (ValueError, RecursionError):
+        expected = None
+    got = read_json_body(body)
+    assert got == expected or (got != got and expected != expected)  # NaN
 
 
 def test_expect_100_continue_and_admin_routes(harness: Harness) -> None:

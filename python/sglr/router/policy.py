@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import random
 import threading
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sglr.errors import NoReplicaAvailableError, RouterConfigError, UnknownReplicaError
 
 ROUTER_POLICIES = ("cache-aware", "round-robin", "shortest-queue", "random")
+# From this many ids on, a u32 `array` key goes to the trees as a numpy view (read in place);
+# a shorter one is read as a sequence, which costs less than making the view.
+_VIEW_MIN_IDS = 32
 
 
 @dataclass(frozen=True)
@@ -108,6 +112,10 @@ class Router:
             # One u32 per byte, as an array the trees read without copying (a list of ints
             # would be converted on every call into them: ~10x slower for a long prompt).
             key = np.frombuffer(key.encode("utf-8"), dtype=np.uint8).astype(np.uint32)
+        elif isinstance(key, array) and len(key) >= _VIEW_MIN_IDS and key.itemsize == 4:
+            import numpy as np
+
+            key = np.frombuffer(key, dtype=np.uint32)  # the same, without a copy
         with self._lock:
             if not self._num_in_flight:
                 raise NoReplicaAvailableError("no replica is available")
@@ -124,17 +132,17 @@ class Router:
                 self._num_in_flight[replica] = max(0, self._num_in_flight[replica] - 1)
 
     def _choose(self, key: Sequence[int]) -> int:
-        replicas = sorted(self._num_in_flight)
         policy = self.config.policy
         if policy == "round-robin":
+            replicas = sorted(self._num_in_flight)
             replica = replicas[self._next_round_robin % len(replicas)]
             self._next_round_robin += 1
             return replica
         if policy == "random":
-            return self._random.choice(replicas)
+            return self._random.choice(sorted(self._num_in_flight))
         if policy == "shortest-queue" or self._imbalanced():
-            return self._shortest_queue(replicas)
-        return self._cache_aware(key, replicas)
+            return self._shortest_queue(sorted(self._num_in_flight))
+        return self._cache_aware(key)
 
     def _shortest_queue(self, replicas: list[int]) -> int:
         return min(replicas, key=lambda replica: (self._num_in_flight[replica], replica))
@@ -145,12 +153,12 @@ class Router:
         config = self.config
         return most - least > config.balance_abs_threshold and most > config.balance_rel_threshold * least
 
-    def _cache_aware(self, key: Sequence[int], replicas: list[int]) -> int:
+    def _cache_aware(self, key: Sequence[int]) -> int:
         best = self._forest.best_match(key)
         if best is not None and len(key) and best[1] / len(key) >= self.config.cache_threshold:
             return best[0]
         # A new prefix: the replica that has been sent the least holds the most free cache.
         return min(
-            replicas,
+            sorted(self._num_in_flight),
             key=lambda replica: (self._forest.num_keys(replica), self._num_in_flight[replica], replica),
         )

@@ -3,9 +3,13 @@
 
 `ClientConnection` parses requests (keep-alive, pipelined ones answered in order, `Expect:
 100-continue`), hands each complete one to `dispatch(connection, request)` and writes what
-the handler gives back: a whole response, or a chunked one piece by piece. A request it cannot
-parse gets a 400 JSON error and the connection closes. When the client goes, `on_lost` runs
-(the proxy closes the worker's connection, so the worker stops generating).
+the handler gives back: a whole response, or a chunked one piece by piece. A handler answers
+at once (it returns None), in a coroutine (it returns one; the connection runs it as a task),
+or from callbacks (it calls `defer()` before returning None, and `answered()` when its
+response is complete): the router's generation path does the last, so a request costs no
+task, future or coroutine switch. A request it cannot parse gets a 400 JSON error and the
+connection closes. When the client goes, `on_lost` runs (the proxy closes the worker's
+connection, so the worker stops generating).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ _REASONS = {status.value: status.phrase.encode() for status in HTTPStatus}
 _CHUNKED_END = b"0\r\n\r\n"
 
 
-@dataclass
+@dataclass(slots=True)
 class ClientRequest:
     method: bytes
     path: bytes
@@ -47,7 +51,8 @@ class ClientRequest:
         return None
 
 
-Dispatch = Callable[["ClientConnection", ClientRequest], Awaitable[None]]
+# None: answered already, or deferred (`ClientConnection.defer`); else a coroutine to run.
+Dispatch = Callable[["ClientConnection", ClientRequest], Awaitable[None] | None]
 
 
 class ClientConnection(asyncio.Protocol):
@@ -66,12 +71,17 @@ class ClientConnection(asyncio.Protocol):
         self.on_resume_writing: Callable[[], None] | None = None
         self._lost_waiter: asyncio.Future[None] | None = None
         self._queue: deque[ClientRequest] = deque()
-        self._handler: asyncio.Task[None] | None = None
+        # The request being answered, and its task when its handler is a coroutine.
+        self._current: ClientRequest | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._deferred = False
+        self._dispatching = False
         self._closing = False
         # The request being parsed.
         self._url = b""
         self._headers: list[tuple[bytes, bytes]] = []
         self._body: list[bytes] = []
+        self._expect: bytes | None = None
         # The response being written.
         self._keep_alive = True
         self._chunked = False
@@ -80,7 +90,7 @@ class ClientConnection(asyncio.Protocol):
 
     @property
     def busy(self) -> bool:
-        return self._handler is not None
+        return self._current is not None
 
     # -- asyncio.Protocol ---------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -119,25 +129,23 @@ class ClientConnection(asyncio.Protocol):
             self.on_resume_writing()
 
     # -- httptools callbacks --------------------------------------------------------------
-    def on_message_begin(self) -> None:
-        self._url = b""
-        self._headers = []
-        self._body = []
-
+    # No on_message_begin (one callback less per request): the parts of a request are reset
+    # as it completes.
     def on_url(self, url: bytes) -> None:
         self._url += url
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._headers.append((name.lower(), value))
+        name = name.lower()
+        self._headers.append((name, value))
+        if name == b"expect":
+            self._expect = value
 
     def on_headers_complete(self) -> None:
-        if self._parser.should_upgrade():
-            return  # refused when the parser stops at the upgrade (data_received)
-        if self._parser.get_http_version() == "1.1":
-            for name, value in self._headers:
-                if name == b"expect" and value.lower() == b"100-continue":
-                    assert self.transport is not None
-                    self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        if self._expect is None or self._parser.should_upgrade():
+            return  # an upgrade is refused when the parser stops at it (data_received)
+        if self._parser.get_http_version() == "1.1" and self._expect.lower() == b"100-continue":
+            assert self.transport is not None
+            self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
 
     def on_body(self, body: bytes) -> None:
         self._body.append(body)
@@ -156,11 +164,35 @@ class ClientConnection(asyncio.Protocol):
             http_version=parser.get_http_version(),
             keep_alive=parser.should_keep_alive(),
         )
+        self._url, self._headers, self._body, self._expect = b"", [], [], None
         self._queue.append(request)
-        if self._handler is None:
-            self._handler = asyncio.get_running_loop().create_task(self._handle_queue())
+        if self._current is None:
+            self._serve_queue()
 
     # -- for handlers ---------------------------------------------------------------------
+    def defer(self) -> None:
+        """The handler answers from callbacks, after it returns: it calls `answered()` once
+        its response is complete (or the client left)."""
+        self._deferred = True
+
+    def answered(self) -> None:
+        """A deferred request's response is complete: the next one queued is served."""
+        if not self._deferred:
+            return
+        self._deferred = False
+        if self._dispatching:
+            return  # answered before its handler returned: `_serve_queue` goes on
+        if self._finish_request():
+            self._serve_queue()
+
+    def handler_failed(self, request: ClientRequest) -> None:
+        """The handler raised: logged; a 500 if nothing was written yet; the connection closes
+        after this request, as nothing reliable can follow a half-written response."""
+        logger.exception("request %s %s failed in the router", request.method, request.path)
+        self._keep_alive = False
+        if not self._started:
+            self.respond_error(500, "internal error in the router")
+
     async def wait_lost(self) -> None:
         if self.lost:
             return
@@ -170,9 +202,9 @@ class ClientConnection(asyncio.Protocol):
 
     def respond(self, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
         """A whole response (content-length set here)."""
-        head = self._head(status, headers)
-        head += b"content-length: %d\r\n\r\n" % len(body)
-        self._write(head + body)
+        parts = self._head_parts(status, headers)
+        parts += (b"content-length: %d\r\n\r\n" % len(body), body)
+        self._write(b"".join(parts))
 
     def respond_error(self, status: int, message: str) -> None:
         self.respond(status, [(b"content-type", b"application/json")], dumps(error_body(status, message)))
@@ -203,7 +235,7 @@ class ClientConnection(asyncio.Protocol):
     def close_when_idle(self) -> None:
         """Shutdown: close now if no request is in hand, else after its response."""
         self._keep_alive = False
-        if self._handler is None:
+        if self._current is None:
             self.close()
 
     # -- internals ------------------------------------------------------------------------
@@ -212,13 +244,15 @@ class ClientConnection(asyncio.Protocol):
         return self._current_version == "1.1"
 
     def _head(self, status: int, headers: list[tuple[bytes, bytes]]) -> bytes:
-        reason = _REASONS.get(status, b"Unknown")
-        parts = [b"HTTP/1.1 %d %s\r\n" % (status, reason)]
+        return b"".join(self._head_parts(status, headers))
+
+    def _head_parts(self, status: int, headers: list[tuple[bytes, bytes]]) -> list[bytes]:
+        parts = [b"HTTP/1.1 %d %s\r\n" % (status, _REASONS.get(status, b"Unknown"))]
         for name, value in headers:
             parts += (name, b": ", value, b"\r\n")
         if not self._keep_alive:
             parts.append(b"connection: close\r\n")
-        return b"".join(parts)
+        return parts
 
     def _frame(self, data: bytes) -> bytes:
         if not data or not self._chunked:
@@ -230,32 +264,51 @@ class ClientConnection(asyncio.Protocol):
         if not self.lost and self.transport is not None:
             self.transport.write(data)
 
-    async def _handle_queue(self) -> None:
+    def _serve_queue(self) -> None:
+        while self._queue and not self.lost:
+            request = self._current = self._queue.popleft()
+            self._current_version = request.http_version
+            self._keep_alive = self._keep_alive and request.keep_alive
+            self._chunked = self._started = self._deferred = False
+            self._dispatching = True
+            try:
+                pending = self._dispatch(self, request)
+            except Exception:
+                self._deferred = False
+                self.handler_failed(request)
+                pending = None
+            finally:
+                self._dispatching = False
+            if pending is not None:
+                self._task = asyncio.get_running_loop().create_task(self._run(request, pending))
+                return
+            if self._deferred or not self._finish_request():
+                return
+        self._current = None
+
+    async def _run(self, request: ClientRequest, handler: Awaitable[None]) -> None:
         try:
-            while self._queue and not self.lost:
-                request = self._queue.popleft()
-                self._current_version = request.http_version
-                self._keep_alive = self._keep_alive and request.keep_alive
-                self._chunked = self._started = False
-                try:
-                    await self._dispatch(self, request)
-                except Exception:
-                    logger.exception("request %s %s failed in the router", request.method, request.path)
-                    # Nothing reliable can follow a half-written response: close after this.
-                    self._keep_alive = False
-                    if not self._started:
-                        self.respond_error(500, "internal error in the router")
-                if not self._keep_alive:
-                    self.close()
-                    return
+            await handler
+        except Exception:
+            self.handler_failed(request)
         finally:
-            self._handler = None
-            self.on_lost = self.on_pause_writing = self.on_resume_writing = None
+            self._task = None
+        if self._finish_request():
+            self._serve_queue()
+
+    def _finish_request(self) -> bool:
+        """After a response: False when the connection closes (or has gone)."""
+        self._current = None
+        self.on_lost = self.on_pause_writing = self.on_resume_writing = None
+        if not self._keep_alive:
+            self.close()
+            return False
+        return not self.lost
 
     def _refuse(self, status: int, message: str) -> None:
         self._keep_alive = False
         self._current_version = "1.1"
-        if self._handler is None:
+        if self._current is None:
             self.respond_error(status, message)
         self.close()
 

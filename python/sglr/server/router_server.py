@@ -2,10 +2,10 @@
 
 Generation requests (`POST`/`PUT` on `/generate`, `/v1/completions`, `/v1/chat/completions`)
 take the fast path: parsed by `sglr.server.router_front`, authorized here, forwarded by
-`sglr.server.router_proxy` over kept-alive worker connections, with no ASGI and no HTTP client
-library per request (the Python HTTP hop through uvicorn and httpx cost ~2 ms a request;
-benches/results/router_dp_cpu.md). Everything else goes to the admin app
-(`sglr.server.router_app`) through `sglr.server.asgi_bridge`.
+`sglr.server.router_proxy` over kept-alive worker connections from protocol callbacks, with
+no ASGI, no HTTP client library and no task per request (the Python HTTP hop through uvicorn
+and httpx cost ~2 ms a request; benches/results/router_dp_cpu.md). Everything else goes to
+the admin app (`sglr.server.router_app`) through `sglr.server.asgi_bridge`.
 
 SIGTERM / SIGINT: the port stops accepting, idle connections close, requests in flight get
 `shutdown_timeout_s` to finish (a second SIGINT stops waiting), then the rest are cut.
@@ -17,7 +17,7 @@ import asyncio
 import signal
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from sglr.server.asgi_bridge import run_asgi
@@ -37,22 +37,22 @@ def build_dispatch(app: Any, state: RouterState) -> Dispatch:
     api_key = state.settings.api_key
     expected_digest = key_digest(api_key.encode()) if api_key is not None else None
 
-    async def dispatch(connection: ClientConnection, request: ClientRequest) -> None:
+    def dispatch(connection: ClientConnection, request: ClientRequest) -> Awaitable[None] | None:
         path = _GENERATION_PATHS.get(request.path)
         if path is None:
-            await run_asgi(app, connection, request)
-            return
+            return run_asgi(app, connection, request)
         if request.method not in _GENERATION_METHODS:
             body = dumps(error_body(405, "Method Not Allowed"))
             connection.respond(405, [(b"content-type", b"application/json"), (b"allow", b"POST, PUT")], body)
-            return
+            return None
         if expected_digest is not None and not bearer_token_matches(
             request.header(b"authorization"), expected_digest
         ):
             connection.respond(401, _UNAUTHORIZED_HEADERS, dumps(error_body(401, UNAUTHORIZED_MESSAGE)))
-            return
+            return None
         assert state.proxy is not None
-        await forward_generation(state.proxy, connection, request, path)
+        forward_generation(state.proxy, connection, request, path)
+        return None
 
     return dispatch
 

@@ -1,11 +1,12 @@
 """`sglr-router`'s connections to its workers: HTTP/1.1 over asyncio protocols, kept alive and
 reused per worker (`UpstreamPools`), responses parsed by `httptools`.
 
-One `UpstreamConnection` carries one exchange at a time. `exchange(...)` writes the request and
-returns once the response can be judged: for a buffered response when it is complete, for an
-event stream at its first body bytes (so a stream that breaks off before any event can still be
-retried elsewhere). The rest of a stream goes straight from the parser's callback to a sink (the
-client's connection), without a coroutine switch per chunk; `done` resolves when it ends.
+One `UpstreamConnection` carries one exchange at a time, driven by callbacks (no future or task
+per request). `send(...)` writes the request; `on_ready` runs once the response can be judged:
+for a buffered response when it is complete, for an event stream at its first body bytes (so a
+stream that breaks off before any event can still be retried elsewhere). The rest of a stream
+goes straight from the parser's callback to a sink (the client's connection); `on_done` runs
+when it ends.
 
 `WorkerBrokeOff` means the worker did not finish the exchange: refused, reset, closed, timed
 out or unparseable. `fresh` tells whether nothing at all came back on a connection that had
@@ -18,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import cast
 from urllib.parse import urlsplit
@@ -27,6 +28,8 @@ import httptools
 
 # Past this many idle connections to one worker, a finished one is closed instead of kept.
 MAX_IDLE_PER_WORKER = 256
+# Request heads kept per worker (by path and forwarded headers: an API key is one of them).
+_MAX_HEADS = 64
 
 
 class WorkerBrokeOff(Exception):
@@ -34,6 +37,10 @@ class WorkerBrokeOff(Exception):
         super().__init__(reason)
         # Nothing came back on a reused connection: a new one may well succeed.
         self.stale = stale
+
+
+# Called with None when the exchange got where it was waiting for, or with why it did not.
+Outcome = Callable[["WorkerBrokeOff | None"], None]
 
 
 @dataclass(frozen=True)
@@ -58,12 +65,13 @@ class UpstreamConnection(asyncio.Protocol):
         self._pool = pool
         self._parser = httptools.HttpResponseParser(self)
         self.transport: asyncio.Transport | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.closed = False
         self.num_exchanges = 0
-        # The exchange in progress.
+        # The exchange in progress; each callback runs at most once (cleared before it runs).
         self._streaming_wanted = False
-        self._ready: asyncio.Future[None] | None = None
-        self.done: asyncio.Future[None] | None = None
+        self._on_ready: Outcome | None = None
+        self._on_done: Outcome | None = None
         self.status = 0
         self.content_type: bytes | None = None
         self.is_stream = False
@@ -80,6 +88,7 @@ class UpstreamConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports are not asyncio.Transport subclasses, but behave as one.
         self.transport = cast(asyncio.Transport, transport)
+        self._loop = asyncio.get_running_loop()
 
     def data_received(self, data: bytes) -> None:
         self._received_any = True
@@ -124,47 +133,54 @@ class UpstreamConnection(asyncio.Protocol):
             return
         self._body.append(body)
         if self.is_stream:
-            _resolve(self._ready)
+            self._report_ready(None)
 
     def on_message_complete(self) -> None:
         self._complete = True
         self._cancel_timer()
         self._reusable = self._parser.should_keep_alive()
-        _resolve(self._ready)
-        _resolve(self.done)
+        self._report_ready(None)
+        on_done, self._on_done = self._on_done, None
+        if on_done is not None:
+            on_done(None)
 
     # -- exchanges ------------------------------------------------------------------------
-    async def exchange(self, request: bytes, *, stream: bool, timeout_s: float | None) -> None:
-        """Sends `request`; returns when the response is complete (`body()`), or for an event
-        stream once its first bytes are in (then `relay_to` takes the rest). Raises
-        `WorkerBrokeOff`; the connection is closed then."""
-        assert self.transport is not None
-        loop = asyncio.get_running_loop()
+    def send(self, request: bytes, *, stream: bool, timeout_s: float | None, on_ready: Outcome) -> None:
+        """Writes `request`. `on_ready(None)` runs when the response is complete (`body()`),
+        or for an event stream once its first bytes are in (then `relay_to` takes the rest);
+        `on_ready(WorkerBrokeOff)` when the worker broke off first (the connection is closed
+        then). It runs exactly once, possibly before `send` returns."""
+        assert self.transport is not None and self._loop is not None
         self.num_exchanges += 1
         self._streaming_wanted = stream
-        self._ready = loop.create_future()
-        self.done = loop.create_future()
+        self._on_ready, self._on_done = on_ready, None
         self.status, self.content_type, self.is_stream = 0, None, False
         self._received_any = self._complete = self._reusable = False
         self._body, self._sink = [], None
         self._last_activity = time.monotonic()
         if timeout_s is not None:
-            self._timer = loop.call_later(timeout_s, self._check_timeout, timeout_s)
+            self._timer = self._loop.call_later(timeout_s, self._check_timeout, timeout_s)
         if self.closed:
             self._fail("connection closed")
         else:
             self.transport.write(request)
-        await self._ready
 
     def body(self) -> bytes:
         body = b"".join(self._body)
         self._body = []
         return body
 
-    def relay_to(self, sink: Callable[[bytes], None]) -> None:
+    def relay_to(self, sink: Callable[[bytes], None], on_done: Outcome) -> None:
         """From now on each body chunk goes to `sink` as it is parsed (what came before
-        `exchange` returned is in `body()`)."""
+        `on_ready` is in `body()`); `on_done` runs once when the stream ends: None when it is
+        complete, else the `WorkerBrokeOff`."""
         self._sink = sink
+        if self._complete:
+            on_done(None)
+        elif self.closed:
+            on_done(WorkerBrokeOff("connection closed"))
+        else:
+            self._on_done = on_done
 
     def release(self) -> None:
         """The exchange is over: a complete one leaves the connection for the next request to
@@ -199,12 +215,17 @@ class UpstreamConnection(asyncio.Protocol):
     def _fail(self, reason: str) -> None:
         stale = not self._received_any and self.num_exchanges > 1
         error = WorkerBrokeOff(reason, stale=stale)
-        for future in (self._ready, self.done):
-            if future is not None and not future.done():
-                future.set_exception(error)
-                # Retrieved or not, a failed stream's `done` must not log "never retrieved".
-                future.exception()
+        on_done, self._on_done = self._on_done, None
+        # Closed before anyone hears of it: a retry must not find this connection idle.
         self.close()
+        self._report_ready(error)
+        if on_done is not None:
+            on_done(error)
+
+    def _report_ready(self, error: WorkerBrokeOff | None) -> None:
+        on_ready, self._on_ready = self._on_ready, None
+        if on_ready is not None:
+            on_ready(error)
 
     def _check_timeout(self, timeout_s: float) -> None:
         idle_s = time.monotonic() - self._last_activity
@@ -212,8 +233,8 @@ class UpstreamConnection(asyncio.Protocol):
             self._timer = None
             self._fail(f"ReadTimeout: no answer for {timeout_s:g} s")
         else:
-            loop = asyncio.get_running_loop()
-            self._timer = loop.call_later(timeout_s - idle_s, self._check_timeout, timeout_s)
+            assert self._loop is not None
+            self._timer = self._loop.call_later(timeout_s - idle_s, self._check_timeout, timeout_s)
 
     def _cancel_timer(self) -> None:
         if self._timer is not None:
@@ -230,13 +251,25 @@ class WorkerConnections:
         self.connect_timeout_s = connect_timeout_s
         self._idle: list[UpstreamConnection] = []
         self.num_opened = 0
+        self._heads: dict[tuple[bytes, tuple[tuple[bytes, bytes], ...]], bytes] = {}
 
-    async def acquire(self, *, fresh: bool = False) -> UpstreamConnection:
-        while self._idle and not fresh:
+    def post(self, path: bytes, headers: tuple[tuple[bytes, bytes], ...], body: bytes) -> bytes:
+        """The bytes of a POST of `body` to `path` on this worker. Heads are kept by path and
+        headers (the same few recur; at most `_MAX_HEADS`, then they start over)."""
+        head = self._heads.get((path, headers))
+        if head is None:
+            if len(self._heads) >= _MAX_HEADS:
+                self._heads.clear()
+            head = self._heads[(path, headers)] = request_head(self.address, b"POST", path, headers)
+        return b"%b%d\r\n\r\n%b" % (head, len(body), body)
+
+    def take_idle(self) -> UpstreamConnection | None:
+        """The most recently used idle connection, if any (else `open` a new one)."""
+        while self._idle:
             connection = self._idle.pop()
             if not connection.closed:
                 return connection
-        return await self._open()
+        return None
 
     def release(self, connection: UpstreamConnection) -> None:
         if len(self._idle) < MAX_IDLE_PER_WORKER:
@@ -257,7 +290,8 @@ class WorkerConnections:
     def num_idle(self) -> int:
         return len(self._idle)
 
-    async def _open(self) -> UpstreamConnection:
+    async def open(self) -> UpstreamConnection:
+        """A new connection; raises `WorkerBrokeOff` when it cannot be made."""
         address = self.address
         loop = asyncio.get_running_loop()
         tls = ssl.create_default_context() if address.tls else None
@@ -297,15 +331,11 @@ class UpstreamPools:
         self._pools.clear()
 
 
-def request_head(address: WorkerAddress, method: bytes, path: bytes, headers: list[tuple[bytes, bytes]], body_len: int) -> bytes:  # fmt: skip
-    lines = [method, b" ", address.base_path, path, b" HTTP/1.1\r\nhost: ", address.host_header,
-             b"\r\ncontent-length: ", str(body_len).encode(), b"\r\n"]  # fmt: skip
+def request_head(address: WorkerAddress, method: bytes, path: bytes, headers: Sequence[tuple[bytes, bytes]]) -> bytes:  # fmt: skip
+    """A request's head up to its content-length value, which the caller appends (with the
+    blank line and the body)."""
+    lines = [method, b" ", address.base_path, path, b" HTTP/1.1\r\nhost: ", address.host_header, b"\r\n"]
     for name, value in headers:
         lines += (name, b": ", value, b"\r\n")
-    lines.append(b"\r\n")
+    lines.append(b"content-length: ")
     return b"".join(lines)
-
-
-def _resolve(future: asyncio.Future[None] | None) -> None:
-    if future is not None and not future.done():
-        future.set_result(None)
