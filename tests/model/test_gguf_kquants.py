@@ -17,7 +17,7 @@ from kquant_testing import K_TYPES, quantize_k
 from sglr.kernels.cpu_quantized import MAX_KERNEL_ROWS, dequantize_matrix, gguf_matrix, quantized_linear
 from sglr.model.forward_batch import ExtendRequest
 from sglr.model.layers import Linear
-from sglr.model.runner import ModelRunner, RunnerConfig, has_low_bit_matrices
+from sglr.model.runner import ModelRunner, RunnerConfig, runs_quantized_by_default
 
 EMPTY = np.zeros(0, dtype=np.int64)
 # The mix a Q4_K_M file uses: 4-bit most places, 6-bit values and down projections.
@@ -158,7 +158,7 @@ def test_tiny_q4_k_m_model_matches_the_exact_path(gguf_cache, monkeypatch, archi
     int8 or bf16 activations; measured 0.11-0.19 against bf16's 0.05-0.13 on a logit range of ~4);
     a wrong block order, scale or row would be off by the logits' own size."""
     path = _tiny_k(gguf_cache, architecture, mix)
-    assert has_low_bit_matrices(path)
+    assert runs_quantized_by_default(path)
     fused_runner = _runner(path)  # "auto": quantized, as the file is 4- to 6-bit
     assert fused_runner.weights_format == "quantized" and fused_runner.fused_decode is not None
     assert fused_runner.fused_decode.has_head  # the tied head runs inside the fused step

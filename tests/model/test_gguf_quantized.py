@@ -207,7 +207,15 @@ def test_quantized_is_refused_where_it_cannot_apply(gguf_cache, tiny_path):
     write_tiny_gguf(gguf_cache / "q8.gguf", TinySpec(tensor_types={"ffn_up.weight": T.Q8_0}))
     no_low_bit = _runner(gguf_cache / "q8.gguf")
     assert no_low_bit.weights_format == "dequantized" and no_low_bit.dtype == torch.float32
-    # Asked for, a Q8_0 file's matrices stay 8-bit.
+    # A file whose layer matrices are all Q8_0 runs quantized by default; asked for, a file's
+    # Q8_0 matrices stay 8-bit wherever they are.
+    all_q8 = {
+        s: T.Q8_0 for s in ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
+    }
+    write_tiny_gguf(
+        gguf_cache / "all_q8.gguf", TinySpec(tensor_types={f"{s}.weight": t for s, t in all_q8.items()})
+    )
+    assert _runner(gguf_cache / "all_q8.gguf").weights_format == "quantized"
     q8 = _runner(gguf_cache / "q8.gguf", gguf_weights="quantized")
     assert q8.model.model.layers[0].mlp.gate_up_proj.quantized is None  # an F32 gate beside it
     write_tiny_gguf(

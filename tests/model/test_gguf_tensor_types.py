@@ -9,7 +9,7 @@ from gguf_testing import TinySpec, write_tiny_gguf
 from sglr.errors import GGUFFormatError
 from sglr.model.gguf.reader import read_gguf
 from sglr.model.gguf.tensor_types import gguf_tensor_types, raw_tensor_bytes, read_tensor_table
-from sglr.model.runner import has_low_bit_matrices
+from sglr.model.runner import runs_quantized_by_default
 
 
 def test_types_equal_the_full_parsers(tmp_path) -> None:
@@ -22,9 +22,9 @@ def test_types_equal_the_full_parsers(tmp_path) -> None:
     raw = raw_tensor_bytes(tmp_path / "t.gguf", table)
     for tensor in read_gguf(tmp_path / "t.gguf").tensors:
         assert raw[tensor.name].tobytes() == tensor.data.tobytes(), tensor.name
-    assert has_low_bit_matrices(tmp_path / "t.gguf")
+    assert runs_quantized_by_default(tmp_path / "t.gguf")
     write_tiny_gguf(tmp_path / "f32.gguf", TinySpec(tensor_types={}))
-    assert not has_low_bit_matrices(tmp_path / "f32.gguf")
+    assert not runs_quantized_by_default(tmp_path / "f32.gguf")
 
 
 def test_damaged_headers_are_format_errors(tmp_path) -> None:

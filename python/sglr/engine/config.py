@@ -17,7 +17,7 @@ class EngineConfig:
     max_total_tokens: KV-cache size in tokens (default: the runner's, from memory on GPU).
     mem_fraction_static: fraction of device memory for weights + KV cache (GPU).
     context_length: longest sequence (default: the model's).
-    gguf_weights: "quantized" keeps a GGUF file's Q4_0/Q4_1/Q8_0/K-quant matrices as stored on the CPU (bf16
+    gguf_weights: "quantized" keeps a GGUF file's Q4/Q5/Q8_0/K-quant matrices as stored on the CPU (bf16
         compute), "dequantized" converts all weights, "auto" (default) is quantized where it
         applies; see `RunnerConfig.gguf_weights`.
     max_running_requests: requests decoding at once.

@@ -78,8 +78,11 @@ class RunnerConfig:
         (`sglr.kernels.cpu_quantized`, and decode steps in one Rust call,
         `sglr.model.cpu_fused_decode`; the run dtype is bfloat16); "dequantized" converts every
         weight to the run dtype; "auto" is quantized where it applies (a GGUF file with 4- to
-        6-bit matrices on the CPU, one rank, dtype auto or bfloat16), dequantized otherwise: on SmolLM2 quantized decodes ~2x
-        faster at ~0.9x the prefill speed (benches/results/smollm2_cpu_gguf.md).
+        6-bit matrices, or with only quantized layer matrices, on the CPU, one rank, dtype auto or
+        bfloat16; `runs_quantized_by_default`), dequantized otherwise: on SmolLM2 (Q4_1)
+        quantized decodes ~3x faster than bf16 at ~0.95x its prefill speed, and a Q8_0 file
+        decodes ~4x and prefills ~1.5x faster than its float32 conversion
+        (benches/results/smollm2_cpu_gguf.md).
     """
 
     model_path: str | Path | None
@@ -374,8 +377,8 @@ def quantized_gguf_source(config: RunnerConfig, tensor_parallel: bool) -> Path |
         problem = "quantized GGUF weights do not support tensor parallelism"
     elif config.dtype not in ("auto", "bfloat16"):
         problem = f"quantized GGUF weights compute in bfloat16, not {config.dtype}"
-    elif config.gguf_weights == "auto" and not has_low_bit_matrices(source):
-        problem = "no 4- to 6-bit matrices"  # "auto" keeps the file's precision
+    elif config.gguf_weights == "auto" and not runs_quantized_by_default(source):
+        problem = "float matrices"  # "auto" keeps the file's precision
     if problem is None:
         return source
     if config.gguf_weights == "quantized":
@@ -383,16 +386,30 @@ def quantized_gguf_source(config: RunnerConfig, tensor_parallel: bool) -> Path |
     return None
 
 
-def has_low_bit_matrices(gguf_path: Path) -> bool:
-    """Whether the GGUF file stores any matrix in a 4- to 6-bit format the CPU kernels run
-    (Q4_0, Q4_1, Q4_K, Q5_K, Q6_K; reads the header only)."""
+def runs_quantized_by_default(gguf_path: Path) -> bool:
+    """Whether `gguf_weights="auto"` keeps the file's matrices quantized (reads the header only):
+    when any matrix is 4- to 6-bit (Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K), or when every layer
+    matrix is in a kernel format (a Q8_0 file: then nothing finer than 8 bits is lost, and the
+    8-bit kernels beat the float32 conversion at prefill, decode and memory; a file with float
+    matrices keeps its precision)."""
     from gguf import GGMLQuantizationType
 
     from sglr.model.gguf.tensor_types import gguf_tensor_types
-    from sglr.model.gguf_quantized import LOW_BIT_TYPE_NAMES
+    from sglr.model.gguf_quantized import LOW_BIT_TYPE_NAMES, QUANTIZED_TYPE_NAMES
 
-    codes = {GGMLQuantizationType[name].value for name in LOW_BIT_TYPE_NAMES}
-    return any(code in codes for code in gguf_tensor_types(gguf_path).values())
+    types = {name: GGMLQuantizationType(code).name for name, code in gguf_tensor_types(gguf_path).items()}
+    if any(kind in LOW_BIT_TYPE_NAMES for kind in types.values()):
+        return True
+    # Layer matrices: not norms, not MoE routers (kept in float by llama.cpp).
+    matrices = [
+        kind
+        for name, kind in types.items()
+        if name.startswith("blk.")
+        and name.endswith(".weight")
+        and "norm" not in name
+        and "gate_inp" not in name
+    ]
+    return bool(matrices) and all(kind in QUANTIZED_TYPE_NAMES for kind in matrices)
 
 
 def resolve_device(name: str) -> torch.device:

@@ -66,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--gguf-weights",
         default="auto",
         choices=("auto", "quantized", "dequantized"),
-        help="GGUF on CPU: keep Q4_0/Q4_1/Q8_0/Q4_K/Q5_K/Q6_K weights as stored (quantized, bf16; auto: where it applies) or dequantize all",
+        help="GGUF on CPU: keep Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/Q4_K/Q5_K/Q6_K weights as stored (quantized, bf16; auto: where it applies) or dequantize all",
     )
     add("--context-length", type=int, default=None, help="longest sequence (default: the model's)")
     add("--load-format", default="auto", choices=("auto", "dummy"), help="dummy: random weights (benchmarks)")
