@@ -173,6 +173,32 @@ pub(crate) mod simd_common {
         _mm256_madd_epi16(_mm256_maddubs_epi16(unsigned, signed), _mm256_set1_epi16(1))
     }
 
+    /// A block's 32 nibbles as 32 unsigned bytes in weight order.
+    #[target_feature(enable = "avx2")]
+    pub(crate) unsafe fn unpack_nibbles(ptr: *const u8) -> __m256i {
+        let mask = _mm_set1_epi8(0x0F);
+        let raw = _mm_loadu_si128(ptr.cast());
+        let low = _mm_and_si128(raw, mask);
+        let high = _mm_and_si128(_mm_srli_epi16::<4>(raw), mask);
+        _mm256_set_m128i(high, low)
+    }
+
+    /// A 5-bit block's fifth bits (bit i: weight i) as 32 bytes of 16 or 0.
+    #[target_feature(enable = "avx2")]
+    pub(crate) unsafe fn fifth_bits(bits: u32) -> __m256i {
+        // Byte i takes byte i / 8 of the word (each 128-bit lane holds a copy), then its bit i % 8.
+        let spread = _mm256_shuffle_epi8(
+            _mm256_set1_epi32(bits as i32),
+            _mm256_setr_epi8(
+                0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3,
+                3,
+            ),
+        );
+        let select = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
+        let set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, select), select);
+        _mm256_and_si256(set, _mm256_set1_epi8(16))
+    }
+
     // The workspace's MSRV predates these intrinsics' stabilization (1.89); the build toolchain
     // has them, and `Isa::detect` gates their use at run time.
     #[allow(clippy::incompatible_msrv)]
@@ -186,20 +212,10 @@ pub(crate) mod simd_common {
 mod simd {
     use std::arch::x86_64::*;
 
-    use super::simd_common::{horizontal_sum, products_avx2, products_vnni};
+    use super::simd_common::{fifth_bits, horizontal_sum, products_avx2, products_vnni, unpack_nibbles};
     use super::{BLOCK_BYTES, BLOCK_LEN};
     use crate::act::QuantizedRow;
     use crate::q4::{Q4Row, Q8Row};
-
-    /// A block's 32 nibbles as 32 unsigned bytes in weight order.
-    #[target_feature(enable = "avx2")]
-    unsafe fn unpack_nibbles(ptr: *const u8) -> __m256i {
-        let mask = _mm_set1_epi8(0x0F);
-        let raw = _mm_loadu_si128(ptr.cast());
-        let low = _mm_and_si128(raw, mask);
-        let high = _mm_and_si128(_mm_srli_epi16::<4>(raw), mask);
-        _mm256_set_m128i(high, low)
-    }
 
     /// One kernel body per instruction set: `$products` turns (unsigned bytes, signed bytes)
     /// into eight i32 sums; `$load_pair` gives a block's (unsigned weights, signed activations).
@@ -259,22 +275,6 @@ mod simd {
     #[target_feature(enable = "avx2,avx512bw,avx512vl")]
     unsafe fn add_fifth_avx512(nibbles: __m256i, bits: u32) -> __m256i {
         _mm256_mask_add_epi8(nibbles, bits, nibbles, _mm256_set1_epi8(16))
-    }
-
-    /// A 5-bit block's fifth bits (bit i: weight i) as 32 bytes of 16 or 0.
-    #[target_feature(enable = "avx2")]
-    unsafe fn fifth_bits(bits: u32) -> __m256i {
-        // Byte i takes byte i / 8 of the word (each 128-bit lane holds a copy), then its bit i % 8.
-        let spread = _mm256_shuffle_epi8(
-            _mm256_set1_epi32(bits as i32),
-            _mm256_setr_epi8(
-                0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3,
-                3,
-            ),
-        );
-        let select = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
-        let set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, select), select);
-        _mm256_and_si256(set, _mm256_set1_epi8(16))
     }
 
     /// The 4-bit kernels (and, with `$five`, the 5-bit ones): blocks in runs of eight, whose fp16

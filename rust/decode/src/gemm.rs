@@ -8,11 +8,12 @@ use rayon::prelude::*;
 use rayon::ThreadPool;
 
 use crate::act::{QuantizedRow, QuantizedRows};
+use crate::dequant::{q8_row, to_bf16_bits};
 use crate::dot::{q4_dots, q8_dots, Isa};
 use crate::error::{check_len, DecodeError};
 use crate::kdot::kquant_dots;
 use crate::kquant::KQuantMatrix;
-use crate::q4::{Q4Matrix, Q8Matrix, BLOCK_LEN};
+use crate::q4::{Q4Matrix, Q8Matrix};
 
 /// A process-wide pool of `num_threads` threads, built on first use. Decode steps run inside
 /// it (`ThreadPool::install`), so a step's parallel matmuls never cross to another pool.
@@ -80,10 +81,8 @@ impl QuantizedWeight for Q8Matrix {
         q8_dots(isa, self.row(row), xs, out);
     }
     fn dequantize_row(&self, row: usize, out: &mut [f32]) {
-        let row = self.row(row);
-        for (i, (dest, &level)) in out.iter_mut().zip(row.levels).enumerate() {
-            *dest = f32::from(level) * row.scales[i / BLOCK_LEN];
-        }
+        assert_eq!(out.len(), self.cols());
+        q8_row(Isa::detect(), self.row(row), out);
     }
 }
 
@@ -105,25 +104,30 @@ impl QuantizedWeight for KQuantMatrix {
     }
 }
 
-/// The whole matrix into `out` (`rows x cols`) with `round` applied to each value (f32 as is,
-/// or bf16 bits), rows split over the current pool.
-pub fn dequantize_into<T, W>(w: &W, out: &mut [T], round: impl Fn(f32) -> T + Sync) -> Result<(), DecodeError>
-where
-    T: Send,
-    W: QuantizedWeight + ?Sized,
-{
+/// The whole matrix as f32 into `out` (`rows x cols`), rows split over the current pool.
+pub fn dequantize_into<W: QuantizedWeight + ?Sized>(w: &W, out: &mut [f32]) -> Result<(), DecodeError> {
+    let cols = w.cols();
+    check_len("dequantized output", out.len(), w.rows() * cols)?;
+    if cols > 0 {
+        out.par_chunks_mut(cols).enumerate().for_each(|(index, dest)| w.dequantize_row(index, dest));
+    }
+    Ok(())
+}
+
+/// The whole matrix as bf16 bits into `out` (rounded to nearest even), rows split over the
+/// current pool.
+pub fn dequantize_bf16_into<W: QuantizedWeight + ?Sized>(w: &W, out: &mut [u16]) -> Result<(), DecodeError> {
     let cols = w.cols();
     check_len("dequantized output", out.len(), w.rows() * cols)?;
     if cols == 0 {
         return Ok(());
     }
+    let isa = Isa::detect();
     out.par_chunks_mut(cols).enumerate().for_each_init(
         || vec![0.0f32; cols],
         |row_values, (index, dest)| {
             w.dequantize_row(index, row_values);
-            for (d, &v) in dest.iter_mut().zip(row_values.iter()) {
-                *d = round(v);
-            }
+            to_bf16_bits(isa, row_values, dest);
         },
     );
     Ok(())

@@ -14,6 +14,7 @@
 //! greedy tokens.
 
 mod act;
+mod dequant;
 mod dot;
 mod error;
 mod gemm;
@@ -28,7 +29,7 @@ mod vector;
 pub use act::{QuantizedRow, QuantizedRows};
 pub use dot::{q4_dots, q8_dots, Isa, MAX_GROUP};
 pub use error::DecodeError;
-pub use gemm::{dequantize_into, matmul, shared_pool, QuantizedWeight, SharedWeight};
+pub use gemm::{dequantize_bf16_into, dequantize_into, matmul, shared_pool, QuantizedWeight, SharedWeight};
 pub use gguf::{gguf_matrix, GgufPart};
 pub use kdot::kquant_dots;
 pub use kquant::{KQuant, KQuantMatrix, SUPER_LEN};

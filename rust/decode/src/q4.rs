@@ -206,24 +206,8 @@ impl Q4Matrix {
 
     /// Row `index` as f32 into `out` (`cols` values).
     pub fn dequantize_row(&self, index: usize, out: &mut [f32]) {
-        let row = self.row(index);
-        for (b, (((dest, packed), &scale), &min)) in out
-            .chunks_exact_mut(BLOCK_LEN)
-            .zip(row.nibbles.chunks_exact(BLOCK_BYTES))
-            .zip(row.scales)
-            .zip(row.mins)
-            .enumerate()
-        {
-            let (scale, min) = (f16::from_bits(scale).to_f32(), f16::from_bits(min).to_f32());
-            let bits = row.fifth_bits.get(b).copied().unwrap_or(0);
-            for (j, &byte) in packed.iter().enumerate() {
-                let (low, high) = (byte & 15, byte >> 4);
-                let low = low | (((bits >> j) & 1) as u8) << 4;
-                let high = high | (((bits >> (j + BLOCK_BYTES)) & 1) as u8) << 4;
-                dest[j] = scale * f32::from(low) + min;
-                dest[j + BLOCK_BYTES] = scale * f32::from(high) + min;
-            }
-        }
+        assert_eq!(out.len(), self.cols);
+        crate::dequant::q4_row(crate::dot::Isa::detect(), self.row(index), out);
     }
 }
 

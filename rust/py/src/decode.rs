@@ -12,9 +12,9 @@ use pyo3::prelude::*;
 use rayon::ThreadPool;
 use sglr_attn::Bf16;
 use sglr_decode::{
-    dequantize_into, gguf_matrix, matmul, shared_pool, CacheElement, DecodeError, DecodeModel, GgufPart,
-    LayerWeights, ModelShape, Q4Matrix, Q8Matrix, QuantizedRows, QuantizedWeight, RotaryTables, SharedWeight,
-    StepBatch,
+    dequantize_bf16_into, dequantize_into, gguf_matrix, matmul, shared_pool, CacheElement, DecodeError,
+    DecodeModel, GgufPart, LayerWeights, ModelShape, Q4Matrix, Q8Matrix, QuantizedRows, QuantizedWeight,
+    RotaryTables, SharedWeight, StepBatch,
 };
 
 use crate::buffers::IdArray;
@@ -134,13 +134,13 @@ fn run_dequantize<W: QuantizedWeight + ?Sized>(
     let pool = shared_pool(num_threads);
     if let Ok(mut out) = out.extract::<PyReadwriteArray2<'_, f32>>() {
         let out = out.as_slice_mut().map_err(|_| PyValueError::new_err("out must be C-contiguous"))?;
-        return py.detach(|| pool.install(|| dequantize_into(matrix, out, |v| v))).map_err(decode_error);
+        return py.detach(|| pool.install(|| dequantize_into(matrix, out))).map_err(decode_error);
     }
     if let Ok(mut out) = out.extract::<PyReadwriteArray2<'_, i16>>() {
         let out = out.as_slice_mut().map_err(|_| PyValueError::new_err("out must be C-contiguous"))?;
-        return py
-            .detach(|| pool.install(|| dequantize_into(matrix, out, |v| Bf16::from_f32(v).0 as i16)))
-            .map_err(decode_error);
+        // SAFETY: i16 and u16 have one size and alignment; every bit pattern is valid for both.
+        let bits = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<u16>(), out.len()) };
+        return py.detach(|| pool.install(|| dequantize_bf16_into(matrix, bits))).map_err(decode_error);
     }
     Err(PyTypeError::new_err("out must be a 2-D float32 or int16 (bf16 bits) array"))
 }
