@@ -110,6 +110,21 @@ def train_vocab(vocab_size: int = 420) -> tuple[list[str], list[str]]:
     return tokens, merges
 
 
+def add_trained_tokenizer(writer, vocab_size: int) -> list[str]:
+    """The trained byte-level BPE vocabulary padded with `<unusedN>` tokens to `vocab_size`, as a
+    GGUF tokenizer (`gpt2` model and pre-tokenizer, `<|im_end|>` as end of sequence); returns
+    the tokens."""
+    tokens, merges = train_vocab()
+    tokens += [f"<unused{i}>" for i in range(vocab_size - len(tokens))]
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre("gpt2")
+    writer.add_token_list(tokens)
+    writer.add_token_types([3 if t in SPECIAL_TOKENS or t.startswith("<unused") else 1 for t in tokens])
+    writer.add_token_merges(merges)
+    writer.add_eos_token_id(tokens.index("<|im_end|>"))
+    return tokens
+
+
 def llama_cpp_permute(weight: np.ndarray, num_heads: int) -> np.ndarray:
     """What llama.cpp's converter does to Hugging Face q/k rows (the forward direction)."""
     head_rows = weight.shape[0] // num_heads

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 from dense_families import WINDOW, write_family_checkpoint
-from gguf_testing import SPECIAL_TOKENS, train_vocab
+from gguf_testing import add_trained_tokenizer
 from hf_twin import hf_greedy
 
 from sglr.engine.offline import generate_token_ids as generate
@@ -95,14 +95,7 @@ def write_gguf(hf_dir: Path, family: str, out: Path, extra_tensors: dict | None 
     if family == "gemma2":
         writer.add_float32("gemma2.attn_logit_softcapping", config["attn_logit_softcapping"])
         writer.add_float32("gemma2.final_logit_softcapping", config["final_logit_softcapping"])
-    tokens, merges = train_vocab()
-    tokens += [f"<unused{i}>" for i in range(config["vocab_size"] - len(tokens))]
-    writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre("gpt2")
-    writer.add_token_list(tokens)
-    writer.add_token_types([3 if t in SPECIAL_TOKENS or t.startswith("<unused") else 1 for t in tokens])
-    writer.add_token_merges(merges)
-    writer.add_eos_token_id(tokens.index("<|im_end|>"))
+    add_trained_tokenizer(writer, config["vocab_size"])
     for name, tensor in state.items():
         values = tensor.numpy()
         if family.startswith("gemma") and name.endswith("norm.weight"):

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from gguf_testing import SPECIAL_TOKENS, llama_cpp_permute, train_vocab
+from gguf_testing import add_trained_tokenizer, llama_cpp_permute
 from hf_twin import hf_greedy
 
 from sglr.engine.offline import generate_token_ids as generate
@@ -86,14 +86,7 @@ def write_gguf(
         writer.add_expert_feed_forward_length(config["moe_intermediate_size"])
     if family == "qwen2_moe":
         writer.add_expert_shared_feed_forward_length(config["shared_expert_intermediate_size"])
-    tokens, merges = train_vocab()
-    tokens += [f"<unused{i}>" for i in range(config["vocab_size"] - len(tokens))]
-    writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre("gpt2")
-    writer.add_token_list(tokens)
-    writer.add_token_types([3 if t in SPECIAL_TOKENS or t.startswith("<unused") else 1 for t in tokens])
-    writer.add_token_merges(merges)
-    writer.add_eos_token_id(tokens.index("<|im_end|>"))
+    add_trained_tokenizer(writer, config["vocab_size"])
     stacked: dict[str, dict[int, np.ndarray]] = {}
     for name, values in state.items():
         top = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight"}

@@ -1,6 +1,6 @@
 """Quantized linear layers on the CPU: a GGUF file's blocks (Q4_0 / Q4_1, Q5_0 / Q5_1, Q8_0, and the
-K-quants Q4_K / Q5_K / Q6_K) held as stored by `sglr._core.GgufMatrix` (rust/decode) and multiplied as such;
-`sglr._core.Q4Matrix` is the 4-bit matrix built from levels, scales and zeros.
+K-quants Q4_K / Q5_K / Q6_K) held as stored by `sglr._core.GgufMatrix` (rust/decode) and multiplied as such (`q4_matrix`
+builds a 4-bit one from levels, scales and zeros).
 
 Few rows (decode batches, short prefill chunks) run the integer kernels: the activations are
 quantized to int8 per block of 32 and every block's dot product is an exact integer sum
@@ -34,12 +34,12 @@ def q4_supported(out_features: int, in_features: int) -> bool:
 
 def q4_matrix(levels: np.ndarray, scales: np.ndarray, zeros: np.ndarray):
     """levels `[N, K]` uint8 (0..15), scales and zeros `[N, K / 32]` float32, in the
-    `(q - 8) * scale + zero` form -> `sglr._core.Q4Matrix`."""
-    from sglr._core import Q4Matrix
+    `(q - 8) * scale + zero` form -> a 4-bit `sglr._core.GgufMatrix`."""
+    from sglr._core import GgufMatrix
 
     if levels.ndim != 2 or not q4_supported(*levels.shape):
         raise ValueError(f"4-bit weights need K % {Q4_BLOCK_LEN} == 0, got shape {levels.shape}")
-    return Q4Matrix(
+    return GgufMatrix.from_levels(
         np.ascontiguousarray(levels, dtype=np.uint8),
         np.ascontiguousarray(scales, dtype=np.float32),
         np.ascontiguousarray(zeros, dtype=np.float32),
@@ -56,8 +56,7 @@ def gguf_matrix(parts: list[tuple[str, np.ndarray]], cols: int):
 
 
 def quantized_linear(x: torch.Tensor, matrix) -> torch.Tensor:
-    """`x @ W.T` for `x` `[T, K]` (CPU, any float dtype) and a `Q4Matrix` / `GgufMatrix`, in x's
-    dtype."""
+    """`x @ W.T` for `x` `[T, K]` (CPU, any float dtype) and a `GgufMatrix`, in x's dtype."""
     if x.shape[0] <= MAX_KERNEL_ROWS:
         inputs = x.detach().to(torch.float32).contiguous().numpy()
         out = np.empty((inputs.shape[0], matrix.rows), dtype=np.float32)

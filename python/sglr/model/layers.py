@@ -80,13 +80,13 @@ class Linear(torch.nn.Module):
         # first one, after loading (`sglr.kernels.cpu_linear`; a second copy in host memory).
         self.prepack_on_cpu = False
         self._cpu_pack: torch.Tensor | None = None
-        # Set by `use_quantized`: the weight kept as quantized blocks (`sglr._core.GgufMatrix` or
-        # `Q4Matrix`, CPU) instead.
+        # Set by `use_quantized`: the weight kept as quantized blocks (`sglr._core.GgufMatrix`,
+        # CPU) instead.
         self.quantized = None
 
     def use_quantized(self, matrix) -> None:
         """Replaces the dense weight (which is dropped: not a parameter to load any more) by a
-        `sglr._core.GgufMatrix` or `Q4Matrix`."""
+        `sglr._core.GgufMatrix`."""
         if self.reduce is not None or self.row_starts:
             raise ValueError("quantized weights are not supported under tensor parallelism")
         shape = (matrix.rows, matrix.cols)

@@ -65,65 +65,6 @@ fn run_matmul<W: QuantizedWeight + ?Sized>(
     .map_err(decode_error)
 }
 
-/// A 4-bit matrix (GGUF Q4_0 / Q4_1 blocks), built from levels `[rows, cols]` uint8 (0..15),
-/// `scales` and `zeros` `[rows, cols / 32]` float32 (`w = (q - 8) * scale + zero`).
-#[pyclass(frozen, name = "Q4Matrix", module = "sglr._core")]
-pub(crate) struct PyQ4Matrix {
-    pub(crate) inner: Arc<Q4Matrix>,
-}
-
-#[pymethods]
-impl PyQ4Matrix {
-    #[new]
-    fn new(
-        py: Python<'_>,
-        levels: PyReadonlyArray2<'_, u8>,
-        scales: PyReadonlyArray2<'_, f32>,
-        zeros: PyReadonlyArray2<'_, f32>,
-    ) -> PyResult<Self> {
-        let (rows, cols) = (levels.shape()[0], levels.shape()[1]);
-        let (levels, scales, zeros) =
-            (slice(&levels, "levels")?, slice(&scales, "scales")?, slice(&zeros, "zeros")?);
-        let matrix =
-            py.detach(|| Q4Matrix::from_levels(levels, scales, zeros, rows, cols)).map_err(decode_error)?;
-        Ok(Self { inner: Arc::new(matrix) })
-    }
-
-    #[getter]
-    fn rows(&self) -> usize {
-        self.inner.rows()
-    }
-
-    #[getter]
-    fn cols(&self) -> usize {
-        self.inner.cols()
-    }
-
-    #[getter]
-    fn num_bytes(&self) -> usize {
-        self.inner.num_bytes()
-    }
-
-    /// `out[i, r] = inputs[i] . W[r]` with the inputs quantized to int8 per block of 32.
-    #[pyo3(signature = (inputs, out, num_threads=1))]
-    fn matmul(
-        &self,
-        py: Python<'_>,
-        inputs: PyReadonlyArray2<'_, f32>,
-        out: PyReadwriteArray2<'_, f32>,
-        num_threads: usize,
-    ) -> PyResult<()> {
-        run_matmul(py, self.inner.as_ref(), inputs, out, num_threads)
-    }
-
-    /// The matrix into `out` `[rows, cols]`: float32, or int16 holding bf16 bits (rounded to
-    /// nearest even).
-    #[pyo3(signature = (out, num_threads=1))]
-    fn dequantize(&self, py: Python<'_>, out: &Bound<'_, PyAny>, num_threads: usize) -> PyResult<()> {
-        run_dequantize(py, self.inner.as_ref(), out, num_threads)
-    }
-}
-
 /// The matrix into `out` (float32, or int16 holding bf16 bits) on `num_threads` threads.
 fn run_dequantize<W: QuantizedWeight + ?Sized>(
     py: Python<'_>,
@@ -166,6 +107,24 @@ impl PyGgufMatrix {
         Ok(Self { inner, type_names: parts.into_iter().map(|(name, _)| name).collect() })
     }
 
+    /// A 4-bit matrix from levels `[rows, cols]` uint8 (0..15), `scales` and `zeros`
+    /// `[rows, cols / 32]` float32 (`w = (q - 8) * scale + zero`; scale and `zero - 8 scale`
+    /// stored as fp16, as GGUF's Q4_1 blocks hold them).
+    #[staticmethod]
+    fn from_levels(
+        py: Python<'_>,
+        levels: PyReadonlyArray2<'_, u8>,
+        scales: PyReadonlyArray2<'_, f32>,
+        zeros: PyReadonlyArray2<'_, f32>,
+    ) -> PyResult<Self> {
+        let (rows, cols) = (levels.shape()[0], levels.shape()[1]);
+        let (levels, scales, zeros) =
+            (slice(&levels, "levels")?, slice(&scales, "scales")?, slice(&zeros, "zeros")?);
+        let matrix =
+            py.detach(|| Q4Matrix::from_levels(levels, scales, zeros, rows, cols)).map_err(decode_error)?;
+        Ok(Self { inner: Arc::new(matrix), type_names: vec!["Q4_1".to_string()] })
+    }
+
     #[getter]
     fn rows(&self) -> usize {
         self.inner.rows()
@@ -199,7 +158,8 @@ impl PyGgufMatrix {
         run_matmul(py, self.inner.as_ref(), inputs, out, num_threads)
     }
 
-    /// As `Q4Matrix.dequantize`.
+    /// The matrix into `out` `[rows, cols]`: float32, or int16 holding bf16 bits (rounded to
+    /// nearest even).
     #[pyo3(signature = (out, num_threads=1))]
     fn dequantize(&self, py: Python<'_>, out: &Bound<'_, PyAny>, num_threads: usize) -> PyResult<()> {
         run_dequantize(py, self.inner.as_ref(), out, num_threads)
@@ -232,18 +192,15 @@ impl PyGgufMatrix {
     }
 }
 
-/// A `Q4Matrix`, `Q8Matrix` or `GgufMatrix` as the fused step holds it.
+/// A `GgufMatrix` or `Q8Matrix` as the fused step holds it.
 fn shared_weight(matrix: &Bound<'_, PyAny>) -> PyResult<SharedWeight> {
-    if let Ok(q4) = matrix.cast::<PyQ4Matrix>() {
-        return Ok(q4.get().inner.clone());
-    }
     if let Ok(q8) = matrix.cast::<PyQ8Matrix>() {
         return Ok(q8.get().inner.clone());
     }
     if let Ok(gguf) = matrix.cast::<PyGgufMatrix>() {
         return Ok(gguf.get().inner.clone());
     }
-    Err(PyTypeError::new_err("matrices must be Q4Matrix, Q8Matrix or GgufMatrix objects"))
+    Err(PyTypeError::new_err("matrices must be GgufMatrix or Q8Matrix objects"))
 }
 
 type LevelsScales<'py> = (Bound<'py, PyArray2<i8>>, Bound<'py, PyArray2<f32>>);
@@ -342,7 +299,7 @@ type LayerTuple<'py> = (
 
 /// A Llama-shaped model's decode step in one call (`sglr-decode`). Layers are tuples
 /// `(input_norm, qkv, qkv_bias | None, o, post_norm, gate_up, down, sliding_window | None)`,
-/// norms float32, matrices `Q4Matrix` or `GgufMatrix`; `head` a `Q8Matrix`, `GgufMatrix` or None
+/// norms float32, matrices `GgufMatrix`; `head` a `Q8Matrix`, `GgufMatrix` or None
 /// (then `step` returns the final-normalized hidden states); `rope_cos`, `rope_sin` `[positions, head_dim / 2]` float32.
 #[pyclass(frozen, name = "CpuDecodeModel", module = "sglr._core")]
 pub(crate) struct PyCpuDecodeModel {

@@ -36,7 +36,6 @@ fn _core(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(attn::store_kv_rows, module)?)?;
     module.add_function(wrap_pyfunction!(layers::rms_norm, module)?)?;
     module.add_function(wrap_pyfunction!(moe::moe_expert_mlp, module)?)?;
-    module.add_class::<decode::PyQ4Matrix>()?;
     module.add_class::<decode::PyQ8Matrix>()?;
     module.add_class::<decode::PyGgufMatrix>()?;
     module.add_class::<decode::PyCpuDecodeModel>()?;
