@@ -166,30 +166,35 @@ impl PyGgufMatrix {
     }
 
     /// Rows `row_ids`, dequantized into `out` (`[len(row_ids), cols]` float32): embedding lookups.
-    fn dequantize_rows(
-        &self,
-        row_ids: &Bound<'_, PyAny>,
-        mut out: PyReadwriteArray2<'_, f32>,
-    ) -> PyResult<()> {
-        let (rows, cols) = (self.inner.rows(), self.inner.cols());
-        let ids = IdArray::extract(row_ids, "row_ids")?;
-        let ids = ids.as_slice();
-        if out.shape() != [ids.len(), cols] {
-            return Err(PyValueError::new_err(format!(
-                "out is {:?}, expected [{}, {cols}]",
-                out.shape(),
-                ids.len()
-            )));
-        }
-        if let Some(&bad) = ids.iter().find(|&&id| id as usize >= rows) {
-            return Err(PyValueError::new_err(format!("row id {bad} outside the matrix's {rows} rows")));
-        }
-        let out = out.as_slice_mut().map_err(|_| PyValueError::new_err("out must be C-contiguous"))?;
-        for (&id, dest) in ids.iter().zip(out.chunks_exact_mut(cols)) {
-            self.inner.dequantize_row(id as usize, dest);
-        }
-        Ok(())
+    fn dequantize_rows(&self, row_ids: &Bound<'_, PyAny>, out: PyReadwriteArray2<'_, f32>) -> PyResult<()> {
+        dequantize_rows_into(self.inner.as_ref(), row_ids, out)
     }
+}
+
+/// Rows `row_ids` of `matrix`, dequantized into `out` (`[len(row_ids), cols]` float32).
+fn dequantize_rows_into<W: QuantizedWeight + ?Sized>(
+    matrix: &W,
+    row_ids: &Bound<'_, PyAny>,
+    mut out: PyReadwriteArray2<'_, f32>,
+) -> PyResult<()> {
+    let (rows, cols) = (matrix.rows(), matrix.cols());
+    let ids = IdArray::extract(row_ids, "row_ids")?;
+    let ids = ids.as_slice();
+    if out.shape() != [ids.len(), cols] {
+        return Err(PyValueError::new_err(format!(
+            "out is {:?}, expected [{}, {cols}]",
+            out.shape(),
+            ids.len()
+        )));
+    }
+    if let Some(&bad) = ids.iter().find(|&&id| id as usize >= rows) {
+        return Err(PyValueError::new_err(format!("row id {bad} outside the matrix's {rows} rows")));
+    }
+    let out = out.as_slice_mut().map_err(|_| PyValueError::new_err("out must be C-contiguous"))?;
+    for (&id, dest) in ids.iter().zip(out.chunks_exact_mut(cols)) {
+        matrix.dequantize_row(id as usize, dest);
+    }
+    Ok(())
 }
 
 /// A `GgufMatrix` or `Q8Matrix` as the fused step holds it.
@@ -271,18 +276,8 @@ impl PyQ8Matrix {
     }
 
     /// Rows `row_ids`, dequantized into `out` (`[len(row_ids), cols]` float32).
-    fn dequantize_rows(
-        &self,
-        row_ids: &Bound<'_, PyAny>,
-        mut out: PyReadwriteArray2<'_, f32>,
-    ) -> PyResult<()> {
-        let (rows, cols) = (self.inner.rows(), self.inner.cols());
-        let matrix = sglr_quant::Q8Matrix::new(self.inner.levels(), self.inner.scales(), rows, cols)
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
-        let ids = IdArray::extract(row_ids, "row_ids")?;
-        let out =
-            out.as_slice_mut().map_err(|_| PyValueError::new_err("out must be a C-contiguous array"))?;
-        matrix.dequantize_rows(&ids.as_slice(), out).map_err(|e| PyValueError::new_err(e.to_string()))
+    fn dequantize_rows(&self, row_ids: &Bound<'_, PyAny>, out: PyReadwriteArray2<'_, f32>) -> PyResult<()> {
+        dequantize_rows_into(self.inner.as_ref(), row_ids, out)
     }
 }
 
