@@ -16,15 +16,21 @@ to the front's, since on a box with few cores both take time from the scheduler'
 With as many prompts as the concurrency (`--num-prompts 256 --max-concurrency 256`) every request
 arrives at once in both runs, so their batches match (the pass counts are printed next to the
 busy-time ratio): the ratio is then the clients' cost to the scheduler's step time.
+
+`--pin-worker` gives the worker process the last CPU and the front, the load generator and
+everything else the others (both worker-layout runs): on a box with few cores the clients
+otherwise take the worker's core, and the ratio would measure the box, not the scheduler.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import sys
 import time
+from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(__file__))
 
@@ -41,8 +47,51 @@ from serving_load import (
 )
 
 
-def serve(args: argparse.Namespace, flags: str, requests: list, warm: list) -> dict:
+def _children(pid: int) -> list[int]:
+    children = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                continue
+            if parent == pid:
+                children.append(int(entry))
+    return children
+
+
+def _set_affinity(pid: int, cpus: set[int]) -> None:
+    """Every thread of `pid` (threads started later inherit their starter's CPUs)."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(OSError):  # a thread that has exited
+            os.sched_setaffinity(int(tid), cpus)
+
+
+def pin_worker(worker_parent: int, others: list[int]) -> set[int]:
+    """Worker processes below `worker_parent` on the last CPU, `others` and this process on the
+    rest; returns this process's CPUs before, to restore."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        raise SystemExit("--pin-worker needs at least two CPUs")
+    before = set(cpus)
+    workers = [
+        pid
+        for pid in _children(worker_parent)
+        if b"sglr.engine.worker" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    ]
+    if not workers:
+        raise SystemExit("--pin-worker: no worker process found")
+    for pid in workers:
+        _set_affinity(pid, {cpus[-1]})
+    for pid in {*others, os.getpid()}:
+        _set_affinity(pid, set(cpus[:-1]))
+    return before
+
+
+def serve(args: argparse.Namespace, flags: str, requests: list, warm: list, pin: bool = False) -> dict:
     process, base_url = _launch(flags)
+    restore = pin_worker(process.pid, [process.pid]) if pin else None
     try:
         no_limits = argparse.Namespace(
             **{**vars(args), "max_concurrency": None, "request_rate": float("inf")}
@@ -57,6 +106,8 @@ def serve(args: argparse.Namespace, flags: str, requests: list, warm: list) -> d
     finally:
         process.terminate()
         process.wait(timeout=60)
+        if restore is not None:
+            _set_affinity(os.getpid(), restore)
     row = summarize(outcomes, duration)
     tokens = max(after["num_generated_tokens"] - before["num_generated_tokens"], 1)
     passes = max(after["num_forward_passes"] - before["num_forward_passes"], 1)
@@ -76,11 +127,14 @@ def in_process_streaming(args: argparse.Namespace, flags: str, requests: list, w
     return summarize(outcomes, duration)
 
 
-def workers_without_clients(args: argparse.Namespace, model_path: str, requests: list) -> dict:
+def workers_without_clients(
+    args: argparse.Namespace, model_path: str, requests: list, pin: bool = False
+) -> dict:
     """The same requests, all at once, non-streaming, on a worker-process engine."""
     from sglr.engine.engine import Engine
 
     engine = Engine(model_path=model_path, device="cpu", multiprocess=True)
+    restore = pin_worker(os.getpid(), []) if pin else None
     try:
         params = [{"max_new_tokens": r.output_len, "ignore_eos": True, "temperature": 0} for r in requests]
         engine.generate(input_ids=[r.prompt_ids for r in requests[:4]], sampling_params=params[:4])
@@ -91,6 +145,8 @@ def workers_without_clients(args: argparse.Namespace, model_path: str, requests:
         after = engine.get_stats()
     finally:
         engine.shutdown()
+        if restore is not None:
+            _set_affinity(os.getpid(), restore)
     passes = max(after["num_forward_passes"] - before["num_forward_passes"], 1)
     output_tokens = sum(r["meta_info"]["completion_tokens"] for r in results)
     return {
@@ -117,6 +173,7 @@ def main() -> None:
     add("--random-output-len", type=int, default=64)
     add("--max-concurrency", type=int, default=256)
     add("--skip-tp", action="store_true", help="leave out the tp=2 layout")
+    add("--pin-worker", action="store_true", help="the worker process alone on the last CPU")
     args = parser.parse_args()
     from sglr.model.default_model import resolve_model_path
     from sglr.model.tiny import tiny_model_path
@@ -137,7 +194,7 @@ def main() -> None:
     base = f"--model-path {model_path} --device cpu"
     layouts = [
         ("one process over HTTP (old)", lambda: serve(load, f"{base} --single-process", requests, warm)),
-        ("worker process over HTTP", lambda: serve(load, base, requests, warm)),
+        ("worker process over HTTP", lambda: serve(load, base, requests, warm, args.pin_worker)),
         (
             "in process (no HTTP)",
             lambda: in_process_streaming(load, f"{base} --single-process", requests, warm),
@@ -152,7 +209,7 @@ def main() -> None:
         print(f"running: {name}", flush=True)
         rows.append((name, run()))
     print("running: worker process, in process, no streaming client", flush=True)
-    quiet = workers_without_clients(load, model_path, requests)
+    quiet = workers_without_clients(load, model_path, requests, args.pin_worker)
     reference = rows[-1][1]["request_throughput"]
     print(
         f"\n# {args.num_prompts} streaming requests (max concurrency {args.max_concurrency}), "
