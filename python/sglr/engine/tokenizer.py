@@ -31,6 +31,11 @@ class EngineTokenizer:
         backend = getattr(self.hf, "_tokenizer", None)
         cleans_up = getattr(self.hf, "clean_up_tokenization_spaces", False)
         self._rust_decode = backend.decode if backend is not None and not cleans_up else None
+        # Loading parses tokenizer.json in Python too: ~25 MB of freed heap (SmolLM2) that glibc
+        # would otherwise keep resident.
+        from sglr.model.loader import release_freed_heap
+
+        release_freed_heap()
 
     @property
     def chat_template(self) -> str | None:
