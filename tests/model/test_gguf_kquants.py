@@ -208,3 +208,23 @@ def test_batched_decode_steps_equal_unbatched_steps_exactly(gguf_cache):
         alone = runner.forward_decode([rows[i]], [tokens[i]], [seq_lens[i]], [slots[i]])
         torch.testing.assert_close(alone.next_token_logits[0], batched[i], rtol=0, atol=0)
     torch.testing.assert_close(runner.kv_cache.k_buffer[:, slots], keys_batched, rtol=0, atol=0)
+
+
+def test_damaged_blocks_in_a_file_are_a_format_error_naming_the_tensor(gguf_cache):
+    """A K-quant super-block whose fp16 scale is NaN: loading names the tensor, not a kernel."""
+    import gguf
+
+    from sglr.errors import GGUFFormatError
+    from sglr.model.gguf.tensor_types import read_tensor_table
+
+    path = _tiny_k(gguf_cache, "llama")
+    table = read_tensor_table(path)
+    entry = next(e for e in table.entries if e.name == "blk.1.ffn_down.weight")
+    assert gguf.GGMLQuantizationType(entry.ggml_type).name == "Q6_K"
+    raw = bytearray(path.read_bytes())
+    at = table.data_start + entry.offset + 208  # the first super-block's d
+    raw[at : at + 2] = np.array([0x7E00], dtype="<u2").tobytes()
+    damaged = gguf_cache / "damaged.gguf"
+    damaged.write_bytes(bytes(raw))
+    with pytest.raises(GGUFFormatError, match=r"mlp\.down_proj.*non-finite"):
+        _runner(damaged, gguf_weights="quantized")

@@ -71,10 +71,19 @@ def load_quantized_linears(model: torch.nn.Module, gguf_path: Path) -> set[str]:
             projection = name.rsplit(".", 2)[-2]
             heads = rope_heads.get(projection) if architecture == "llama" else None
             parts.append((tensor.type_name, _row_blocks(tensor, heads)))
-        module.use_quantized(gguf_matrix(parts, module.in_features))
+        module.use_quantized(_matrix(gguf_path, names, parts, module.in_features))
         consumed.update(names)
-    consumed.update(_load_quantized_head(model, by_name))
+    consumed.update(_load_quantized_head(model, by_name, gguf_path))
     return consumed
+
+
+def _matrix(gguf_path: Path, names: list[str], parts: list[tuple[str, np.ndarray]], cols: int):
+    """The parts as one `GgufMatrix`; damaged blocks (a non-finite scale, a wrong length) are a
+    `GGUFFormatError` naming the tensors."""
+    try:
+        return gguf_matrix(parts, cols)
+    except ValueError as exc:
+        raise GGUFFormatError(f"{gguf_path}: {', '.join(names)}: {exc}") from exc
 
 
 def _row_blocks(tensor: GGUFTensor, rope_heads: int | None) -> np.ndarray:
@@ -85,7 +94,7 @@ def _row_blocks(tensor: GGUFTensor, rope_heads: int | None) -> np.ndarray:
     return blocks if rope_heads is None else unpermute_rope_rows(blocks, rope_heads)
 
 
-def _load_quantized_head(model: torch.nn.Module, by_name: dict[str, GGUFTensor]) -> set[str]:
+def _load_quantized_head(model: torch.nn.Module, by_name: dict[str, GGUFTensor], gguf_path: Path) -> set[str]:
     """The output head (or the tied embeddings) kept quantized when the file stores it in a
     kernel format; returns the checkpoint name it consumed (none otherwise)."""
     head = getattr(model, "lm_head", None)
@@ -100,7 +109,8 @@ def _load_quantized_head(model: torch.nn.Module, by_name: dict[str, GGUFTensor])
     if tensor.type_name == "Q8_0":
         head.use_q8(Q8Weight(*q8_0_levels_scales(tensor)))
     else:
-        head.use_quantized(gguf_matrix([(tensor.type_name, _row_blocks(tensor, None))], tensor.shape[1]))
+        blocks = [(tensor.type_name, _row_blocks(tensor, None))]
+        head.use_quantized(_matrix(gguf_path, [name], blocks, tensor.shape[1]))
     return {name}
 
 
