@@ -13,13 +13,14 @@ use crate::q4::{Q4Row, Q8Row, BLOCK_LEN, SCALE_RUN};
 /// `out[i]` = the bf16 bits of `values[i]` (round to nearest even; a NaN stays a quiet NaN).
 pub(crate) fn to_bf16_bits(isa: Isa, values: &[f32], out: &mut [u16]) {
     assert_eq!(values.len(), out.len());
-    let mut done = 0;
+    // SAFETY: every non-portable `Isa` was detected with AVX2; lengths are equal.
     #[cfg(target_arch = "x86_64")]
-    if isa != Isa::Portable {
-        // SAFETY: every non-portable `Isa` was detected with AVX2; lengths are equal.
-        done = unsafe { simd::to_bf16_bits(values, out) };
-    }
-    let _ = isa;
+    let done = if isa == Isa::Portable { 0 } else { unsafe { simd::to_bf16_bits(values, out) } };
+    #[cfg(not(target_arch = "x86_64"))]
+    let done = {
+        let _ = isa;
+        0
+    };
     for (o, &v) in out[done..].iter_mut().zip(&values[done..]) {
         *o = bf16_bits(v);
     }
