@@ -250,10 +250,14 @@ class TokenFsm:
         max_recursion_depth: int | None = None,
         dfa_size_limit: int | None = None,
         nfa_size_limit: int | None = None,
+        max_regex_len: int | None = None,
     ) -> TokenFsm:
         """`max_any_depth`: nesting unrolled inside values the schema leaves free; None: any
         depth, which no regex holds, so such schemas raise `UnsupportedSchemaError` (the grammar
-        path takes them)."""
+        path takes them). `max_regex_len` (default 8 KiB): a longer schema regex (about 1 ms of
+        DFA construction per KiB) raises `ConstraintTooLargeError` and a string length bound
+        past 64 `UnsupportedSchemaError`: the grammar path (lexemes built on first use) takes
+        such schemas."""
     @property
     def pattern(self) -> str:
         """The regex enforced (for a schema, the regex it compiled to)."""
@@ -304,6 +308,7 @@ def json_schema_to_regex(
     additional_properties: bool = False,
     max_any_depth: int | None = 3,
     max_recursion_depth: int | None = None,
+    max_regex_len: int | None = None,
 ) -> str: ...
 
 class GrammarConstraint:

@@ -135,6 +135,7 @@ fn schema_options(
     additional_properties: bool,
     max_any_depth: Option<usize>,
     max_recursion_depth: Option<usize>,
+    max_regex_len: Option<usize>,
 ) -> JsonSchemaOptions {
     let defaults = JsonSchemaOptions::default();
     JsonSchemaOptions {
@@ -142,6 +143,7 @@ fn schema_options(
         additional_properties_default: additional_properties,
         max_any_depth,
         max_recursion_depth: max_recursion_depth.unwrap_or(defaults.max_recursion_depth),
+        max_regex_len: max_regex_len.unwrap_or(defaults.max_regex_len),
         ..defaults
     }
 }
@@ -173,7 +175,7 @@ impl PyTokenFsm {
     #[staticmethod]
     #[pyo3(signature = (schema, vocabulary, *, whitespace_pattern=None, additional_properties=false,
                         max_any_depth=Some(3), max_recursion_depth=None, dfa_size_limit=None,
-                        nfa_size_limit=None))]
+                        nfa_size_limit=None, max_regex_len=None))]
     #[allow(clippy::too_many_arguments)]
     fn from_json_schema(
         py: Python<'_>,
@@ -185,9 +187,15 @@ impl PyTokenFsm {
         max_recursion_depth: Option<usize>,
         dfa_size_limit: Option<usize>,
         nfa_size_limit: Option<usize>,
+        max_regex_len: Option<usize>,
     ) -> PyResult<Self> {
-        let options =
-            schema_options(whitespace_pattern, additional_properties, max_any_depth, max_recursion_depth);
+        let options = schema_options(
+            whitespace_pattern,
+            additional_properties,
+            max_any_depth,
+            max_recursion_depth,
+            max_regex_len,
+        );
         let vocab = vocabulary.inner.clone();
         let limits = limits(dfa_size_limit, nfa_size_limit);
         let compiled = py.detach(|| {
@@ -368,7 +376,7 @@ pub(crate) fn fill_bitmasks(
 /// Compiles a JSON schema (JSON text) to the regex `TokenFsm.from_json_schema` enforces.
 #[pyfunction]
 #[pyo3(signature = (schema, *, whitespace_pattern=None, additional_properties=false,
-                    max_any_depth=Some(3), max_recursion_depth=None))]
+                    max_any_depth=Some(3), max_recursion_depth=None, max_regex_len=None))]
 #[pyo3(name = "json_schema_to_regex")]
 pub(crate) fn json_schema_to_regex_py(
     py: Python<'_>,
@@ -377,8 +385,14 @@ pub(crate) fn json_schema_to_regex_py(
     additional_properties: bool,
     max_any_depth: Option<usize>,
     max_recursion_depth: Option<usize>,
+    max_regex_len: Option<usize>,
 ) -> PyResult<String> {
-    let options =
-        schema_options(whitespace_pattern, additional_properties, max_any_depth, max_recursion_depth);
+    let options = schema_options(
+        whitespace_pattern,
+        additional_properties,
+        max_any_depth,
+        max_recursion_depth,
+        max_regex_len,
+    );
     py.detach(|| json_schema_to_regex(&schema, &options)).map_err(|e| fsm_error(py, e))
 }
