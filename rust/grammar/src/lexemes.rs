@@ -5,7 +5,7 @@ use std::sync::{Mutex, OnceLock, PoisonError};
 
 use rustc_hash::FxHashMap;
 
-use sglr_fsm::schema::{json_string_of_length, key_in, key_not_in};
+use sglr_fsm::schema::{json_string_of_length, undeclared_key_dfa};
 use sglr_fsm::{ByteDfa, CompileLimits, FsmError};
 
 use crate::error::GrammarError;
@@ -163,17 +163,11 @@ fn parts(lexeme: &Lexeme, limits: &CompileLimits) -> Result<Parts, GrammarError>
             Parts::Product { all: all_dfas, none: none_dfas, what: format!("{all:?} minus {none:?}") }
         }
         Lexeme::UndeclaredKey { declared } => {
-            let any_key = one(&key_not_in(&[]))?;
-            if declared.is_empty() {
-                return Ok(Parts::One(Box::new(any_key)));
-            }
             let names: Vec<&str> = declared.iter().map(String::as_str).collect();
-            let declared_keys = one(&key_in(&names))?;
-            Parts::Product {
-                all: vec![any_key],
-                none: vec![declared_keys],
-                what: format!("keys other than {declared:?}"),
-            }
+            let dfa = undeclared_key_dfa(&names, MAX_INTERSECTION_STATES).map_err(|source| {
+                GrammarError::Lexeme { pattern: format!("keys other than {declared:?}"), source }
+            })?;
+            Parts::One(Box::new(dfa))
         }
         Lexeme::CountedString { min_len, max_len, all } => {
             let what = format!("strings of {min_len} to {max_len:?} characters in {all:?}");

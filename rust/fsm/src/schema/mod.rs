@@ -22,12 +22,14 @@ pub use literal::string_literal;
 pub use literal::NEVER as NEVER_REGEX;
 pub use object::{key_in, key_not_in};
 pub use string::{json_string_of_length, json_string_regex};
+pub use undeclared::undeclared_key_dfa;
 mod literal;
 mod merge;
 mod numeric;
 mod object;
 mod pattern;
 mod string;
+mod undeclared;
 
 use serde_json::{Map, Value};
 
