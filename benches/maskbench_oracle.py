@@ -35,7 +35,7 @@ from sglr._core import TokenFsm, Vocabulary
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "maskbench-dev"
-# The regex path itself, however long a schema's regex: the engine's default (8 KiB) sends
+# The regex path itself, however long a schema's regex: the engine's default (4 KiB) sends
 # longer ones to the grammar path, which `maskbench_grammar.py --all` measures.
 REGEX_PATH_MAX_REGEX_LEN = 4 << 20
 

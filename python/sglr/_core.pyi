@@ -254,9 +254,9 @@ class TokenFsm:
     ) -> TokenFsm:
         """`max_any_depth`: nesting unrolled inside values the schema leaves free; None: any
         depth, which no regex holds, so such schemas raise `UnsupportedSchemaError` (the grammar
-        path takes them). `max_regex_len` (default 8 KiB): a longer schema regex (about 1 ms of
+        path takes them). `max_regex_len` (default 4 KiB): a longer schema regex (1 to 5 ms of
         DFA construction per KiB) raises `ConstraintTooLargeError` and a string length bound
-        past 64 `UnsupportedSchemaError`: the grammar path (lexemes built on first use) takes
+        past 32 `UnsupportedSchemaError`: the grammar path (lexemes built on first use) takes
         such schemas."""
     @property
     def pattern(self) -> str:

@@ -46,11 +46,15 @@ pub enum Lexeme {
         all: Vec<String>,
     },
     /// JSON keys (with quotes) whose decoded text is none of `declared`, in any spelling. Its
-    /// regex is `key_not_in`'s (printed as EBNF); its DFA is built as any key minus the
-    /// declared names' spellings (`key_in`), a product several times smaller and faster to
-    /// build than that regex's DFA.
+    /// regex is `key_not_in`'s (printed as EBNF); its DFA, any key minus the declared names'
+    /// spellings (`key_in`), is built directly (`sglr_fsm::schema::undeclared_key_dfa`),
+    /// several times smaller and faster to build than that regex's DFA.
     UndeclaredKey {
         declared: Vec<String>,
+        /// Regexes every such key must also match (`patternProperties` patterns, `propertyNames`)
+        /// and must not (the other patterns): a product with the keys' DFA, unprintable.
+        all: Vec<String>,
+        none: Vec<String>,
     },
 }
 
@@ -88,14 +92,17 @@ impl Grammar {
     pub fn lexeme_pattern(&self, lexeme: LexemeId) -> Option<Cow<'_, str>> {
         match &self.lexemes[lexeme as usize] {
             Lexeme::Regex(pattern) => Some(Cow::Borrowed(pattern)),
-            Lexeme::UndeclaredKey { declared } => {
+            Lexeme::UndeclaredKey { declared, all, none } if all.is_empty() && none.is_empty() => {
                 let names: Vec<&str> = declared.iter().map(String::as_str).collect();
                 Some(Cow::Owned(key_not_in(&names)))
             }
             Lexeme::CountedString { min_len, max_len, all } if all.is_empty() => {
                 Some(Cow::Owned(json_string_regex(*min_len, *max_len)))
             }
-            Lexeme::Intersection { .. } | Lexeme::MultipleOf { .. } | Lexeme::CountedString { .. } => None,
+            Lexeme::Intersection { .. }
+            | Lexeme::MultipleOf { .. }
+            | Lexeme::CountedString { .. }
+            | Lexeme::UndeclaredKey { .. } => None,
         }
     }
 

@@ -1,7 +1,7 @@
 //! Lexeme DFAs, each built on first use: a grammar's first mask compiles only the lexemes
 //! its first positions allow.
 
-use std::sync::{Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use rustc_hash::FxHashMap;
 
@@ -72,7 +72,34 @@ const MAX_INTERSECTION_STATES: usize = 1 << 16;
 /// none of `none` do).
 enum Parts {
     One(Box<ByteDfa>),
-    Product { all: Vec<ByteDfa>, none: Vec<ByteDfa>, what: String },
+    Product { all: Vec<Arc<ByteDfa>>, none: Vec<Arc<ByteDfa>>, what: String },
+}
+
+/// Most table bytes of product parts [`part`] keeps (past it they are dropped and built again).
+const MAX_PART_BYTES: usize = 32 << 20;
+
+/// The DFA of a regex inside a product lexeme (a string's `format` or `pattern`, a key pattern,
+/// a bound's range), kept for the process: the emptiness check at compile and the build on
+/// first use need the same parts, and schemas repeat them (a `format` in many members and
+/// schemas), where one `\w`-class pattern costs milliseconds to determinize.
+pub(crate) fn part(pattern: &str, limits: &CompileLimits) -> Result<Arc<ByteDfa>, FsmError> {
+    type Parts = FxHashMap<(String, CompileLimits), Arc<ByteDfa>>;
+    static BUILT: OnceLock<Mutex<(Parts, usize)>> = OnceLock::new();
+    let built = BUILT.get_or_init(Default::default);
+    let key = (pattern.to_string(), limits.clone());
+    if let Some(dfa) = built.lock().unwrap_or_else(PoisonError::into_inner).0.get(&key) {
+        return Ok(dfa.clone());
+    }
+    let dfa = Arc::new(ByteDfa::build(pattern, limits)?);
+    let mut built = built.lock().unwrap_or_else(PoisonError::into_inner);
+    let (parts, bytes) = &mut *built;
+    if *bytes + dfa.memory_bytes() > MAX_PART_BYTES {
+        parts.clear();
+        *bytes = 0;
+    }
+    *bytes += dfa.memory_bytes();
+    parts.insert(key, dfa.clone());
+    Ok(dfa)
 }
 
 /// The DFA of one lexeme (an intersection builds its parts, then their product).
@@ -80,8 +107,8 @@ pub(crate) fn build(lexeme: &Lexeme, limits: &CompileLimits) -> Result<ByteDfa, 
     match parts(lexeme, limits)? {
         Parts::One(dfa) => Ok(*dfa),
         Parts::Product { all, none, what } => {
-            let all: Vec<&ByteDfa> = all.iter().collect();
-            let none: Vec<&ByteDfa> = none.iter().collect();
+            let all: Vec<&ByteDfa> = all.iter().map(Arc::as_ref).collect();
+            let none: Vec<&ByteDfa> = none.iter().map(Arc::as_ref).collect();
             ByteDfa::intersect(&all, &none, MAX_INTERSECTION_STATES)
                 .map_err(|source| GrammarError::Lexeme { pattern: what, source })
         }
@@ -133,8 +160,8 @@ fn decide_empty(lexeme: &Lexeme, limits: &CompileLimits) -> Result<bool, Grammar
         Err(error) => Err(error),
         Ok(Parts::One(_)) => Ok(false),
         Ok(Parts::Product { all, none, what }) => {
-            let all: Vec<&ByteDfa> = all.iter().collect();
-            let none: Vec<&ByteDfa> = none.iter().collect();
+            let all: Vec<&ByteDfa> = all.iter().map(Arc::as_ref).collect();
+            let none: Vec<&ByteDfa> = none.iter().map(Arc::as_ref).collect();
             ByteDfa::intersection_is_empty(&all, &none, MAX_INTERSECTION_STATES)
                 .map_err(|source| GrammarError::Lexeme { pattern: what, source })
         }
@@ -143,16 +170,18 @@ fn decide_empty(lexeme: &Lexeme, limits: &CompileLimits) -> Result<bool, Grammar
 
 fn parts(lexeme: &Lexeme, limits: &CompileLimits) -> Result<Parts, GrammarError> {
     let one = |pattern: &String| {
-        ByteDfa::build(pattern, limits)
-            .map_err(|source| GrammarError::Lexeme { pattern: pattern.clone(), source })
+        part(pattern, limits).map_err(|source| GrammarError::Lexeme { pattern: pattern.clone(), source })
     };
     Ok(match lexeme {
-        Lexeme::Regex(pattern) => Parts::One(Box::new(one(pattern)?)),
+        Lexeme::Regex(pattern) => Parts::One(Box::new(
+            ByteDfa::build(pattern, limits)
+                .map_err(|source| GrammarError::Lexeme { pattern: pattern.clone(), source })?,
+        )),
         Lexeme::Intersection { all, none } => {
-            let all_dfas: Vec<ByteDfa> = all.iter().map(one).collect::<Result<_, _>>()?;
+            let all_dfas: Vec<Arc<ByteDfa>> = all.iter().map(one).collect::<Result<_, _>>()?;
             let mut none_dfas = Vec::new();
             for pattern in none {
-                match ByteDfa::build(pattern, limits) {
+                match part(pattern, limits) {
                     // Subtracting nothing changes nothing.
                     Err(FsmError::EmptyLanguage) => {}
                     other => none_dfas.push(
@@ -162,12 +191,27 @@ fn parts(lexeme: &Lexeme, limits: &CompileLimits) -> Result<Parts, GrammarError>
             }
             Parts::Product { all: all_dfas, none: none_dfas, what: format!("{all:?} minus {none:?}") }
         }
-        Lexeme::UndeclaredKey { declared } => {
+        Lexeme::UndeclaredKey { declared, all, none } => {
+            let what = format!("keys other than {declared:?} in {all:?} minus {none:?}");
             let names: Vec<&str> = declared.iter().map(String::as_str).collect();
-            let dfa = undeclared_key_dfa(&names, MAX_INTERSECTION_STATES).map_err(|source| {
-                GrammarError::Lexeme { pattern: format!("keys other than {declared:?}"), source }
-            })?;
-            Parts::One(Box::new(dfa))
+            let keys = undeclared_key_dfa(&names, MAX_INTERSECTION_STATES)
+                .map_err(|source| GrammarError::Lexeme { pattern: what.clone(), source })?;
+            if all.is_empty() && none.is_empty() {
+                return Ok(Parts::One(Box::new(keys)));
+            }
+            let mut all_dfas = vec![Arc::new(keys)];
+            all_dfas.extend(all.iter().map(one).collect::<Result<Vec<_>, _>>()?);
+            let mut none_dfas = Vec::new();
+            for pattern in none {
+                match part(pattern, limits) {
+                    // Subtracting nothing changes nothing.
+                    Err(FsmError::EmptyLanguage) => {}
+                    other => none_dfas.push(
+                        other.map_err(|source| GrammarError::Lexeme { pattern: pattern.clone(), source })?,
+                    ),
+                }
+            }
+            Parts::Product { all: all_dfas, none: none_dfas, what }
         }
         Lexeme::CountedString { min_len, max_len, all } => {
             let what = format!("strings of {min_len} to {max_len:?} characters in {all:?}");
@@ -176,15 +220,15 @@ fn parts(lexeme: &Lexeme, limits: &CompileLimits) -> Result<Parts, GrammarError>
             if all.is_empty() {
                 return Ok(Parts::One(Box::new(counted)));
             }
-            let mut all_dfas: Vec<ByteDfa> = all.iter().map(one).collect::<Result<_, _>>()?;
-            all_dfas.push(counted);
+            let mut all_dfas: Vec<Arc<ByteDfa>> = all.iter().map(one).collect::<Result<_, _>>()?;
+            all_dfas.push(Arc::new(counted));
             Parts::Product { all: all_dfas, none: Vec::new(), what }
         }
         Lexeme::MultipleOf { divisor, all } => {
             let what = format!("multiples of {divisor} in {all:?}");
             let multiples = ByteDfa::decimal_multiples(*divisor)
                 .map_err(|source| GrammarError::Lexeme { pattern: what.clone(), source })?;
-            let mut all_dfas = vec![multiples];
+            let mut all_dfas = vec![Arc::new(multiples)];
             all_dfas.extend(all.iter().map(one).collect::<Result<Vec<_>, _>>()?);
             Parts::Product { all: all_dfas, none: Vec::new(), what }
         }

@@ -25,7 +25,7 @@ class JsonSchemaConfig:
         such schemas and the grammar path takes them (exact, slower masks).
     max_recursion_depth: how often a recursive `$ref` unfolds before the branch is cut.
     max_regex_len: longest schema regex the FSM path determinizes eagerly (None: the core's
-        default, 8 KiB, about 10 ms of construction); longer ones, free values unrolled
+        default, 4 KiB, a few ms of construction); longer ones, free values unrolled
         `max_any_depth` levels among them (tens of KiB, 60 to 130 ms), go to the grammar path.
     """
 

@@ -56,8 +56,8 @@ pub struct JsonSchemaOptions {
     pub max_recursion_depth: usize,
     /// Largest regex (bytes) the schema may expand to; past it `AutomatonTooLarge`, which
     /// routes the schema to the grammar path (lexemes built on first use). Determinizing a
-    /// schema regex costs about 1 ms per KB of it here, so the default keeps an eager DFA
-    /// under about 10 ms.
+    /// schema regex costs 1 to 5 ms per KiB of it here (with the first mask), so the default
+    /// keeps an eager DFA to a few ms.
     pub max_regex_len: usize,
     /// Largest string length bound (`maxLength`, or `minLength` without one) spelled out as a
     /// counted repetition: each counted character is a copy of a character's ~13 DFA states,
@@ -82,11 +82,11 @@ impl Default for JsonSchemaOptions {
 }
 
 /// [`JsonSchemaOptions::max_regex_len`]'s default.
-pub const DEFAULT_MAX_REGEX_LEN: usize = 8 << 10;
+pub const DEFAULT_MAX_REGEX_LEN: usize = 4 << 10;
 
 /// [`JsonSchemaOptions::max_unrolled_length`]'s default: a string bound this large already
 /// costs a few ms of determinization (`benches/results/maskbench_grammar_cpu.md`).
-pub const DEFAULT_MAX_UNROLLED_LENGTH: usize = 64;
+pub const DEFAULT_MAX_UNROLLED_LENGTH: usize = 32;
 
 /// Compiles a JSON schema (given as JSON text) into a regex for the JSON documents it admits.
 pub fn json_schema_to_regex(schema: &str, options: &JsonSchemaOptions) -> Result<String, FsmError> {

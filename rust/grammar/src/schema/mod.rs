@@ -46,7 +46,7 @@ pub(super) const MAX_MULTIPLE_OF: u64 = 100_000;
 const MAX_SCHEMA_DEPTH: usize = 96;
 /// Longest regex a container sub-schema becomes as one lexeme (longer: taken apart, so its
 /// parts' DFAs are built as the parser reaches them, not all at its first mask).
-const MAX_LEXEME_REGEX_LEN: usize = 8 << 10;
+const MAX_LEXEME_REGEX_LEN: usize = 4 << 10;
 /// Longest regex any other sub-schema (a scalar, or the bounded fallback) becomes as one lexeme.
 const MAX_REGEX_LEN: usize = 4 << 20;
 /// Keywords whose meaning no grammar here expresses.
