@@ -463,10 +463,11 @@ impl<'a> SchemaGrammar<'a> {
     }
 
     /// The caller's options with free values unrolled to a fixed depth (the default's when
-    /// the caller asked for any depth).
+    /// the caller asked for any depth), and string lengths spelled out whatever the bound:
+    /// the fallback where the rules refuse a keyword, rare, so coverage before build time.
     fn bounded_options(&self) -> JsonSchemaOptions {
         let depth = self.options.max_any_depth.or(JsonSchemaOptions::default().max_any_depth);
-        JsonSchemaOptions { max_any_depth: depth, ..self.options.clone() }
+        JsonSchemaOptions { max_any_depth: depth, max_unrolled_length: None, ..self.options.clone() }
     }
 
     /// A schema the regex path cannot hold as one regex, taken apart keyword by keyword.
