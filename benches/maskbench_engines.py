@@ -54,6 +54,16 @@ class LLGuidance:
         )
 
     def compile(self, schema: dict) -> Any:
+        # `json.dumps` layout (its separators; `\u` escapes of any character, as it writes
+        # non-ASCII text), as sglr's `[ ]?` whitespace admits it.
+        options = {
+            "whitespace_flexible": False,
+            "item_separator": ", ",
+            "key_separator": ": ",
+            "json_allow_general_unicode_escapes": True,
+        }
+        if isinstance(schema, dict):
+            schema = {**schema, "x-guidance": options}
         grammar = self.llguidance.grammar_from("json_schema", json.dumps(schema))
         matcher = self.llguidance.LLMatcher(self.tokenizer, grammar)
         if matcher.is_error():
