@@ -251,13 +251,14 @@ class TokenFsm:
         dfa_size_limit: int | None = None,
         nfa_size_limit: int | None = None,
         max_regex_len: int | None = None,
+        max_unrolled_length: int | None = 32,
     ) -> TokenFsm:
         """`max_any_depth`: nesting unrolled inside values the schema leaves free; None: any
         depth, which no regex holds, so such schemas raise `UnsupportedSchemaError` (the grammar
-        path takes them). `max_regex_len` (default 4 KiB): a longer schema regex (1 to 5 ms of
-        DFA construction per KiB) raises `ConstraintTooLargeError` and a string length bound
-        past 32 `UnsupportedSchemaError`: the grammar path (lexemes built on first use) takes
-        such schemas."""
+        path takes them). `max_regex_len` (None: 4 KiB): a longer schema regex (1 to 5 ms of
+        DFA construction per KiB) raises `ConstraintTooLargeError`, and a string length bound
+        past `max_unrolled_length` (None: any) `UnsupportedSchemaError`: the grammar path
+        (lexemes built on first use, long strings counted) takes such schemas."""
     @property
     def pattern(self) -> str:
         """The regex enforced (for a schema, the regex it compiled to)."""
@@ -309,6 +310,7 @@ def json_schema_to_regex(
     max_any_depth: int | None = 3,
     max_recursion_depth: int | None = None,
     max_regex_len: int | None = None,
+    max_unrolled_length: int | None = 32,
 ) -> str: ...
 
 class GrammarConstraint:
