@@ -250,10 +250,15 @@ class TokenFsm:
         max_recursion_depth: int | None = None,
         dfa_size_limit: int | None = None,
         nfa_size_limit: int | None = None,
+        max_regex_len: int | None = None,
+        max_unrolled_length: int | None = 32,
     ) -> TokenFsm:
         """`max_any_depth`: nesting unrolled inside values the schema leaves free; None: any
         depth, which no regex holds, so such schemas raise `UnsupportedSchemaError` (the grammar
-        path takes them)."""
+        path takes them). `max_regex_len` (None: 4 KiB): a longer schema regex (1 to 5 ms of
+        DFA construction per KiB) raises `ConstraintTooLargeError`, and a string length bound
+        past `max_unrolled_length` (None: any) `UnsupportedSchemaError`: the grammar path
+        (lexemes built on first use, long strings counted) takes such schemas."""
     @property
     def pattern(self) -> str:
         """The regex enforced (for a schema, the regex it compiled to)."""
@@ -304,6 +309,8 @@ def json_schema_to_regex(
     additional_properties: bool = False,
     max_any_depth: int | None = 3,
     max_recursion_depth: int | None = None,
+    max_regex_len: int | None = None,
+    max_unrolled_length: int | None = 32,
 ) -> str: ...
 
 class GrammarConstraint:

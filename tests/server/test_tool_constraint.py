@@ -83,6 +83,26 @@ def test_required_non_recursive_is_a_regex(fmt):
     assert not re.fullmatch(constraint.text, good.replace("3", '"3"'))
 
 
+def test_long_strings_and_long_regexes_stay_on_the_regex_path():
+    # Past the engine's defaults for a plain `json_schema` (strings bounded past 32 characters,
+    # regexes past 4 KiB go to the grammar path there): tool calls keep the regex, since "auto"
+    # free text on the grammar path walks nearly the whole vocabulary every step.
+    properties = {
+        f"field_{i}": {"type": "string", "enum": [f"value_{i}_{j}" for j in range(20)]} for i in range(20)
+    }
+    properties["note"] = {"type": "string", "maxLength": 100}
+    tool = {
+        "type": "function",
+        "function": {"name": "fill", "parameters": {"type": "object", "properties": properties}},
+    }
+    request = read_tool_request({"tools": [tool], "tool_choice": "required", "parallel_tool_calls": False})
+    constraint = forced_call_constraint(request, HERMES)
+    assert constraint is not None and constraint.field == "regex" and len(constraint.text) > 4 << 10
+    call = HERMES.prefix + _call(HERMES, "fill", {"note": "x" * 100}) + HERMES.suffix
+    assert _constraint_accepts(constraint, call)
+    assert not _constraint_accepts(constraint, call.replace("x" * 100, "x" * 101))
+
+
 def test_parallel_calls_repeat_and_auto_without_strict_is_free():
     assert forced_call_constraint(read_tool_request({"tools": [WEATHER]}), HERMES) is None
     constraint = forced_call_constraint(

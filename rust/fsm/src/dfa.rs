@@ -21,7 +21,7 @@ pub const DEAD: u32 = u32::MAX;
 
 /// Size limits that bound compile time and memory; exceeding one is a typed error, so a
 /// hostile or accidental pattern can neither hang nor exhaust memory.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct CompileLimits {
     /// Heap bytes for the Thompson NFA.
     pub nfa_size_limit: usize,
@@ -155,7 +155,7 @@ impl ByteDfa {
 
     /// Keeps the live states of a raw table (state 0 the start, `DEAD` for no way on),
     /// renumbered in BFS order so the start stays 0.
-    fn from_raw(
+    pub(crate) fn from_raw(
         classes: [u8; 256],
         num_classes: usize,
         class_len: Vec<u16>,
@@ -196,6 +196,22 @@ impl ByteDfa {
             }));
         }
         Ok(Self { classes, num_classes, class_len, class_byte, trans, accepting: live_accepting })
+    }
+
+    /// A table built live by construction (every state reaches an accepting one; state 0 the
+    /// start), taken as it is: no pruning pass over a table that may hold millions of entries.
+    pub(crate) fn from_live_table(
+        classes: [u8; 256],
+        num_classes: usize,
+        class_len: Vec<u16>,
+        class_byte: Vec<u8>,
+        trans: Vec<u32>,
+        accepting: Vec<bool>,
+    ) -> Result<Self, FsmError> {
+        if trans.len() != accepting.len() * num_classes || accepting.is_empty() {
+            return Err(FsmError::Invariant("a DFA table must hold one row per state".into()));
+        }
+        Ok(Self { classes, num_classes, class_len, class_byte, trans, accepting })
     }
 
     /// Decimal integers in JSON spelling (no leading zeros, no `-0`) divisible by `divisor`
@@ -249,28 +265,7 @@ impl ByteDfa {
         if all.is_empty() {
             return Err(FsmError::InvalidRegex("an intersection needs at least one language".into()));
         }
-        // Bytes every part treats alike share a class.
-        let mut classes = [0u8; 256];
-        let mut signatures: Vec<Vec<u8>> = Vec::new();
-        for byte in 0..=255u8 {
-            let signature: Vec<u8> = parts.iter().map(|d| d.classes[byte as usize]).collect();
-            let class = match signatures.iter().position(|s| *s == signature) {
-                Some(class) => class,
-                None => {
-                    signatures.push(signature);
-                    signatures.len() - 1
-                }
-            };
-            classes[byte as usize] = class as u8;
-        }
-        let num_classes = signatures.len();
-        let mut class_len = vec![0u16; num_classes];
-        let mut class_byte = vec![0u8; num_classes];
-        for byte in (0..=255u8).rev() {
-            let class = classes[byte as usize] as usize;
-            class_len[class] += 1;
-            class_byte[class] = byte;
-        }
+        let (classes, num_classes, class_len, class_byte) = product_classes(&parts);
         let mut number_of: std::collections::HashMap<Vec<u32>, u32> = std::collections::HashMap::new();
         let mut states: Vec<Vec<u32>> = vec![parts.iter().map(|d| d.start()).collect()];
         number_of.insert(states[0].clone(), 0);
@@ -316,8 +311,58 @@ impl ByteDfa {
         Self::from_raw(classes, num_classes, class_len, class_byte, &raw_trans, &accepting)
     }
 
+    /// Whether some string every one of `all` accepts and none of `none` does exists: the
+    /// product of [`ByteDfa::intersect`] searched breadth first up to its first accepting
+    /// state, without its table (a lexeme checked for emptiness at compile, built on first use).
+    /// `AutomatonTooLarge` past `max_states` product states visited.
+    pub fn intersection_is_empty(
+        all: &[&ByteDfa],
+        none: &[&ByteDfa],
+        max_states: usize,
+    ) -> Result<bool, FsmError> {
+        let parts: Vec<&ByteDfa> = all.iter().chain(none).copied().collect();
+        if all.is_empty() {
+            return Err(FsmError::InvalidRegex("an intersection needs at least one language".into()));
+        }
+        let (_, _, _, class_byte) = product_classes(&parts);
+        let accepts = |tuple: &[u32]| {
+            let accepts = |(d, &s): (&&ByteDfa, &u32)| s != DEAD && d.is_accepting(s);
+            all.iter().zip(tuple).all(accepts) && !none.iter().zip(&tuple[all.len()..]).any(accepts)
+        };
+        let start: Vec<u32> = parts.iter().map(|d| d.start()).collect();
+        let mut seen: rustc_hash::FxHashSet<Vec<u32>> = rustc_hash::FxHashSet::default();
+        let mut queue = std::collections::VecDeque::from([start.clone()]);
+        seen.insert(start);
+        while let Some(tuple) = queue.pop_front() {
+            if accepts(&tuple) {
+                return Ok(false);
+            }
+            for &byte in &class_byte {
+                let next: Vec<u32> = parts
+                    .iter()
+                    .zip(&tuple)
+                    .map(|(d, &s)| if s == DEAD { DEAD } else { d.next(s, byte) })
+                    .collect();
+                if next[..all.len()].contains(&DEAD) || seen.contains(&next) {
+                    continue;
+                }
+                if seen.len() >= max_states {
+                    return Err(FsmError::AutomatonTooLarge { what: "intersection DFA", limit: max_states });
+                }
+                seen.insert(next.clone());
+                queue.push_back(next);
+            }
+        }
+        Ok(true)
+    }
+
     pub fn num_states(&self) -> usize {
         self.accepting.len()
+    }
+
+    /// The byte class of `byte` (bytes of one class lead every state to the same state).
+    pub(crate) fn class_of(&self, byte: u8) -> u8 {
+        self.classes[byte as usize]
     }
 
     pub fn start(&self) -> u32 {
@@ -411,6 +456,33 @@ impl ByteDfa {
         }
         distance
     }
+}
+
+/// Byte classes of a product: bytes every part treats alike share one. Returns the classes,
+/// their number, each class's size and one byte of each.
+fn product_classes(parts: &[&ByteDfa]) -> ([u8; 256], usize, Vec<u16>, Vec<u8>) {
+    let mut classes = [0u8; 256];
+    let mut signatures: Vec<Vec<u8>> = Vec::new();
+    for byte in 0..=255u8 {
+        let signature: Vec<u8> = parts.iter().map(|d| d.classes[byte as usize]).collect();
+        let class = match signatures.iter().position(|s| *s == signature) {
+            Some(class) => class,
+            None => {
+                signatures.push(signature);
+                signatures.len() - 1
+            }
+        };
+        classes[byte as usize] = class as u8;
+    }
+    let num_classes = signatures.len();
+    let mut class_len = vec![0u16; num_classes];
+    let mut class_byte = vec![0u8; num_classes];
+    for byte in (0..=255u8).rev() {
+        let class = classes[byte as usize] as usize;
+        class_len[class] += 1;
+        class_byte[class] = byte;
+    }
+    (classes, num_classes, class_len, class_byte)
 }
 
 /// In-edges as CSR: the sources of state t are `sources[starts[t]..starts[t + 1]]` (a source
@@ -549,6 +621,27 @@ mod tests {
         assert_eq!(ByteDfa::intersect(&[&ab], &[&words], 1000).unwrap_err(), FsmError::EmptyLanguage);
         assert!(matches!(
             ByteDfa::intersect(&[&dfa("[a-z]{0,50}")], &[], 10),
+            Err(FsmError::AutomatonTooLarge { .. })
+        ));
+    }
+
+    #[test]
+    fn emptiness_search_agrees_with_the_product() {
+        let (words, short, ab, digits) = (dfa("[a-c]+"), dfa("[a-z]{1,2}"), dfa("ab|ba"), dfa("[0-9]+"));
+        let cases: [(&[&ByteDfa], &[&ByteDfa]); 5] = [
+            (&[&words, &short], &[&ab]),
+            (&[&ab], &[&words]),
+            (&[&words, &digits], &[]),
+            (&[&short], &[&words, &digits]),
+            (&[&ab], &[]),
+        ];
+        for (all, none) in cases {
+            let built = ByteDfa::intersect(all, none, 1000);
+            let empty = ByteDfa::intersection_is_empty(all, none, 1000).unwrap();
+            assert_eq!(empty, matches!(built, Err(FsmError::EmptyLanguage)), "{built:?}");
+        }
+        assert!(matches!(
+            ByteDfa::intersection_is_empty(&[&dfa("[a-z]{20}")], &[], 10),
             Err(FsmError::AutomatonTooLarge { .. })
         ));
     }

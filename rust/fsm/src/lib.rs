@@ -10,6 +10,7 @@
 
 mod batch;
 mod component;
+mod counted;
 mod delegate;
 mod dfa;
 mod error;

@@ -10,8 +10,14 @@ fn matcher(schema: serde_json::Value, options: &JsonSchemaOptions) -> regex::Reg
     regex::Regex::new(&format!("^(?:{regex})$")).unwrap()
 }
 
+/// The default options with room for free values unrolled 3 levels (tens of KB of regex, past
+/// the default `max_regex_len`, which routes such schemas to the grammar path).
+fn roomy() -> JsonSchemaOptions {
+    JsonSchemaOptions { max_regex_len: 4 << 20, ..JsonSchemaOptions::default() }
+}
+
 fn check(schema: serde_json::Value, valid: &[&str], invalid: &[&str]) {
-    let re = matcher(schema.clone(), &JsonSchemaOptions::default());
+    let re = matcher(schema.clone(), &roomy());
     for doc in valid {
         assert!(re.is_match(doc), "{schema} should accept {doc}");
     }
@@ -337,7 +343,7 @@ fn ref_siblings_in_an_all_of_part_are_ignored_in_draft_07() {
         "definitions": {"enabled": {"type": "object", "properties": {"enabled": {"type": "boolean"}}}},
         "allOf": [{"$ref": "#/definitions/enabled", "properties": {"config": {"type": "integer"}}}]
     });
-    let options = JsonSchemaOptions { additional_properties_default: true, ..JsonSchemaOptions::default() };
+    let options = JsonSchemaOptions { additional_properties_default: true, ..roomy() };
     let re = matcher(schema, &options);
     assert!(re.is_match(r#"{"enabled": true, "config": {"threshold": 4}}"#));
     assert!(!re.is_match(r#"{"enabled": 1}"#));
@@ -356,7 +362,13 @@ fn free_values_at_any_depth_are_refused_by_name() {
             Err(FsmError::UnsupportedSchema { keyword: named, .. }) => assert_eq!(named, keyword, "{schema}"),
             other => panic!("{schema}: {other:?}"),
         }
-        assert!(json_value_to_regex(&schema, &JsonSchemaOptions::default()).is_ok());
+        assert!(json_value_to_regex(&schema, &roomy()).is_ok());
+        // Unrolled, a free value is tens of KB of regex (60 to 130 ms to determinize): past the
+        // default bound, a typed error that sends the schema to the grammar path.
+        assert!(matches!(
+            json_value_to_regex(&schema, &JsonSchemaOptions::default()),
+            Err(FsmError::AutomatonTooLarge { .. })
+        ));
     }
     // Nothing left free: the same regex either way.
     let closed =
@@ -365,4 +377,27 @@ fn free_values_at_any_depth_are_refused_by_name() {
         json_value_to_regex(&closed, &exact).unwrap(),
         json_value_to_regex(&closed, &JsonSchemaOptions::default()).unwrap()
     );
+}
+
+/// Length bounds past `max_unrolled_length` are refused by name (the grammar path counts them
+/// without unrolling); at or below it, or with no limit, they are spelled out exactly.
+#[test]
+fn large_length_bounds_are_refused_by_name() {
+    let limit = JsonSchemaOptions::default().max_unrolled_length.unwrap();
+    let refused =
+        |schema: serde_json::Value| match json_value_to_regex(&schema, &JsonSchemaOptions::default()) {
+            Err(FsmError::UnsupportedSchema { keyword, .. }) => Some(keyword),
+            _ => None,
+        };
+    assert_eq!(refused(json!({"type": "string", "maxLength": limit + 1})).as_deref(), Some("maxLength"));
+    assert_eq!(refused(json!({"type": "string", "minLength": limit + 1})).as_deref(), Some("minLength"));
+    let nested = json!({"type": "object", "properties": {"a": {"type": "string", "maxLength": 10_000}}});
+    assert_eq!(refused(nested).as_deref(), Some("maxLength"));
+    assert_eq!(refused(json!({"type": "string", "maxLength": limit})), None);
+    // A bound a pattern already implies counts nothing.
+    assert_eq!(refused(json!({"type": "string", "pattern": "^[a-z]{2}$", "maxLength": 10_000})), None);
+    let unlimited = JsonSchemaOptions { max_unrolled_length: None, ..JsonSchemaOptions::default() };
+    let re = matcher(json!({"type": "string", "minLength": 70, "maxLength": 71}), &unlimited);
+    assert!(re.is_match(&format!("\"{}\"", "x".repeat(70))));
+    assert!(!re.is_match(&format!("\"{}\"", "x".repeat(72))));
 }

@@ -4,7 +4,8 @@
 //! "cases": [{"name", "schema", "instances": [[token ids]]}]}`;
 //! `cargo run --release -p sglr-grammar --example mask_profile -- CASES [MASKS]` (MASKS: masks
 //! timed per instance, default 32). Prints each case's compile time and slowest masks (`QUIET=1`:
-//! only the summary over all cases; `SLOW=1`: each case's masks over 1 ms, on stderr).
+//! only the summary over all cases; `SLOW=1`: each case's masks over 1 ms, on stderr; `SPLIT=1`:
+//! only each case's schema -> grammar time and first-mask time, in ms).
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -36,11 +37,21 @@ fn main() {
                 continue;
             }
         };
+        let converted = started.elapsed();
         let matcher = GrammarMatcher::new(grammar, CompileLimits::default(), ParserLimits::default());
         let mut mask = vec![0u32; vocabulary.num_mask_words()];
         let state = matcher.start().unwrap();
         matcher.fill_mask(&state, &vocabulary, &mut mask).unwrap();
         let compile = started.elapsed();
+        if std::env::var("SPLIT").is_ok() {
+            println!(
+                "SPLIT {} {:.2} {:.2}",
+                case["name"],
+                converted.as_secs_f64() * 1e3,
+                (compile - converted).as_secs_f64() * 1e3
+            );
+            continue;
+        }
         let mut masks: Vec<(f64, usize, usize)> = Vec::new();
         for (index, instance) in case["instances"].as_array().unwrap().iter().enumerate() {
             let mut state = matcher.start().unwrap();

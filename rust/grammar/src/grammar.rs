@@ -7,7 +7,7 @@
 use std::borrow::Cow;
 
 use rustc_hash::FxHashMap;
-use sglr_fsm::schema::key_not_in;
+use sglr_fsm::schema::{json_string_regex, key_not_in};
 
 use crate::error::GrammarError;
 
@@ -36,12 +36,25 @@ pub enum Lexeme {
         divisor: u32,
         all: Vec<String>,
     },
+    /// JSON strings (with quotes) of `min_len` to `max_len` characters that every one of `all`
+    /// also matches: the length counted by a direct construction
+    /// (`sglr_fsm::schema::json_string_of_length`), not unrolled in a regex, so large
+    /// `maxLength`s build in time linear in the bound (milliseconds, not seconds).
+    CountedString {
+        min_len: usize,
+        max_len: Option<usize>,
+        all: Vec<String>,
+    },
     /// JSON keys (with quotes) whose decoded text is none of `declared`, in any spelling. Its
-    /// regex is `key_not_in`'s (printed as EBNF); its DFA is built as any key minus the
-    /// declared names' spellings (`key_in`), a product several times smaller and faster to
-    /// build than that regex's DFA.
+    /// regex is `key_not_in`'s (printed as EBNF); its DFA, any key minus the declared names'
+    /// spellings (`key_in`), is built directly (`sglr_fsm::schema::undeclared_key_dfa`),
+    /// several times smaller and faster to build than that regex's DFA.
     UndeclaredKey {
         declared: Vec<String>,
+        /// Regexes every such key must also match (`patternProperties` patterns, `propertyNames`)
+        /// and must not (the other patterns): a product with the keys' DFA, unprintable.
+        all: Vec<String>,
+        none: Vec<String>,
     },
 }
 
@@ -79,11 +92,17 @@ impl Grammar {
     pub fn lexeme_pattern(&self, lexeme: LexemeId) -> Option<Cow<'_, str>> {
         match &self.lexemes[lexeme as usize] {
             Lexeme::Regex(pattern) => Some(Cow::Borrowed(pattern)),
-            Lexeme::UndeclaredKey { declared } => {
+            Lexeme::UndeclaredKey { declared, all, none } if all.is_empty() && none.is_empty() => {
                 let names: Vec<&str> = declared.iter().map(String::as_str).collect();
                 Some(Cow::Owned(key_not_in(&names)))
             }
-            Lexeme::Intersection { .. } | Lexeme::MultipleOf { .. } => None,
+            Lexeme::CountedString { min_len, max_len, all } if all.is_empty() => {
+                Some(Cow::Owned(json_string_regex(*min_len, *max_len)))
+            }
+            Lexeme::Intersection { .. }
+            | Lexeme::MultipleOf { .. }
+            | Lexeme::CountedString { .. }
+            | Lexeme::UndeclaredKey { .. } => None,
         }
     }
 
@@ -93,6 +112,21 @@ impl Grammar {
 
     pub fn nonterminal_name(&self, id: NonterminalId) -> &str {
         &self.names[id as usize]
+    }
+}
+
+/// Sizes of a [`GrammarBuilder`] at one point (everything is appended, so sizes say what to drop).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BuilderCheckpoint {
+    names: usize,
+    lexemes: usize,
+    rules: usize,
+}
+
+impl BuilderCheckpoint {
+    /// Nonterminals that existed at the checkpoint (ids below this one).
+    pub fn num_nonterminals(&self) -> usize {
+        self.names
     }
 }
 
@@ -151,6 +185,26 @@ impl GrammarBuilder {
         self.rules.push(Rule { lhs, rhs });
     }
 
+    /// Where the builder stands, for [`GrammarBuilder::rollback`].
+    pub fn checkpoint(&self) -> BuilderCheckpoint {
+        BuilderCheckpoint { names: self.names.len(), lexemes: self.lexemes.len(), rules: self.rules.len() }
+    }
+
+    /// Drops every nonterminal, lexeme and rule added since `checkpoint` (an attempt that was
+    /// refused), without copying the builder before each attempt.
+    pub fn rollback(&mut self, checkpoint: &BuilderCheckpoint) {
+        self.names.truncate(checkpoint.names);
+        self.by_name.retain(|_, id| (*id as usize) < checkpoint.names);
+        self.lexemes.truncate(checkpoint.lexemes);
+        self.lexeme_ids.retain(|_, id| (*id as usize) < checkpoint.lexemes);
+        self.rules.truncate(checkpoint.rules);
+        // A rule of the attempt may have defined an older nonterminal: recount from the rules kept.
+        self.defined = vec![false; self.names.len()];
+        for rule in &self.rules {
+            self.defined[rule.lhs as usize] = true;
+        }
+    }
+
     pub fn is_defined(&self, name: &str) -> bool {
         self.by_name.get(name).is_some_and(|&id| self.defined[id as usize])
     }
@@ -200,5 +254,42 @@ fn is_productive(symbol: &Symbol, productive: &[bool]) -> bool {
     match *symbol {
         Symbol::Lexeme(_) => true,
         Symbol::Nonterminal(n) => productive[n as usize],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn describe(grammar: &Grammar) -> String {
+        format!("{:?} {:?} {:?}", grammar.names, grammar.lexemes, grammar.rules)
+    }
+
+    /// A rolled back attempt leaves exactly the grammar the builder held before it, even where
+    /// the attempt reused (and defined) older nonterminals and lexemes.
+    #[test]
+    fn rollback_forgets_the_attempt() {
+        let mut builder = GrammarBuilder::new();
+        let start = builder.nonterminal("start");
+        let pending = builder.nonterminal("pending");
+        let a = builder.lexeme("a");
+        builder.rule(start, vec![Symbol::Lexeme(a), Symbol::Nonterminal(pending)]);
+        let mut before = builder.clone();
+        before.rule(pending, vec![Symbol::Lexeme(a)]);
+        let checkpoint = builder.checkpoint();
+        let fresh = builder.fresh("attempt");
+        let b = builder.lexeme("b");
+        builder.rule(fresh, vec![Symbol::Lexeme(b), Symbol::Lexeme(a)]);
+        builder.rule(pending, vec![Symbol::Nonterminal(fresh)]);
+        builder.rollback(&checkpoint);
+        assert!(!builder.is_defined("pending"));
+        assert!(!builder.is_defined(&format!("attempt#{fresh}")));
+        // Same ids for what comes next, and the same grammar.
+        assert_eq!(builder.lexeme("a"), a);
+        assert_eq!(builder.lexeme("b"), b);
+        assert_eq!(builder.fresh("attempt"), fresh);
+        builder.rollback(&checkpoint);
+        builder.rule(pending, vec![Symbol::Lexeme(a)]);
+        assert_eq!(describe(&builder.build(start).unwrap()), describe(&before.build(start).unwrap()));
     }
 }

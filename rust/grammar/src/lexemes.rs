@@ -1,10 +1,12 @@
 //! Lexeme DFAs, each built on first use: a grammar's first mask compiles only the lexemes
 //! its first positions allow.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-use sglr_fsm::schema::{key_in, key_not_in};
-use sglr_fsm::{ByteDfa, CompileLimits};
+use rustc_hash::FxHashMap;
+
+use sglr_fsm::schema::{json_string_of_length, undeclared_key_dfa};
+use sglr_fsm::{ByteDfa, CompileLimits, FsmError};
 
 use crate::error::GrammarError;
 use crate::grammar::{Grammar, Lexeme, LexemeId};
@@ -56,54 +58,179 @@ impl LexemeDfas {
     }
 }
 
+/// Most emptiness answers [`is_empty`] keeps (past it they are dropped and gathered again).
+const MAX_EMPTINESS_ANSWERS: usize = 4096;
+
+/// Characters past a counted string's lower bound searched first for a match (a shape such as
+/// an email address matches short strings; a count to `maxLength` 32,767 costs 60 ms).
+const NEAR_LOWER_BOUND: usize = 256;
+
 /// Most product states of an intersection lexeme (keys and bounded strings stay far below).
 const MAX_INTERSECTION_STATES: usize = 1 << 16;
 
+/// A lexeme's automata: one DFA, or the parts of a product (strings all of `all` accept and
+/// none of `none` do).
+enum Parts {
+    One(Box<ByteDfa>),
+    Product { all: Vec<Arc<ByteDfa>>, none: Vec<Arc<ByteDfa>>, what: String },
+}
+
+/// Most table bytes of product parts [`part`] keeps (past it they are dropped and built again).
+const MAX_PART_BYTES: usize = 32 << 20;
+
+/// The DFA of a regex inside a product lexeme (a string's `format` or `pattern`, a key pattern,
+/// a bound's range), kept for the process: the emptiness check at compile and the build on
+/// first use need the same parts, and schemas repeat them (a `format` in many members and
+/// schemas), where one `\w`-class pattern costs milliseconds to determinize.
+pub(crate) fn part(pattern: &str, limits: &CompileLimits) -> Result<Arc<ByteDfa>, FsmError> {
+    type Parts = FxHashMap<(String, CompileLimits), Arc<ByteDfa>>;
+    static BUILT: OnceLock<Mutex<(Parts, usize)>> = OnceLock::new();
+    let built = BUILT.get_or_init(Default::default);
+    let key = (pattern.to_string(), limits.clone());
+    if let Some(dfa) = built.lock().unwrap_or_else(PoisonError::into_inner).0.get(&key) {
+        return Ok(dfa.clone());
+    }
+    let dfa = Arc::new(ByteDfa::build(pattern, limits)?);
+    let mut built = built.lock().unwrap_or_else(PoisonError::into_inner);
+    let (parts, bytes) = &mut *built;
+    if *bytes + dfa.memory_bytes() > MAX_PART_BYTES {
+        parts.clear();
+        *bytes = 0;
+    }
+    *bytes += dfa.memory_bytes();
+    parts.insert(key, dfa.clone());
+    Ok(dfa)
+}
+
 /// The DFA of one lexeme (an intersection builds its parts, then their product).
 pub(crate) fn build(lexeme: &Lexeme, limits: &CompileLimits) -> Result<ByteDfa, GrammarError> {
+    match parts(lexeme, limits)? {
+        Parts::One(dfa) => Ok(*dfa),
+        Parts::Product { all, none, what } => {
+            let all: Vec<&ByteDfa> = all.iter().map(Arc::as_ref).collect();
+            let none: Vec<&ByteDfa> = none.iter().map(Arc::as_ref).collect();
+            ByteDfa::intersect(&all, &none, MAX_INTERSECTION_STATES)
+                .map_err(|source| GrammarError::Lexeme { pattern: what, source })
+        }
+    }
+}
+
+/// Whether a lexeme matches no string, decided without building a product's table (a search
+/// that stops at its first accepting state): a grammar drops rules over empty lexemes at
+/// compile, and builds the rest on first use.
+pub(crate) fn is_empty(lexeme: &Lexeme, limits: &CompileLimits) -> Result<bool, GrammarError> {
+    // Schemas repeat their string shapes (a `format` with one `maxLength` in many members), and
+    // deciding one builds its parts' DFAs: answers are kept for the process, a bounded number.
+    static ANSWERS: OnceLock<Mutex<FxHashMap<(Lexeme, CompileLimits), bool>>> = OnceLock::new();
+    let answers = ANSWERS.get_or_init(Default::default);
+    let key = (lexeme.clone(), limits.clone());
+    if let Some(&empty) = answers.lock().unwrap_or_else(PoisonError::into_inner).get(&key) {
+        return Ok(empty);
+    }
+    let empty = decide_empty(lexeme, limits)?;
+    let mut answers = answers.lock().unwrap_or_else(PoisonError::into_inner);
+    if answers.len() >= MAX_EMPTINESS_ANSWERS {
+        answers.clear();
+    }
+    answers.insert(key, empty);
+    Ok(empty)
+}
+
+/// [`is_empty`], decided.
+fn decide_empty(lexeme: &Lexeme, limits: &CompileLimits) -> Result<bool, GrammarError> {
+    if let Lexeme::CountedString { min_len, max_len, all } = lexeme {
+        if max_len.is_some_and(|max| max < *min_len) {
+            return Ok(true);
+        }
+        if all.is_empty() {
+            return Ok(false);
+        }
+        // A match at most a few characters past the lower bound settles it without counting to
+        // a large upper one; only when there is none is the whole range searched.
+        let near = min_len.saturating_add(NEAR_LOWER_BOUND);
+        if max_len.is_none_or(|max| max > near) {
+            let short = Lexeme::CountedString { min_len: *min_len, max_len: Some(near), all: all.clone() };
+            if !decide_empty(&short, limits)? {
+                return Ok(false);
+            }
+        }
+    }
+    match parts(lexeme, limits) {
+        Err(GrammarError::Lexeme { source: FsmError::EmptyLanguage, .. }) => Ok(true),
+        Err(error) => Err(error),
+        Ok(Parts::One(_)) => Ok(false),
+        Ok(Parts::Product { all, none, what }) => {
+            let all: Vec<&ByteDfa> = all.iter().map(Arc::as_ref).collect();
+            let none: Vec<&ByteDfa> = none.iter().map(Arc::as_ref).collect();
+            ByteDfa::intersection_is_empty(&all, &none, MAX_INTERSECTION_STATES)
+                .map_err(|source| GrammarError::Lexeme { pattern: what, source })
+        }
+    }
+}
+
+fn parts(lexeme: &Lexeme, limits: &CompileLimits) -> Result<Parts, GrammarError> {
     let one = |pattern: &String| {
-        ByteDfa::build(pattern, limits)
-            .map_err(|source| GrammarError::Lexeme { pattern: pattern.clone(), source })
+        part(pattern, limits).map_err(|source| GrammarError::Lexeme { pattern: pattern.clone(), source })
     };
-    match lexeme {
-        Lexeme::Regex(pattern) => one(pattern),
+    Ok(match lexeme {
+        Lexeme::Regex(pattern) => Parts::One(Box::new(
+            ByteDfa::build(pattern, limits)
+                .map_err(|source| GrammarError::Lexeme { pattern: pattern.clone(), source })?,
+        )),
         Lexeme::Intersection { all, none } => {
-            let all_dfas: Vec<ByteDfa> = all.iter().map(one).collect::<Result<_, _>>()?;
+            let all_dfas: Vec<Arc<ByteDfa>> = all.iter().map(one).collect::<Result<_, _>>()?;
             let mut none_dfas = Vec::new();
             for pattern in none {
-                match ByteDfa::build(pattern, limits) {
+                match part(pattern, limits) {
                     // Subtracting nothing changes nothing.
-                    Err(sglr_fsm::FsmError::EmptyLanguage) => {}
+                    Err(FsmError::EmptyLanguage) => {}
                     other => none_dfas.push(
                         other.map_err(|source| GrammarError::Lexeme { pattern: pattern.clone(), source })?,
                     ),
                 }
             }
-            let all_refs: Vec<&ByteDfa> = all_dfas.iter().collect();
-            let none_refs: Vec<&ByteDfa> = none_dfas.iter().collect();
-            ByteDfa::intersect(&all_refs, &none_refs, MAX_INTERSECTION_STATES)
-                .map_err(|source| GrammarError::Lexeme { pattern: format!("{all:?} minus {none:?}"), source })
+            Parts::Product { all: all_dfas, none: none_dfas, what: format!("{all:?} minus {none:?}") }
         }
-        Lexeme::UndeclaredKey { declared } => {
-            let any_key = one(&key_not_in(&[]))?;
-            if declared.is_empty() {
-                return Ok(any_key);
-            }
+        Lexeme::UndeclaredKey { declared, all, none } => {
+            let what = format!("keys other than {declared:?} in {all:?} minus {none:?}");
             let names: Vec<&str> = declared.iter().map(String::as_str).collect();
-            let declared_keys = one(&key_in(&names))?;
-            ByteDfa::intersect(&[&any_key], &[&declared_keys], MAX_INTERSECTION_STATES).map_err(|source| {
-                GrammarError::Lexeme { pattern: format!("keys other than {declared:?}"), source }
-            })
+            let keys = undeclared_key_dfa(&names, MAX_INTERSECTION_STATES)
+                .map_err(|source| GrammarError::Lexeme { pattern: what.clone(), source })?;
+            if all.is_empty() && none.is_empty() {
+                return Ok(Parts::One(Box::new(keys)));
+            }
+            let mut all_dfas = vec![Arc::new(keys)];
+            all_dfas.extend(all.iter().map(one).collect::<Result<Vec<_>, _>>()?);
+            let mut none_dfas = Vec::new();
+            for pattern in none {
+                match part(pattern, limits) {
+                    // Subtracting nothing changes nothing.
+                    Err(FsmError::EmptyLanguage) => {}
+                    other => none_dfas.push(
+                        other.map_err(|source| GrammarError::Lexeme { pattern: pattern.clone(), source })?,
+                    ),
+                }
+            }
+            Parts::Product { all: all_dfas, none: none_dfas, what }
+        }
+        Lexeme::CountedString { min_len, max_len, all } => {
+            let what = format!("strings of {min_len} to {max_len:?} characters in {all:?}");
+            let counted = json_string_of_length(*min_len, *max_len, limits)
+                .map_err(|source| GrammarError::Lexeme { pattern: what.clone(), source })?;
+            if all.is_empty() {
+                return Ok(Parts::One(Box::new(counted)));
+            }
+            let mut all_dfas: Vec<Arc<ByteDfa>> = all.iter().map(one).collect::<Result<_, _>>()?;
+            all_dfas.push(Arc::new(counted));
+            Parts::Product { all: all_dfas, none: Vec::new(), what }
         }
         Lexeme::MultipleOf { divisor, all } => {
-            let describe = || format!("multiples of {divisor} in {all:?}");
+            let what = format!("multiples of {divisor} in {all:?}");
             let multiples = ByteDfa::decimal_multiples(*divisor)
-                .map_err(|source| GrammarError::Lexeme { pattern: describe(), source })?;
-            let all_dfas: Vec<ByteDfa> = all.iter().map(one).collect::<Result<_, _>>()?;
-            let mut refs: Vec<&ByteDfa> = vec![&multiples];
-            refs.extend(all_dfas.iter());
-            ByteDfa::intersect(&refs, &[], MAX_INTERSECTION_STATES)
-                .map_err(|source| GrammarError::Lexeme { pattern: describe(), source })
+                .map_err(|source| GrammarError::Lexeme { pattern: what.clone(), source })?;
+            let mut all_dfas = vec![Arc::new(multiples)];
+            all_dfas.extend(all.iter().map(one).collect::<Result<Vec<_>, _>>()?);
+            Parts::Product { all: all_dfas, none: Vec::new(), what }
         }
-    }
+    })
 }

@@ -19,6 +19,8 @@ pub mod schema;
 pub use earley::ParserLimits;
 pub use ebnf::{grammar_to_ebnf, parse_ebnf};
 pub use error::GrammarError;
-pub use grammar::{Grammar, GrammarBuilder, Lexeme, LexemeId, NonterminalId, Rule, Symbol};
+pub use grammar::{
+    BuilderCheckpoint, Grammar, GrammarBuilder, Lexeme, LexemeId, NonterminalId, Rule, Symbol,
+};
 pub use matcher::{GrammarMatcher, ParseState};
 pub use schema::{json_schema_to_grammar, schema_is_recursive};

@@ -380,6 +380,13 @@ fn refused_rules_fall_back_to_the_regex() {
     let m = keyword_matcher(schema, true);
     assert!(accepts(&m, r#"{"free": {"a": [1]}, "pair": [1, "x"]}"#));
     assert!(!accepts(&m, r#"{"pair": ["x", 1]}"#));
+    // The fallback spells out string lengths past the regex path's default bound.
+    let long = r#"{"type": "object", "properties": {"free": {"type": "object"},
+        "pair": {"type": "array", "items": [{"type": "integer"}, {"type": "string", "maxLength": 100}],
+                 "additionalItems": false}}}"#;
+    let m = keyword_matcher(long, true);
+    assert!(accepts(&m, &format!(r#"{{"pair": [1, "{}"]}}"#, "x".repeat(100))));
+    assert!(!accepts(&m, &format!(r#"{{"pair": [1, "{}"]}}"#, "x".repeat(101))));
 }
 
 fn open_matcher(schema: &str) -> GrammarMatcher {

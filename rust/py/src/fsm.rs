@@ -7,7 +7,7 @@ use numpy::{PyArray1, PyReadwriteArray1, PyReadwriteArray2};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
-use sglr_fsm::schema::{json_schema_to_regex, JsonSchemaOptions};
+use sglr_fsm::schema::{json_schema_to_regex, JsonSchemaOptions, DEFAULT_MAX_UNROLLED_LENGTH};
 use sglr_fsm::{CompileLimits, TokenEncoding, TokenFsm, Vocabulary};
 
 use crate::buffers::IdArray;
@@ -135,6 +135,8 @@ fn schema_options(
     additional_properties: bool,
     max_any_depth: Option<usize>,
     max_recursion_depth: Option<usize>,
+    max_regex_len: Option<usize>,
+    max_unrolled_length: Option<usize>,
 ) -> JsonSchemaOptions {
     let defaults = JsonSchemaOptions::default();
     JsonSchemaOptions {
@@ -142,7 +144,8 @@ fn schema_options(
         additional_properties_default: additional_properties,
         max_any_depth,
         max_recursion_depth: max_recursion_depth.unwrap_or(defaults.max_recursion_depth),
-        ..defaults
+        max_regex_len: max_regex_len.unwrap_or(defaults.max_regex_len),
+        max_unrolled_length,
     }
 }
 
@@ -173,7 +176,8 @@ impl PyTokenFsm {
     #[staticmethod]
     #[pyo3(signature = (schema, vocabulary, *, whitespace_pattern=None, additional_properties=false,
                         max_any_depth=Some(3), max_recursion_depth=None, dfa_size_limit=None,
-                        nfa_size_limit=None))]
+                        nfa_size_limit=None, max_regex_len=None,
+                        max_unrolled_length=Some(DEFAULT_MAX_UNROLLED_LENGTH)))]
     #[allow(clippy::too_many_arguments)]
     fn from_json_schema(
         py: Python<'_>,
@@ -185,9 +189,17 @@ impl PyTokenFsm {
         max_recursion_depth: Option<usize>,
         dfa_size_limit: Option<usize>,
         nfa_size_limit: Option<usize>,
+        max_regex_len: Option<usize>,
+        max_unrolled_length: Option<usize>,
     ) -> PyResult<Self> {
-        let options =
-            schema_options(whitespace_pattern, additional_properties, max_any_depth, max_recursion_depth);
+        let options = schema_options(
+            whitespace_pattern,
+            additional_properties,
+            max_any_depth,
+            max_recursion_depth,
+            max_regex_len,
+            max_unrolled_length,
+        );
         let vocab = vocabulary.inner.clone();
         let limits = limits(dfa_size_limit, nfa_size_limit);
         let compiled = py.detach(|| {
@@ -368,8 +380,10 @@ pub(crate) fn fill_bitmasks(
 /// Compiles a JSON schema (JSON text) to the regex `TokenFsm.from_json_schema` enforces.
 #[pyfunction]
 #[pyo3(signature = (schema, *, whitespace_pattern=None, additional_properties=false,
-                    max_any_depth=Some(3), max_recursion_depth=None))]
+                    max_any_depth=Some(3), max_recursion_depth=None, max_regex_len=None,
+                    max_unrolled_length=Some(DEFAULT_MAX_UNROLLED_LENGTH)))]
 #[pyo3(name = "json_schema_to_regex")]
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn json_schema_to_regex_py(
     py: Python<'_>,
     schema: String,
@@ -377,8 +391,16 @@ pub(crate) fn json_schema_to_regex_py(
     additional_properties: bool,
     max_any_depth: Option<usize>,
     max_recursion_depth: Option<usize>,
+    max_regex_len: Option<usize>,
+    max_unrolled_length: Option<usize>,
 ) -> PyResult<String> {
-    let options =
-        schema_options(whitespace_pattern, additional_properties, max_any_depth, max_recursion_depth);
+    let options = schema_options(
+        whitespace_pattern,
+        additional_properties,
+        max_any_depth,
+        max_recursion_depth,
+        max_regex_len,
+        max_unrolled_length,
+    );
     py.detach(|| json_schema_to_regex(&schema, &options)).map_err(|e| fsm_error(py, e))
 }

@@ -24,12 +24,16 @@ class JsonSchemaConfig:
         FSM path unrolls; None admits any depth as the schema says: the FSM path then refuses
         such schemas and the grammar path takes them (exact, slower masks).
     max_recursion_depth: how often a recursive `$ref` unfolds before the branch is cut.
+    max_regex_len: longest schema regex the FSM path determinizes eagerly (None: the core's
+        default, 4 KiB, a few ms of construction); longer ones, free values unrolled
+        `max_any_depth` levels among them (tens of KiB, 60 to 130 ms), go to the grammar path.
     """
 
     whitespace_pattern: str = "[ ]?"
     additional_properties: bool = False
     max_any_depth: int | None = 3
     max_recursion_depth: int = 3
+    max_regex_len: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.whitespace_pattern, str):
@@ -89,6 +93,7 @@ class ConstraintCache:
                 additional_properties=config.additional_properties,
                 max_any_depth=config.max_any_depth,
                 max_recursion_depth=config.max_recursion_depth,
+                max_regex_len=config.max_regex_len,
             ),
         )
 

@@ -56,6 +56,11 @@ def check_schemas(request: ToolRequest) -> None:
             _arguments(json.dumps(tool.parameters))
 
 
+# Longest regex of one tool's arguments (the engine's default for a plain `json_schema` is 4 KiB,
+# past which the grammar path's lazy lexemes compile faster).
+TOOL_MAX_REGEX_LEN = 4 << 20
+
+
 @functools.lru_cache(maxsize=256)
 def _arguments(schema: str) -> tuple[str, str]:
     """("regex", pattern) for a schema the regex path compiles, else ("ebnf", rules named
@@ -63,7 +68,11 @@ def _arguments(schema: str) -> tuple[str, str]:
     engine routes a plain `json_schema`); the grammar path's own refusal is what the client sees."""
     if not json_schema_is_recursive(schema):
         try:
-            return "regex", json_schema_to_regex(schema)
+            # However long: "auto" joins the calls with free text, which costs grammar masks a
+            # walk of nearly the whole vocabulary a step, far more than one slower compile.
+            return "regex", json_schema_to_regex(
+                schema, max_regex_len=TOOL_MAX_REGEX_LEN, max_unrolled_length=None
+            )
         except (UnsupportedSchemaError, ConstraintTooLargeError):
             pass
     return "ebnf", json_schema_to_ebnf(schema, "arguments")

@@ -21,12 +21,15 @@ pub use keywords::is_annotation;
 pub use literal::string_literal;
 pub use literal::NEVER as NEVER_REGEX;
 pub use object::{key_in, key_not_in};
+pub use string::{json_string_of_length, json_string_regex};
+pub use undeclared::undeclared_key_dfa;
 mod literal;
 mod merge;
 mod numeric;
 mod object;
 mod pattern;
 mod string;
+mod undeclared;
 
 use serde_json::{Map, Value};
 
@@ -51,8 +54,18 @@ pub struct JsonSchemaOptions {
     pub max_any_depth: Option<usize>,
     /// How many times one `$ref` may be unfolded inside itself; deeper recursion is cut.
     pub max_recursion_depth: usize,
-    /// Largest regex (bytes) the schema may expand to.
+    /// Largest regex (bytes) the schema may expand to; past it `AutomatonTooLarge`, which
+    /// routes the schema to the grammar path (lexemes built on first use). Determinizing a
+    /// schema regex costs 1 to 5 ms per KiB of it here (with the first mask), so the default
+    /// keeps an eager DFA to a few ms.
     pub max_regex_len: usize,
+    /// Largest string length bound (`maxLength`, or `minLength` without one) spelled out as a
+    /// counted repetition: each counted character is a copy of a character's ~13 DFA states,
+    /// which determinization pays for (about 85 µs a count here: `maxLength` 10,000 took a
+    /// second). Past it the string is refused ([`FsmError::UnsupportedSchema`] naming the
+    /// keyword) and the grammar path takes it as a counted lexeme built directly
+    /// ([`json_string_of_length`]). `None`: spelled out whatever the bound.
+    pub max_unrolled_length: Option<usize>,
 }
 
 impl Default for JsonSchemaOptions {
@@ -62,10 +75,18 @@ impl Default for JsonSchemaOptions {
             additional_properties_default: false,
             max_any_depth: Some(3),
             max_recursion_depth: 3,
-            max_regex_len: 4 << 20,
+            max_regex_len: DEFAULT_MAX_REGEX_LEN,
+            max_unrolled_length: Some(DEFAULT_MAX_UNROLLED_LENGTH),
         }
     }
 }
+
+/// [`JsonSchemaOptions::max_regex_len`]'s default.
+pub const DEFAULT_MAX_REGEX_LEN: usize = 4 << 10;
+
+/// [`JsonSchemaOptions::max_unrolled_length`]'s default: a string bound this large already
+/// costs a few ms of determinization (`benches/results/maskbench_grammar_cpu.md`).
+pub const DEFAULT_MAX_UNROLLED_LENGTH: usize = 32;
 
 /// Compiles a JSON schema (given as JSON text) into a regex for the JSON documents it admits.
 pub fn json_schema_to_regex(schema: &str, options: &JsonSchemaOptions) -> Result<String, FsmError> {

@@ -52,6 +52,15 @@ pub(crate) fn object_schema(ctx: &mut Ctx, map: &Map<String, Value>, path: &str)
     let extras_forbidden = map.get("additionalProperties").or_else(|| map.get("unevaluatedProperties"))
         == Some(&Value::Bool(false));
 
+    // The extra members' value first: when it is refused (a free value under
+    // `max_any_depth: None`, the usual case for objects that admit undeclared members), the
+    // declared members' regexes would be built only to be thrown away, and the grammar path,
+    // which offers every sub-schema here before taking it apart, would pay that once per level.
+    let extra_value = if allows_extra {
+        Some(ctx.schema(&additional, &format!("{path}/additionalProperties"))?)
+    } else {
+        None
+    };
     let ws = ctx.ws.clone();
     let mut declared: Vec<Property> = Vec::new();
     let mut names: Vec<&str> = Vec::new();
@@ -85,8 +94,7 @@ pub(crate) fn object_schema(ctx: &mut Ctx, map: &Map<String, Value>, path: &str)
 
     let sep = format!("{ws},{ws}");
     let declared_body = declared_sequence(&declared, &sep);
-    let body = if allows_extra {
-        let value = ctx.schema(&additional, &format!("{path}/additionalProperties"))?;
+    let body = if let Some(value) = extra_value {
         let extra = format!("{}{ws}:{ws}{value}", key_not_in(&names));
         let extras = format!("(?:{sep}{extra})*");
         match declared_body {

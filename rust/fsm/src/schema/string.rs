@@ -1,10 +1,13 @@
 //! `"type": "string"`: length bounds, `pattern` and the common `format`s.
 
+use std::sync::OnceLock;
+
 use serde_json::{Map, Value};
 
 use super::literal::STRING_CHAR;
 use super::pattern::{full_match_char_bounds, pattern_body};
 use super::{unsupported, Ctx};
+use crate::dfa::{ByteDfa, CompileLimits};
 use crate::error::FsmError;
 
 /// `YYYY-MM-DD` with real month lengths (29 February in leap years only) and no year 0.
@@ -81,13 +84,46 @@ pub(crate) fn string_schema(ctx: &Ctx, schema: &Map<String, Value>, path: &str) 
             check_length_implied(bounds, min_len, max_len, path, "'pattern'")?;
             body.regex
         }
-        (None, None) => match max_len {
-            Some(max) => super::literal::repeat(STRING_CHAR, min_len, Some(max)),
-            None if min_len == 0 => format!("{STRING_CHAR}*"),
-            None => super::literal::repeat(STRING_CHAR, min_len, None),
-        },
+        (None, None) => {
+            let bound = max_len.unwrap_or(min_len);
+            if ctx.options().max_unrolled_length.is_some_and(|limit| bound > limit) {
+                let keyword = if max_len.is_some() { "maxLength" } else { "minLength" };
+                return Err(unsupported(
+                    keyword,
+                    path,
+                    &format!("a length bound of {bound} would unroll into a DFA that grows with it"),
+                ));
+            }
+            return Ok(json_string_regex(min_len, max_len));
+        }
     };
     Ok(format!("\"{body}\""))
+}
+
+/// The regex of JSON strings (with quotes) of `min_len` to `max_len` characters.
+pub fn json_string_regex(min_len: usize, max_len: Option<usize>) -> String {
+    let body = match max_len {
+        Some(max) => super::literal::repeat(STRING_CHAR, min_len, Some(max)),
+        None if min_len == 0 => format!("{STRING_CHAR}*"),
+        None => super::literal::repeat(STRING_CHAR, min_len, None),
+    };
+    format!("\"{body}\"")
+}
+
+/// The DFA of [`json_string_regex`]'s language, built directly (count x one character's
+/// states, [`ByteDfa::counted`]) in time linear in the bound instead of determinizing the
+/// unrolled regex; `AutomatonTooLarge` past `limits.dfa_size_limit` bytes of table.
+pub fn json_string_of_length(
+    min_len: usize,
+    max_len: Option<usize>,
+    limits: &CompileLimits,
+) -> Result<ByteDfa, FsmError> {
+    static CHARACTER: OnceLock<Result<ByteDfa, FsmError>> = OnceLock::new();
+    let character = CHARACTER.get_or_init(|| ByteDfa::build(STRING_CHAR, &CompileLimits::default()));
+    let character = character.as_ref().map_err(Clone::clone)?;
+    // A row is at most 256 4-byte entries; the character's classes plus the quote are far fewer.
+    let row_bytes = 4 * 48;
+    ByteDfa::counted(character, min_len, max_len, b"\"", b"\"", limits.dfa_size_limit / row_bytes)
 }
 
 /// A length bound next to a pattern/format is only accepted when every match already satisfies

@@ -44,6 +44,7 @@ pub fn grammar_to_ebnf(grammar: &Grammar, name: &str) -> Result<String, GrammarE
 fn unprintable(lexeme: &Lexeme) -> GrammarError {
     let keyword = match lexeme {
         Lexeme::MultipleOf { .. } => "multipleOf",
+        Lexeme::CountedString { .. } => "maxLength",
         _ => "patternProperties/propertyNames/pattern",
     };
     GrammarError::Schema(FsmError::UnsupportedSchema {

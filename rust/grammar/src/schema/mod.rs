@@ -44,8 +44,11 @@ pub(super) const MAX_COUNT_STATES: usize = 20_000;
 pub(super) const MAX_MULTIPLE_OF: u64 = 100_000;
 /// Deepest nesting of sub-schemas taken apart (hostile input cannot overflow the stack).
 const MAX_SCHEMA_DEPTH: usize = 96;
-/// Longest regex a container sub-schema becomes as one lexeme (longer: taken apart).
-const MAX_LEXEME_REGEX_LEN: usize = 16 << 10;
+/// Longest regex a container sub-schema becomes as one lexeme (longer: taken apart, so its
+/// parts' DFAs are built as the parser reaches them, not all at its first mask).
+const MAX_LEXEME_REGEX_LEN: usize = 4 << 10;
+/// Longest regex any other sub-schema (a scalar, or the bounded fallback) becomes as one lexeme.
+const MAX_REGEX_LEN: usize = 4 << 20;
 /// Keywords whose meaning no grammar here expresses.
 const UNSUPPORTED_ANYWHERE: &[&str] = &["not", "if", "$dynamicRef", "$recursiveRef", "dependentSchemas"];
 /// Keywords about scalars (a scalar type's alternative keeps these, and `format`).
@@ -63,6 +66,9 @@ pub(super) const SCALAR_KEYWORDS: &[&str] = &[
 
 /// Parses `schema` (JSON text) into a grammar of the JSON documents it admits.
 pub fn json_schema_to_grammar(schema: &str, options: &JsonSchemaOptions) -> Result<Grammar, GrammarError> {
+    // The caller's regex length bound is for one eager DFA (the regex path); here a long regex
+    // is one lexeme built on first use, or (a container) taken apart at MAX_LEXEME_REGEX_LEN.
+    let options = &JsonSchemaOptions { max_regex_len: MAX_REGEX_LEN, ..options.clone() };
     let root: Value = serde_json::from_str(schema)
         .map_err(|e| FsmError::InvalidSchema { path: "#".into(), message: format!("not valid JSON: {e}") })?;
     let mut compiler = SchemaGrammar {
@@ -401,7 +407,14 @@ impl<'a> SchemaGrammar<'a> {
         let mut fallback = None;
         let plain = !contains_reference(schema);
         if plain {
-            match json_value_to_regex(schema, &self.exact_options()) {
+            // A container's regex longer than a lexeme may be is taken apart anyway: stop
+            // building it as soon as a part is that long (each level of a large schema is
+            // offered here, so building it whole would cost its size times its depth).
+            let mut options = self.exact_options();
+            if is_container(schema) {
+                options.max_regex_len = options.max_regex_len.min(MAX_LEXEME_REGEX_LEN);
+            }
+            match json_value_to_regex(schema, &options) {
                 Ok(regex) => {
                     if !(regex.len() > MAX_LEXEME_REGEX_LEN && is_container(schema)) {
                         return Ok(self.regex_piece(regex));
@@ -420,28 +433,28 @@ impl<'a> SchemaGrammar<'a> {
                 &format!("schemas nested deeper than {MAX_SCHEMA_DEPTH} levels"),
             ));
         }
-        if plain && fallback.is_none() {
-            fallback = json_value_to_regex(schema, &self.bounded_options()).ok();
-        }
-        let Some(regex) = fallback else {
-            self.depth += 1;
-            let pieces = self.structure(schema, path);
-            self.depth -= 1;
-            return pieces;
-        };
-        // Rules written by a refused attempt are dropped with it.
-        let saved =
-            (self.builder.clone(), self.references.clone(), self.pending.clone(), self.never, self.any);
+        let checkpoint = self.builder.checkpoint();
+        let num_pending = self.pending.len();
         self.depth += 1;
         let pieces = self.structure(schema, path);
         self.depth -= 1;
-        match pieces {
-            Err(GrammarError::Schema(FsmError::UnsupportedSchema { .. })) => {
-                (self.builder, self.references, self.pending, self.never, self.any) = saved;
-                Ok(self.regex_piece(regex))
-            }
-            other => other,
+        let refused = matches!(pieces, Err(GrammarError::Schema(FsmError::UnsupportedSchema { .. })));
+        if !(plain && refused) {
+            return pieces;
         }
+        // The bounded regex only now that the rules refused (most schemas never need it).
+        let Some(regex) = fallback.or_else(|| json_value_to_regex(schema, &self.bounded_options()).ok())
+        else {
+            return pieces;
+        };
+        // Rules written by the refused attempt are dropped with it.
+        self.builder.rollback(&checkpoint);
+        let kept = checkpoint.num_nonterminals() as NonterminalId;
+        self.references.retain(|_, nonterminal| *nonterminal < kept);
+        self.pending.truncate(num_pending);
+        self.never = self.never.filter(|&never| never < kept);
+        self.any = self.any.filter(|&any| any < kept);
+        Ok(self.regex_piece(regex))
     }
 
     /// The caller's options with values left free admitted at any depth (refused as a regex).
@@ -450,10 +463,11 @@ impl<'a> SchemaGrammar<'a> {
     }
 
     /// The caller's options with free values unrolled to a fixed depth (the default's when
-    /// the caller asked for any depth).
+    /// the caller asked for any depth), and string lengths spelled out whatever the bound:
+    /// the fallback where the rules refuse a keyword, rare, so coverage before build time.
     fn bounded_options(&self) -> JsonSchemaOptions {
         let depth = self.options.max_any_depth.or(JsonSchemaOptions::default().max_any_depth);
-        JsonSchemaOptions { max_any_depth: depth, ..self.options.clone() }
+        JsonSchemaOptions { max_any_depth: depth, max_unrolled_length: None, ..self.options.clone() }
     }
 
     /// A schema the regex path cannot hold as one regex, taken apart keyword by keyword.

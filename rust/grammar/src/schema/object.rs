@@ -1,7 +1,9 @@
 //! Objects: declared members in order, other members split by the `patternProperties` they
 //! match (intersection lexemes for their keys), `propertyNames`, and member counts.
+use std::sync::Arc;
+
 use serde_json::{Map, Value};
-use sglr_fsm::schema::{key_in, key_not_in, string_literal, NEVER_REGEX};
+use sglr_fsm::schema::{string_literal, NEVER_REGEX};
 use sglr_fsm::{ByteDfa, CompileLimits, FsmError};
 
 use super::{
@@ -94,16 +96,17 @@ impl SchemaGrammar<'_> {
             _ => Vec::new(),
         };
         let limits = CompileLimits::default();
-        let key_dfa = |regex: &String| -> Result<Option<ByteDfa>, GrammarError> {
-            match ByteDfa::build(regex, &limits) {
+        let key_dfa = |regex: &String| -> Result<Option<Arc<ByteDfa>>, GrammarError> {
+            match crate::lexemes::part(regex, &limits) {
                 Ok(dfa) => Ok(Some(dfa)),
                 Err(FsmError::EmptyLanguage) => Ok(None),
                 Err(source) => Err(GrammarError::Lexeme { pattern: regex.clone(), source }),
             }
         };
-        let pattern_dfas: Vec<Option<ByteDfa>> =
+        let pattern_dfas: Vec<Option<Arc<ByteDfa>>> =
             pattern_regexes.iter().map(key_dfa).collect::<Result<_, _>>()?;
-        let names_dfas: Vec<Option<ByteDfa>> = names_regexes.iter().map(key_dfa).collect::<Result<_, _>>()?;
+        let names_dfas: Vec<Option<Arc<ByteDfa>>> =
+            names_regexes.iter().map(key_dfa).collect::<Result<_, _>>()?;
         // A key has two spellings when it is not ASCII (raw UTF-8, or `\u` escapes as
         // `json.dumps` writes it): a pattern's schema applies when either spelling matches
         // (more constraints), a name is allowed only when both do (fewer names).
@@ -116,10 +119,10 @@ impl SchemaGrammar<'_> {
                 vec![raw, escaped]
             }
         };
-        let matches_any = |dfa: &Option<ByteDfa>, name: &str| {
+        let matches_any = |dfa: &Option<Arc<ByteDfa>>, name: &str| {
             spellings(name).iter().any(|s| dfa.as_ref().is_some_and(|dfa| full_match(dfa, s.as_bytes())))
         };
-        let matches_all = |dfa: &Option<ByteDfa>, name: &str| {
+        let matches_all = |dfa: &Option<Arc<ByteDfa>>, name: &str| {
             spellings(name).iter().all(|s| dfa.as_ref().is_some_and(|dfa| full_match(dfa, s.as_bytes())))
         };
 
@@ -161,12 +164,10 @@ impl SchemaGrammar<'_> {
         // Other members: keys none of the declared ones, split by the set of patterns they
         // match (their value meets each), or matching none (additionalProperties).
         let mut extras: Vec<Vec<Piece>> = Vec::new();
-        // Undeclared keys: any key minus every spelling of a declared name, as a product DFA
-        // (a regex saying "none of these names" grows a negated class per trie level, and its
-        // DFA several times the product's).
-        let any_key = key_not_in(&[]);
-        let declared_keys = (!names.is_empty()).then(|| key_in(&names));
-        let undeclared = Lexeme::UndeclaredKey { declared: names.iter().map(|n| n.to_string()).collect() };
+        // Undeclared keys: any key minus every spelling of a declared name, built directly
+        // (`undeclared_key_dfa`: a regex saying "none of these names" grows a negated class per
+        // trie level), restricted by the patterns a key matches and does not.
+        let declared: Vec<String> = names.iter().map(|n| n.to_string()).collect();
         for subset in 0..1usize << patterns.len() {
             let inside: Vec<usize> = (0..patterns.len()).filter(|i| subset >> i & 1 == 1).collect();
             let value = if inside.is_empty() {
@@ -179,21 +180,20 @@ impl SchemaGrammar<'_> {
             {
                 continue;
             }
-            let mut all = vec![any_key.clone()];
-            all.extend(inside.iter().map(|&i| pattern_regexes[i].clone()));
+            let mut all: Vec<String> = inside.iter().map(|&i| pattern_regexes[i].clone()).collect();
             all.extend(names_regexes.iter().cloned());
-            let mut none: Vec<String> = declared_keys.iter().cloned().collect();
-            none.extend(
-                (0..patterns.len())
-                    .filter(|i| !inside.contains(i) && pattern_dfas[*i].is_some())
-                    .map(|i| pattern_regexes[i].clone()),
-            );
-            let key = if all.len() == 1 && none.len() == declared_keys.iter().len() {
+            let none: Vec<String> = (0..patterns.len())
+                .filter(|i| !inside.contains(i) && pattern_dfas[*i].is_some())
+                .map(|i| pattern_regexes[i].clone())
+                .collect();
+            let undeclared = Lexeme::UndeclaredKey { declared: declared.clone(), all, none };
+            let key = if matches!(&undeclared, Lexeme::UndeclaredKey { all, none, .. } if all.is_empty() && none.is_empty())
+            {
                 // Infinitely many keys minus finitely many names: never empty, no need to
                 // build it now (the parser builds it on first use).
-                Some(undeclared.clone())
+                Some(undeclared)
             } else {
-                self.checked_lexeme(Lexeme::Intersection { all, none })?
+                self.checked_lexeme(undeclared)?
             };
             let Some(key) = key else { continue };
             let mut pieces = vec![Piece::Lexeme(key), Piece::Regex(format!("{ws}:{ws}"))];

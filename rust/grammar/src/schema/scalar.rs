@@ -2,7 +2,7 @@
 //! intersection lexeme) and integers with `multipleOf` (a remainder automaton intersected with
 //! the bounds).
 use serde_json::{Map, Value};
-use sglr_fsm::schema::{json_value_to_regex, NEVER_REGEX};
+use sglr_fsm::schema::{json_value_to_regex, JsonSchemaOptions, NEVER_REGEX};
 use sglr_fsm::{CompileLimits, FsmError};
 
 use super::{unsupported, Piece, SchemaGrammar, MAX_MULTIPLE_OF, SCALAR_KEYWORDS};
@@ -31,10 +31,9 @@ impl SchemaGrammar<'_> {
         let FsmError::UnsupportedSchema { keyword, .. } = &error else { return Err(error.into()) };
         match (ty, keyword.as_str()) {
             ("string", "minLength" | "maxLength") => {
-                let Some(regexes) = self.string_regexes(single)? else {
+                let Some(lexeme) = self.counted_string(single)? else {
                     return Ok(vec![Piece::Rule(self.never())]);
                 };
-                let lexeme = Lexeme::Intersection { all: regexes, none: Vec::new() };
                 Ok(self
                     .checked_lexeme(lexeme)?
                     .map_or_else(|| vec![Piece::Rule(self.never())], |l| vec![Piece::Lexeme(l)]))
@@ -42,6 +41,37 @@ impl SchemaGrammar<'_> {
             ("integer" | "number", "multipleOf") => self.multiple_of(&single, path),
             _ => Err(error.into()),
         }
+    }
+
+    /// A string schema whose length bounds no regex spells out (next to a pattern or format,
+    /// or past `max_unrolled_length`): a counted lexeme, restricted to the shape's regex when
+    /// there is one. `None`: no string matches.
+    fn counted_string(&self, mut single: Map<String, Value>) -> Result<Option<Lexeme>, GrammarError> {
+        let mut bound = |keyword: &str| {
+            single.remove(keyword).and_then(|value| {
+                value
+                    .as_u64()
+                    .or_else(|| value.as_f64().filter(|f| f.fract() == 0.0 && *f >= 0.0).map(|f| f as u64))
+            })
+        };
+        let min_len = bound("minLength").map_or(0, |n| n as usize);
+        let max_len = bound("maxLength").map(|n| n as usize);
+        if max_len.is_some_and(|max| max < min_len) {
+            return Ok(None);
+        }
+        single.insert("type".into(), Value::String("string".into()));
+        let shape = json_value_to_regex(&Value::Object(single), self.options)?;
+        if shape == NEVER_REGEX {
+            return Ok(None);
+        }
+        let mut any_string = Map::new();
+        any_string.insert("type".into(), Value::String("string".into()));
+        let all = if shape == json_value_to_regex(&Value::Object(any_string), self.options)? {
+            Vec::new()
+        } else {
+            vec![shape]
+        };
+        Ok(Some(Lexeme::CountedString { min_len, max_len, all }))
     }
 
     /// A string schema as regexes a string must all match: the regex path's one, or, for
@@ -69,7 +99,9 @@ impl SchemaGrammar<'_> {
             }
         }
         let shape = json_value_to_regex(&Value::Object(single), self.options)?;
-        let length = json_value_to_regex(&Value::Object(lengths), self.options)?;
+        // Keys are short: their length bounds are spelled out whatever the bound.
+        let unrolled = JsonSchemaOptions { max_unrolled_length: None, ..self.options.clone() };
+        let length = json_value_to_regex(&Value::Object(lengths), &unrolled)?;
         if shape == NEVER_REGEX || length == NEVER_REGEX {
             return Ok(None);
         }
@@ -79,11 +111,7 @@ impl SchemaGrammar<'_> {
     /// The lexeme, or `None` when its language is empty (checked now: a lexeme must match
     /// something when the parser builds it).
     pub(super) fn checked_lexeme(&self, lexeme: Lexeme) -> Result<Option<Lexeme>, GrammarError> {
-        match crate::lexemes::build(&lexeme, &CompileLimits::default()) {
-            Ok(_) => Ok(Some(lexeme)),
-            Err(GrammarError::Lexeme { source: FsmError::EmptyLanguage, .. }) => Ok(None),
-            Err(error) => Err(error),
-        }
+        Ok((!crate::lexemes::is_empty(&lexeme, &CompileLimits::default())?).then_some(lexeme))
     }
 
     /// Integers divisible by `multipleOf` (a positive integer), within any bounds: one lexeme,
