@@ -6,7 +6,7 @@
 //! character, escapes and UTF-8 included), the count of units read so far and the unit's own state
 //! are all a DFA needs to know, so the table is written row by row in time linear in its size.
 
-use crate::dfa::{ByteDfa, DEAD};
+use crate::dfa::{classes_by_signature, ByteClasses, ByteDfa, DEAD};
 use crate::error::FsmError;
 
 impl ByteDfa {
@@ -131,7 +131,7 @@ fn check_unit(unit: &ByteDfa, close: &[u8]) -> Result<(), FsmError> {
     Ok(())
 }
 
-type Classes = ([u8; 256], usize, Vec<u16>, Vec<u8>);
+type Classes = ByteClasses;
 
 /// The unit's byte classes, with each byte of `open` and `close` in a class of its own.
 fn refine_classes(unit: &ByteDfa, open: &[u8], close: &[u8]) -> Classes {
@@ -141,28 +141,7 @@ fn refine_classes(unit: &ByteDfa, open: &[u8], close: &[u8]) -> Classes {
             special[byte as usize] = i as u16;
         }
     }
-    let mut classes = [0u8; 256];
-    let mut signatures: Vec<(u8, u16)> = Vec::new();
-    for byte in 0..=255u8 {
-        let signature = (unit.class_of(byte), special[byte as usize]);
-        let class = match signatures.iter().position(|s| *s == signature) {
-            Some(class) => class,
-            None => {
-                signatures.push(signature);
-                signatures.len() - 1
-            }
-        };
-        classes[byte as usize] = class as u8;
-    }
-    let num_classes = signatures.len();
-    let mut class_len = vec![0u16; num_classes];
-    let mut class_byte = vec![0u8; num_classes];
-    for byte in (0..=255u8).rev() {
-        let class = classes[byte as usize] as usize;
-        class_len[class] += 1;
-        class_byte[class] = byte;
-    }
-    (classes, num_classes, class_len, class_byte)
+    classes_by_signature(|byte| (unit.class_of(byte), special[byte as usize]))
 }
 
 #[cfg(test)]

@@ -460,18 +460,27 @@ impl ByteDfa {
 
 /// Byte classes of a product: bytes every part treats alike share one. Returns the classes,
 /// their number, each class's size and one byte of each.
-fn product_classes(parts: &[&ByteDfa]) -> ([u8; 256], usize, Vec<u16>, Vec<u8>) {
+fn product_classes(parts: &[&ByteDfa]) -> ByteClasses {
+    classes_by_signature(|byte| parts.iter().map(|d| d.classes[byte as usize]).collect::<Vec<u8>>())
+}
+
+/// Byte classes, their number, each class's size and its smallest byte.
+pub(crate) type ByteClasses = ([u8; 256], usize, Vec<u16>, Vec<u8>);
+
+/// Bytes with equal signatures share a class (numbered in order of first appearance).
+pub(crate) fn classes_by_signature<S: PartialEq>(signature: impl Fn(u8) -> S) -> ByteClasses {
     let mut classes = [0u8; 256];
-    let mut signatures: Vec<Vec<u8>> = Vec::new();
+    let mut signatures: Vec<S> = Vec::new();
     for byte in 0..=255u8 {
-        let signature: Vec<u8> = parts.iter().map(|d| d.classes[byte as usize]).collect();
-        let class = match signatures.iter().position(|s| *s == signature) {
+        let own = signature(byte);
+        let class = match signatures.iter().position(|s| *s == own) {
             Some(class) => class,
             None => {
-                signatures.push(signature);
+                signatures.push(own);
                 signatures.len() - 1
             }
         };
+        // At most 256 signatures over 256 bytes: the last index is 255.
         classes[byte as usize] = class as u8;
     }
     let num_classes = signatures.len();

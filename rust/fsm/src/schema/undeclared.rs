@@ -15,7 +15,7 @@ use rustc_hash::FxHashMap;
 
 use super::literal::short_escape;
 use super::object::key_not_in;
-use crate::dfa::{ByteDfa, CompileLimits, DEAD};
+use crate::dfa::{classes_by_signature, ByteDfa, CompileLimits, DEAD};
 use crate::error::FsmError;
 
 /// The DFA of JSON keys (with quotes) whose decoded text is none of `declared`, however its
@@ -39,30 +39,9 @@ pub fn undeclared_key_dfa(declared: &[&str], max_states: usize) -> Result<ByteDf
             used[byte as usize] = true;
         }
     }
-    let mut classes = [0u8; 256];
-    let mut signatures: Vec<(u8, i16)> = Vec::new();
-    for byte in 0..=255u8 {
-        let signature = (any_key.class_of(byte), if used[byte as usize] { byte as i16 } else { -1 });
-        let class = match signatures.iter().position(|s| *s == signature) {
-            Some(class) => class,
-            None => {
-                signatures.push(signature);
-                signatures.len() - 1
-            }
-        };
-        if class > u8::MAX as usize {
-            return Err(too_large());
-        }
-        classes[byte as usize] = class as u8;
-    }
-    let num_classes = signatures.len();
-    let mut class_len = vec![0u16; num_classes];
-    let mut class_byte = vec![0u8; num_classes];
-    for byte in (0..=255u8).rev() {
-        let class = classes[byte as usize] as usize;
-        class_len[class] += 1;
-        class_byte[class] = byte;
-    }
+    let (classes, num_classes, class_len, class_byte) = classes_by_signature(|byte| {
+        (any_key.class_of(byte), if used[byte as usize] { byte as i16 } else { -1 })
+    });
     // Each trie node's any-key state, from the root (the start) down its edges.
     let mut any_state = vec![DEAD; trie.nodes.len()];
     any_state[0] = any_key.start();
