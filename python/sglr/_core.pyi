@@ -388,24 +388,33 @@ class PrefixForest:
     def insert(self, replica: int, key: Sequence[int] | np.ndarray) -> None: ...
     def check_invariants(self) -> None: ...
 
-class Q4Matrix:
-    """GGUF Q4_0/Q4_1 blocks (fp16 scale and minimum per 32 weights), owned by Rust."""
+class GgufMatrix:
+    """A matrix in a GGUF file's block formats, kept as stored and owned by Rust: Q4_0, Q4_1,
+    Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K; parts of different formats stacked by rows."""
 
-    def __init__(
-        self, levels: npt.NDArray[np.uint8], scales: npt.NDArray[np.float32], zeros: npt.NDArray[np.float32]
-    ) -> None: ...
+    def __init__(self, parts: Sequence[tuple[str, npt.NDArray[np.uint8]]], cols: int) -> None:
+        """`parts`: `(GGUF type name, [rows, bytes_per_row] blocks)` in row order. Raises
+        ValueError for a type without a kernel, a wrong length or a non-finite scale."""
+    @staticmethod
+    def from_levels(
+        levels: npt.NDArray[np.uint8], scales: npt.NDArray[np.float32], zeros: npt.NDArray[np.float32]
+    ) -> GgufMatrix:
+        """4-bit blocks from levels (0..15) and per-32 `scales` / `zeros`: `(q - 8) * scale + zero`."""
     @property
     def rows(self) -> int: ...
     @property
     def cols(self) -> int: ...
     @property
     def num_bytes(self) -> int: ...
+    @property
+    def type_names(self) -> list[str]: ...
     def matmul(
         self, inputs: npt.NDArray[np.float32], out: npt.NDArray[np.float32], num_threads: int = 1
     ) -> None: ...
     def dequantize(
         self, out: npt.NDArray[np.float32] | npt.NDArray[np.int16], num_threads: int = 1
     ) -> None: ...
+    def dequantize_rows(self, row_ids: IdArray, out: npt.NDArray[np.float32]) -> None: ...
 
 class Q8Matrix:
     """GGUF Q8_0 blocks (int8 levels, one f32 scale per 32), owned by Rust."""
@@ -436,7 +445,7 @@ class CpuDecodeModel:
         attention_scale: float,
         layers: Sequence[tuple[object, ...]],
         final_norm: npt.NDArray[np.float32],
-        head: Q8Matrix | None,
+        head: Q8Matrix | GgufMatrix | None,
         rope_cos: npt.NDArray[np.float32],
         rope_sin: npt.NDArray[np.float32],
         num_threads: int,
