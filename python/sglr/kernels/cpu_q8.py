@@ -16,6 +16,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from sglr.kernels.cpu_quantized import integer_matmul
+
 Q8_BLOCK_LEN = 32
 # Rows of hidden states up to which logits come from f32 activations (one pass over the rows
 # per input: cheap for a row or two, the exact product); beyond, int8 activations.
@@ -64,10 +66,7 @@ def q8_logits(hidden: torch.Tensor, weight: Q8Weight) -> torch.Tensor:
     activations for more."""
     if hidden.shape[0] <= Q8_MAX_KERNEL_ROWS:
         return q8_linear(hidden, weight)
-    inputs = hidden.detach().to(torch.float32).contiguous().numpy()
-    out = np.empty((inputs.shape[0], weight.shape[0]), dtype=np.float32)
-    weight.matrix.matmul(inputs, out, torch.get_num_threads())
-    return torch.from_numpy(out)
+    return integer_matmul(hidden, weight.matrix, weight.shape[0])
 
 
 def q8_rows(weight: Q8Weight, row_ids: np.ndarray) -> torch.Tensor:

@@ -58,18 +58,16 @@ def gguf_matrix(parts: list[tuple[str, np.ndarray]], cols: int):
 def quantized_linear(x: torch.Tensor, matrix) -> torch.Tensor:
     """`x @ W.T` for `x` `[T, K]` (CPU, any float dtype) and a `GgufMatrix`, in x's dtype."""
     if x.shape[0] <= MAX_KERNEL_ROWS:
-        inputs = x.detach().to(torch.float32).contiguous().numpy()
-        out = np.empty((inputs.shape[0], matrix.rows), dtype=np.float32)
-        matrix.matmul(inputs, out, torch.get_num_threads())
-        return torch.from_numpy(out).to(x.dtype)
+        return integer_matmul(x, matrix, matrix.rows).to(x.dtype)
     return F.linear(x, dequantize_matrix(matrix, x.dtype))
 
 
-def quantized_logits(hidden: torch.Tensor, matrix) -> torch.Tensor:
-    """fp32 logits `[n, vocab]` of `hidden` `[n, K]` against a quantized head: the integer kernel
-    for any number of rows (a head is too large to dequantize per call)."""
-    inputs = hidden.detach().to(torch.float32).contiguous().numpy()
-    out = np.empty((inputs.shape[0], matrix.rows), dtype=np.float32)
+def integer_matmul(x: torch.Tensor, matrix, num_rows: int) -> torch.Tensor:
+    """fp32 `x @ W.T` through the integer kernel (`x` quantized to int8 per block of 32) of a
+    `GgufMatrix` or `Q8Matrix` of `num_rows` rows, for any number of rows of `x`: also the path
+    of quantized heads, too large to dequantize per call."""
+    inputs = x.detach().to(torch.float32).contiguous().numpy()
+    out = np.empty((inputs.shape[0], num_rows), dtype=np.float32)
     matrix.matmul(inputs, out, torch.get_num_threads())
     return torch.from_numpy(out)
 

@@ -31,7 +31,7 @@ from sglr.model.layers import FUSED_PROJECTIONS, Linear
 # Block formats kept as stored (rust/decode's kernels multiply them as such).
 QUANTIZED_TYPE_NAMES = ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "Q5_K", "Q6_K")
 # Formats whose presence makes `gguf_weights="auto"` run quantized: 4 to 6 bits per weight, where
-# reading fewer bytes per decode step pays (a Q8_0-only file keeps its precision by default).
+# reading fewer bytes per decode step pays (files of Q8_0 layers alone: `runs_quantized_by_default`).
 LOW_BIT_TYPE_NAMES = ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K")
 
 

@@ -15,7 +15,7 @@ from sglr.errors import CheckpointError
 from sglr.kernels import cpu_norm
 from sglr.kernels.cpu_linear import pack_weight, packed_linear
 from sglr.kernels.cpu_q8 import Q8Weight, q8_logits, q8_rows
-from sglr.kernels.cpu_quantized import quantized_linear, quantized_logits, quantized_rows
+from sglr.kernels.cpu_quantized import integer_matmul, quantized_linear, quantized_rows
 from sglr.model.lazy_tensor import LazyTensor, materialize
 from sglr.model.parallel import TensorParallel, vocab_shard
 
@@ -184,7 +184,7 @@ class VocabParallelEmbedding(torch.nn.Module):
         if self.q8 is not None:
             return q8_logits(hidden, self.q8)
         if self.quantized is not None:
-            return quantized_logits(hidden, self.quantized)
+            return integer_matmul(hidden, self.quantized, self.quantized.rows)
         if self.prepack_on_cpu and hidden.device.type == "cpu":
             if self._cpu_pack is None:
                 self._cpu_pack = pack_weight(self.weight)

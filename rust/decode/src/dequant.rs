@@ -8,7 +8,7 @@
 //! the instruction set.
 
 use crate::dot::Isa;
-use crate::q4::{Q4Row, Q8Row, BLOCK_LEN, SCALE_RUN};
+use crate::q4::{block_levels, Q4Row, Q8Row, BLOCK_LEN, SCALE_RUN};
 
 /// `out[i]` = the bf16 bits of `values[i]` (round to nearest even; a NaN stays a quiet NaN).
 pub(crate) fn to_bf16_bits(isa: Isa, values: &[f32], out: &mut [u16]) {
@@ -44,14 +44,10 @@ pub(crate) fn q4_row(isa: Isa, row: Q4Row<'_>, out: &mut [f32]) {
     }
     let _ = isa;
     let widen = |bits: u16| half::f16::from_bits(bits).to_f32();
-    for (b, (dest, packed)) in out.chunks_exact_mut(BLOCK_LEN).zip(row.nibbles.chunks_exact(16)).enumerate() {
+    for (b, dest) in out.chunks_exact_mut(BLOCK_LEN).enumerate() {
         let (scale, min) = (widen(row.scales[b]), widen(row.mins[b]));
-        let bits = row.fifth_bits.get(b).copied().unwrap_or(0);
-        for (j, &byte) in packed.iter().enumerate() {
-            let low = (byte & 15) | (((bits >> j) & 1) as u8) << 4;
-            let high = (byte >> 4) | (((bits >> (j + 16)) & 1) as u8) << 4;
-            dest[j] = scale * f32::from(low) + min;
-            dest[j + 16] = scale * f32::from(high) + min;
+        for (d, &level) in dest.iter_mut().zip(&block_levels(row, b)) {
+            *d = scale * f32::from(level) + min;
         }
     }
 }

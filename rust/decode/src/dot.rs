@@ -6,7 +6,7 @@
 //! cheaper per row than batch 1.
 
 use crate::act::QuantizedRow;
-use crate::q4::{padded_blocks, Q4Row, Q8Row, BLOCK_BYTES, BLOCK_LEN};
+use crate::q4::{block_levels, padded_blocks, Q4Row, Q8Row, BLOCK_BYTES, BLOCK_LEN};
 
 /// Calls the const-generic kernel `$module::$kernel::<N>` for the group's size.
 macro_rules! by_group {
@@ -120,16 +120,9 @@ fn q4_portable(w: Q4Row<'_>, xs: &[QuantizedRow<'_>], out: &mut [f32]) {
     for (x, out) in xs.iter().zip(out.iter_mut()) {
         let mut total = 0.0f32;
         for b in 0..w.nibbles.len() / BLOCK_BYTES {
-            let packed = &w.nibbles[b * BLOCK_BYTES..(b + 1) * BLOCK_BYTES];
-            let levels = &x.levels[b * BLOCK_LEN..(b + 1) * BLOCK_LEN];
-            let bits = w.fifth_bits.get(b).copied().unwrap_or(0);
-            let mut sum = 0i32;
-            for (j, &byte) in packed.iter().enumerate() {
-                let low = i32::from(byte & 15) | (((bits >> j) & 1) as i32) << 4;
-                let high = i32::from(byte >> 4) | (((bits >> (j + BLOCK_BYTES)) & 1) as i32) << 4;
-                sum += low * i32::from(levels[j]);
-                sum += high * i32::from(levels[j + BLOCK_BYTES]);
-            }
+            let acts = &x.levels[b * BLOCK_LEN..(b + 1) * BLOCK_LEN];
+            let sum: i32 =
+                block_levels(w, b).iter().zip(acts).map(|(&q, &a)| i32::from(q) * i32::from(a)).sum();
             total += sum as f32 * (widen(w.scales[b]) * x.scales[b]) + widen(w.mins[b]) * x.scaled_sums[b];
         }
         *out = total;

@@ -8,7 +8,7 @@ use rayon::prelude::*;
 use rayon::ThreadPool;
 
 use crate::act::{QuantizedRow, QuantizedRows};
-use crate::dequant::{q8_row, to_bf16_bits};
+use crate::dequant::{q4_row, q8_row, to_bf16_bits};
 use crate::dot::{q4_dots, q8_dots, Isa};
 use crate::error::{check_len, DecodeError};
 use crate::kdot::kquant_dots;
@@ -42,8 +42,8 @@ pub trait QuantizedWeight: Send + Sync {
     /// Bytes held (weights and scales).
     fn num_bytes(&self) -> usize;
     fn row_dots(&self, isa: Isa, row: usize, xs: &[QuantizedRow<'_>], out: &mut [f32]);
-    /// Row `row` as f32 into `out` (`cols` values).
-    fn dequantize_row(&self, row: usize, out: &mut [f32]);
+    /// Row `row` as f32 into `out` (`cols` values), with the kernels of `isa`.
+    fn dequantize_row(&self, isa: Isa, row: usize, out: &mut [f32]);
 }
 
 /// A matrix shared by the model's layers and the fused step (no second copy).
@@ -62,8 +62,9 @@ impl QuantizedWeight for Q4Matrix {
     fn row_dots(&self, isa: Isa, row: usize, xs: &[QuantizedRow<'_>], out: &mut [f32]) {
         q4_dots(isa, self.row(row), xs, out);
     }
-    fn dequantize_row(&self, row: usize, out: &mut [f32]) {
-        Q4Matrix::dequantize_row(self, row, out);
+    fn dequantize_row(&self, isa: Isa, row: usize, out: &mut [f32]) {
+        assert_eq!(out.len(), self.cols());
+        q4_row(isa, self.row(row), out);
     }
 }
 
@@ -80,9 +81,9 @@ impl QuantizedWeight for Q8Matrix {
     fn row_dots(&self, isa: Isa, row: usize, xs: &[QuantizedRow<'_>], out: &mut [f32]) {
         q8_dots(isa, self.row(row), xs, out);
     }
-    fn dequantize_row(&self, row: usize, out: &mut [f32]) {
+    fn dequantize_row(&self, isa: Isa, row: usize, out: &mut [f32]) {
         assert_eq!(out.len(), self.cols());
-        q8_row(Isa::detect(), self.row(row), out);
+        q8_row(isa, self.row(row), out);
     }
 }
 
@@ -99,7 +100,7 @@ impl QuantizedWeight for KQuantMatrix {
     fn row_dots(&self, isa: Isa, row: usize, xs: &[QuantizedRow<'_>], out: &mut [f32]) {
         kquant_dots(isa, self.kind(), self.row(row), xs, out);
     }
-    fn dequantize_row(&self, row: usize, out: &mut [f32]) {
+    fn dequantize_row(&self, _isa: Isa, row: usize, out: &mut [f32]) {
         KQuantMatrix::dequantize_row(self, row, out);
     }
 }
@@ -109,7 +110,8 @@ pub fn dequantize_into<W: QuantizedWeight + ?Sized>(w: &W, out: &mut [f32]) -> R
     let cols = w.cols();
     check_len("dequantized output", out.len(), w.rows() * cols)?;
     if cols > 0 {
-        out.par_chunks_mut(cols).enumerate().for_each(|(index, dest)| w.dequantize_row(index, dest));
+        let isa = Isa::detect();
+        out.par_chunks_mut(cols).enumerate().for_each(|(index, dest)| w.dequantize_row(isa, index, dest));
     }
     Ok(())
 }
@@ -126,7 +128,7 @@ pub fn dequantize_bf16_into<W: QuantizedWeight + ?Sized>(w: &W, out: &mut [u16])
     out.par_chunks_mut(cols).enumerate().for_each_init(
         || vec![0.0f32; cols],
         |row_values, (index, dest)| {
-            w.dequantize_row(index, row_values);
+            w.dequantize_row(isa, index, row_values);
             to_bf16_bits(isa, row_values, dest);
         },
     );

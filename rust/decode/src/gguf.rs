@@ -62,7 +62,7 @@ pub fn gguf_matrix(parts: &[GgufPart<'_>], cols: usize) -> Result<SharedWeight, 
         let end = (start..parts.len()).find(|&i| !types[start].same_group(types[i])).unwrap_or(parts.len());
         let group = &parts[start..end];
         let rows: usize = group.iter().map(|p| p.rows).sum();
-        let joined = || group.iter().flat_map(|p| p.bytes.iter().copied()).collect::<Vec<u8>>();
+
         matrices.push(match types[start] {
             BlockType::Q4(_) => {
                 let q4_parts: Vec<_> = group
@@ -75,8 +75,15 @@ pub fn gguf_matrix(parts: &[GgufPart<'_>], cols: usize) -> Result<SharedWeight, 
                     .collect();
                 Arc::new(Q4Matrix::from_gguf(&q4_parts, cols)?)
             }
-            BlockType::Q8 => Arc::new(Q8Matrix::from_gguf(&joined(), rows, cols)?),
-            BlockType::K(kind) => Arc::new(KQuantMatrix::new(kind, joined(), rows, cols)?),
+            BlockType::Q8 => {
+                let bytes: Vec<&[u8]> = group.iter().map(|p| p.bytes).collect();
+                Arc::new(Q8Matrix::from_gguf(&bytes, rows, cols)?)
+            }
+            BlockType::K(kind) => {
+                // The matrix owns its bytes: the parts joined, the one copy.
+                let bytes = group.iter().flat_map(|p| p.bytes.iter().copied()).collect();
+                Arc::new(KQuantMatrix::new(kind, bytes, rows, cols)?)
+            }
         });
         start = end;
     }
@@ -91,6 +98,7 @@ mod tests {
     use half::f16;
 
     use super::*;
+    use crate::dot::Isa;
 
     fn q4_0_row(blocks: usize, scale: f32) -> Vec<u8> {
         let mut bytes = Vec::new();
@@ -121,11 +129,11 @@ mod tests {
         let matrix = gguf_matrix(&parts, cols).unwrap();
         assert_eq!((matrix.rows(), matrix.cols()), (2, cols));
         let mut row = vec![0.0; cols];
-        matrix.dequantize_row(0, &mut row);
+        matrix.dequantize_row(Isa::detect(), 0, &mut row);
         // Q4_0 block 0, weight 0: (low nibble 0 - 8) * 0.5; weight 16: (0 * 3 % 16 - 8) * 0.5.
         assert_eq!((row[0], row[16]), (-4.0, -4.0));
         assert_eq!(row[33], (1 + 1 - 8) as f32 * 0.5); // block 1, weight 1: nibble (1 + 1) % 16
-        matrix.dequantize_row(1, &mut row);
+        matrix.dequantize_row(Isa::detect(), 1, &mut row);
         assert_eq!((row[0], row[31], row[63]), (-16.0 * 0.25, 15.0 * 0.25, 15.0 * 0.25));
     }
 

@@ -21,6 +21,19 @@ pub(crate) fn padded_blocks(num_blocks: usize) -> usize {
     num_blocks.div_ceil(SCALE_RUN) * SCALE_RUN
 }
 
+/// Block `b` of a row as its 32 levels in weight order (nibbles plus any fifth bits): the portable
+/// reading the vector kernels are tested against.
+pub(crate) fn block_levels(row: Q4Row<'_>, b: usize) -> [u8; BLOCK_LEN] {
+    let packed = &row.nibbles[b * BLOCK_BYTES..(b + 1) * BLOCK_BYTES];
+    let bits = row.fifth_bits.get(b).copied().unwrap_or(0);
+    let mut levels = [0u8; BLOCK_LEN];
+    for (j, &byte) in packed.iter().enumerate() {
+        levels[j] = (byte & 15) | (((bits >> j) & 1) as u8) << 4;
+        levels[j + BLOCK_BYTES] = (byte >> 4) | (((bits >> (j + BLOCK_BYTES)) & 1) as u8) << 4;
+    }
+    levels
+}
+
 /// GGUF's 4- and 5-bit block formats of 32 weights.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Q4Format {
@@ -239,15 +252,18 @@ impl Q8Matrix {
         Ok(Self { levels, scales, rows, cols })
     }
 
-    /// From GGUF Q8_0 blocks as stored (34 bytes: fp16 `d`, 32 int8 levels).
-    pub fn from_gguf(bytes: &[u8], rows: usize, cols: usize) -> Result<Self, DecodeError> {
+    /// From GGUF Q8_0 blocks as stored (34 bytes: fp16 `d`, 32 int8 levels), in `parts` of whole
+    /// rows (a fused matrix's checkpoint tensors), read in place.
+    pub fn from_gguf(parts: &[&[u8]], rows: usize, cols: usize) -> Result<Self, DecodeError> {
         if cols == 0 || cols % BLOCK_LEN != 0 {
             return Err(DecodeError::Columns(cols));
         }
-        check_len("Q8_0 bytes", bytes.len(), rows * cols / BLOCK_LEN * Q8_BLOCK_BYTES)?;
+        let num_bytes: usize = parts.iter().map(|p| p.len()).sum();
+        check_len("Q8_0 bytes", num_bytes, rows * cols / BLOCK_LEN * Q8_BLOCK_BYTES)?;
         let mut levels = Vec::with_capacity(rows * cols);
         let mut scales = Vec::with_capacity(rows * cols / BLOCK_LEN);
-        for (index, block) in bytes.chunks_exact(Q8_BLOCK_BYTES).enumerate() {
+        let blocks = parts.iter().flat_map(|part| part.chunks_exact(Q8_BLOCK_BYTES));
+        for (index, block) in blocks.enumerate() {
             let scale = f16::from_bits(u16::from_le_bytes([block[0], block[1]])).to_f32();
             if !scale.is_finite() {
                 return Err(DecodeError::Scale { kind: "Q8_0", row: index / (cols / BLOCK_LEN) });

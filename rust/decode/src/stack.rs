@@ -64,8 +64,8 @@ impl QuantizedWeight for RowStack {
         let (part, row) = self.locate(row);
         part.row_dots(isa, row, xs, out);
     }
-    fn dequantize_row(&self, row: usize, out: &mut [f32]) {
+    fn dequantize_row(&self, isa: Isa, row: usize, out: &mut [f32]) {
         let (part, row) = self.locate(row);
-        part.dequantize_row(row, out);
+        part.dequantize_row(isa, row, out);
     }
 }

@@ -131,10 +131,8 @@ fn check_unit(unit: &ByteDfa, close: &[u8]) -> Result<(), FsmError> {
     Ok(())
 }
 
-type Classes = ByteClasses;
-
 /// The unit's byte classes, with each byte of `open` and `close` in a class of its own.
-fn refine_classes(unit: &ByteDfa, open: &[u8], close: &[u8]) -> Classes {
+fn refine_classes(unit: &ByteDfa, open: &[u8], close: &[u8]) -> ByteClasses {
     let mut special = [u16::MAX; 256];
     for (i, &byte) in open.iter().chain(close).enumerate() {
         if special[byte as usize] == u16::MAX {

@@ -168,6 +168,21 @@ fn decide_empty(lexeme: &Lexeme, limits: &CompileLimits) -> Result<bool, Grammar
     }
 }
 
+/// The DFAs of the patterns a lexeme subtracts; an empty one is left out (subtracting nothing
+/// changes nothing).
+fn subtracted_parts(none: &[String], limits: &CompileLimits) -> Result<Vec<Arc<ByteDfa>>, GrammarError> {
+    let mut dfas = Vec::new();
+    for pattern in none {
+        match part(pattern, limits) {
+            Err(FsmError::EmptyLanguage) => {}
+            other => {
+                dfas.push(other.map_err(|source| GrammarError::Lexeme { pattern: pattern.clone(), source })?)
+            }
+        }
+    }
+    Ok(dfas)
+}
+
 fn parts(lexeme: &Lexeme, limits: &CompileLimits) -> Result<Parts, GrammarError> {
     let one = |pattern: &String| {
         part(pattern, limits).map_err(|source| GrammarError::Lexeme { pattern: pattern.clone(), source })
@@ -179,16 +194,7 @@ fn parts(lexeme: &Lexeme, limits: &CompileLimits) -> Result<Parts, GrammarError>
         )),
         Lexeme::Intersection { all, none } => {
             let all_dfas: Vec<Arc<ByteDfa>> = all.iter().map(one).collect::<Result<_, _>>()?;
-            let mut none_dfas = Vec::new();
-            for pattern in none {
-                match part(pattern, limits) {
-                    // Subtracting nothing changes nothing.
-                    Err(FsmError::EmptyLanguage) => {}
-                    other => none_dfas.push(
-                        other.map_err(|source| GrammarError::Lexeme { pattern: pattern.clone(), source })?,
-                    ),
-                }
-            }
+            let none_dfas = subtracted_parts(none, limits)?;
             Parts::Product { all: all_dfas, none: none_dfas, what: format!("{all:?} minus {none:?}") }
         }
         Lexeme::UndeclaredKey { declared, all, none } => {
@@ -201,16 +207,7 @@ fn parts(lexeme: &Lexeme, limits: &CompileLimits) -> Result<Parts, GrammarError>
             }
             let mut all_dfas = vec![Arc::new(keys)];
             all_dfas.extend(all.iter().map(one).collect::<Result<Vec<_>, _>>()?);
-            let mut none_dfas = Vec::new();
-            for pattern in none {
-                match part(pattern, limits) {
-                    // Subtracting nothing changes nothing.
-                    Err(FsmError::EmptyLanguage) => {}
-                    other => none_dfas.push(
-                        other.map_err(|source| GrammarError::Lexeme { pattern: pattern.clone(), source })?,
-                    ),
-                }
-            }
+            let none_dfas = subtracted_parts(none, limits)?;
             Parts::Product { all: all_dfas, none: none_dfas, what }
         }
         Lexeme::CountedString { min_len, max_len, all } => {

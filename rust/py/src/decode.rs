@@ -191,8 +191,9 @@ fn dequantize_rows_into<W: QuantizedWeight + ?Sized>(
         return Err(PyValueError::new_err(format!("row id {bad} outside the matrix's {rows} rows")));
     }
     let out = out.as_slice_mut().map_err(|_| PyValueError::new_err("out must be C-contiguous"))?;
+    let isa = sglr_decode::Isa::detect();
     for (&id, dest) in ids.iter().zip(out.chunks_exact_mut(cols)) {
-        matrix.dequantize_row(id as usize, dest);
+        matrix.dequantize_row(isa, id as usize, dest);
     }
     Ok(())
 }
