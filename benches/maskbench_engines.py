@@ -28,17 +28,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fsm_patterns import cl100k_vocab_case
-
-HERE = Path(__file__).resolve().parent
-
-
-def load_oracle() -> Any:
-    spec = importlib.util.spec_from_file_location("maskbench_oracle", HERE / "maskbench_oracle.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+from maskbench_grammar import load_oracle
 
 
 class LLGuidance:
