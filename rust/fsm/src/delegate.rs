@@ -71,23 +71,25 @@ pub(crate) fn delegated_row(
     donor_words: &[u32],
     mask: &mut [u32],
 ) -> usize {
-    let mut num_allowed = 0;
-    for (index, &word) in donor_words.iter().enumerate() {
-        let mut rest = word;
-        let mut kept = 0u32;
-        while rest != 0 {
-            let bit = rest.trailing_zeros();
-            rest &= rest - 1;
-            if delegation.contains(vocab.first_byte(index as u32 * 32 + bit)) {
-                kept |= 1 << bit;
+    // NOTE: the donor's row, less every token under a first byte that is not delegated (few
+    // bytes, so clearing their tokens costs far less than testing each of the donor's bits).
+    mask.copy_from_slice(donor_words);
+    let trie = &vocab.trie;
+    let end = trie.nodes[0].subtree_end as usize;
+    let mut child = 1;
+    while child < end {
+        let node = trie.nodes[child];
+        if !delegation.contains(node.byte as u16) {
+            let start = node.token_start as usize;
+            let stop = trie.nodes[node.subtree_end as usize].token_start as usize;
+            for &token in &trie.token_ids[start..stop] {
+                mask[token as usize >> 5] &= !(1 << (token & 31));
             }
         }
-        mask[index] = kept;
-        num_allowed += kept.count_ones() as usize;
+        child = node.subtree_end as usize;
     }
-    let trie = &vocab.trie;
+    let mut num_allowed: usize = mask.iter().map(|w| w.count_ones() as usize).sum();
     let mut stack = vec![DEAD; trie.max_depth + 1];
-    let end = trie.nodes[0].subtree_end as usize;
     let mut child = 1;
     while child < end {
         let node = trie.nodes[child];

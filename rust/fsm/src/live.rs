@@ -36,6 +36,16 @@ pub fn live_tokens_donor(dfa: &ByteDfa, state: u32) -> Option<u32> {
     delegation(dfa, state).map(|found| found.donor)
 }
 
+/// The first bytes [`live_tokens_donor`] hands to the donor (bit b of the 256-bit set: from
+/// `state`, byte b leads to the donor, which loops on b), so that every token starting with
+/// such a byte behaves from `state` exactly as from the donor. `None` when `state` has no donor.
+pub fn live_tokens_delegated_bytes(dfa: &ByteDfa, state: u32) -> Option<[u64; 4]> {
+    if is_donor(dfa, state) {
+        return None;
+    }
+    delegation(dfa, state).map(|found| found.bytes)
+}
+
 /// [`live_tokens`] of `state` from `donor_words`, the live tokens of its
 /// [`live_tokens_donor`]: the donor's bits of tokens whose first byte is delegated, plus
 /// walks under every other first byte. Overwrites `mask`.

@@ -239,6 +239,81 @@ pub(crate) fn scan(
     Ok(builder.items)
 }
 
+/// One byte's step of a set's in-lexeme items, before any closure: the items that stay inside
+/// their lexeme (`inside`, sorted, no duplicates) and the items advanced past a lexeme the
+/// byte ends (`seeds`: `(rule, dot, origin)`, sorted, no duplicates). The set after the byte is
+/// `inside` plus the closure of `seeds`, and it is empty exactly when both are.
+#[derive(Debug, Default)]
+pub(crate) struct ByteStep {
+    pub inside: Vec<Item>,
+    pub seeds: Vec<(u32, u32, u32)>,
+}
+
+impl ByteStep {
+    pub fn is_empty(&self) -> bool {
+        self.inside.is_empty() && self.seeds.is_empty()
+    }
+}
+
+/// [`ByteStep`] of `set` on `byte` (DFA steps only: nothing is predicted or completed).
+pub(crate) fn step_byte(
+    grammar: &Grammar,
+    lexemes: &LexemeDfas,
+    set: &[Item],
+    byte: u8,
+) -> Result<ByteStep, GrammarError> {
+    let mut step = ByteStep::default();
+    for &item in set {
+        if item.lex == NO_LEX {
+            continue;
+        }
+        let Symbol::Lexeme(lexeme) = grammar.rules[item.rule as usize].rhs[item.dot as usize] else {
+            continue;
+        };
+        let dfa = lexemes.get(grammar, lexeme)?;
+        let next = dfa.next(item.lex, byte);
+        if next == DEAD {
+            continue;
+        }
+        // NOTE: as in `scan`: only live states exist, and an accepting state with no way on
+        // only ends the lexeme.
+        if dfa.successors(next).next().is_some() {
+            step.inside.push(Item { lex: next, ..item });
+        }
+        if dfa.is_accepting(next) {
+            step.seeds.push((item.rule, item.dot + 1, item.origin));
+        }
+    }
+    if step.inside.len() > 1 {
+        step.inside.sort_unstable_by_key(|i| (i.rule, i.dot, i.origin, i.lex));
+        step.inside.dedup();
+    }
+    if step.seeds.len() > 1 {
+        step.seeds.sort_unstable();
+        step.seeds.dedup();
+    }
+    Ok(step)
+}
+
+/// The closed set numbered `index` grown from `seeds` alone (items advanced past a lexeme),
+/// completing against `chart`'s sets.
+pub(crate) fn close_seeds(
+    grammar: &Grammar,
+    lexemes: &LexemeDfas,
+    limits: ParserLimits,
+    chart: &dyn Chart,
+    index: u32,
+    seeds: &[(u32, u32, u32)],
+    scratch: &mut ScanScratch,
+) -> Result<Vec<Item>, GrammarError> {
+    let mut builder = SetBuilder::new(grammar, lexemes, limits, index, scratch);
+    for &(rule, dot, origin) in seeds {
+        builder.add(rule, dot, origin, NO_LEX)?;
+    }
+    builder.close(chart)?;
+    Ok(builder.items)
+}
+
 /// The fast path of [`scan`]: when `byte` ends no lexeme, every surviving item only moves
 /// inside its lexeme, nothing is predicted or completed, and the next set is the stepped items
 /// (the common case inside strings and numbers, where a mask walk spends most of its steps).

@@ -16,10 +16,11 @@
 use std::sync::Arc;
 
 use sglr_fsm::{
-    live_tokens, live_tokens_donor, live_tokens_from_donor, ByteDfa, TokenTrie, Vocabulary, DEAD,
+    live_tokens, live_tokens_delegated_bytes, live_tokens_donor, live_tokens_from_donor, ByteDfa, TokenTrie,
+    Vocabulary, DEAD,
 };
 
-use crate::earley::{scan, Chart, Item, ScanScratch, NO_LEX};
+use crate::earley::{close_seeds, step_byte, Chart, Item, ScanScratch, NO_LEX};
 use crate::error::GrammarError;
 use crate::grammar::{LexemeId, Symbol};
 use crate::matcher::{GrammarMatcher, ParseState};
@@ -142,24 +143,40 @@ impl GrammarMatcher {
     ) -> Result<LexemeMask, GrammarError> {
         let dfa = self.lexemes.get(&self.grammar, lexeme)?;
         let mut words = vec![0u32; vocabulary.num_mask_words()];
-        match live_tokens_donor(dfa, lex) {
-            Some(donor) => {
-                // NOTE: one level deep at most, a donor has no donor.
+        let distances = self.lexemes.accept_distances(&self.grammar, lexeme)?;
+        let trie = vocabulary.trie();
+        match live_tokens_donor(dfa, lex).zip(live_tokens_delegated_bytes(dfa, lex)) {
+            Some((donor, delegated)) => {
+                // NOTE: one level deep at most, a donor has no donor. Under a delegated first
+                // byte this state and the donor reach the same states, so the donor's
+                // boundaries there are this state's too.
                 let donor_mask = self.lexeme_mask(vocabulary, lexeme, donor)?;
                 live_tokens_from_donor(dfa, vocabulary, lex, &donor_mask.words, &mut words);
+                let takes = |byte: u8| delegated[byte as usize >> 6] >> (byte & 63) & 1 == 1;
+                let boundaries =
+                    delegated_boundaries(dfa, distances, trie, lex, &donor_mask.boundaries, takes);
+                Ok(LexemeMask { words, boundaries })
             }
             None => {
                 live_tokens(dfa, vocabulary, lex, &mut words);
+                let boundaries =
+                    lexeme_boundaries(dfa, distances, trie, lex, 1, trie.nodes[0].subtree_end as usize);
+                Ok(LexemeMask { words, boundaries })
             }
         }
-        let distances = self.lexemes.accept_distances(&self.grammar, lexeme)?;
-        let boundaries = lexeme_boundaries(dfa, distances, vocabulary.trie(), lex);
-        Ok(LexemeMask { words, boundaries })
     }
 
     /// ORs into `allowed` the tokens below the `boundaries` (sorted trie nodes) that the
-    /// parser takes: one Earley step per node of their subtrees and of their ancestors (whose
+    /// parser takes: one byte step per node of their subtrees and of their ancestors (whose
     /// sets the subtrees need), every other subtree skipped in one jump.
+    ///
+    /// A node where a lexeme ends needs the closure of the items advanced past it, but only
+    /// for children whose byte starts something that closure predicts: the closure is kept
+    /// per seed list for the whole walk (seeds from committed sets close the same way at every
+    /// depth, up to the new set's own number) with the bytes it can take first, and a node's
+    /// set holds only its in-lexeme items until a child needs more. Inside numbers and strings
+    /// (a lexeme that may end at every byte) most nodes are leaves or have only in-lexeme
+    /// children, so most steps never close a set.
     fn walk_boundaries(
         &self,
         state: &ParseState,
@@ -168,7 +185,12 @@ impl GrammarMatcher {
         allowed: &mut [u32],
     ) -> Result<(), GrammarError> {
         let trie = vocabulary.trie();
+        let base: &[Arc<[Item]>] = &state.sets;
+        let num_base = base.len();
         let mut extra: Vec<Vec<Item>> = vec![Vec::new(); trie.max_depth + 1];
+        // `pending[d]`: the closure `extra[d]` still lacks (added when a child needs it).
+        let mut pending: Vec<Option<usize>> = vec![None; trie.max_depth + 1];
+        let mut closures = SeedClosures::default();
         let mut scratch = ScanScratch::default();
         let end = trie.nodes[0].subtree_end as usize;
         // Nodes before this one lie inside a boundary's subtree: walked in full.
@@ -191,18 +213,53 @@ impl GrammarMatcher {
                 }
             }
             let depth = node.depth as usize;
-            let (parents, rest) = extra.split_at_mut(depth);
-            let chart = Layered { base: &state.sets, extra: parents };
-            let next = scan(&self.grammar, &self.lexemes, self.limits, &chart, node.byte, &mut scratch)?;
-            if next.is_empty() {
+            let parent = depth - 1;
+            if let Some(id) = pending[parent] {
+                if closures.takes_first(id, node.byte) {
+                    pending[parent] = None;
+                    let set_index = (num_base - 1 + parent) as u32;
+                    closures.add_to(id, set_index, &mut extra[parent]);
+                }
+            }
+            let parent_set: &[Item] = if parent == 0 { &base[num_base - 1] } else { &extra[parent] };
+            let step = step_byte(&self.grammar, &self.lexemes, parent_set, node.byte)?;
+            if step.is_empty() {
                 index = node.subtree_end as usize;
                 continue;
             }
-            rest[0] = next;
             let start = node.token_start as usize;
             let stop = trie.nodes[index + 1].token_start as usize;
             for &token in &trie.token_ids[start..stop] {
                 allowed[token as usize >> 5] |= 1 << (token & 31);
+            }
+            if node.subtree_end as usize == index + 1 {
+                // A leaf: its tokens are all this node decides.
+                index += 1;
+                continue;
+            }
+            let set_index = (num_base - 1 + depth) as u32;
+            pending[depth] = None;
+            if step.seeds.is_empty() {
+                extra[depth] = step.inside;
+            } else if step.seeds.iter().all(|&(_, _, origin)| (origin as usize) < num_base) {
+                let chart = Layered { base, extra: &[] };
+                let id = closures.get_or_close(self, &chart, set_index, &step.seeds, &mut scratch)?;
+                extra[depth] = step.inside;
+                pending[depth] = Some(id);
+            } else {
+                let (parents, _) = extra.split_at(depth);
+                let chart = Layered { base, extra: parents };
+                let mut set = close_seeds(
+                    &self.grammar,
+                    &self.lexemes,
+                    self.limits,
+                    &chart,
+                    set_index,
+                    &step.seeds,
+                    &mut scratch,
+                )?;
+                merge_items(&mut set, &step.inside);
+                extra[depth] = set;
             }
             index += 1;
         }
@@ -228,11 +285,18 @@ impl GrammarMatcher {
 /// accepting state (its height below the node's state's distance) is skipped whole, so a
 /// state far from the lexeme's end (a string body in the middle of an object) costs a few
 /// hundred nodes, not a vocabulary walk.
-fn lexeme_boundaries(dfa: &ByteDfa, distances: &[u16], trie: &TokenTrie, lex: u32) -> Vec<u32> {
+/// Only the nodes `begin..end` (whole subtrees of the root's children) are walked.
+fn lexeme_boundaries(
+    dfa: &ByteDfa,
+    distances: &[u16],
+    trie: &TokenTrie,
+    lex: u32,
+    begin: usize,
+    end: usize,
+) -> Vec<u32> {
     let mut boundaries = Vec::new();
     let mut states = vec![lex; trie.max_depth + 1];
-    let end = trie.nodes[0].subtree_end as usize;
-    let mut index = 1;
+    let mut index = begin;
     while index < end {
         let node = trie.nodes[index];
         let depth = node.depth as usize;
@@ -248,6 +312,33 @@ fn lexeme_boundaries(dfa: &ByteDfa, distances: &[u16], trie: &TokenTrie, lex: u3
             boundaries.push(index as u32);
         }
         index += 1;
+    }
+    boundaries
+}
+
+/// [`lexeme_boundaries`] of a state that hands the first bytes `delegated` to a donor whose
+/// boundaries are `donor_boundaries`: the donor's under those bytes, a walk under the others.
+fn delegated_boundaries(
+    dfa: &ByteDfa,
+    distances: &[u16],
+    trie: &TokenTrie,
+    lex: u32,
+    donor_boundaries: &[u32],
+    delegated: impl Fn(u8) -> bool,
+) -> Vec<u32> {
+    let mut boundaries = Vec::new();
+    let end = trie.nodes[0].subtree_end as usize;
+    let mut child = 1;
+    while child < end {
+        let next_child = trie.nodes[child].subtree_end as usize;
+        if delegated(trie.nodes[child].byte) {
+            let first = donor_boundaries.partition_point(|&b| (b as usize) < child);
+            let last = donor_boundaries.partition_point(|&b| (b as usize) < next_child);
+            boundaries.extend_from_slice(&donor_boundaries[first..last]);
+        } else {
+            boundaries.extend(lexeme_boundaries(dfa, distances, trie, lex, child, next_child));
+        }
+        child = next_child;
     }
     boundaries
 }
@@ -286,4 +377,89 @@ impl LexemeMaskCache {
     pub fn memory_bytes(&self) -> usize {
         self.lock().values().map(|m| m.memory_bytes()).sum()
     }
+}
+
+/// Origin that stands for "the set being built" in a closure kept for several depths.
+const OWN_SET: u32 = u32::MAX;
+
+/// A walk's closures of seed lists whose origins are committed sets: the same items at every
+/// depth except the origin of what the new set predicts itself (stored as [`OWN_SET`]).
+#[derive(Default)]
+struct SeedClosures {
+    ids: rustc_hash::FxHashMap<Vec<(u32, u32, u32)>, usize>,
+    items: Vec<Vec<Item>>,
+    /// Per closure, the bytes some item's lexeme can take first (a 256-bit set).
+    first_bytes: Vec<[u64; 4]>,
+}
+
+impl SeedClosures {
+    fn get_or_close(
+        &mut self,
+        matcher: &GrammarMatcher,
+        chart: &dyn Chart,
+        set_index: u32,
+        seeds: &[(u32, u32, u32)],
+        scratch: &mut ScanScratch,
+    ) -> Result<usize, GrammarError> {
+        if let Some(&id) = self.ids.get(seeds) {
+            return Ok(id);
+        }
+        let mut items = close_seeds(
+            &matcher.grammar,
+            &matcher.lexemes,
+            matcher.limits,
+            chart,
+            set_index,
+            seeds,
+            scratch,
+        )?;
+        let mut first = [0u64; 4];
+        for item in &mut items {
+            if item.origin == set_index {
+                item.origin = OWN_SET;
+            }
+            if item.lex == NO_LEX {
+                continue;
+            }
+            let Symbol::Lexeme(lexeme) = matcher.grammar.rules[item.rule as usize].rhs[item.dot as usize]
+            else {
+                continue;
+            };
+            let dfa = matcher.lexemes.get(&matcher.grammar, lexeme)?;
+            for byte in 0..=255u8 {
+                if dfa.next(item.lex, byte) != DEAD {
+                    first[byte as usize >> 6] |= 1 << (byte & 63);
+                }
+            }
+        }
+        let id = self.items.len();
+        self.items.push(items);
+        self.first_bytes.push(first);
+        self.ids.insert(seeds.to_vec(), id);
+        Ok(id)
+    }
+
+    fn takes_first(&self, id: usize, byte: u8) -> bool {
+        self.first_bytes[id][byte as usize >> 6] >> (byte & 63) & 1 == 1
+    }
+
+    /// Adds closure `id`, numbered `set_index`, to `set` (sorted in-lexeme items).
+    fn add_to(&self, id: usize, set_index: u32, set: &mut Vec<Item>) {
+        let closure: Vec<Item> = self.items[id]
+            .iter()
+            .map(|&item| if item.origin == OWN_SET { Item { origin: set_index, ..item } } else { item })
+            .collect();
+        let inside = std::mem::replace(set, closure);
+        merge_items(set, &inside);
+    }
+}
+
+/// Appends `more` to `set` without repeating an item.
+fn merge_items(set: &mut Vec<Item>, more: &[Item]) {
+    if more.is_empty() {
+        return;
+    }
+    set.extend_from_slice(more);
+    set.sort_unstable_by_key(|i| (i.rule, i.dot, i.origin, i.lex));
+    set.dedup();
 }

@@ -51,6 +51,18 @@ fn tiny_vocabulary() -> Vocabulary {
     Vocabulary::new(list, vec![tokens.len() as u32]).unwrap()
 }
 
+fn all_short_strings() -> Vocabulary {
+    let mut list: Vec<Option<Vec<u8>>> = Vec::new();
+    for len in 1..=5u32 {
+        for bits in 0..1u32 << len {
+            list.push(Some((0..len).map(|i| if bits >> i & 1 == 1 { b'b' } else { b'a' }).collect()));
+        }
+    }
+    let eos = list.len() as u32;
+    list.push(None);
+    Vocabulary::new(list, vec![eos]).unwrap()
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
 
@@ -92,6 +104,26 @@ proptest! {
                 let mut probe = state.clone();
                 let ok = matcher.advance_token(&mut probe, &vocabulary, token).unwrap();
                 matcher.check_invariants(&probe).unwrap();
+                prop_assert_eq!(ok, allowed.contains(&token), "token {} after {:?}", token, &prefix[..step]);
+            }
+        }
+    }
+
+    /// Every string over {a, b} of 1 to 5 bytes as a token: tokens that end several lexemes and
+    /// go on, so a mask walk closes sets below boundaries and keeps closures across depths.
+    #[test]
+    fn masks_agree_with_advancing_on_long_tokens(rules in grammar_strategy(), prefix in "[ab]{0,5}") {
+        let Some(matcher) = build(&rules) else { return Ok(()) };
+        let vocabulary = all_short_strings();
+        let mut state = matcher.start().unwrap();
+        for step in 0..=prefix.len() {
+            if step > 0 && !matcher.advance_bytes(&mut state, &prefix.as_bytes()[step - 1..step]).unwrap() {
+                return Ok(());
+            }
+            let allowed = matcher.allowed_tokens(&state, &vocabulary).unwrap();
+            for token in 0..vocabulary.vocab_size() as u32 {
+                let mut probe = state.clone();
+                let ok = matcher.advance_token(&mut probe, &vocabulary, token).unwrap();
                 prop_assert_eq!(ok, allowed.contains(&token), "token {} after {:?}", token, &prefix[..step]);
             }
         }

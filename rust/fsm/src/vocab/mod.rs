@@ -34,8 +34,6 @@ pub struct Vocabulary {
     offsets: Vec<u32>,
     eos_token_ids: Vec<TokenId>,
     pub(crate) trie: TokenTrie,
-    /// First byte of each token, 256 for tokens without bytes.
-    first_bytes: Vec<u16>,
     fingerprint: u64,
     /// Trie walks through local components, keyed by signature and shared by every FSM over
     /// this vocabulary (see `component.rs`), with their total size in bytes.
@@ -89,15 +87,12 @@ impl Vocabulary {
             offsets,
             eos_token_ids,
             trie: TokenTrie::default(),
-            first_bytes: Vec::new(),
             fingerprint: 0,
             components: Mutex::default(),
             shared: SharedResults::default(),
         };
         vocab.trie =
             TokenTrie::build((0..vocab_size as u32).filter_map(|id| vocab.token_bytes(id).map(|b| (id, b))));
-        vocab.first_bytes =
-            (0..vocab_size as u32).map(|id| vocab.token_bytes(id).map_or(256, |b| u16::from(b[0]))).collect();
         vocab.fingerprint = vocab.compute_fingerprint();
         Ok(vocab)
     }
@@ -135,12 +130,6 @@ impl Vocabulary {
         (end > start).then(|| &self.bytes[start..end])
     }
 
-    /// First byte of a token (256 for specials and out-of-range ids).
-    #[inline]
-    pub(crate) fn first_byte(&self, token_id: TokenId) -> u16 {
-        self.first_bytes.get(token_id as usize).copied().unwrap_or(256)
-    }
-
     /// Sorted, de-duplicated EOS ids.
     pub fn eos_token_ids(&self) -> &[TokenId] {
         &self.eos_token_ids
@@ -171,7 +160,6 @@ impl Vocabulary {
         let components = self.components.lock().unwrap_or_else(|p| p.into_inner()).1;
         self.bytes.capacity()
             + self.offsets.capacity() * 4
-            + self.first_bytes.capacity() * 2
             + self.trie.memory_bytes()
             + components
             + self.shared.memory_bytes()

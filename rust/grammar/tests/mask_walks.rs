@@ -1,0 +1,95 @@
+//! Token masks against advancing each token, at every byte of JSON documents, with a
+//! vocabulary of tokens that end lexemes and go on (`a":`, `1,`, `" "`): the mask's shortcuts
+//! (a key-name prefix state borrowing its donor's tokens and boundaries, a walk's closures kept
+//! across depths, leaves decided without closing a set) must give exactly the advanced tokens.
+
+use serde_json::json;
+use sglr_fsm::schema::JsonSchemaOptions;
+use sglr_fsm::{CompileLimits, Vocabulary};
+use sglr_grammar::{json_schema_to_grammar, GrammarMatcher, ParserLimits};
+
+/// Every printable ASCII byte, pairs of common bytes, and tokens spanning lexeme ends.
+fn vocabulary() -> Vocabulary {
+    let mut texts: Vec<String> = (0x20u8..0x7f).map(|b| (b as char).to_string()).collect();
+    let common = ["a", "l", "p", "h", "b", "e", "t", "x", "1", "0", "\"", ":", ",", " ", "}", "{"];
+    for first in common {
+        for second in common {
+            texts.push(format!("{first}{second}"));
+        }
+    }
+    for text in [
+        "alpha", "lpha\"", "pha\":", "alphabet", "bet\"", "\":", "\": ", "\":\"", "\",\"", "\"}", "a\":",
+        "x\",", "1,", "10,", "0}", "1}", ", \"", "\", \"", "e\"", "hab", "ab\":", "\\\"", "\\u0061", "é",
+        "é\"",
+    ] {
+        texts.push(text.to_string());
+    }
+    texts.sort();
+    texts.dedup();
+    let mut tokens: Vec<Option<Vec<u8>>> = texts.into_iter().map(|t| Some(t.into_bytes())).collect();
+    let eos = tokens.len() as u32;
+    tokens.push(None);
+    Vocabulary::new(tokens, vec![eos]).unwrap()
+}
+
+fn matcher(schema: &serde_json::Value) -> GrammarMatcher {
+    let options = JsonSchemaOptions { additional_properties_default: true, ..JsonSchemaOptions::default() };
+    let grammar = json_schema_to_grammar(&schema.to_string(), &options).unwrap();
+    GrammarMatcher::new(grammar, CompileLimits::default(), ParserLimits::default())
+}
+
+/// At every byte of `document`: the mask equals the tokens that advance.
+fn check_document(matcher: &GrammarMatcher, vocabulary: &Vocabulary, document: &str) {
+    let mut state = matcher.start().unwrap();
+    for (position, &byte) in document.as_bytes().iter().enumerate() {
+        let allowed = matcher.allowed_tokens(&state, vocabulary).unwrap();
+        for token in 0..vocabulary.vocab_size() as u32 {
+            let mut probe = state.clone();
+            let advanced = matcher.advance_token(&mut probe, vocabulary, token).unwrap();
+            assert_eq!(
+                advanced,
+                allowed.binary_search(&token).is_ok(),
+                "token {:?} after {:?}",
+                vocabulary.token_bytes(token).map(String::from_utf8_lossy),
+                &document[..position]
+            );
+        }
+        assert!(matcher.advance_bytes(&mut state, &[byte]).unwrap(), "{document} at {position}");
+    }
+    assert!(matcher.is_accepting(&state));
+}
+
+#[test]
+fn object_with_free_keys_next_to_declared_ones() {
+    // Undeclared keys beside declared names that prefix each other: key-name prefix states
+    // delegate to the free key body.
+    let schema = json!({"type": "object", "properties": {
+        "alpha": {"type": "integer"}, "alphabet": {"type": "string"}, "beta": {"type": "boolean"}}});
+    let m = matcher(&schema);
+    let vocabulary = vocabulary();
+    for document in [
+        r#"{"alpha": 10, "alphabet": "a\"b", "beta": true}"#,
+        r#"{"alph": 1, "alphabe": {"x": [1, "é"]}, "alphabets": null}"#,
+        r#"{"beta":false,"x":"","ab":0}"#,
+    ] {
+        check_document(&m, &vocabulary, document);
+    }
+}
+
+#[test]
+fn recursive_values_and_numbers() {
+    // Numbers end at every digit and values nest: walks below boundaries close sets.
+    let schema = json!({"$defs": {"node": {"type": "object", "properties": {
+            "value": {"type": "integer"},
+            "children": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
+        "required": ["value"], "additionalProperties": false}},
+        "$ref": "#/$defs/node"});
+    let m = matcher(&schema);
+    let vocabulary = vocabulary();
+    for document in [
+        r#"{"value": 10, "children": [{"value": 1}, {"value": 0, "children": []}]}"#,
+        r#"{"value":101,"children":[{"value":1,"children":[{"value":0}]}]}"#,
+    ] {
+        check_document(&m, &vocabulary, document);
+    }
+}
