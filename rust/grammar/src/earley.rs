@@ -255,14 +255,17 @@ impl ByteStep {
     }
 }
 
-/// [`ByteStep`] of `set` on `byte` (DFA steps only: nothing is predicted or completed).
+/// [`ByteStep`] of `set` on `byte` (DFA steps only: nothing is predicted or completed), into
+/// `step`'s buffers (cleared first, so a walk reuses them).
 pub(crate) fn step_byte(
     grammar: &Grammar,
     lexemes: &LexemeDfas,
     set: &[Item],
     byte: u8,
-) -> Result<ByteStep, GrammarError> {
-    let mut step = ByteStep::default();
+    step: &mut ByteStep,
+) -> Result<(), GrammarError> {
+    step.inside.clear();
+    step.seeds.clear();
     for &item in set {
         if item.lex == NO_LEX {
             continue;
@@ -292,7 +295,7 @@ pub(crate) fn step_byte(
         step.seeds.sort_unstable();
         step.seeds.dedup();
     }
-    Ok(step)
+    Ok(())
 }
 
 /// The closed set numbered `index` grown from `seeds` alone (items advanced past a lexeme),

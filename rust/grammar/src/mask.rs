@@ -20,7 +20,7 @@ use sglr_fsm::{
     Vocabulary, DEAD,
 };
 
-use crate::earley::{close_seeds, step_byte, Chart, Item, ScanScratch, NO_LEX};
+use crate::earley::{close_seeds, step_byte, ByteStep, Chart, Item, ScanScratch, NO_LEX};
 use crate::error::GrammarError;
 use crate::grammar::{LexemeId, Symbol};
 use crate::matcher::{GrammarMatcher, ParseState};
@@ -30,14 +30,56 @@ use crate::matcher::{GrammarMatcher, ParseState};
 #[derive(Debug)]
 pub(crate) struct LexemeMask {
     words: Vec<u32>,
+    /// The same tokens as a list when they are few (a key, a keyword, digits): a mask ORs
+    /// every live lexeme's tokens in, and at the start of an object with many declared keys
+    /// whole-vocabulary ORs of nearly empty masks would cost more than the rest of the step.
+    token_ids: Option<Vec<u32>>,
     boundaries: Vec<u32>,
 }
 
 impl LexemeMask {
+    fn new(words: Vec<u32>, boundaries: Vec<u32>) -> Self {
+        let num_tokens: usize = words.iter().map(|w| w.count_ones() as usize).sum();
+        let token_ids = (num_tokens <= words.len() / SPARSE_WORDS_PER_TOKEN).then(|| {
+            let mut ids = Vec::with_capacity(num_tokens);
+            for (index, &word) in words.iter().enumerate() {
+                let mut rest = word;
+                while rest != 0 {
+                    ids.push(index as u32 * 32 + rest.trailing_zeros());
+                    rest &= rest - 1;
+                }
+            }
+            ids
+        });
+        Self { words, token_ids, boundaries }
+    }
+
     pub fn memory_bytes(&self) -> usize {
-        self.words.capacity() * 4 + self.boundaries.capacity() * 4
+        self.words.capacity() * 4
+            + self.token_ids.as_ref().map_or(0, |ids| ids.capacity() * 4)
+            + self.boundaries.capacity() * 4
+    }
+
+    /// ORs these tokens into `allowed`.
+    fn add_to(&self, allowed: &mut [u32]) {
+        match &self.token_ids {
+            Some(ids) => {
+                for &token in ids {
+                    allowed[token as usize >> 5] |= 1 << (token & 31);
+                }
+            }
+            None => {
+                for (word, bits) in allowed.iter_mut().zip(&self.words) {
+                    *word |= bits;
+                }
+            }
+        }
     }
 }
+
+/// A mask's tokens are also kept as a list when a token costs less to set than this many words
+/// to OR.
+const SPARSE_WORDS_PER_TOKEN: usize = 8;
 
 /// Memo key: vocabulary fingerprint, lexeme, DFA state.
 pub(crate) type LexemeMaskKey = (u64, LexemeId, u32);
@@ -94,9 +136,7 @@ impl GrammarMatcher {
             let mut boundaries = Vec::new();
             for (lexeme, lex) in keys {
                 let inside = self.lexeme_mask(vocabulary, lexeme, lex)?;
-                for (word, bits) in allowed.iter_mut().zip(&inside.words) {
-                    *word |= bits;
-                }
+                inside.add_to(&mut allowed);
                 boundaries.extend_from_slice(&inside.boundaries);
             }
             boundaries.sort_unstable();
@@ -155,13 +195,13 @@ impl GrammarMatcher {
                 let takes = |byte: u8| delegated[byte as usize >> 6] >> (byte & 63) & 1 == 1;
                 let boundaries =
                     delegated_boundaries(dfa, distances, trie, lex, &donor_mask.boundaries, takes);
-                Ok(LexemeMask { words, boundaries })
+                Ok(LexemeMask::new(words, boundaries))
             }
             None => {
                 live_tokens(dfa, vocabulary, lex, &mut words);
                 let boundaries =
                     lexeme_boundaries(dfa, distances, trie, lex, 1, trie.nodes[0].subtree_end as usize);
-                Ok(LexemeMask { words, boundaries })
+                Ok(LexemeMask::new(words, boundaries))
             }
         }
     }
@@ -192,15 +232,21 @@ impl GrammarMatcher {
         let mut pending: Vec<Option<usize>> = vec![None; trie.max_depth + 1];
         let mut closures = SeedClosures::default();
         let mut scratch = ScanScratch::default();
+        let mut step = ByteStep::default();
         let end = trie.nodes[0].subtree_end as usize;
         // Nodes before this one lie inside a boundary's subtree: walked in full.
         let mut covered_until = 0;
+        // `boundaries[next_boundary]` is the first boundary at or after `index` (the walk only
+        // moves forward, so a cursor replaces a search per node).
+        let mut next_boundary = 0;
         let mut index = 1;
         while index < end {
             let node = trie.nodes[index];
             if index >= covered_until {
-                let first = boundaries.partition_point(|&b| (b as usize) < index);
-                match boundaries.get(first) {
+                while boundaries.get(next_boundary).is_some_and(|&b| (b as usize) < index) {
+                    next_boundary += 1;
+                }
+                match boundaries.get(next_boundary) {
                     Some(&b) if (b as usize) < node.subtree_end as usize => {
                         if b as usize == index {
                             covered_until = node.subtree_end as usize;
@@ -222,7 +268,7 @@ impl GrammarMatcher {
                 }
             }
             let parent_set: &[Item] = if parent == 0 { &base[num_base - 1] } else { &extra[parent] };
-            let step = step_byte(&self.grammar, &self.lexemes, parent_set, node.byte)?;
+            step_byte(&self.grammar, &self.lexemes, parent_set, node.byte, &mut step)?;
             if step.is_empty() {
                 index = node.subtree_end as usize;
                 continue;
@@ -239,12 +285,13 @@ impl GrammarMatcher {
             }
             let set_index = (num_base - 1 + depth) as u32;
             pending[depth] = None;
+            // NOTE: swapped, not moved: the set's old buffer becomes the next step's.
             if step.seeds.is_empty() {
-                extra[depth] = step.inside;
+                std::mem::swap(&mut extra[depth], &mut step.inside);
             } else if step.seeds.iter().all(|&(_, _, origin)| (origin as usize) < num_base) {
                 let chart = Layered { base, extra: &[] };
                 let id = closures.get_or_close(self, &chart, set_index, &step.seeds, &mut scratch)?;
-                extra[depth] = step.inside;
+                std::mem::swap(&mut extra[depth], &mut step.inside);
                 pending[depth] = Some(id);
             } else {
                 let (parents, _) = extra.split_at(depth);
