@@ -34,7 +34,10 @@ fn key() -> impl Strategy<Value = Vec<u32>> {
 
 proptest! {
     #[test]
-    fn evicts_and_matches_like_the_kv_tree(keys in prop::collection::vec(key(), 1..120), max_keys in 1usize..40) {
+    fn evicts_and_matches_like_the_kv_tree(
+        keys in prop::collection::vec(key(), 1..120),
+        max_keys in 1usize..40,
+    ) {
         let mut tree = ReplicaTree::new(max_keys);
         let mut reference = KvTreeAsPrefixSet { tree: RadixTree::new(), next_slot: 0, max_keys };
         for (step, key) in keys.iter().enumerate() {
