@@ -388,6 +388,11 @@ class PrefixForest:
     def insert(self, replica: int, key: Sequence[int] | np.ndarray) -> None: ...
     def check_invariants(self) -> None: ...
 
+def scan_id_prompt(body: bytes, field: str) -> tuple[npt.NDArray[np.uint32], bool] | None:
+    """`(ids, stream)` of a JSON request body whose member `field` is a non-empty list of
+    integer literals in u32 range (`stream`: the member `stream` is `true`), read without building
+    Python objects; None for any other body (parse it instead)."""
+
 class GgufMatrix:
     """A matrix in a GGUF file's block formats, kept as stored and owned by Rust: Q4_0, Q4_1,
     Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K; parts of different formats stacked by rows."""

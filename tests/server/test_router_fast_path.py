@@ -17,9 +17,12 @@ from dataclasses import dataclass, field
 
 import httpx
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from sse_client import parse_sse
 
 from sglr.router import RouterConfig
+from sglr.router.keys import routing_key, scan_ids_request
 from sglr.router.workers import WorkerPool
 from sglr.server.router_app import RouterSettings, build_router_app
 from sglr.server.router_proxy import read_json_body
@@ -438,6 +441,43 @@ def test_the_body_is_read_as_json_loads_reads_it(body: bytes) -> None:
         expected = None
     got = read_json_body(body)
     assert got == expected or (got != got and expected != expected)  # NaN
+
+
+_ID_VALUES = st.one_of(
+    st.integers(0, 50_000),
+    st.integers(-3, 2**32 + 3),
+    st.booleans(),
+    st.floats(allow_nan=False),
+    st.text(max_size=2),
+    st.lists(st.integers(0, 9), max_size=2),
+)
+_PATHS = ["/generate", "/v1/completions", "/v1/chat/completions"]
+
+
+def _parsed_route(path: str, body: bytes) -> tuple[object, bool]:
+    payload = read_json_body(body)
+    return routing_key(path, payload), isinstance(payload, dict) and payload.get("stream") is True
+
+
+@given(
+    path=st.sampled_from(_PATHS),
+    ids=st.one_of(st.none(), st.just("text"), st.lists(_ID_VALUES, max_size=12), st.lists(st.integers(0, 2**32 - 1), max_size=40)),
+    stream=st.sampled_from([None, True, False, 1, "true"]),
+    tail=st.sampled_from(["", ', "input_ids": [7]', ', "prompt": [8, 9]', ', "n": 1e400', ', "n": -0', ', "stream": true', "x"]),
+)  # fmt: skip
+def test_scanned_id_prompts_route_as_parsed_ones(path: str, ids: object, stream: object, tail: str) -> None:
+    field = "prompt" if path == "/v1/completions" else "input_ids"
+    members = {name: value for name, value in ((field, ids), ("stream", stream)) if value is not None}
+    text = json.dumps(members)
+    body = (text[:-1] + tail + "}" if members and tail != "x" else text + tail).encode()
+    key, wants_stream = _parsed_route(path, body)
+    scanned = scan_ids_request(path, body)
+    if scanned is not None:
+        assert list(scanned[0]) == list(key) and key and not isinstance(key, str)
+        assert scanned[1] == wants_stream
+    plain = path != "/v1/chat/completions" and isinstance(ids, list) and ids
+    if not tail and plain and all(type(id) is int and 0 <= id < 2**32 for id in ids):
+        assert scanned is not None, "a plain id prompt is read without parsing it in Python"
 
 
 def test_expect_100_continue_and_admin_routes(harness: Harness) -> None:

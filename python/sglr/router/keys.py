@@ -1,7 +1,9 @@
 """The routing key of an API request body: what the router matches against its prefix trees.
 
 Token ids when the request carries them (`input_ids`, or an OpenAI `prompt` of ids; as an
-`array('I')`, which the router hands to its trees as a u32 buffer), else the prompt's text (the router does not tokenize; a shared text prefix is a shared token prefix).
+`array('I')`, or a u32 numpy array when `scan_ids_request` read them from the raw body: the
+router hands either to its trees as a u32 buffer), else the prompt's text (the router does not
+tokenize; a shared text prefix is a shared token prefix).
 Chat requests key on their messages in order, role then content, so a conversation's next turn
 extends the key of the turn before. A batch keys on its first prompt. A body the router cannot
 read keys to "" (the worker answers it with the proper error).
@@ -10,7 +12,7 @@ read keys to "" (the worker answers it with the proper error).
 from __future__ import annotations
 
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 Key = Sequence[int] | str
@@ -20,6 +22,7 @@ _INT_ONLY = {int}
 # From this many ids on, bools are ruled out by finding the 0s and 1s in the array (a fixed
 # ~2 us) rather than by the type of every id (~18 ns each).
 _SCAN_MIN_IDS = 128
+_scan_id_prompt: Callable[[bytes, str], tuple[Any, bool] | None] | None = None
 
 
 def routing_key(path: str, body: Any) -> Key:
@@ -31,6 +34,21 @@ def routing_key(path: str, body: Any) -> Key:
         return _prompt_key(body.get("prompt"))
     ids = _prompt_key(body.get("input_ids"))
     return ids if ids else _prompt_key(body.get("text"))
+
+
+def scan_ids_request(path: str, body: bytes) -> tuple[Key, bool] | None:
+    """`(key, wants_stream)` of a raw JSON body whose prompt is a plain list of token ids, read
+    in Rust from the bytes: no Python int per id, nothing built for the rest of the body. None for
+    any other body (parse it, then `routing_key`); when it answers, the answer is what that gives
+    (`rust/router/src/id_prompt.rs`). The ids come as a u32 numpy array the trees read in place."""
+    if path == "/v1/chat/completions":
+        return None
+    global _scan_id_prompt
+    if _scan_id_prompt is None:  # imported on first use, then kept: an import per call costs
+        from sglr._core import scan_id_prompt
+
+        _scan_id_prompt = scan_id_prompt
+    return _scan_id_prompt(body, "prompt" if path == "/v1/completions" else "input_ids")
 
 
 def _prompt_key(prompt: Any) -> Key:

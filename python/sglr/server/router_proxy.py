@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sglr.errors import NoReplicaAvailableError
-from sglr.router.keys import routing_key
+from sglr.router.keys import routing_key, scan_ids_request
 from sglr.router.workers import Route, WorkerPool
 from sglr.server.errors import error_body
 from sglr.server.router_front import ClientConnection, ClientRequest
@@ -141,9 +141,13 @@ class _Forward:
     @_guarded
     def start(self) -> None:
         self.started = time.perf_counter()
-        payload = read_json_body(self.request.body)
-        self.key = routing_key(self.path, payload)
-        self.wants_stream = isinstance(payload, dict) and payload.get("stream") is True
+        scanned = scan_ids_request(self.path, self.request.body)
+        if scanned is None:
+            payload = read_json_body(self.request.body)
+            self.key = routing_key(self.path, payload)
+            self.wants_stream = isinstance(payload, dict) and payload.get("stream") is True
+        else:  # an id prompt: no Python int per id
+            self.key, self.wants_stream = scanned
         self.headers = tuple(
             (name, value) for name, value in self.request.headers if name in _FORWARDED_HEADERS
         )

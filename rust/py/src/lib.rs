@@ -20,6 +20,7 @@ use pyo3::prelude::*;
 fn _core(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<radix::PyRadixTree>()?;
     module.add_class::<router::PyPrefixForest>()?;
+    module.add_function(wrap_pyfunction!(router::scan_id_prompt, module)?)?;
     module.add_class::<sched::PyScheduler>()?;
     module.add_class::<sched_decision::PyDecision>()?;
     module.add_class::<sched_decision::PyAdmission>()?;

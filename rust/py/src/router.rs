@@ -2,6 +2,7 @@
 
 use std::sync::{Mutex, MutexGuard};
 
+use numpy::{IntoPyArray, PyArray1};
 use pyo3::prelude::*;
 use sglr_router::{PrefixForest, RouterTreeError};
 
@@ -95,4 +96,16 @@ impl PyPrefixForest {
     fn check_invariants(&self, py: Python<'_>) -> PyResult<()> {
         self.forest().check_invariants().map_err(|e| router_error(py, e))
     }
+}
+
+/// `(ids as a uint32 array, stream)` of a request body whose member `field` is a non-empty list
+/// of integer literals in u32 range, read without building Python objects; None otherwise (the
+/// caller parses the body).
+#[pyfunction]
+pub(crate) fn scan_id_prompt<'py>(
+    py: Python<'py>,
+    body: &[u8],
+    field: &str,
+) -> Option<(Bound<'py, PyArray1<u32>>, bool)> {
+    sglr_router::scan_id_prompt(body, field).map(|prompt| (prompt.ids.into_pyarray(py), prompt.stream))
 }

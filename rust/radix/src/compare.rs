@@ -6,7 +6,7 @@ use crate::ids::TokenId;
 /// `memcmp`) settles the common case. On a mismatch, halving narrows the first differing
 /// position with further `memcmp`s (at most twice the bytes of one pass), then a short scan
 /// finishes it.
-pub(crate) fn common_prefix_len(a: &[TokenId], b: &[TokenId]) -> usize {
+pub fn common_prefix_len(a: &[TokenId], b: &[TokenId]) -> usize {
     const SCAN: usize = 16;
     let limit = a.len().min(b.len());
     if a[..limit] == b[..limit] {

@@ -16,6 +16,7 @@ mod node;
 mod snapshot;
 mod tree;
 
+pub use compare::common_prefix_len;
 pub use error::RadixError;
 pub use ids::{Namespace, NodeId, SlotId, TokenId};
 pub use snapshot::NodeView;

@@ -100,8 +100,7 @@ impl RadixTree {
     }
 
     /// Length of the longest cached prefix of `tokens` in `namespace`, leaving the tree as it
-    /// is: no split, no LRU touch. For observers that must not change what gets evicted (the
-    /// router's approximate per-replica trees match every replica, but route to one).
+    /// is: no split, no LRU touch. For observers that must not change what gets evicted.
     pub fn peek_match_len(&self, namespace: Option<Namespace>, tokens: &[TokenId]) -> usize {
         let Some(&root) = self.roots.get(&namespace) else {
             return 0;

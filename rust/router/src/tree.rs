@@ -1,90 +1,230 @@
-//! One replica's tree: the KV cache's radix tree (`sglr-radix`) used as a plain prefix set.
+//! One replica's tree: a radix tree of the keys routed there, tokens only.
 //!
-//! Keys go in as token runs on compressed edges, matched without touching the tree
-//! (`peek_match_len`: matching every replica must not refresh the LRU order of the replicas
-//! that do not get the request), and pruned by the radix tree's own LRU leaf eviction. The
-//! radix tree wants a distinct slot id per stored token; the ids here carry no meaning and are
-//! recycled from what eviction returns, so they stay below `max_keys` + one key.
+//! The router needs match lengths, not KV slots, so this tree keeps nothing per token but the
+//! token: every edge is a range of one token arena (a split only splits the range), nodes are
+//! fixed-size records in a vector (freed ones reused), and all edges sit in one child map keyed
+//! by (parent, first token). An insert allocates nothing per node beyond amortized growth of
+//! those tables.
+//!
+//! Matching does not touch the tree (matching every replica must not refresh the LRU order of
+//! the replicas that do not get the request). Inserting marks its path as just used, and past
+//! `max_keys` tokens the least-recently-used leaves are evicted whole (a parent becomes a
+//! candidate once its children are gone), as the replica's cache evicts. Evicted tokens stay in
+//! the arena as garbage until they outnumber `max_keys`; then the live edges slide down over it,
+//! so the arena stays under twice the bound and the copying is at most one token per token
+//! evicted.
 
-use sglr_radix::{RadixTree, SlotId};
+use std::collections::BTreeSet;
 
-use crate::error::RouterTreeError;
+use rustc_hash::FxHashMap;
+use sglr_radix::common_prefix_len;
+
+use crate::node::{child_key, Node, NodeIndex, ROOT};
+
+/// Most tokens reserved up front per tree (16 MiB; the router's default bound is 2^21).
+const ARENA_RESERVE_CAP: usize = 1 << 22;
 
 #[derive(Debug)]
 pub struct ReplicaTree {
-    tree: RadixTree,
-    max_keys: usize,
-    free_slot_ids: Vec<SlotId>,
-    next_slot_id: SlotId,
+    pub(crate) nodes: Vec<Node>,
+    pub(crate) free_nodes: Vec<NodeIndex>,
+    /// `child_key(parent, first token of the edge)` -> child, for every non-root node.
+    pub(crate) children: FxHashMap<u64, NodeIndex>,
+    pub(crate) arena: Vec<u32>,
+    /// Arena tokens that belong to no live node (evicted edges not yet compacted away).
+    pub(crate) dead_tokens: usize,
+    /// Leaves (childless non-root nodes) by (last access, index): the first is the LRU victim.
+    pub(crate) lru: BTreeSet<(u64, NodeIndex)>,
+    clock: u64,
+    pub(crate) num_keys: usize,
+    pub(crate) max_keys: usize,
 }
 
 impl ReplicaTree {
     pub fn new(max_keys: usize) -> Self {
-        Self { tree: RadixTree::new(), max_keys, free_slot_ids: Vec::new(), next_slot_id: 0 }
+        Self {
+            nodes: vec![Node::root()],
+            free_nodes: Vec::new(),
+            children: FxHashMap::default(),
+            // Reserved up to the bound (capped): address space only, pages are touched as
+            // tokens arrive, and a growing tree never reallocates and copies its tokens.
+            arena: Vec::with_capacity(max_keys.min(ARENA_RESERVE_CAP)),
+            dead_tokens: 0,
+            lru: BTreeSet::new(),
+            clock: 0,
+            num_keys: 0,
+            max_keys,
+        }
     }
 
+    /// Tokens stored (edge tokens of live nodes).
     pub fn num_keys(&self) -> usize {
-        self.tree.total_size()
+        self.num_keys
     }
 
     pub fn max_keys(&self) -> usize {
         self.max_keys
     }
 
-    /// Length of the longest stored prefix of `key`.
+    /// Length of the longest stored prefix of `key`. Changes nothing.
     pub fn match_len(&self, key: &[u32]) -> usize {
-        self.tree.peek_match_len(None, key)
+        let (mut node, mut pos) = (ROOT, 0);
+        while pos < key.len() {
+            let Some(&child) = self.children.get(&child_key(node, key[pos])) else {
+                break;
+            };
+            let edge = self.edge(child);
+            let shared = common_prefix_len(edge, &key[pos..]);
+            pos += shared;
+            if shared < edge.len() {
+                break;
+            }
+            node = child;
+        }
+        pos
     }
 
     /// Stores `key` (at most `max_keys` of it: a longer one could never fit) as the most
     /// recently used path, then evicts least-recently-used leaves down to the bound. The new
     /// path is never evicted: every other leaf is older, and the path alone fits.
+    ///
+    /// One walk: each node on the stored prefix is marked as used; a match ending inside an
+    /// edge splits it there (even when the key ends there too, so that the key's end is a node
+    /// boundary); the rest of the key becomes one new leaf.
     pub fn insert(&mut self, key: &[u32]) {
         let key = &key[..key.len().min(self.max_keys)];
-        let num_stored = self.tree.peek_match_len(None, key);
-        // The stored span's slots are ignored by the radix tree (it keeps its own).
-        let mut slots = Vec::with_capacity(key.len());
-        slots.resize(num_stored, 0);
-        self.alloc_slot_ids(key.len() - num_stored, &mut slots);
-        self.tree.insert(None, key, &slots).expect("one slot per token");
-        let num_keys = self.tree.total_size();
-        if num_keys > self.max_keys {
-            let freed = self.tree.evict(num_keys - self.max_keys);
-            self.free_slot_ids.extend(freed);
+        self.clock += 1;
+        let now = self.clock;
+        let (mut node, mut pos) = (ROOT, 0);
+        while pos < key.len() {
+            let Some(&child) = self.children.get(&child_key(node, key[pos])) else {
+                break;
+            };
+            let edge_len = self.nodes[child as usize].len;
+            let shared = common_prefix_len(self.edge(child), &key[pos..]);
+            pos += shared;
+            node = if shared < edge_len { self.split(child, shared) } else { child };
+            self.touch(node, now);
+            if shared < edge_len {
+                break;
+            }
+        }
+        if pos < key.len() {
+            self.add_leaf(node, &key[pos..], now);
+        }
+        if self.num_keys > self.max_keys {
+            self.evict(self.num_keys - self.max_keys);
         }
     }
 
-    /// Appends `count` unused slot ids to `out`: recycled ones first, most recently freed
-    /// first (as repeated `pop`s would give them), then never used ones in order. Done in bulk,
-    /// since a key brings thousands of new tokens.
-    fn alloc_slot_ids(&mut self, count: usize, out: &mut Vec<SlotId>) {
-        let num_recycled = count.min(self.free_slot_ids.len());
-        let keep = self.free_slot_ids.len() - num_recycled;
-        out.extend(self.free_slot_ids.drain(keep..).rev());
-        let first_fresh = self.next_slot_id;
-        self.next_slot_id += (count - num_recycled) as SlotId;
-        out.extend(first_fresh..self.next_slot_id);
+    fn edge(&self, index: NodeIndex) -> &[u32] {
+        let node = &self.nodes[index as usize];
+        &self.arena[node.start..node.end()]
     }
 
-    pub fn check_invariants(&self) -> Result<(), RouterTreeError> {
-        let fail = |message: String| Err(RouterTreeError::Invariant(message));
-        self.tree.check_invariants().or_else(|error| fail(error.to_string()))?;
-        let num_keys = self.num_keys();
-        if num_keys > self.max_keys {
-            return fail(format!("{num_keys} keys stored, bound {}", self.max_keys));
+    fn is_leaf(&self, index: NodeIndex) -> bool {
+        index != ROOT && self.nodes[index as usize].num_children == 0
+    }
+
+    fn touch(&mut self, index: NodeIndex, now: u64) {
+        let is_leaf = self.is_leaf(index);
+        let node = &mut self.nodes[index as usize];
+        if is_leaf {
+            self.lru.remove(&(node.last_access, index));
+            self.lru.insert((now, index));
         }
-        if self.tree.protected_size() != 0 {
-            return fail("the router never locks a prefix".into());
+        node.last_access = now;
+    }
+
+    /// Splits `child`'s edge after `prefix_len` tokens: a new node takes the prefix (the front
+    /// of the same arena range) and becomes `child`'s parent. Returns the new node.
+    fn split(&mut self, child: NodeIndex, prefix_len: usize) -> NodeIndex {
+        let lower = self.nodes[child as usize];
+        debug_assert!(prefix_len > 0 && prefix_len < lower.len);
+        let upper = self.alloc(Node { len: prefix_len, num_children: 1, ..lower });
+        self.children.insert(child_key(lower.parent, self.arena[lower.start]), upper);
+        let lower_start = lower.start + prefix_len;
+        let entry = &mut self.nodes[child as usize];
+        entry.start = lower_start;
+        entry.len -= prefix_len;
+        entry.parent = upper;
+        self.children.insert(child_key(upper, self.arena[lower_start]), child);
+        upper
+    }
+
+    fn add_leaf(&mut self, parent: NodeIndex, tokens: &[u32], now: u64) {
+        if self.is_leaf(parent) {
+            self.lru.remove(&(self.nodes[parent as usize].last_access, parent));
         }
-        // Every slot id handed out is either in the tree or free, never both or neither.
-        if num_keys + self.free_slot_ids.len() != self.next_slot_id as usize {
-            return fail(format!(
-                "{num_keys} stored + {} free slot ids, {} handed out",
-                self.free_slot_ids.len(),
-                self.next_slot_id
-            ));
+        self.nodes[parent as usize].num_children += 1;
+        let start = self.arena.len();
+        self.arena.extend_from_slice(tokens);
+        let leaf = self.alloc(Node {
+            start,
+            len: tokens.len(),
+            parent,
+            num_children: 0,
+            last_access: now,
+            is_alive: true,
+        });
+        self.children.insert(child_key(parent, tokens[0]), leaf);
+        self.lru.insert((now, leaf));
+        self.num_keys += tokens.len();
+    }
+
+    /// Evicts least-recently-used leaves until at least `num_tokens` tokens are freed or the
+    /// tree is empty, then compacts the arena if its garbage outgrew the bound.
+    fn evict(&mut self, num_tokens: usize) {
+        let mut freed = 0;
+        while freed < num_tokens {
+            let Some((_, victim)) = self.lru.pop_first() else {
+                break;
+            };
+            let node = self.nodes[victim as usize];
+            self.children.remove(&child_key(node.parent, self.arena[node.start]));
+            self.nodes[node.parent as usize].num_children -= 1;
+            if self.is_leaf(node.parent) {
+                self.lru.insert((self.nodes[node.parent as usize].last_access, node.parent));
+            }
+            self.nodes[victim as usize].is_alive = false;
+            self.free_nodes.push(victim);
+            freed += node.len;
+            self.num_keys -= node.len;
+            self.dead_tokens += node.len;
         }
-        Ok(())
+        if self.dead_tokens > self.max_keys {
+            self.compact();
+        }
+    }
+
+    /// Slides the live edges down over the garbage, in arena order, within the same buffer:
+    /// no fresh pages, and the buffer's capacity is kept for the tokens still to come.
+    fn compact(&mut self) {
+        let mut live: Vec<NodeIndex> =
+            (1..self.nodes.len() as NodeIndex).filter(|&index| self.nodes[index as usize].is_alive).collect();
+        live.sort_unstable_by_key(|&index| self.nodes[index as usize].start);
+        let mut write = 0;
+        for index in live {
+            let node = &mut self.nodes[index as usize];
+            self.arena.copy_within(node.start..node.end(), write);
+            node.start = write;
+            write += node.len;
+        }
+        self.arena.truncate(write);
+        self.dead_tokens = 0;
+    }
+
+    fn alloc(&mut self, node: Node) -> NodeIndex {
+        match self.free_nodes.pop() {
+            Some(index) => {
+                self.nodes[index as usize] = node;
+                index
+            }
+            None => {
+                self.nodes.push(node);
+                (self.nodes.len() - 1) as NodeIndex
+            }
+        }
     }
 }
 
@@ -93,16 +233,28 @@ mod tests {
     use super::ReplicaTree;
 
     #[test]
-    fn slot_ids_come_from_the_free_list_back_first_then_fresh() {
+    fn a_split_shares_the_arena_range_instead_of_copying() {
         let mut tree = ReplicaTree::new(100);
-        tree.free_slot_ids = vec![3, 7, 9];
-        tree.next_slot_id = 10;
-        let mut out = vec![0];
-        tree.alloc_slot_ids(2, &mut out);
-        assert_eq!(out, [0, 9, 7]);
-        tree.alloc_slot_ids(3, &mut out);
-        assert_eq!(out, [0, 9, 7, 3, 10, 11]);
-        assert!(tree.free_slot_ids.is_empty());
-        assert_eq!(tree.next_slot_id, 12);
+        tree.insert(&[1, 2, 3, 4]);
+        tree.insert(&[1, 2, 9]);
+        // [1,2] and [3,4] are the first edge's range cut in two; only [9] was appended.
+        assert_eq!(tree.arena, [1, 2, 3, 4, 9]);
+        assert_eq!(tree.nodes.len(), 4);
+        assert_eq!((tree.match_len(&[1, 2, 3, 4, 5]), tree.match_len(&[1, 2, 9])), (4, 3));
+        tree.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn churn_keeps_the_arena_and_node_vector_bounded() {
+        let max_keys = 50;
+        let mut tree = ReplicaTree::new(max_keys);
+        for round in 0..2_000u32 {
+            let key: Vec<u32> = (0..(round % 13) + 1).map(|i| (round * 7 + i) % 40).collect();
+            tree.insert(&key);
+            tree.check_invariants().unwrap();
+            assert!(tree.arena.len() <= 2 * max_keys);
+            assert!(tree.nodes.len() <= max_keys + 3);
+        }
+        assert!(tree.num_keys() > 0);
     }
 }
