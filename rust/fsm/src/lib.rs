@@ -17,6 +17,7 @@ mod error;
 mod fsm;
 mod jump;
 mod live;
+mod residual;
 mod row;
 pub mod schema;
 mod vocab;

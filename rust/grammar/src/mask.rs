@@ -77,6 +77,10 @@ impl LexemeMask {
     }
 }
 
+/// Largest residual automaton a lexeme mask is shared by (its signature is a walk of every
+/// state's 256 bytes: a string body has about 16 states).
+const MAX_SIGNATURE_STATES: usize = 64;
+
 /// A mask's tokens are also kept as a list when a token costs less to set than this many words
 /// to OR.
 const SPARSE_WORDS_PER_TOKEN: usize = 8;
@@ -164,10 +168,18 @@ impl GrammarMatcher {
         if let Some(found) = self.lexeme_masks.get(&key) {
             return Ok(found);
         }
-        // NOTE: the lexeme's definition fixes its DFA (state numbering included), so the mask
-        // is shared with every matcher over this vocabulary holding the same lexeme.
-        let shared_key = format!("sglr-grammar lexeme mask\0{:?}\0{lex}", self.grammar.lexeme(lexeme));
-        let mask = vocabulary.shared_result(shared_key.as_bytes(), LexemeMask::memory_bytes, || {
+        // NOTE: the mask depends only on what the DFA accepts from `lex`, so it is shared with
+        // every matcher over this vocabulary whose lexeme state has the same residual automaton
+        // (a free key's body in every schema); past `MAX_SIGNATURE_STATES` states, with every
+        // matcher holding the same lexeme (its definition fixes its DFA, numbering included).
+        let dfa = self.lexemes.get(&self.grammar, lexeme)?;
+        let shared_key = match dfa.residual_signature(lex, MAX_SIGNATURE_STATES) {
+            Some(signature) => [b"sglr-grammar residual mask\0".as_slice(), &signature].concat(),
+            None => {
+                format!("sglr-grammar lexeme mask\0{:?}\0{lex}", self.grammar.lexeme(lexeme)).into_bytes()
+            }
+        };
+        let mask = vocabulary.shared_result(&shared_key, LexemeMask::memory_bytes, || {
             self.compute_lexeme_mask(vocabulary, lexeme, lex)
         })?;
         self.lexeme_masks.insert(key, mask.clone());

@@ -93,3 +93,23 @@ fn recursive_values_and_numbers() {
         check_document(&m, &vocabulary, document);
     }
 }
+
+#[test]
+fn a_free_key_body_is_computed_once_for_every_schema() {
+    // The body of an undeclared key accepts the same continuations whatever the declared
+    // names: its mask is kept under its residual automaton, so a second schema reuses it.
+    let vocabulary = vocabulary();
+    let first = matcher(&json!({"type": "object", "properties": {"alpha": {"type": "integer"}}}));
+    let second = matcher(&json!({"type": "object", "properties": {"gamma": {"type": "string"}}}));
+    let inside_free_key = |m: &GrammarMatcher| {
+        let mut state = m.start().unwrap();
+        assert!(m.advance_bytes(&mut state, br#"{"zz"#).unwrap());
+        m.allowed_tokens(&state, &vocabulary).unwrap()
+    };
+    let allowed_first = inside_free_key(&first);
+    let num_shared = vocabulary.num_shared_results();
+    let allowed_second = inside_free_key(&second);
+    assert_eq!(vocabulary.num_shared_results(), num_shared, "the second schema computed its own mask");
+    assert_eq!(allowed_first, allowed_second);
+    check_document(&second, &vocabulary, r#"{"gamma": "g", "zz": 1, "alpha": {}}"#);
+}
