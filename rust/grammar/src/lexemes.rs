@@ -75,13 +75,14 @@ enum Parts {
     Product { all: Vec<Arc<ByteDfa>>, none: Vec<Arc<ByteDfa>>, what: String },
 }
 
-/// Most table bytes of product parts [`part`] keeps (past it they are dropped and built again).
+/// Most table bytes of regex DFAs [`part`] keeps (past it they are dropped and built again).
 const MAX_PART_BYTES: usize = 32 << 20;
 
-/// The DFA of a regex inside a product lexeme (a string's `format` or `pattern`, a key pattern,
-/// a bound's range), kept for the process: the emptiness check at compile and the build on
-/// first use need the same parts, and schemas repeat them (a `format` in many members and
-/// schemas), where one `\w`-class pattern costs milliseconds to determinize.
+/// The DFA of a regex lexeme, or of a regex inside a product lexeme (a string's `format` or
+/// `pattern`, a key pattern, a bound's range), kept for the process: the emptiness check at
+/// compile and the build on first use need the same parts, and schemas repeat them (a `format`
+/// in many members and schemas), where one `\w`-class pattern costs milliseconds to
+/// determinize.
 pub(crate) fn part(pattern: &str, limits: &CompileLimits) -> Result<Arc<ByteDfa>, FsmError> {
     type Parts = FxHashMap<(String, CompileLimits), Arc<ByteDfa>>;
     static BUILT: OnceLock<Mutex<(Parts, usize)>> = OnceLock::new();
@@ -188,10 +189,10 @@ fn parts(lexeme: &Lexeme, limits: &CompileLimits) -> Result<Parts, GrammarError>
         part(pattern, limits).map_err(|source| GrammarError::Lexeme { pattern: pattern.clone(), source })
     };
     Ok(match lexeme {
-        Lexeme::Regex(pattern) => Parts::One(Box::new(
-            ByteDfa::build(pattern, limits)
-                .map_err(|source| GrammarError::Lexeme { pattern: pattern.clone(), source })?,
-        )),
+        // NOTE: through the process's parts too: schemas repeat whole lexemes (a free value,
+        // a `format`, an object of free members), and a Unicode class costs milliseconds to
+        // determinize where copying the built table costs microseconds.
+        Lexeme::Regex(pattern) => Parts::One(Box::new(ByteDfa::clone(&*one(pattern)?))),
         Lexeme::Intersection { all, none } => {
             let all_dfas: Vec<Arc<ByteDfa>> = all.iter().map(one).collect::<Result<_, _>>()?;
             let none_dfas = subtracted_parts(none, limits)?;
