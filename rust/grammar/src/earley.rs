@@ -253,6 +253,22 @@ impl ByteStep {
     pub fn is_empty(&self) -> bool {
         self.inside.is_empty() && self.seeds.is_empty()
     }
+
+    /// Adds `other`'s items and seeds, reading origin `relative` as `origin` (a step kept for
+    /// several sets, whose own number it did not know), keeping both lists sorted and unique.
+    pub fn add_relative(&mut self, other: &ByteStep, relative: u32, origin: u32) {
+        let number = |o: u32| if o == relative { origin } else { o };
+        if !other.inside.is_empty() {
+            self.inside.extend(other.inside.iter().map(|&item| Item { origin: number(item.origin), ..item }));
+            self.inside.sort_unstable_by_key(|i| (i.rule, i.dot, i.origin, i.lex));
+            self.inside.dedup();
+        }
+        if !other.seeds.is_empty() {
+            self.seeds.extend(other.seeds.iter().map(|&(rule, dot, o)| (rule, dot, number(o))));
+            self.seeds.sort_unstable();
+            self.seeds.dedup();
+        }
+    }
 }
 
 /// [`ByteStep`] of `set` on `byte` (DFA steps only: nothing is predicted or completed), into

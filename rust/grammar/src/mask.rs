@@ -272,15 +272,27 @@ impl GrammarMatcher {
             }
             let depth = node.depth as usize;
             let parent = depth - 1;
+            let parent_index = (num_base - 1 + parent) as u32;
+            // The parent's pending closure on this byte, stepped once per walk (kept with the
+            // closure), unless it ends a lexeme predicted in the parent set itself: completing
+            // that needs the parent's whole set.
+            let mut closure_step = None;
             if let Some(id) = pending[parent] {
                 if closures.takes_first(id, node.byte) {
-                    pending[parent] = None;
-                    let set_index = (num_base - 1 + parent) as u32;
-                    closures.add_to(id, set_index, &mut extra[parent]);
+                    let closed = closures.step(self, id, node.byte)?;
+                    if closed.seeds.iter().any(|&(_, _, origin)| origin == OWN_SET) {
+                        pending[parent] = None;
+                        closures.add_to(id, parent_index, &mut extra[parent]);
+                    } else {
+                        closure_step = Some(id);
+                    }
                 }
             }
             let parent_set: &[Item] = if parent == 0 { &base[num_base - 1] } else { &extra[parent] };
             step_byte(&self.grammar, &self.lexemes, parent_set, node.byte, &mut step)?;
+            if let Some(id) = closure_step {
+                step.add_relative(closures.stepped(id, node.byte), OWN_SET, parent_index);
+            }
             if step.is_empty() {
                 index = node.subtree_end as usize;
                 continue;
@@ -306,6 +318,13 @@ impl GrammarMatcher {
                 std::mem::swap(&mut extra[depth], &mut step.inside);
                 pending[depth] = Some(id);
             } else {
+                // NOTE: completing a lexeme that began inside the walk reads the sets it began
+                // in (and, through what they wait for, their origins): every ancestor whole.
+                for ancestor in 1..depth {
+                    if let Some(id) = pending[ancestor].take() {
+                        closures.add_to(id, (num_base - 1 + ancestor) as u32, &mut extra[ancestor]);
+                    }
+                }
                 let (parents, _) = extra.split_at(depth);
                 let chart = Layered { base, extra: parents };
                 let mut set = close_seeds(
@@ -449,6 +468,8 @@ struct SeedClosures {
     items: Vec<Vec<Item>>,
     /// Per closure, the bytes some item's lexeme can take first (a 256-bit set).
     first_bytes: Vec<[u64; 4]>,
+    /// Closures stepped on a byte, by (closure, byte).
+    steps: rustc_hash::FxHashMap<(usize, u8), ByteStep>,
 }
 
 impl SeedClosures {
@@ -496,6 +517,21 @@ impl SeedClosures {
         self.first_bytes.push(first);
         self.ids.insert(seeds.to_vec(), id);
         Ok(id)
+    }
+
+    /// Closure `id` stepped on `byte` (origins of its own predictions still [`OWN_SET`]).
+    fn step(&mut self, matcher: &GrammarMatcher, id: usize, byte: u8) -> Result<&ByteStep, GrammarError> {
+        if !self.steps.contains_key(&(id, byte)) {
+            let mut step = ByteStep::default();
+            step_byte(&matcher.grammar, &matcher.lexemes, &self.items[id], byte, &mut step)?;
+            self.steps.insert((id, byte), step);
+        }
+        Ok(&self.steps[&(id, byte)])
+    }
+
+    /// [`SeedClosures::step`] already taken.
+    fn stepped(&self, id: usize, byte: u8) -> &ByteStep {
+        &self.steps[&(id, byte)]
     }
 
     fn takes_first(&self, id: usize, byte: u8) -> bool {
