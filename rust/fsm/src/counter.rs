@@ -218,7 +218,8 @@ impl CountedDfa {
         window.layout.id(place)
     }
 
-    #[inline]
+    // NOTE: kept out of line: callers dispatch between this and a table lookup in hot loops.
+    #[inline(never)]
     pub fn next(&self, state: u32, byte: u8) -> u32 {
         let window = &self.stepping;
         let (from, window_from) = match self.layout.place(state) {
@@ -247,6 +248,7 @@ impl CountedDfa {
         self.layout.id(place)
     }
 
+    #[inline(never)]
     pub fn is_accepting(&self, state: u32) -> bool {
         self.stepping.dfa.is_accepting(self.window_state(&self.stepping, state))
     }

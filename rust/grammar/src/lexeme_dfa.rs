@@ -7,9 +7,12 @@ use std::sync::{Arc, OnceLock};
 
 use sglr_fsm::{ByteDfa, CountedDfa, CountedWindow, FsmError};
 
-// NOTE: the table is stepped on every byte of every mask walk: kept inline, not boxed.
+// NOTE: the table is stepped on every byte of every mask walk: kept inline, not boxed, and
+// the variant told by a tag at the front (`repr(u8)`), not a niche in some field of the table,
+// which would cost that field's cache line on every step.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
+#[repr(u8)]
 pub(crate) enum LexemeDfa {
     Table {
         dfa: ByteDfa,
@@ -70,6 +73,7 @@ impl LexemeDfa {
         LexemeDfa::Table { dfa, distances: OnceLock::new() }
     }
 
+    #[inline(always)]
     pub fn start(&self) -> u32 {
         match self {
             LexemeDfa::Table { dfa, .. } => dfa.start(),
@@ -85,7 +89,7 @@ impl LexemeDfa {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn is_accepting(&self, state: u32) -> bool {
         match self {
             LexemeDfa::Table { dfa, .. } => dfa.is_accepting(state),
@@ -94,7 +98,7 @@ impl LexemeDfa {
     }
 
     /// Live successor states of `state` (with repeats).
-    #[inline]
+    #[inline(always)]
     pub fn successors(&self, state: u32) -> impl Iterator<Item = u32> + '_ {
         match self {
             LexemeDfa::Table { dfa, .. } => Successors::Table(dfa.successors(state)),
