@@ -337,6 +337,11 @@ class GrammarConstraint:
     def num_lexemes(self) -> int: ...
     @property
     def num_lexemes_built(self) -> int: ...
+    @property
+    def memory_bytes(self) -> int:
+        """Bytes held by the lexeme DFAs built so far and the memoised lexeme masks."""
+    @property
+    def num_lexeme_masks(self) -> int: ...
 
 class GrammarState:
     """One output's position in a grammar (a parse chart); `copy()` is independent."""

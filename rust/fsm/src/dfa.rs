@@ -369,6 +369,11 @@ impl ByteDfa {
         0
     }
 
+    /// One byte of each byte class.
+    pub(crate) fn class_bytes(&self) -> &[u8] {
+        &self.class_byte
+    }
+
     #[inline(always)]
     pub fn next(&self, state: u32, byte: u8) -> u32 {
         self.trans[state as usize * self.num_classes + self.classes[byte as usize] as usize]

@@ -11,6 +11,7 @@
 mod batch;
 mod component;
 mod counted;
+mod counter;
 mod delegate;
 mod dfa;
 mod error;
@@ -24,6 +25,7 @@ mod vocab;
 mod walk;
 
 pub use batch::{fill_bitmask_rows, fill_bitmasks};
+pub use counter::{CountedDfa, CountedWindow};
 pub use dfa::{ByteDfa, CompileLimits, DEAD};
 pub use error::FsmError;
 pub use fsm::{FsmStats, TokenFsm};

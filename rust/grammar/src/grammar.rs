@@ -37,9 +37,10 @@ pub enum Lexeme {
         all: Vec<String>,
     },
     /// JSON strings (with quotes) of `min_len` to `max_len` characters that every one of `all`
-    /// also matches: the length counted by a direct construction
-    /// (`sglr_fsm::schema::json_string_of_length`), not unrolled in a regex, so large
-    /// `maxLength`s build in time linear in the bound (milliseconds, not seconds).
+    /// also matches: the length counted, not unrolled in a regex. Alone, the count is kept
+    /// beside the character's state (`sglr_fsm::schema::json_string_counter`: constant size
+    /// whatever the bound); next to a regex, a table linear in the bound
+    /// (`sglr_fsm::schema::json_string_of_length`) in the product.
     CountedString {
         min_len: usize,
         max_len: Option<usize>,

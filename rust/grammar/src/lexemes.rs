@@ -5,44 +5,48 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use rustc_hash::FxHashMap;
 
-use sglr_fsm::schema::{json_string_of_length, undeclared_key_dfa};
+use sglr_fsm::schema::{json_string_counter, json_string_of_length, undeclared_key_dfa};
 use sglr_fsm::{ByteDfa, CompileLimits, FsmError};
 
 use crate::error::GrammarError;
 use crate::grammar::{Grammar, Lexeme, LexemeId};
+use crate::lexeme_dfa::{LexemeDfa, MaskView};
 
 #[derive(Debug)]
 pub(crate) struct LexemeDfas {
-    dfas: Vec<OnceLock<Result<ByteDfa, GrammarError>>>,
-    /// Per built lexeme, [`ByteDfa::accept_distances`] (computed on the first mask that needs it).
-    distances: Vec<OnceLock<Vec<u16>>>,
+    dfas: Vec<OnceLock<Result<LexemeDfa, GrammarError>>>,
     limits: CompileLimits,
 }
 
 impl LexemeDfas {
     pub fn new(num_lexemes: usize, limits: CompileLimits) -> Self {
-        Self {
-            dfas: (0..num_lexemes).map(|_| OnceLock::new()).collect(),
-            distances: (0..num_lexemes).map(|_| OnceLock::new()).collect(),
-            limits,
-        }
+        Self { dfas: (0..num_lexemes).map(|_| OnceLock::new()).collect(), limits }
     }
 
-    /// The fewest bytes from each DFA state of `lexeme` to the lexeme's end.
-    pub fn accept_distances(&self, grammar: &Grammar, lexeme: LexemeId) -> Result<&[u16], GrammarError> {
-        let dfa = self.get(grammar, lexeme)?;
-        Ok(self.distances[lexeme as usize].get_or_init(|| dfa.accept_distances()))
-    }
-
-    pub fn get(&self, grammar: &Grammar, lexeme: LexemeId) -> Result<&ByteDfa, GrammarError> {
+    pub fn get(&self, grammar: &Grammar, lexeme: LexemeId) -> Result<&LexemeDfa, GrammarError> {
         self.dfas[lexeme as usize]
             .get_or_init(|| build(grammar.lexeme(lexeme), &self.limits))
             .as_ref()
             .map_err(Clone::clone)
     }
 
+    /// Where the token mask of DFA state `state` of `lexeme` is computed, for tokens of at
+    /// most `reach` bytes ([`LexemeDfa::mask_view`]).
+    pub fn mask_view(
+        &self,
+        grammar: &Grammar,
+        lexeme: LexemeId,
+        state: u32,
+        reach: usize,
+    ) -> Result<MaskView<'_>, GrammarError> {
+        self.get(grammar, lexeme)?.mask_view(state, reach).map_err(|source| GrammarError::Lexeme {
+            pattern: format!("{:?}", grammar.lexeme(lexeme)),
+            source,
+        })
+    }
+
     /// Already built lexemes (for invariant checks, which must not build anything).
-    pub fn built(&self, lexeme: LexemeId) -> Option<&ByteDfa> {
+    pub fn built(&self, lexeme: LexemeId) -> Option<&LexemeDfa> {
         self.dfas[lexeme as usize].get().and_then(|r| r.as_ref().ok())
     }
 
@@ -51,10 +55,7 @@ impl LexemeDfas {
     }
 
     pub fn memory_bytes(&self) -> usize {
-        let distances: usize =
-            self.distances.iter().filter_map(OnceLock::get).map(|d| d.capacity() * 2).sum();
-        self.dfas.iter().filter_map(|d| d.get()?.as_ref().ok()).map(ByteDfa::memory_bytes).sum::<usize>()
-            + distances
+        self.dfas.iter().filter_map(|d| d.get()?.as_ref().ok()).map(LexemeDfa::memory_bytes).sum()
     }
 }
 
@@ -103,14 +104,26 @@ pub(crate) fn part(pattern: &str, limits: &CompileLimits) -> Result<Arc<ByteDfa>
     Ok(dfa)
 }
 
-/// The DFA of one lexeme (an intersection builds its parts, then their product).
-pub(crate) fn build(lexeme: &Lexeme, limits: &CompileLimits) -> Result<ByteDfa, GrammarError> {
+/// The DFA of one lexeme (an intersection builds its parts, then their product; a counted
+/// string alone keeps its count beside the character's state).
+pub(crate) fn build(lexeme: &Lexeme, limits: &CompileLimits) -> Result<LexemeDfa, GrammarError> {
+    if let Lexeme::CountedString { min_len, max_len, all } = lexeme {
+        if all.is_empty() {
+            return json_string_counter(*min_len, *max_len, limits)
+                .map(|dfa| LexemeDfa::Counted(Box::new(dfa)))
+                .map_err(|source| GrammarError::Lexeme {
+                    pattern: format!("strings of {min_len} to {max_len:?} characters"),
+                    source,
+                });
+        }
+    }
     match parts(lexeme, limits)? {
-        Parts::One(dfa) => Ok(*dfa),
+        Parts::One(dfa) => Ok(LexemeDfa::table(*dfa)),
         Parts::Product { all, none, what } => {
             let all: Vec<&ByteDfa> = all.iter().map(Arc::as_ref).collect();
             let none: Vec<&ByteDfa> = none.iter().map(Arc::as_ref).collect();
             ByteDfa::intersect(&all, &none, MAX_INTERSECTION_STATES)
+                .map(LexemeDfa::table)
                 .map_err(|source| GrammarError::Lexeme { pattern: what, source })
         }
     }

@@ -1,7 +1,8 @@
 //! Context-free grammar constraints for constrained decoding.
 //!
 //! A [`Grammar`] is a CFG whose terminals are lexemes: regexes over bytes, each compiled to a
-//! DFA (rust/fsm's `ByteDfa`) the first time the parser needs it. An Earley parser runs over
+//! DFA (rust/fsm's `ByteDfa`, or its `CountedDfa` for a string with length bounds:
+//! `lexeme_dfa.rs`) the first time the parser needs it. An Earley parser runs over
 //! lexemes with every lexeme boundary allowed (see `earley.rs`), one set per byte, so the
 //! state after any byte string is a single chart ([`ParseState`]). Token masks walk the
 //! vocabulary trie against the chart (`mask.rs`). Grammar text comes from EBNF/GBNF
@@ -11,6 +12,7 @@ mod earley;
 pub mod ebnf;
 mod error;
 mod grammar;
+mod lexeme_dfa;
 mod lexemes;
 mod mask;
 mod matcher;

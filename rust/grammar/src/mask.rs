@@ -23,6 +23,7 @@ use sglr_fsm::{
 use crate::earley::{close_seeds, step_byte, ByteStep, Chart, Item, ScanScratch, NO_LEX};
 use crate::error::GrammarError;
 use crate::grammar::{LexemeId, Symbol};
+use crate::lexeme_dfa::MaskView;
 use crate::matcher::{GrammarMatcher, ParseState};
 
 /// Tokens whose bytes stay inside one lexeme from one DFA state, and the trie nodes where the
@@ -85,7 +86,8 @@ const MAX_SIGNATURE_STATES: usize = 64;
 /// to OR.
 const SPARSE_WORDS_PER_TOKEN: usize = 8;
 
-/// Memo key: vocabulary fingerprint, lexeme, DFA state.
+/// Memo key: vocabulary fingerprint, lexeme, DFA state (a counted string's: the state of its
+/// window for that vocabulary, `LexemeDfa::mask_view`).
 pub(crate) type LexemeMaskKey = (u64, LexemeId, u32);
 
 /// The committed chart followed by the walk's sets for depths `1..=depth`.
@@ -164,55 +166,70 @@ impl GrammarMatcher {
         lexeme: LexemeId,
         lex: u32,
     ) -> Result<Arc<LexemeMask>, GrammarError> {
-        let key = (vocabulary.fingerprint(), lexeme, lex);
+        // NOTE: a counted string's states map to a window no token can tell apart from them
+        // (the vocabulary's longest token fixes it), so its masks are kept by window state.
+        let view = self.lexemes.mask_view(&self.grammar, lexeme, lex, vocabulary.trie().max_depth)?;
+        self.view_mask(vocabulary, lexeme, &view, view.state)
+    }
+
+    /// [`GrammarMatcher::lexeme_mask`] of state `state` of `view`'s table, memoised.
+    fn view_mask(
+        &self,
+        vocabulary: &Vocabulary,
+        lexeme: LexemeId,
+        view: &MaskView<'_>,
+        state: u32,
+    ) -> Result<Arc<LexemeMask>, GrammarError> {
+        let key = (vocabulary.fingerprint(), lexeme, state);
         if let Some(found) = self.lexeme_masks.get(&key) {
             return Ok(found);
         }
-        // NOTE: the mask depends only on what the DFA accepts from `lex`, so it is shared with
+        // NOTE: the mask depends only on what the DFA accepts from `state`, so it is shared with
         // every matcher over this vocabulary whose lexeme state has the same residual automaton
-        // (a free key's body in every schema); past `MAX_SIGNATURE_STATES` states, with every
-        // matcher holding the same lexeme (its definition fixes its DFA, numbering included).
-        let dfa = self.lexemes.get(&self.grammar, lexeme)?;
-        let shared_key = match dfa.residual_signature(lex, MAX_SIGNATURE_STATES) {
+        // (a free key's body in every schema; a counted string's window state, the window being
+        // fixed by this vocabulary); past `MAX_SIGNATURE_STATES` states, with every matcher
+        // holding the same lexeme (its definition fixes its DFA, numbering included).
+        let shared_key = match view.dfa().residual_signature(state, MAX_SIGNATURE_STATES) {
             Some(signature) => [b"sglr-grammar residual mask\0".as_slice(), &signature].concat(),
             None => {
-                format!("sglr-grammar lexeme mask\0{:?}\0{lex}", self.grammar.lexeme(lexeme)).into_bytes()
+                format!("sglr-grammar lexeme mask\0{:?}\0{state}", self.grammar.lexeme(lexeme)).into_bytes()
             }
         };
         let mask = vocabulary.shared_result(&shared_key, LexemeMask::memory_bytes, || {
-            self.compute_lexeme_mask(vocabulary, lexeme, lex)
+            self.compute_lexeme_mask(vocabulary, lexeme, view, state)
         })?;
         self.lexeme_masks.insert(key, mask.clone());
         Ok(mask)
     }
 
-    /// [`LexemeMask`] of (`lexeme`, DFA state `lex`), computed.
+    /// [`LexemeMask`] of state `state` of `view`'s table, computed.
     fn compute_lexeme_mask(
         &self,
         vocabulary: &Vocabulary,
         lexeme: LexemeId,
-        lex: u32,
+        view: &MaskView<'_>,
+        state: u32,
     ) -> Result<LexemeMask, GrammarError> {
-        let dfa = self.lexemes.get(&self.grammar, lexeme)?;
+        let dfa = view.dfa();
         let mut words = vec![0u32; vocabulary.num_mask_words()];
-        let distances = self.lexemes.accept_distances(&self.grammar, lexeme)?;
+        let distances = view.accept_distances();
         let trie = vocabulary.trie();
-        match live_tokens_donor(dfa, lex).zip(live_tokens_delegated_bytes(dfa, lex)) {
+        match live_tokens_donor(dfa, state).zip(live_tokens_delegated_bytes(dfa, state)) {
             Some((donor, delegated)) => {
                 // NOTE: one level deep at most, a donor has no donor. Under a delegated first
                 // byte this state and the donor reach the same states, so the donor's
                 // boundaries there are this state's too.
-                let donor_mask = self.lexeme_mask(vocabulary, lexeme, donor)?;
-                live_tokens_from_donor(dfa, vocabulary, lex, &donor_mask.words, &mut words);
+                let donor_mask = self.view_mask(vocabulary, lexeme, view, donor)?;
+                live_tokens_from_donor(dfa, vocabulary, state, &donor_mask.words, &mut words);
                 let takes = |byte: u8| delegated[byte as usize >> 6] >> (byte & 63) & 1 == 1;
                 let boundaries =
-                    delegated_boundaries(dfa, distances, trie, lex, &donor_mask.boundaries, takes);
+                    delegated_boundaries(dfa, distances, trie, state, &donor_mask.boundaries, takes);
                 Ok(LexemeMask::new(words, boundaries))
             }
             None => {
-                live_tokens(dfa, vocabulary, lex, &mut words);
+                live_tokens(dfa, vocabulary, state, &mut words);
                 let boundaries =
-                    lexeme_boundaries(dfa, distances, trie, lex, 1, trie.nodes[0].subtree_end as usize);
+                    lexeme_boundaries(dfa, distances, trie, state, 1, trie.nodes[0].subtree_end as usize);
                 Ok(LexemeMask::new(words, boundaries))
             }
         }

@@ -114,6 +114,18 @@ impl PyGrammarConstraint {
     fn num_lexemes_built(&self) -> usize {
         self.matcher.num_lexemes_built()
     }
+
+    /// Bytes held by the lexeme DFAs built so far and the memoised lexeme masks.
+    #[getter]
+    fn memory_bytes(&self) -> usize {
+        self.matcher.memory_bytes()
+    }
+
+    /// Memoised inside-a-lexeme token masks.
+    #[getter]
+    fn num_lexeme_masks(&self) -> usize {
+        self.matcher.num_lexeme_masks()
+    }
 }
 
 impl PyGrammarConstraint {

@@ -129,3 +129,25 @@ def test_errors_are_typed() -> None:
     with pytest.raises(GrammarSyntaxError) as syntax:
         GrammarConstraint.from_ebnf('root ::= "a" |\n  [b-', vocab)
     assert (syntax.value.line, syntax.value.column) == (2, 3)
+
+
+def test_a_huge_max_length_masks_in_bounded_memory() -> None:
+    """A string of up to a million characters: thousands of masks into the value share a few
+    memoised ones, the matcher stays under 16 MiB, and the length is still counted exactly."""
+    vocab = vocabulary()
+    schema = {"type": "string", "minLength": 10, "maxLength": 1_000_000}
+    grammar = GrammarConstraint.from_json_schema(json.dumps(schema), vocab)
+    state = grammar.start()
+    mask = np.zeros((1, vocab.num_mask_words), dtype=np.int32)
+    quote = TOKENS.index(b'"')
+    rng = random.Random(0)
+    letters = [TOKENS.index(bytes([b])) for b in b"abcdefxyz "]
+    for step in range(3_000):
+        fill_grammar_bitmasks([state], mask, [0])
+        # The closing quote opens only after the opening one and ten characters.
+        assert bool(mask[0, quote >> 5] >> (quote & 31) & 1) == (step == 0 or step > 10)
+        assert state.try_advance(quote if step == 0 else rng.choice(letters))
+    assert grammar.num_lexeme_masks < 64
+    assert grammar.memory_bytes < 16 << 20
+    assert not state.is_accepting and state.advance_bytes(b'"') and state.is_accepting
+    state.check_invariants()

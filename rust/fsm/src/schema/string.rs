@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 use super::literal::STRING_CHAR;
 use super::pattern::{full_match_char_bounds, pattern_body};
 use super::{unsupported, Ctx};
+use crate::counter::CountedDfa;
 use crate::dfa::{ByteDfa, CompileLimits};
 use crate::error::FsmError;
 
@@ -118,12 +119,31 @@ pub fn json_string_of_length(
     max_len: Option<usize>,
     limits: &CompileLimits,
 ) -> Result<ByteDfa, FsmError> {
+    ByteDfa::counted(json_string_char()?, min_len, max_len, b"\"", b"\"", max_counted_states(limits))
+}
+
+/// [`json_string_of_length`]'s language with the count kept beside the character's state
+/// ([`CountedDfa`]): the same states, in memory that does not grow with the bound.
+pub fn json_string_counter(
+    min_len: usize,
+    max_len: Option<usize>,
+    limits: &CompileLimits,
+) -> Result<CountedDfa, FsmError> {
+    CountedDfa::new(json_string_char()?, min_len, max_len, b"\"", b"\"", max_counted_states(limits))
+}
+
+/// One JSON string character's DFA (escapes and UTF-8 included), built once.
+fn json_string_char() -> Result<&'static ByteDfa, FsmError> {
     static CHARACTER: OnceLock<Result<ByteDfa, FsmError>> = OnceLock::new();
     let character = CHARACTER.get_or_init(|| ByteDfa::build(STRING_CHAR, &CompileLimits::default()));
-    let character = character.as_ref().map_err(Clone::clone)?;
+    character.as_ref().map_err(Clone::clone)
+}
+
+/// Most states of a counted table within `limits.dfa_size_limit` bytes.
+fn max_counted_states(limits: &CompileLimits) -> usize {
     // A row is at most 256 4-byte entries; the character's classes plus the quote are far fewer.
     let row_bytes = 4 * 48;
-    ByteDfa::counted(character, min_len, max_len, b"\"", b"\"", limits.dfa_size_limit / row_bytes)
+    limits.dfa_size_limit / row_bytes
 }
 
 /// A length bound next to a pattern/format is only accepted when every match already satisfies

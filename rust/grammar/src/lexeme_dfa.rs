@@ -1,0 +1,137 @@
+//! A lexeme's automaton: a table (`ByteDfa`), or a counted string whose count is kept beside
+//! the character's state (`CountedDfa`: constant size whatever `maxLength`). The parser steps
+//! either the same way; masks are computed on a table that stands for the state
+//! ([`LexemeDfa::mask_view`]), so counts no token can tell apart share one memoised mask.
+
+use std::sync::{Arc, OnceLock};
+
+use sglr_fsm::{ByteDfa, CountedDfa, CountedWindow, FsmError};
+
+// NOTE: the table is stepped on every byte of every mask walk: kept inline, not boxed, and
+// the variant told by a tag at the front (`repr(u8)`), not a niche in some field of the table,
+// which would cost that field's cache line on every step.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+#[repr(u8)]
+pub(crate) enum LexemeDfa {
+    Table {
+        dfa: ByteDfa,
+        /// [`ByteDfa::accept_distances`], computed on the first mask that needs it.
+        distances: OnceLock<Vec<u16>>,
+    },
+    Counted(Box<CountedDfa>),
+}
+
+/// The table a state's token mask is computed on, and the state there that stands for it.
+pub(crate) struct MaskView<'a> {
+    table: MaskTable<'a>,
+    pub state: u32,
+}
+
+enum MaskTable<'a> {
+    Own(&'a ByteDfa, &'a OnceLock<Vec<u16>>),
+    Window(Arc<CountedWindow>),
+}
+
+impl MaskView<'_> {
+    pub fn dfa(&self) -> &ByteDfa {
+        match &self.table {
+            MaskTable::Own(dfa, _) => dfa,
+            MaskTable::Window(window) => window.dfa(),
+        }
+    }
+
+    /// The fewest bytes from each state of [`MaskView::dfa`] to the lexeme's end.
+    pub fn accept_distances(&self) -> &[u16] {
+        match &self.table {
+            MaskTable::Own(dfa, distances) => distances.get_or_init(|| dfa.accept_distances()),
+            MaskTable::Window(window) => window.accept_distances(),
+        }
+    }
+}
+
+/// [`LexemeDfa::successors`]' iterator.
+pub(crate) enum Successors<T, C> {
+    Table(T),
+    Counted(C),
+}
+
+impl<T: Iterator<Item = u32>, C: Iterator<Item = u32>> Iterator for Successors<T, C> {
+    type Item = u32;
+
+    #[inline]
+    fn next(&mut self) -> Option<u32> {
+        match self {
+            Successors::Table(states) => states.next(),
+            Successors::Counted(states) => states.next(),
+        }
+    }
+}
+
+impl LexemeDfa {
+    pub fn table(dfa: ByteDfa) -> Self {
+        LexemeDfa::Table { dfa, distances: OnceLock::new() }
+    }
+
+    #[inline(always)]
+    pub fn start(&self) -> u32 {
+        match self {
+            LexemeDfa::Table { dfa, .. } => dfa.start(),
+            LexemeDfa::Counted(dfa) => dfa.start(),
+        }
+    }
+
+    #[inline(always)]
+    pub fn next(&self, state: u32, byte: u8) -> u32 {
+        match self {
+            LexemeDfa::Table { dfa, .. } => dfa.next(state, byte),
+            LexemeDfa::Counted(dfa) => dfa.next(state, byte),
+        }
+    }
+
+    #[inline(always)]
+    pub fn is_accepting(&self, state: u32) -> bool {
+        match self {
+            LexemeDfa::Table { dfa, .. } => dfa.is_accepting(state),
+            LexemeDfa::Counted(dfa) => dfa.is_accepting(state),
+        }
+    }
+
+    /// Live successor states of `state` (with repeats).
+    #[inline(always)]
+    pub fn successors(&self, state: u32) -> impl Iterator<Item = u32> + '_ {
+        match self {
+            LexemeDfa::Table { dfa, .. } => Successors::Table(dfa.successors(state)),
+            LexemeDfa::Counted(dfa) => Successors::Counted(dfa.successors(state)),
+        }
+    }
+
+    pub fn num_states(&self) -> usize {
+        match self {
+            LexemeDfa::Table { dfa, .. } => dfa.num_states(),
+            LexemeDfa::Counted(dfa) => dfa.num_states(),
+        }
+    }
+
+    /// Where the token mask of `state` is computed, for tokens of at most `reach` bytes: the
+    /// table itself, or a counted string's window (built on first use for that reach).
+    pub fn mask_view(&self, state: u32, reach: usize) -> Result<MaskView<'_>, FsmError> {
+        Ok(match self {
+            LexemeDfa::Table { dfa, distances } => MaskView { table: MaskTable::Own(dfa, distances), state },
+            LexemeDfa::Counted(dfa) => {
+                let window = dfa.window(reach)?;
+                let state = dfa.window_state(&window, state);
+                MaskView { table: MaskTable::Window(window), state }
+            }
+        })
+    }
+
+    pub fn memory_bytes(&self) -> usize {
+        match self {
+            LexemeDfa::Table { dfa, distances } => {
+                dfa.memory_bytes() + distances.get().map_or(0, |d| d.capacity() * 2)
+            }
+            LexemeDfa::Counted(dfa) => dfa.memory_bytes(),
+        }
+    }
+}
