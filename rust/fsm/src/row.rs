@@ -37,7 +37,8 @@ impl Row {
     }
 }
 
-pub(crate) fn bits_to_ids(words: &[u32]) -> Vec<u32> {
+/// The ids of the set bits of a token bitmask (bit t of word t / 32), ascending.
+pub fn bits_to_ids(words: &[u32]) -> Vec<u32> {
     let mut ids = Vec::new();
     for (index, &word) in words.iter().enumerate() {
         let mut rest = word;

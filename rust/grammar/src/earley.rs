@@ -207,33 +207,19 @@ pub(crate) fn scan(
     scratch: &mut ScanScratch,
 ) -> Result<Vec<Item>, GrammarError> {
     let current = chart.num_sets() - 1;
-    if let Some(set) = scan_inside_lexemes(grammar, lexemes, chart.set(current), byte)? {
-        return Ok(set);
+    let mut step = ByteStep::default();
+    step_byte(grammar, lexemes, chart.set(current), byte, &mut step)?;
+    if step.seeds.is_empty() {
+        // Nothing ends here: nothing is predicted or completed, the stepped items are the set
+        // (the common case inside strings and numbers).
+        return Ok(step.inside);
     }
     let mut builder = SetBuilder::new(grammar, lexemes, limits, current as u32 + 1, scratch);
-    for &item in chart.set(current) {
-        if item.lex == NO_LEX {
-            continue;
-        }
-        let Symbol::Lexeme(lexeme) = grammar.rules[item.rule as usize].rhs[item.dot as usize] else {
-            continue;
-        };
-        let dfa = lexemes.get(grammar, lexeme)?;
-        let next = dfa.next(item.lex, byte);
-        if next == DEAD {
-            continue;
-        }
-        // NOTE: only live DFA states exist, so a non-accepting step can still finish the lexeme;
-        // an accepting state with no way on only ends the lexeme.
-        if dfa.successors(next).next().is_some() {
-            builder.add(item.rule, item.dot, item.origin, next)?;
-        }
-        if dfa.is_accepting(next) {
-            builder.add(item.rule, item.dot + 1, item.origin, NO_LEX)?;
-        }
+    for item in &step.inside {
+        builder.add(item.rule, item.dot, item.origin, item.lex)?;
     }
-    if builder.items.is_empty() {
-        return Ok(Vec::new());
+    for &(rule, dot, origin) in &step.seeds {
+        builder.add(rule, dot, origin, NO_LEX)?;
     }
     builder.close(chart)?;
     Ok(builder.items)
@@ -294,8 +280,8 @@ pub(crate) fn step_byte(
         if next == DEAD {
             continue;
         }
-        // NOTE: as in `scan`: only live states exist, and an accepting state with no way on
-        // only ends the lexeme.
+        // NOTE: only live DFA states exist, so a non-accepting step can still finish the lexeme;
+        // an accepting state with no way on only ends the lexeme.
         if dfa.successors(next).next().is_some() {
             step.inside.push(Item { lex: next, ..item });
         }
@@ -331,42 +317,6 @@ pub(crate) fn close_seeds(
     }
     builder.close(chart)?;
     Ok(builder.items)
-}
-
-/// The fast path of [`scan`]: when `byte` ends no lexeme, every surviving item only moves
-/// inside its lexeme, nothing is predicted or completed, and the next set is the stepped items
-/// (the common case inside strings and numbers, where a mask walk spends most of its steps).
-/// `None` when some lexeme may end here and the full step is needed.
-fn scan_inside_lexemes(
-    grammar: &Grammar,
-    lexemes: &LexemeDfas,
-    set: &[Item],
-    byte: u8,
-) -> Result<Option<Vec<Item>>, GrammarError> {
-    let mut next_set = Vec::with_capacity(set.len());
-    for &item in set {
-        if item.lex == NO_LEX {
-            continue;
-        }
-        let Symbol::Lexeme(lexeme) = grammar.rules[item.rule as usize].rhs[item.dot as usize] else {
-            continue;
-        };
-        let dfa = lexemes.get(grammar, lexeme)?;
-        let next = dfa.next(item.lex, byte);
-        if next == DEAD {
-            continue;
-        }
-        if dfa.is_accepting(next) {
-            return Ok(None);
-        }
-        next_set.push(Item { lex: next, ..item });
-    }
-    // NOTE: items that differed only in their lexeme state may now coincide.
-    if next_set.len() > 1 {
-        next_set.sort_unstable_by_key(|i| (i.rule, i.dot, i.origin, i.lex));
-        next_set.dedup();
-    }
-    Ok(Some(next_set))
 }
 
 /// Whether a set holds the completed augmented start rule.

@@ -16,8 +16,8 @@
 use std::sync::Arc;
 
 use sglr_fsm::{
-    live_tokens, live_tokens_delegated_bytes, live_tokens_donor, live_tokens_from_donor, ByteDfa, TokenTrie,
-    Vocabulary, DEAD,
+    bits_to_ids, live_tokens, live_tokens_delegated_bytes, live_tokens_donor, live_tokens_from_donor,
+    ByteDfa, TokenTrie, Vocabulary, DEAD,
 };
 
 use crate::earley::{close_seeds, step_byte, ByteStep, Chart, Item, ScanScratch, NO_LEX};
@@ -41,17 +41,7 @@ pub(crate) struct LexemeMask {
 impl LexemeMask {
     fn new(words: Vec<u32>, boundaries: Vec<u32>) -> Self {
         let num_tokens: usize = words.iter().map(|w| w.count_ones() as usize).sum();
-        let token_ids = (num_tokens <= words.len() / SPARSE_WORDS_PER_TOKEN).then(|| {
-            let mut ids = Vec::with_capacity(num_tokens);
-            for (index, &word) in words.iter().enumerate() {
-                let mut rest = word;
-                while rest != 0 {
-                    ids.push(index as u32 * 32 + rest.trailing_zeros());
-                    rest &= rest - 1;
-                }
-            }
-            ids
-        });
+        let token_ids = (num_tokens <= words.len() / SPARSE_WORDS_PER_TOKEN).then(|| bits_to_ids(&words));
         Self { words, token_ids, boundaries }
     }
 

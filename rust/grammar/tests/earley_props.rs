@@ -63,6 +63,29 @@ fn all_short_strings() -> Vocabulary {
     Vocabulary::new(list, vec![eos]).unwrap()
 }
 
+/// At every prefix of `prefix` (one matcher, so memoised lexeme masks are reused across
+/// steps): the mask holds exactly the tokens that advance.
+fn masks_agree_along(
+    matcher: &GrammarMatcher,
+    vocabulary: &Vocabulary,
+    prefix: &str,
+) -> Result<(), TestCaseError> {
+    let mut state = matcher.start().unwrap();
+    for step in 0..=prefix.len() {
+        if step > 0 && !matcher.advance_bytes(&mut state, &prefix.as_bytes()[step - 1..step]).unwrap() {
+            return Ok(());
+        }
+        let allowed = matcher.allowed_tokens(&state, vocabulary).unwrap();
+        for token in 0..vocabulary.vocab_size() as u32 {
+            let mut probe = state.clone();
+            let ok = matcher.advance_token(&mut probe, vocabulary, token).unwrap();
+            matcher.check_invariants(&probe).unwrap();
+            prop_assert_eq!(ok, allowed.contains(&token), "token {} after {:?}", token, &prefix[..step]);
+        }
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
 
@@ -92,21 +115,7 @@ proptest! {
     #[test]
     fn masks_agree_with_advancing(rules in grammar_strategy(), prefix in "[ab]{0,4}") {
         let Some(matcher) = build(&rules) else { return Ok(()) };
-        let vocabulary = tiny_vocabulary();
-        // Every prefix with one matcher, so memoised lexeme masks are reused across steps.
-        let mut state = matcher.start().unwrap();
-        for step in 0..=prefix.len() {
-            if step > 0 && !matcher.advance_bytes(&mut state, &prefix.as_bytes()[step - 1..step]).unwrap() {
-                return Ok(());
-            }
-            let allowed = matcher.allowed_tokens(&state, &vocabulary).unwrap();
-            for token in 0..vocabulary.vocab_size() as u32 {
-                let mut probe = state.clone();
-                let ok = matcher.advance_token(&mut probe, &vocabulary, token).unwrap();
-                matcher.check_invariants(&probe).unwrap();
-                prop_assert_eq!(ok, allowed.contains(&token), "token {} after {:?}", token, &prefix[..step]);
-            }
-        }
+        masks_agree_along(&matcher, &tiny_vocabulary(), &prefix)?;
     }
 
     /// Every string over {a, b} of 1 to 5 bytes as a token: tokens that end several lexemes and
@@ -114,19 +123,7 @@ proptest! {
     #[test]
     fn masks_agree_with_advancing_on_long_tokens(rules in grammar_strategy(), prefix in "[ab]{0,5}") {
         let Some(matcher) = build(&rules) else { return Ok(()) };
-        let vocabulary = all_short_strings();
-        let mut state = matcher.start().unwrap();
-        for step in 0..=prefix.len() {
-            if step > 0 && !matcher.advance_bytes(&mut state, &prefix.as_bytes()[step - 1..step]).unwrap() {
-                return Ok(());
-            }
-            let allowed = matcher.allowed_tokens(&state, &vocabulary).unwrap();
-            for token in 0..vocabulary.vocab_size() as u32 {
-                let mut probe = state.clone();
-                let ok = matcher.advance_token(&mut probe, &vocabulary, token).unwrap();
-                prop_assert_eq!(ok, allowed.contains(&token), "token {} after {:?}", token, &prefix[..step]);
-            }
-        }
+        masks_agree_along(&matcher, &all_short_strings(), &prefix)?;
     }
 
     #[test]
