@@ -1,13 +1,12 @@
 //! The model's vocabulary as token bytes, plus the byte trie the index walks.
 
+mod bounded;
 mod decode;
 mod shared;
 pub mod trie;
 
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
-
-use rustc_hash::FxHashMap;
 
 pub use decode::{decode_byte_level, decode_sentencepiece, encode_byte_level, TokenEncoding};
 
@@ -17,7 +16,8 @@ use crate::TokenId;
 use shared::SharedResults;
 use trie::TokenTrie;
 
-/// Bytes of shared component walks a vocabulary keeps before starting over.
+/// Bytes of shared component walks a vocabulary keeps (past it, the least recently used are
+/// dropped).
 const COMPONENT_CACHE_BYTES: usize = 64 << 20;
 
 /// Longest token accepted, in bytes (the trie stores depths as `u16`).
@@ -42,8 +42,8 @@ pub struct Vocabulary {
     shared: SharedResults,
 }
 
-/// Component walks by signature, and their total size in bytes.
-type ComponentCache = (FxHashMap<Vec<u16>, Arc<ComponentWalk>>, usize);
+/// Component walks by signature.
+type ComponentCache = bounded::BoundedCache<Vec<u16>, Arc<ComponentWalk>>;
 
 impl Vocabulary {
     /// Builds a vocabulary from raw token bytes indexed by token id. `None` (or empty bytes)
@@ -88,7 +88,7 @@ impl Vocabulary {
             eos_token_ids,
             trie: TokenTrie::default(),
             fingerprint: 0,
-            components: Mutex::default(),
+            components: Mutex::new(ComponentCache::new(COMPONENT_CACHE_BYTES)),
             shared: SharedResults::default(),
         };
         vocab.trie =
@@ -157,7 +157,7 @@ impl Vocabulary {
 
     /// Heap bytes of the token table, the trie and the shared component walks.
     pub fn memory_bytes(&self) -> usize {
-        let components = self.components.lock().unwrap_or_else(|p| p.into_inner()).1;
+        let components = self.lock_components().num_bytes();
         self.bytes.capacity()
             + self.offsets.capacity() * 4
             + self.trie.memory_bytes()
@@ -191,27 +191,23 @@ impl Vocabulary {
         signature: &[u16],
         walk: impl FnOnce() -> ComponentWalk,
     ) -> Arc<ComponentWalk> {
-        if let Some(found) = self.lock_components().0.get(signature) {
-            return found.clone();
+        if let Some(found) = self.lock_components().get(signature) {
+            return found;
         }
-        // NOTE: computed outside the lock; two threads may both compute a walk, one wins.
+        // NOTE: computed outside the lock; two threads may both compute a walk, the last stays.
         let computed = Arc::new(walk());
-        let mut cache = self.lock_components();
-        if cache.1 + computed.memory_bytes() > COMPONENT_CACHE_BYTES {
-            *cache = Default::default();
-        }
-        cache.1 += computed.memory_bytes();
-        cache.0.entry(signature.to_vec()).or_insert(computed).clone()
+        let num_bytes = computed.memory_bytes();
+        self.lock_components().insert(signature.to_vec(), computed, num_bytes)
     }
 
     /// Number of distinct component walks cached.
     pub fn num_cached_components(&self) -> usize {
-        self.lock_components().0.len()
+        self.lock_components().len()
     }
 
     /// Forgets the shared component walks (benchmarks use it to measure cold costs).
     pub fn clear_caches(&self) {
-        *self.lock_components() = Default::default();
+        self.lock_components().clear();
         self.shared.clear();
     }
 

@@ -4,21 +4,26 @@
 use std::any::Any;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use rustc_hash::FxHashMap;
+use super::bounded::BoundedCache;
 
-/// Bytes of shared results a vocabulary keeps before starting over.
+/// Bytes of shared results a vocabulary keeps (past it, the least recently used are dropped).
 const SHARED_RESULT_BYTES: usize = 64 << 20;
 
-type Entry = (Arc<dyn Any + Send + Sync>, usize);
+type Entry = Arc<dyn Any + Send + Sync>;
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct SharedResults {
-    /// Results by key, with their sizes, and the sizes' total.
-    cache: Mutex<(FxHashMap<Vec<u8>, Entry>, usize)>,
+    cache: Mutex<BoundedCache<Vec<u8>, Entry>>,
+}
+
+impl Default for SharedResults {
+    fn default() -> Self {
+        Self { cache: Mutex::new(BoundedCache::new(SHARED_RESULT_BYTES)) }
+    }
 }
 
 impl SharedResults {
-    fn lock(&self) -> MutexGuard<'_, (FxHashMap<Vec<u8>, Entry>, usize)> {
+    fn lock(&self) -> MutexGuard<'_, BoundedCache<Vec<u8>, Entry>> {
         // NOTE: a panic while holding the lock cannot leave the map half-updated.
         self.cache.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -29,8 +34,8 @@ impl SharedResults {
         size: impl FnOnce(&T) -> usize,
         compute: impl FnOnce() -> Result<T, E>,
     ) -> Result<Arc<T>, E> {
-        if let Some((found, _)) = self.lock().0.get(key) {
-            if let Ok(found) = found.clone().downcast::<T>() {
+        if let Some(found) = self.lock().get(key) {
+            if let Ok(found) = found.downcast::<T>() {
                 return Ok(found);
             }
         }
@@ -38,27 +43,20 @@ impl SharedResults {
         // threads may both compute one, the last one stays.
         let computed = Arc::new(compute()?);
         let bytes = size(&computed) + key.len();
-        let mut cache = self.lock();
-        if cache.1 + bytes > SHARED_RESULT_BYTES {
-            *cache = Default::default();
-        }
-        cache.1 += bytes;
-        if let Some((_, replaced)) = cache.0.insert(key.to_vec(), (computed.clone(), bytes)) {
-            cache.1 -= replaced;
-        }
+        self.lock().insert(key.to_vec(), computed.clone(), bytes);
         Ok(computed)
     }
 
     pub fn len(&self) -> usize {
-        self.lock().0.len()
+        self.lock().len()
     }
 
     pub fn memory_bytes(&self) -> usize {
-        self.lock().1
+        self.lock().num_bytes()
     }
 
     pub fn clear(&self) {
-        *self.lock() = Default::default();
+        self.lock().clear();
     }
 }
 
