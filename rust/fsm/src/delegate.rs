@@ -11,15 +11,19 @@ use crate::walk::{allow_tokens_at, walk_below};
 /// Fewest first bytes worth delegating.
 const MIN_DELEGATED_BYTES: usize = 48;
 
-/// The bytes delegated from a state to its donor.
-pub(crate) struct Delegation {
+/// A state's donor, and the first bytes it hands over: from the state, each such byte leads to
+/// the donor, which loops on it, so every token starting with one behaves from the state
+/// exactly as from the donor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Delegation {
     pub donor: u32,
     /// Bit b set: first byte b is delegated.
     pub bytes: [u64; 4],
 }
 
 impl Delegation {
-    fn contains(&self, byte: u16) -> bool {
+    /// Whether first byte `byte` is handed to the donor.
+    pub fn contains(&self, byte: u16) -> bool {
         byte < 256 && self.bytes[byte as usize >> 6] & (1 << (byte & 63)) != 0
     }
 }

@@ -26,11 +26,12 @@ mod walk;
 
 pub use batch::{fill_bitmask_rows, fill_bitmasks};
 pub use counter::{CountedDfa, CountedWindow};
+pub use delegate::Delegation;
 pub use dfa::{ByteDfa, CompileLimits, DEAD};
 pub use error::FsmError;
 pub use fsm::{FsmStats, TokenFsm};
 pub use jump::JumpForward;
-pub use live::{live_tokens, live_tokens_delegated_bytes, live_tokens_donor, live_tokens_from_donor};
+pub use live::{live_tokens, live_tokens_donor, live_tokens_from_donor};
 pub use row::bits_to_ids;
 pub use vocab::trie::{TokenTrie, TrieNode};
 pub use vocab::{

@@ -5,7 +5,7 @@
 //! [`TokenFsm`]: crate::TokenFsm
 
 use crate::component::{local_component, row_from_component, walk_component};
-use crate::delegate::{delegated_row, delegation, is_donor};
+use crate::delegate::{delegated_row, delegation, is_donor, Delegation};
 use crate::dfa::ByteDfa;
 use crate::vocab::Vocabulary;
 use crate::walk::walk_allowed;
@@ -25,45 +25,30 @@ pub fn live_tokens(dfa: &ByteDfa, vocab: &Vocabulary, state: u32, mask: &mut [u3
 }
 
 /// The loop state whose live tokens give most of `state`'s (a key-name prefix inside a
-/// free-text key, the first character of a `[a-z]+` run: see `delegate.rs`), if any; the
-/// caller passes that state's tokens (computed and kept once) to [`live_tokens_from_donor`]
-/// instead of calling [`live_tokens`], which would walk the whole vocabulary for such a state.
-/// A donor never has a donor itself.
-pub fn live_tokens_donor(dfa: &ByteDfa, state: u32) -> Option<u32> {
+/// free-text key, the first character of a `[a-z]+` run: see `delegate.rs`), with the first
+/// bytes it covers, if any; the caller passes that state's tokens (computed and kept once) to
+/// [`live_tokens_from_donor`] instead of calling [`live_tokens`], which would walk the whole
+/// vocabulary for such a state. A donor never has a donor itself.
+pub fn live_tokens_donor(dfa: &ByteDfa, state: u32) -> Option<Delegation> {
     if is_donor(dfa, state) {
         return None;
     }
-    delegation(dfa, state).map(|found| found.donor)
+    delegation(dfa, state)
 }
 
-/// The first bytes [`live_tokens_donor`] hands to the donor (bit b of the 256-bit set: from
-/// `state`, byte b leads to the donor, which loops on b), so that every token starting with
-/// such a byte behaves from `state` exactly as from the donor. `None` when `state` has no donor.
-pub fn live_tokens_delegated_bytes(dfa: &ByteDfa, state: u32) -> Option<[u64; 4]> {
-    if is_donor(dfa, state) {
-        return None;
-    }
-    delegation(dfa, state).map(|found| found.bytes)
-}
-
-/// [`live_tokens`] of `state` from `donor_words`, the live tokens of its
-/// [`live_tokens_donor`]: the donor's bits of tokens whose first byte is delegated, plus
-/// walks under every other first byte. Overwrites `mask`.
+/// [`live_tokens`] of `state` from `donor_words`, the live tokens of `delegation.donor` (its
+/// [`live_tokens_donor`]): the donor's bits of tokens whose first byte is delegated, plus walks
+/// under every other first byte. Overwrites `mask`.
 pub fn live_tokens_from_donor(
     dfa: &ByteDfa,
     vocab: &Vocabulary,
     state: u32,
+    delegation: &Delegation,
     donor_words: &[u32],
     mask: &mut [u32],
 ) -> usize {
     assert_eq!(mask.len(), vocab.num_mask_words(), "mask length");
-    match delegation(dfa, state) {
-        Some(found) if !is_donor(dfa, state) => delegated_row(dfa, vocab, state, &found, donor_words, mask),
-        _ => {
-            mask.fill(0);
-            live_tokens(dfa, vocab, state, mask)
-        }
-    }
+    delegated_row(dfa, vocab, state, delegation, donor_words, mask)
 }
 
 #[cfg(test)]
@@ -105,13 +90,14 @@ mod tests {
         for state in 0..dfa.num_states() as u32 {
             let mut plain = vec![0u32; vocab.num_mask_words()];
             walk_allowed(&dfa, &vocab.trie, state, &mut plain, None);
-            let Some(donor) = live_tokens_donor(&dfa, state) else { continue };
+            let Some(found) = live_tokens_donor(&dfa, state) else { continue };
+            let donor = found.donor;
             assert!(live_tokens_donor(&dfa, donor).is_none(), "a donor has no donor");
             delegating += 1;
             let mut donor_words = vec![0u32; vocab.num_mask_words()];
             live_tokens(&dfa, &vocab, donor, &mut donor_words);
             let mut mask = vec![u32::MAX; vocab.num_mask_words()];
-            live_tokens_from_donor(&dfa, &vocab, state, &donor_words, &mut mask);
+            live_tokens_from_donor(&dfa, &vocab, state, &found, &donor_words, &mut mask);
             assert_eq!(mask, plain, "state {state}");
         }
         assert!(delegating > 0, "the first body character delegates");

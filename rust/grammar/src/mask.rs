@@ -16,8 +16,8 @@
 use std::sync::Arc;
 
 use sglr_fsm::{
-    bits_to_ids, live_tokens, live_tokens_delegated_bytes, live_tokens_donor, live_tokens_from_donor,
-    ByteDfa, TokenTrie, Vocabulary, DEAD,
+    bits_to_ids, live_tokens, live_tokens_donor, live_tokens_from_donor, ByteDfa, Delegation, TokenTrie,
+    Vocabulary, DEAD,
 };
 
 use crate::earley::{close_seeds, step_byte, ByteStep, Chart, Item, ScanScratch, NO_LEX};
@@ -204,16 +204,15 @@ impl GrammarMatcher {
         let mut words = vec![0u32; vocabulary.num_mask_words()];
         let distances = view.accept_distances();
         let trie = vocabulary.trie();
-        match live_tokens_donor(dfa, state).zip(live_tokens_delegated_bytes(dfa, state)) {
-            Some((donor, delegated)) => {
+        match live_tokens_donor(dfa, state) {
+            Some(delegation) => {
                 // NOTE: one level deep at most, a donor has no donor. Under a delegated first
                 // byte this state and the donor reach the same states, so the donor's
                 // boundaries there are this state's too.
-                let donor_mask = self.view_mask(vocabulary, lexeme, view, donor)?;
-                live_tokens_from_donor(dfa, vocabulary, state, &donor_mask.words, &mut words);
-                let takes = |byte: u8| delegated[byte as usize >> 6] >> (byte & 63) & 1 == 1;
+                let donor_mask = self.view_mask(vocabulary, lexeme, view, delegation.donor)?;
+                live_tokens_from_donor(dfa, vocabulary, state, &delegation, &donor_mask.words, &mut words);
                 let boundaries =
-                    delegated_boundaries(dfa, distances, trie, state, &donor_mask.boundaries, takes);
+                    delegated_boundaries(dfa, distances, trie, state, &donor_mask.boundaries, &delegation);
                 Ok(LexemeMask::new(words, boundaries))
             }
             None => {
@@ -401,7 +400,7 @@ fn lexeme_boundaries(
     boundaries
 }
 
-/// [`lexeme_boundaries`] of a state that hands the first bytes `delegated` to a donor whose
+/// [`lexeme_boundaries`] of a state that hands some first bytes to a donor (`delegation`) whose
 /// boundaries are `donor_boundaries`: the donor's under those bytes, a walk under the others.
 fn delegated_boundaries(
     dfa: &ByteDfa,
@@ -409,14 +408,14 @@ fn delegated_boundaries(
     trie: &TokenTrie,
     lex: u32,
     donor_boundaries: &[u32],
-    delegated: impl Fn(u8) -> bool,
+    delegation: &Delegation,
 ) -> Vec<u32> {
     let mut boundaries = Vec::new();
     let end = trie.nodes[0].subtree_end as usize;
     let mut child = 1;
     while child < end {
         let next_child = trie.nodes[child].subtree_end as usize;
-        if delegated(trie.nodes[child].byte) {
+        if delegation.contains(u16::from(trie.nodes[child].byte)) {
             let first = donor_boundaries.partition_point(|&b| (b as usize) < child);
             let last = donor_boundaries.partition_point(|&b| (b as usize) < next_child);
             boundaries.extend_from_slice(&donor_boundaries[first..last]);
@@ -528,12 +527,14 @@ impl SeedClosures {
 
     /// Closure `id` stepped on `byte` (origins of its own predictions still [`OWN_SET`]).
     fn step(&mut self, matcher: &GrammarMatcher, id: usize, byte: u8) -> Result<&ByteStep, GrammarError> {
-        if !self.steps.contains_key(&(id, byte)) {
-            let mut step = ByteStep::default();
-            step_byte(&matcher.grammar, &matcher.lexemes, &self.items[id], byte, &mut step)?;
-            self.steps.insert((id, byte), step);
+        match self.steps.entry((id, byte)) {
+            std::collections::hash_map::Entry::Occupied(found) => Ok(found.into_mut()),
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                let mut step = ByteStep::default();
+                step_byte(&matcher.grammar, &matcher.lexemes, &self.items[id], byte, &mut step)?;
+                Ok(slot.insert(step))
+            }
         }
-        Ok(&self.steps[&(id, byte)])
     }
 
     /// [`SeedClosures::step`] already taken.
