@@ -4,7 +4,8 @@
 //! "cases": [{"name", "schema", "instances": [[token ids]]}]}`;
 //! `cargo run --release -p sglr-grammar --example mask_profile -- CASES [MASKS]` (MASKS: masks
 //! timed per instance, default 32). Prints each case's compile time and slowest masks (`QUIET=1`:
-//! only the summary over all cases; `SLOW=1`: each case's masks over 1 ms, on stderr; `SPLIT=1`:
+//! only the summary over all cases; `SLOW=1`: each case's masks over 1 ms, on stderr; `TRACE=1`: every timed mask with the
+//! text before it, on stderr; `REPEAT=N`: each case's instances N times, the last pass timed; `SPLIT=1`:
 //! only each case's schema -> grammar time and first-mask time, in ms).
 use std::sync::Arc;
 use std::time::Instant;
@@ -21,11 +22,15 @@ fn main() {
     let path = std::env::args().nth(1).expect("a cases file");
     let timed: usize = std::env::args().nth(2).map_or(32, |n| n.parse().unwrap());
     let input: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let tokens = input["vocab"].as_array().unwrap().iter().map(|t| t.as_str().map(hex)).collect();
+    let tokens: Vec<Option<Vec<u8>>> =
+        input["vocab"].as_array().unwrap().iter().map(|t| t.as_str().map(hex)).collect();
+    let token_bytes = tokens.clone();
     let eos = input["eos"].as_array().unwrap().iter().map(|t| t.as_u64().unwrap() as u32).collect();
     let vocabulary = Arc::new(Vocabulary::new(tokens, eos).unwrap());
     let options = JsonSchemaOptions { additional_properties_default: true, ..Default::default() };
     let quiet = std::env::var("QUIET").is_ok();
+    let trace = std::env::var("TRACE").is_ok();
+    let repeat: usize = std::env::var("REPEAT").map_or(1, |n| n.parse().unwrap());
     let mut all_masks: Vec<f64> = Vec::new();
     let mut all_compiles: Vec<f64> = Vec::new();
     for case in input["cases"].as_array().unwrap() {
@@ -53,16 +58,35 @@ fn main() {
             continue;
         }
         let mut masks: Vec<(f64, usize, usize)> = Vec::new();
-        for (index, instance) in case["instances"].as_array().unwrap().iter().enumerate() {
+        let instances = case["instances"].as_array().unwrap();
+        let last_pass = (repeat - 1) * instances.len();
+        for (pass, instance) in instances.iter().cycle().take(repeat * instances.len()).enumerate() {
+            // Only the last pass over the instances is kept (REPEAT=N: the others warm the caches).
+            let index = pass % instances.len();
+            let kept = pass >= last_pass;
             let mut state = matcher.start().unwrap();
+            let mut text: Vec<u8> = Vec::new();
             for (step, token) in instance.as_array().unwrap().iter().enumerate() {
                 let token = token.as_u64().unwrap() as u32;
                 if step < timed {
                     mask.fill(0);
                     let started = Instant::now();
                     matcher.fill_mask(&state, &vocabulary, &mut mask).unwrap();
-                    masks.push((started.elapsed().as_secs_f64() * 1e6, index, step));
+                    let micros = started.elapsed().as_secs_f64() * 1e6;
+                    if trace && kept {
+                        let allowed: u32 = mask.iter().map(|w| w.count_ones()).sum();
+                        let tail = &text[text.len().saturating_sub(40)..];
+                        eprintln!(
+                            "TRACE {} {index} {step} {micros:.1} allowed={allowed} {:?}",
+                            case["name"],
+                            String::from_utf8_lossy(tail)
+                        );
+                    }
+                    if kept {
+                        masks.push((micros, index, step));
+                    }
                 }
+                text.extend(token_bytes[token as usize].as_deref().unwrap_or_default());
                 if !matcher.advance_token(&mut state, &vocabulary, token).unwrap() {
                     break;
                 }

@@ -371,16 +371,85 @@ fn long_regexes_become_rules() {
     assert!(!accepts(&m, r#"{"property_3": "a4"}"#));
 }
 
-/// A free-form container next to a keyword the rules refuse (tuple `items`) keeps the regex
-/// path's lexeme instead of failing.
+/// A free-form container next to a keyword the rules refuse (`maxItems` past the grammar's
+/// unrolling bound) keeps the regex path's lexeme instead of failing.
 #[test]
 fn refused_rules_fall_back_to_the_regex() {
     let schema = r#"{"type": "object", "properties": {"free": {"type": "object"},
-        "pair": {"type": "array", "items": [{"type": "integer"}, {"type": "string"}], "additionalItems": false}}}"#;
+        "many": {"type": "array", "items": {"type": "integer"}, "maxItems": 300}}}"#;
     let m = keyword_matcher(schema, true);
-    assert!(accepts(&m, r#"{"free": {"a": [1]}, "pair": [1, "x"]}"#));
-    assert!(!accepts(&m, r#"{"pair": ["x", 1]}"#));
-    // The fallback spells out string lengths past the regex path's default bound.
+    let items = |n: usize| vec!["1"; n].join(", ");
+    assert!(accepts(&m, &format!(r#"{{"free": {{"a": [1]}}, "many": [{}]}}"#, items(300))));
+    assert!(!accepts(&m, &format!(r#"{{"many": [{}]}}"#, items(301))));
+    assert!(!accepts(&m, r#"{"many": ["x"]}"#));
+}
+
+/// Tuples through the rules: `prefixItems` with `items` for the rest, draft-4 `items: [...]`
+/// with `additionalItems`, and `additionalItems` beside a single `items` schema (meaningless
+/// there), against `minItems` / `maxItems`; each document decided by hand.
+#[test]
+fn tuples() {
+    let cases: &[(&str, &[&str], &[&str])] = &[
+        (
+            r#"{"type": "array", "items": [{"type": "integer"}, {"type": "string"}], "additionalItems": false}"#,
+            &["[]", "[1]", r#"[1, "x"]"#],
+            &[r#"["x"]"#, r#"[1, 2]"#, r#"[1, "x", 3]"#],
+        ),
+        (
+            r#"{"type": "array", "items": [{"type": "integer"}], "additionalItems": {"type": "boolean"},
+                "minItems": 2}"#,
+            &["[1, true]", "[1, true, false]"],
+            &["[]", "[1]", "[1, 2]", "[true, true]"],
+        ),
+        (
+            r#"{"type": "array", "prefixItems": [{"const": "a"}, {"const": "b"}], "items": {"type": "null"},
+                "maxItems": 3}"#,
+            &["[]", r#"["a"]"#, r#"["a", "b"]"#, r#"["a", "b", null]"#],
+            &[r#"["b"]"#, r#"["a", "b", null, null]"#, r#"["a", null]"#, r#"["a", "b", 1]"#],
+        ),
+        (
+            r#"{"type": "array", "prefixItems": [{"type": "integer"}, {"type": "integer"}], "maxItems": 1}"#,
+            &["[]", "[1]"],
+            &["[1, 2]"],
+        ),
+        (
+            // The rest is free when `items` is absent.
+            r#"{"type": "array", "prefixItems": [{"type": "integer"}], "minItems": 1}"#,
+            &["[1]", r#"[1, "x", {"a": [null]}]"#],
+            &["[]", r#"["x"]"#],
+        ),
+        (
+            r#"{"type": "array", "items": [{"type": "integer"}, false], "additionalItems": {"type": "integer"}}"#,
+            &["[]", "[1]"],
+            &["[1, 2]", "[1, 2, 3]"],
+        ),
+        (
+            // additionalItems beside a single schema: ignored.
+            r#"{"type": "array", "items": {"type": "integer"}, "additionalItems": false}"#,
+            &["[]", "[1, 2, 3]"],
+            &[r#"["x"]"#],
+        ),
+    ];
+    for (schema, valid, invalid) in cases {
+        // As written (one regex lexeme), and with an unused reference beside it (the array's
+        // rules; its items stay regexes).
+        let with_rules = schema.replacen('{', r##"{"$defs": {"unused": {"$ref": "#"}}, "##, 1);
+        for schema in [schema.to_string(), with_rules] {
+            let m = keyword_matcher(&schema, false);
+            for text in *valid {
+                assert!(accepts(&m, text), "{schema} should accept {text}");
+            }
+            for text in *invalid {
+                assert!(!accepts(&m, text), "{schema} should reject {text}");
+            }
+        }
+    }
+    // More items than the tuple and its rest admit: no document at all.
+    let none =
+        r#"{"type": "array", "items": [{"type": "integer"}], "additionalItems": false, "minItems": 2}"#;
+    let options = JsonSchemaOptions { additional_properties_default: false, ..JsonSchemaOptions::default() };
+    assert!(json_schema_to_grammar(none, &options).is_err());
+    // A tuple inside a container is taken apart into rules: no lexeme spells a whole member.
     let long = r#"{"type": "object", "properties": {"free": {"type": "object"},
         "pair": {"type": "array", "items": [{"type": "integer"}, {"type": "string", "maxLength": 100}],
                  "additionalItems": false}}}"#;

@@ -314,11 +314,14 @@ pub(crate) fn array_schema(ctx: &mut Ctx, map: &Map<String, Value>, path: &str) 
         return Ok(NEVER.into());
     }
     positions.truncate(max_items.unwrap_or(usize::MAX).min(positions.len()));
+    let mut rest_allowed = rest_allowed;
     if let Some(never) = positions.iter().position(|p| p == NEVER) {
         if never < min_items {
             return Ok(NEVER.into());
         }
         positions.truncate(never);
+        // No item can stand at that position, so none after it either.
+        rest_allowed = false;
     }
     // Items after the tuple: how many, at least and at most.
     let num_tuple = positions.len();
@@ -401,6 +404,18 @@ mod tests {
         let undeclared = [r#""nam""#, r#""names""#, r#""Name""#, r#""a""#, r#""\u00e8""#, r#""x""#, r#""q""#];
         for key in undeclared {
             assert!(!matches(&inside, key) && matches(&outside, key), "{key}");
+        }
+    }
+
+    /// A `false` tuple position admits no item there, so none after it either (the rest's
+    /// schema included).
+    #[test]
+    fn a_false_tuple_position_ends_the_array() {
+        let schema = r#"{"type": "array", "items": [{"type": "integer"}, false], "additionalItems": {"type": "integer"}}"#;
+        let regex = crate::schema::json_schema_to_regex(schema, &crate::schema::JsonSchemaOptions::default())
+            .unwrap();
+        for (text, valid) in [("[]", true), ("[1]", true), ("[1, 2]", false), ("[1, 2, 3]", false)] {
+            assert_eq!(matches(&regex, text), valid, "{text}");
         }
     }
 }
