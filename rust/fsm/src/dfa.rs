@@ -47,13 +47,13 @@ impl Default for CompileLimits {
 /// A DFA over bytes with equivalence classes, holding only live states. State 0 is the start.
 #[derive(Debug, Clone)]
 pub struct ByteDfa {
-    classes: [u8; 256],
-    num_classes: usize,
+    pub(crate) classes: [u8; 256],
+    pub(crate) num_classes: usize,
     /// Number of bytes in each class, and one byte of it.
     class_len: Vec<u16>,
     class_byte: Vec<u8>,
     /// `trans[state * num_classes + class]`: next live state or `DEAD`.
-    trans: Vec<u32>,
+    pub(crate) trans: Vec<u32>,
     accepting: Vec<bool>,
 }
 
