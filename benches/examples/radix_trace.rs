@@ -4,7 +4,8 @@
 //!   forest, gateway2}), for instruction counts under
 //!   `valgrind --tool=callgrind target/release/examples/radix_trace <which> <trace>`. Those are
 //!   deterministic, unlike wall time on a shared machine. Trace and text construction are
-//!   counted too: `which = none` is that part alone, to subtract.
+//!   counted too: `which = none` is that part alone, to subtract. `radix_trace <which> <trace>
+//!   <passes>` runs it that many times (each on a fresh tree), for `perf record`.
 //! - `radix_trace interleaved <trace> [rounds]`: wall time with the four trees interleaved
 //!   round by round (each round runs every tree once on a fresh tree), so load that comes and
 //!   goes hits all of them alike. Prints per-request medians and the median of the per-round
@@ -87,7 +88,8 @@ fn interleaved(trace: &[Vec<u32>], texts: &[String], rounds: usize) {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let usage = "usage: radix_trace <none|radix|gateway1|forest|gateway2|interleaved> <paper|heavy> [rounds]";
+    let usage =
+        "usage: radix_trace <none|radix|gateway1|forest|gateway2|interleaved> <paper|heavy> [rounds|passes]";
     let (which, trace_name) = match args.as_slice() {
         [_, which, trace] | [_, which, trace, _] => (which.as_str(), trace.as_str()),
         _ => {
@@ -105,6 +107,9 @@ fn main() {
         let rounds = args.get(3).map_or(21, |rounds| rounds.parse().expect("rounds: a number"));
         interleaved(&trace, &texts, rounds);
     } else {
-        run(which, &trace, &texts);
+        let passes = args.get(3).map_or(1, |passes| passes.parse().expect("passes: a number"));
+        for _ in 0..passes {
+            run(which, &trace, &texts);
+        }
     }
 }
