@@ -9,7 +9,8 @@
 //! - `radix_trace interleaved <trace> [rounds]`: wall time with the four trees interleaved
 //!   round by round (each round runs every tree once on a fresh tree), so load that comes and
 //!   goes hits all of them alike. Prints per-request medians and the median of the per-round
-//!   ratios gateway / sglr.
+//!   ratios gateway / sglr. A fifth row, `keys`, reads the trace's tokens once (an OR over
+//!   them): the floor that reading the requests from memory sets for any tree.
 
 use std::time::Instant;
 
@@ -20,7 +21,9 @@ use sglr_benches::radix_compare::{
 use sglr_benches::{heavy_2k_trace, paper_overhead_trace};
 use sglr_radix::RadixTree;
 
-const TREES: [&str; 4] = ["radix", "gateway1", "forest", "gateway2"];
+/// Interleaved in this order; `keys` (last, so that it leaves the caches as they were for the
+/// trees) only reads every request's tokens once: the memory traffic no tree can avoid.
+const TREES: [&str; 5] = ["radix", "gateway1", "forest", "gateway2", "keys"];
 
 /// Runs one tree over the trace; returns the seconds spent in tree calls (building and
 /// dropping the empty tree excluded).
@@ -50,6 +53,12 @@ fn run(which: &str, trace: &[Vec<u32>], texts: &[String]) -> f64 {
             let tree = GatewayTree::new();
             let start = Instant::now();
             std::hint::black_box(gateway_route(&tree, texts, &tenants));
+            start.elapsed().as_secs_f64()
+        }
+        "keys" => {
+            let start = Instant::now();
+            let bits = trace.iter().flatten().fold(0u32, |bits, &token| bits | token);
+            std::hint::black_box(bits);
             start.elapsed().as_secs_f64()
         }
         other => panic!("unknown tree {other}"),
@@ -89,7 +98,7 @@ fn interleaved(trace: &[Vec<u32>], texts: &[String], rounds: usize) {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let usage =
-        "usage: radix_trace <none|radix|gateway1|forest|gateway2|interleaved> <paper|heavy> [rounds|passes]";
+        "usage: radix_trace <none|radix|gateway1|forest|gateway2|keys|interleaved> <paper|heavy> [rounds|passes]";
     let (which, trace_name) = match args.as_slice() {
         [_, which, trace] | [_, which, trace, _] => (which.as_str(), trace.as_str()),
         _ => {
