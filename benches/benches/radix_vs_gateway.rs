@@ -5,8 +5,8 @@
 //!
 //! - `kv/*`: the KV-cache use: sglr's `RadixTree` request cycle (match + lock + insert +
 //!   unlock) against the gateway tree with one tenant (match + insert);
-//! - `router/*`: two replicas: sglr's `PrefixForest` (match both + insert) against the
-//!   gateway tree with two tenants (match + insert), same routing rule.
+//! - `router/*`: two replicas: sglr's `PrefixForest::route` (one call: match both, choose,
+//!   insert) against the gateway tree with two tenants (match + insert), same routing rule.
 //!
 //! Every iteration starts from an empty tree; throughput is in requests, so criterion's time
 //! per iteration divided by the request count is the per-request cost.

@@ -4,11 +4,13 @@
 //!   forest, gateway2}), for instruction counts under
 //!   `valgrind --tool=callgrind target/release/examples/radix_trace <which> <trace>`. Those are
 //!   deterministic, unlike wall time on a shared machine. Trace and text construction are
-//!   counted too: `which = none` is that part alone, to subtract.
+//!   counted too: `which = none` is that part alone, to subtract. `radix_trace <which> <trace>
+//!   <passes>` runs it that many times (each on a fresh tree), for `perf record`.
 //! - `radix_trace interleaved <trace> [rounds]`: wall time with the four trees interleaved
 //!   round by round (each round runs every tree once on a fresh tree), so load that comes and
 //!   goes hits all of them alike. Prints per-request medians and the median of the per-round
-//!   ratios gateway / sglr.
+//!   ratios gateway / sglr. A fifth row, `keys`, reads the trace's tokens once (an OR over
+//!   them): the floor that reading the requests from memory sets for any tree.
 
 use std::time::Instant;
 
@@ -19,7 +21,9 @@ use sglr_benches::radix_compare::{
 use sglr_benches::{heavy_2k_trace, paper_overhead_trace};
 use sglr_radix::RadixTree;
 
-const TREES: [&str; 4] = ["radix", "gateway1", "forest", "gateway2"];
+/// Interleaved in this order; `keys` (last, so that it leaves the caches as they were for the
+/// trees) only reads every request's tokens once: the memory traffic no tree can avoid.
+const TREES: [&str; 5] = ["radix", "gateway1", "forest", "gateway2", "keys"];
 
 /// Runs one tree over the trace; returns the seconds spent in tree calls (building and
 /// dropping the empty tree excluded).
@@ -49,6 +53,12 @@ fn run(which: &str, trace: &[Vec<u32>], texts: &[String]) -> f64 {
             let tree = GatewayTree::new();
             let start = Instant::now();
             std::hint::black_box(gateway_route(&tree, texts, &tenants));
+            start.elapsed().as_secs_f64()
+        }
+        "keys" => {
+            let start = Instant::now();
+            let bits = trace.iter().flatten().fold(0u32, |bits, &token| bits | token);
+            std::hint::black_box(bits);
             start.elapsed().as_secs_f64()
         }
         other => panic!("unknown tree {other}"),
@@ -87,7 +97,8 @@ fn interleaved(trace: &[Vec<u32>], texts: &[String], rounds: usize) {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let usage = "usage: radix_trace <none|radix|gateway1|forest|gateway2|interleaved> <paper|heavy> [rounds]";
+    let usage =
+        "usage: radix_trace <none|radix|gateway1|forest|gateway2|keys|interleaved> <paper|heavy> [rounds|passes]";
     let (which, trace_name) = match args.as_slice() {
         [_, which, trace] | [_, which, trace, _] => (which.as_str(), trace.as_str()),
         _ => {
@@ -105,6 +116,9 @@ fn main() {
         let rounds = args.get(3).map_or(21, |rounds| rounds.parse().expect("rounds: a number"));
         interleaved(&trace, &texts, rounds);
     } else {
-        run(which, &trace, &texts);
+        let passes = args.get(3).map_or(1, |passes| passes.parse().expect("passes: a number"));
+        for _ in 0..passes {
+            run(which, &trace, &texts);
+        }
     }
 }

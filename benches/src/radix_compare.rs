@@ -6,19 +6,22 @@ use std::hint::black_box;
 use std::sync::Arc;
 
 use sglr_radix::RadixTree;
-use sglr_router::PrefixForest;
+use sglr_router::{CacheAwareRule, PrefixForest, ReplicaLoad};
 
 use crate::gateway_tree::{GatewayTree, TenantId};
 
-/// A request goes to the replica with the longest match when over half of it matched there,
-/// else to the replica holding the least (the cache-aware policy without load balancing).
-const CACHE_THRESHOLD_NUM: usize = 1;
-const CACHE_THRESHOLD_DEN: usize = 2;
+/// A request goes to the replica with the longest match when at least half of it matched
+/// there, else to the replica holding the least: the router's cache-aware policy at its default
+/// thresholds, with nothing in flight (so never imbalanced).
+const ROUTER_RULE: CacheAwareRule =
+    CacheAwareRule { balance_abs_threshold: 32, balance_rel_threshold: 1.5, cache_threshold: 0.5 };
+const IDLE_LOADS: [ReplicaLoad; 2] =
+    [ReplicaLoad { replica: 0, num_in_flight: 0 }, ReplicaLoad { replica: 1, num_in_flight: 0 }];
 /// The router's default tree bound (`RouterConfig.max_keys_per_tree`).
 pub const MAX_KEYS_PER_TREE: usize = 1 << 21;
 
 fn cache_hit(matched: usize, len: usize) -> bool {
-    matched * CACHE_THRESHOLD_DEN > len * CACHE_THRESHOLD_NUM
+    ROUTER_RULE.is_cache_hit(matched, len)
 }
 
 /// sglr's KV-cache tree, one request as the scheduler runs it: match, lock the prefix, insert
@@ -45,21 +48,13 @@ pub fn gateway_single_tenant(tree: &GatewayTree, texts: &[String], tenant: &Tena
     }
 }
 
-/// sglr's router trees for two replicas (0 and 1): match every replica, pick one, insert.
+/// sglr's router trees for two replicas (0 and 1), one `route` call per request as the router
+/// makes it: match every replica, pick one, insert from where its match ended.
 pub fn forest_route(forest: &mut PrefixForest, trace: &[Vec<u32>]) -> Vec<u32> {
-    let mut choices = Vec::with_capacity(trace.len());
-    for key in trace {
-        let best = forest.best_match(key).expect("two replicas");
-        let replica = if cache_hit(best.matched_len, key.len()) {
-            best.replica
-        } else {
-            let sizes = [forest.num_keys(0).expect("replica 0"), forest.num_keys(1).expect("replica 1")];
-            u32::from(sizes[1] < sizes[0])
-        };
-        forest.insert(replica, key).expect("known replica");
-        choices.push(replica);
-    }
-    choices
+    trace
+        .iter()
+        .map(|key| forest.route(key, &IDLE_LOADS, &ROUTER_RULE).expect("two known replicas").replica)
+        .collect()
 }
 
 /// A forest with replicas 0 and 1 at the router's default bound.

@@ -391,6 +391,20 @@ class PrefixForest:
     def best_match(self, key: Sequence[int] | np.ndarray) -> tuple[int, int] | None:
         """`(replica, matched_len)` with the longest stored prefix (ties: lowest id)."""
     def insert(self, replica: int, key: Sequence[int] | np.ndarray) -> None: ...
+    def route(
+        self,
+        key: Sequence[int] | np.ndarray,
+        loads: dict[int, int],
+        balance_abs_threshold: int,
+        balance_rel_threshold: float,
+        cache_threshold: float,
+    ) -> tuple[int, int]:
+        """The cache-aware policy in one call: match every replica in `loads` (`{replica:
+        requests in flight}`); if the loads are imbalanced (max - min > abs and max > rel *
+        min) take the shortest queue, else the longest match when it covers at least
+        `cache_threshold` of the key, else the replica holding the fewest keys; insert `key`
+        there from where its match ended. Returns `(replica, matched_len)`. Raises
+        `NoReplicaAvailableError` for empty `loads`, `UnknownReplicaError`."""
     def check_invariants(self) -> None: ...
 
 def scan_id_prompt(body: bytes, field: str) -> tuple[npt.NDArray[np.uint32], bool] | None:

@@ -121,8 +121,6 @@ class Router:
                 raise NoReplicaAvailableError("no replica is available")
             replica = self._choose(key)
             self._num_in_flight[replica] += 1
-            if self.config.policy == "cache-aware":
-                self._forest.insert(replica, key)
             return replica
 
     def finish(self, replica: int) -> None:
@@ -140,25 +138,20 @@ class Router:
             return replica
         if policy == "random":
             return self._random.choice(sorted(self._num_in_flight))
-        if policy == "shortest-queue" or self._imbalanced():
+        if policy == "shortest-queue":
             return self._shortest_queue(sorted(self._num_in_flight))
-        return self._cache_aware(key)
+        # cache-aware: the whole rule (imbalance, then longest match over `cache_threshold`,
+        # else the replica holding the least) runs in one call that also records the route,
+        # so each request crosses into Rust once and its matched prefix is compared once.
+        config = self.config
+        replica, _ = self._forest.route(
+            key,
+            self._num_in_flight,
+            config.balance_abs_threshold,
+            config.balance_rel_threshold,
+            config.cache_threshold,
+        )
+        return replica
 
     def _shortest_queue(self, replicas: list[int]) -> int:
         return min(replicas, key=lambda replica: (self._num_in_flight[replica], replica))
-
-    def _imbalanced(self) -> bool:
-        loads = self._num_in_flight.values()
-        most, least = max(loads), min(loads)
-        config = self.config
-        return most - least > config.balance_abs_threshold and most > config.balance_rel_threshold * least
-
-    def _cache_aware(self, key: Sequence[int]) -> int:
-        best = self._forest.best_match(key)
-        if best is not None and len(key) and best[1] / len(key) >= self.config.cache_threshold:
-            return best[0]
-        # A new prefix: the replica that has been sent the least holds the most free cache.
-        return min(
-            sorted(self._num_in_flight),
-            key=lambda replica: (self._forest.num_keys(replica), self._num_in_flight[replica], replica),
-        )

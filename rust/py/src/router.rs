@@ -4,7 +4,8 @@ use std::sync::{Mutex, MutexGuard};
 
 use numpy::{IntoPyArray, PyArray1};
 use pyo3::prelude::*;
-use sglr_router::{PrefixForest, RouterTreeError};
+use pyo3::types::PyDict;
+use sglr_router::{CacheAwareRule, PrefixForest, ReplicaLoad, RouterTreeError};
 
 use crate::buffers::IdArray;
 use crate::errors::sglr_error;
@@ -17,6 +18,7 @@ fn router_error(py: Python<'_>, error: RouterTreeError) -> PyErr {
     let class_name = match &error {
         RouterTreeError::UnknownReplica(_) => "UnknownReplicaError",
         RouterTreeError::DuplicateReplica(_) => "DuplicateReplicaError",
+        RouterTreeError::NoReplicas => "NoReplicaAvailableError",
         RouterTreeError::ZeroCapacity => "RouterConfigError",
         RouterTreeError::Invariant(_) => "InvariantError",
     };
@@ -90,6 +92,33 @@ impl PyPrefixForest {
         } else {
             self.forest().insert(replica, &key)
         };
+        outcome.map_err(|e| router_error(py, e))
+    }
+
+    /// The cache-aware policy's choice for `key`, made and recorded in one call: match every
+    /// replica in `loads` (`{replica: requests in flight}`), choose by the thresholds, insert
+    /// into the chosen tree from where its match ended. Returns `(replica, matched_len)`.
+    fn route(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        loads: &Bound<'_, PyDict>,
+        balance_abs_threshold: u64,
+        balance_rel_threshold: f64,
+        cache_threshold: f64,
+    ) -> PyResult<(u32, usize)> {
+        let key = IdArray::extract(key, "key")?;
+        let key = key.as_slice();
+        let loads = loads
+            .iter()
+            .map(|(replica, num_in_flight)| {
+                Ok(ReplicaLoad { replica: replica.extract()?, num_in_flight: num_in_flight.extract()? })
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        let rule = CacheAwareRule { balance_abs_threshold, balance_rel_threshold, cache_threshold };
+        let run =
+            || self.forest().route(&key, &loads, &rule).map(|routed| (routed.replica, routed.matched_len));
+        let outcome = if key.len() >= DETACH_MIN_KEYS { py.detach(run) } else { run() };
         outcome.map_err(|e| router_error(py, e))
     }
 

@@ -6,6 +6,8 @@ pub enum RouterTreeError {
     UnknownReplica(u32),
     #[error("replica {0} already exists")]
     DuplicateReplica(u32),
+    #[error("no replica is available")]
+    NoReplicas,
     #[error("max_keys_per_tree must be at least 1")]
     ZeroCapacity,
     #[error("router tree invariant violated: {0}")]

@@ -16,7 +16,7 @@ pub struct ReplicaMatch {
 
 #[derive(Debug)]
 pub struct PrefixForest {
-    trees: FxHashMap<ReplicaId, ReplicaTree>,
+    pub(crate) trees: FxHashMap<ReplicaId, ReplicaTree>,
     max_keys_per_tree: usize,
 }
 

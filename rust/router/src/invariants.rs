@@ -33,7 +33,7 @@ impl ReplicaTree {
                     node.end()
                 ));
             }
-            if self.children.get(&child_key(node.parent, self.arena[node.start])) != Some(&index) {
+            if self.children.get(&child_key(node.parent, self.arena.get(node.start))) != Some(&index) {
                 return fail(format!("node {index} is not its parent's child by its first token"));
             }
             if node.parent != ROOT && node.last_access > parent.last_access {

@@ -6,6 +6,10 @@
 //! by (parent, first token). An insert allocates nothing per node beyond amortized growth of
 //! those tables.
 //!
+//! Every insert is a match ([`ReplicaTree::find`]) then an insert from where the match ended
+//! ([`ReplicaTree::insert_at`]), so a caller that has just matched a key (the forest, choosing a
+//! replica) inserts it without comparing the shared prefix again.
+//!
 //! Matching does not touch the tree (matching every replica must not refresh the LRU order of
 //! the replicas that do not get the request). Inserting marks its path as just used, and past
 //! `max_keys` tokens the least-recently-used leaves are evicted whole (a parent becomes a
@@ -17,12 +21,22 @@
 use std::collections::BTreeSet;
 
 use rustc_hash::FxHashMap;
-use sglr_radix::common_prefix_len;
 
+use crate::arena::TokenArena;
 use crate::node::{child_key, Node, NodeIndex, ROOT};
 
-/// Most tokens reserved up front per tree (16 MiB; the router's default bound is 2^21).
+/// Most tokens reserved up front per tree (8 MiB narrow, 16 MiB wide; the router's default
+/// bound is 2^21).
 const ARENA_RESERVE_CAP: usize = 1 << 22;
+
+/// Where a key's longest stored prefix ends: after `node` (wholly matched), and, when it goes
+/// on into a child's edge, that child and how many of its tokens. Valid until the tree changes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct MatchEnd {
+    node: NodeIndex,
+    pub(crate) len: usize,
+    inside: Option<(NodeIndex, usize)>,
+}
 
 #[derive(Debug)]
 pub struct ReplicaTree {
@@ -30,7 +44,7 @@ pub struct ReplicaTree {
     pub(crate) free_nodes: Vec<NodeIndex>,
     /// `child_key(parent, first token of the edge)` -> child, for every non-root node.
     pub(crate) children: FxHashMap<u64, NodeIndex>,
-    pub(crate) arena: Vec<u32>,
+    pub(crate) arena: TokenArena,
     /// Arena tokens that belong to no live node (evicted edges not yet compacted away).
     pub(crate) dead_tokens: usize,
     /// Leaves (childless non-root nodes) by (last access, index): the first is the LRU victim.
@@ -48,7 +62,7 @@ impl ReplicaTree {
             children: FxHashMap::default(),
             // Reserved up to the bound (capped): address space only, pages are touched as
             // tokens arrive, and a growing tree never reallocates and copies its tokens.
-            arena: Vec::with_capacity(max_keys.min(ARENA_RESERVE_CAP)),
+            arena: TokenArena::with_capacity(max_keys.min(ARENA_RESERVE_CAP)),
             dead_tokens: 0,
             lru: BTreeSet::new(),
             clock: 0,
@@ -66,60 +80,68 @@ impl ReplicaTree {
         self.max_keys
     }
 
+    /// Bytes the arena spends per token: 2 until a key brings an id of 2^16 or more, then 4.
+    pub fn bytes_per_token(&self) -> usize {
+        self.arena.token_width()
+    }
+
     /// Length of the longest stored prefix of `key`. Changes nothing.
     pub fn match_len(&self, key: &[u32]) -> usize {
+        self.find(key).len
+    }
+
+    /// Where the longest stored prefix of `key` ends. Changes nothing.
+    pub(crate) fn find(&self, key: &[u32]) -> MatchEnd {
         let (mut node, mut pos) = (ROOT, 0);
         while pos < key.len() {
             let Some(&child) = self.children.get(&child_key(node, key[pos])) else {
                 break;
             };
-            let edge = self.edge(child);
-            let shared = common_prefix_len(edge, &key[pos..]);
+            let edge = self.nodes[child as usize];
+            let shared = self.arena.common_prefix_len(edge.start, edge.end(), &key[pos..]);
             pos += shared;
-            if shared < edge.len() {
-                break;
+            if shared < edge.len {
+                return MatchEnd { node, len: pos, inside: Some((child, shared)) };
             }
             node = child;
         }
-        pos
+        MatchEnd { node, len: pos, inside: None }
     }
 
     /// Stores `key` (at most `max_keys` of it: a longer one could never fit) as the most
     /// recently used path, then evicts least-recently-used leaves down to the bound. The new
     /// path is never evicted: every other leaf is older, and the path alone fits.
-    ///
-    /// One walk: each node on the stored prefix is marked as used; a match ending inside an
-    /// edge splits it there (even when the key ends there too, so that the key's end is a node
-    /// boundary); the rest of the key becomes one new leaf.
     pub fn insert(&mut self, key: &[u32]) {
         let key = &key[..key.len().min(self.max_keys)];
+        let matched = self.find(key);
+        self.insert_at(key, matched);
+    }
+
+    /// [`Self::insert`] given `matched = self.find(key)` on this tree as it is now (or on
+    /// `key` before it was cut to the bound: a stored prefix is never longer than the bound,
+    /// so both end in the same place). A match ending inside an edge splits it there (even
+    /// when the key ends there too, so that the key's end is a node boundary); every node on
+    /// the path is marked as used; the rest of the key becomes one new leaf.
+    pub(crate) fn insert_at(&mut self, key: &[u32], matched: MatchEnd) {
+        let key = &key[..key.len().min(self.max_keys)];
+        debug_assert!(matched.len <= key.len());
         self.clock += 1;
         let now = self.clock;
-        let (mut node, mut pos) = (ROOT, 0);
-        while pos < key.len() {
-            let Some(&child) = self.children.get(&child_key(node, key[pos])) else {
-                break;
-            };
-            let edge_len = self.nodes[child as usize].len;
-            let shared = common_prefix_len(self.edge(child), &key[pos..]);
-            pos += shared;
-            node = if shared < edge_len { self.split(child, shared) } else { child };
+        let end = match matched.inside {
+            Some((child, shared)) => self.split(child, shared),
+            None => matched.node,
+        };
+        let mut node = end;
+        while node != ROOT {
             self.touch(node, now);
-            if shared < edge_len {
-                break;
-            }
+            node = self.nodes[node as usize].parent;
         }
-        if pos < key.len() {
-            self.add_leaf(node, &key[pos..], now);
+        if matched.len < key.len() {
+            self.add_leaf(end, &key[matched.len..], now);
         }
         if self.num_keys > self.max_keys {
             self.evict(self.num_keys - self.max_keys);
         }
-    }
-
-    fn edge(&self, index: NodeIndex) -> &[u32] {
-        let node = &self.nodes[index as usize];
-        &self.arena[node.start..node.end()]
     }
 
     fn is_leaf(&self, index: NodeIndex) -> bool {
@@ -142,13 +164,13 @@ impl ReplicaTree {
         let lower = self.nodes[child as usize];
         debug_assert!(prefix_len > 0 && prefix_len < lower.len);
         let upper = self.alloc(Node { len: prefix_len, num_children: 1, ..lower });
-        self.children.insert(child_key(lower.parent, self.arena[lower.start]), upper);
+        self.children.insert(child_key(lower.parent, self.arena.get(lower.start)), upper);
         let lower_start = lower.start + prefix_len;
         let entry = &mut self.nodes[child as usize];
         entry.start = lower_start;
         entry.len -= prefix_len;
         entry.parent = upper;
-        self.children.insert(child_key(upper, self.arena[lower_start]), child);
+        self.children.insert(child_key(upper, self.arena.get(lower_start)), child);
         upper
     }
 
@@ -158,7 +180,7 @@ impl ReplicaTree {
         }
         self.nodes[parent as usize].num_children += 1;
         let start = self.arena.len();
-        self.arena.extend_from_slice(tokens);
+        self.arena.extend(tokens);
         let leaf = self.alloc(Node {
             start,
             len: tokens.len(),
@@ -181,7 +203,7 @@ impl ReplicaTree {
                 break;
             };
             let node = self.nodes[victim as usize];
-            self.children.remove(&child_key(node.parent, self.arena[node.start]));
+            self.children.remove(&child_key(node.parent, self.arena.get(node.start)));
             self.nodes[node.parent as usize].num_children -= 1;
             if self.is_leaf(node.parent) {
                 self.lru.insert((self.nodes[node.parent as usize].last_access, node.parent));
@@ -238,7 +260,7 @@ mod tests {
         tree.insert(&[1, 2, 3, 4]);
         tree.insert(&[1, 2, 9]);
         // [1,2] and [3,4] are the first edge's range cut in two; only [9] was appended.
-        assert_eq!(tree.arena, [1, 2, 3, 4, 9]);
+        assert_eq!(tree.arena.to_vec(0, tree.arena.len()), [1, 2, 3, 4, 9]);
         assert_eq!(tree.nodes.len(), 4);
         assert_eq!((tree.match_len(&[1, 2, 3, 4, 5]), tree.match_len(&[1, 2, 9])), (4, 3));
         tree.check_invariants().unwrap();
