@@ -26,8 +26,40 @@ pub(crate) struct PatternBody {
 /// Regex (without quotes) for string bodies whose decoded value matches `pattern` (search
 /// semantics: unanchored ends may be surrounded by any characters); the error is a reason.
 pub(crate) fn pattern_body(pattern: &str) -> Result<PatternBody, String> {
-    let hir = parse(pattern).map_err(|e| format!("cannot parse pattern {pattern:?}: {e}"))?;
+    let hir =
+        parse(&ascii_perl_classes(pattern)).map_err(|e| format!("cannot parse pattern {pattern:?}: {e}"))?;
     search(&hir)
+}
+
+/// `pattern` with `\d`, `\D`, `\w` and `\W` spelled as the ASCII classes they are in the
+/// ECMA-262 regexes JSON schema patterns are written in (the parser's Unicode mode would read
+/// `\d` as every script's digits: wrong, and a class whose UTF-8 automaton, repeated
+/// `{24}`, built a DFA past the size limit). `\s` is Unicode whitespace in both.
+fn ascii_perl_classes(pattern: &str) -> std::borrow::Cow<'_, str> {
+    if !pattern.contains('\\') {
+        return pattern.into();
+    }
+    let mut out = String::with_capacity(pattern.len() + 16);
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        // NOTE: nested classes are valid inside a class too (`[\dA-F]` -> `[[0-9]A-F]`).
+        match chars.next() {
+            Some('d') => out.push_str("[0-9]"),
+            Some('D') => out.push_str("[^0-9]"),
+            Some('w') => out.push_str("[0-9A-Za-z_]"),
+            Some('W') => out.push_str("[^0-9A-Za-z_]"),
+            Some(other) => {
+                out.push('\\');
+                out.push(other);
+            }
+            None => out.push('\\'),
+        }
+    }
+    out.into()
 }
 
 /// Decoded-length bounds of a regex over plain (unescaped) text, matched as a whole.
@@ -75,24 +107,73 @@ fn char_bounds(hir: &Hir) -> (usize, Option<usize>) {
     }
 }
 
+/// One alternative of a pattern: its regex without the free characters around it, and
+/// whether each end is free (unanchored).
+struct SearchPart {
+    core: String,
+    start_free: bool,
+    end_free: bool,
+    min_chars: usize,
+    max_chars: Option<usize>,
+}
+
 fn search(hir: &Hir) -> Result<PatternBody, String> {
+    let mut parts = Vec::new();
+    search_parts(hir, &mut parts)?;
+    // NOTE: alternatives with the same free ends share them, `X*(?:a|b)X*` rather than
+    // `X*aX*|X*bX*` (the same strings): separate loops make the DFA track every alternative's
+    // progress at once, a product of their states (eleven unanchored time-zone prefixes took
+    // more than the DFA size limit).
+    let mut groups = Vec::new();
+    for (start_free, end_free) in [(false, false), (false, true), (true, false), (true, true)] {
+        let cores: Vec<&str> = parts
+            .iter()
+            .filter(|p| p.start_free == start_free && p.end_free == end_free)
+            .map(|p| p.core.as_str())
+            .collect();
+        if cores.is_empty() {
+            continue;
+        }
+        let free = format!("{STRING_CHAR}*");
+        let core = if cores.len() == 1 { cores[0].to_string() } else { format!("(?:{})", cores.join("|")) };
+        let prefix = if start_free { free.as_str() } else { "" };
+        let suffix = if end_free { free.as_str() } else { "" };
+        groups.push(format!("{prefix}{core}{suffix}"));
+    }
+    let regex = if groups.len() == 1 {
+        groups.pop().unwrap_or_default()
+    } else {
+        format!("(?:{})", groups.join("|"))
+    };
+    Ok(PatternBody {
+        regex,
+        min_chars: parts.iter().map(|p| p.min_chars).min().unwrap_or(0),
+        max_chars: parts.iter().try_fold(0, |acc, p| p.max_chars.map(|m| acc.max(m))),
+    })
+}
+
+/// The alternatives of `hir` (nested alternations and groups flattened) into `parts`.
+fn search_parts(hir: &Hir, parts: &mut Vec<SearchPart>) -> Result<(), String> {
     match hir.kind() {
         HirKind::Alternation(branches) => {
-            let parts: Vec<PatternBody> = branches.iter().map(search).collect::<Result<_, _>>()?;
-            let regexes: Vec<&str> = parts.iter().map(|p| p.regex.as_str()).collect();
-            Ok(PatternBody {
-                regex: format!("(?:{})", regexes.join("|")),
-                min_chars: parts.iter().map(|p| p.min_chars).min().unwrap_or(0),
-                max_chars: parts.iter().try_fold(0, |acc, p| p.max_chars.map(|m| acc.max(m))),
-            })
+            for branch in branches {
+                search_parts(branch, parts)?;
+            }
+            Ok(())
         }
-        HirKind::Capture(capture) => search(&capture.sub),
-        HirKind::Concat(items) => search_concat(items),
-        _ => search_concat(std::slice::from_ref(hir)),
+        HirKind::Capture(capture) => search_parts(&capture.sub, parts),
+        HirKind::Concat(items) => {
+            parts.push(search_concat(items)?);
+            Ok(())
+        }
+        _ => {
+            parts.push(search_concat(std::slice::from_ref(hir))?);
+            Ok(())
+        }
     }
 }
 
-fn search_concat(items: &[Hir]) -> Result<PatternBody, String> {
+fn search_concat(items: &[Hir]) -> Result<SearchPart, String> {
     let mut items = items;
     let is_look = |hir: &Hir, want: &[Look]| matches!(hir.kind(), HirKind::Look(l) if want.contains(l));
     let anchored_start =
@@ -104,24 +185,18 @@ fn search_concat(items: &[Hir]) -> Result<PatternBody, String> {
     if anchored_end {
         items = &items[..items.len() - 1];
     }
-    let mut out = String::new();
-    if !anchored_start {
-        out.push_str(&format!("{STRING_CHAR}*"));
-    }
+    let mut core = String::new();
     let (mut min_chars, mut max_chars) = (0usize, Some(0usize));
     for item in items {
-        out.push_str(&encode(item)?);
+        core.push_str(&encode(item)?);
         let (lo, hi) = char_bounds(item);
         min_chars = min_chars.saturating_add(lo);
         max_chars = max_chars.zip(hi).and_then(|(a, b)| a.checked_add(b));
     }
-    if !anchored_end {
-        out.push_str(&format!("{STRING_CHAR}*"));
-    }
     if !(anchored_start && anchored_end) {
         max_chars = None;
     }
-    Ok(PatternBody { regex: out, min_chars, max_chars })
+    Ok(SearchPart { core, start_free: !anchored_start, end_free: !anchored_end, min_chars, max_chars })
 }
 
 fn encode(hir: &Hir) -> Result<String, String> {
@@ -307,6 +382,50 @@ mod tests {
         assert!(re.is_match("ab") && !re.is_match("xab"));
         let re = body_matcher("^a|b$");
         assert!(re.is_match("a123") && re.is_match("123b") && !re.is_match("1a2"));
+    }
+
+    /// Unanchored alternatives share their free ends: the same strings as each alternative
+    /// searched alone, in a DFA that stays small (a schema's eleven time-zone regions built a
+    /// DFA past the 128 MiB limit when each carried its own loops).
+    #[test]
+    fn unanchored_alternatives_share_their_free_ends() {
+        let regions =
+            ["Africa", "America", "Antarctica", "Arctic", "Asia", "Atlantic", "Australia", "Europe"];
+        let pattern = format!("UTC|{}|^x[0-9]$|^y|z$", regions.map(|r| format!("{r}/[A-Za-z]+")).join("|"));
+        let whole = body_matcher(&pattern);
+        let alone: Vec<regex::Regex> = pattern.split('|').map(body_matcher).collect();
+        for text in [
+            "UTC",
+            "in Europe/Paris!",
+            "Asia/",
+            "x1",
+            "ax1",
+            "yes",
+            "no y",
+            "fizz",
+            "Arctic/Longyearbyen",
+            "",
+        ] {
+            assert_eq!(whole.is_match(text), alone.iter().any(|re| re.is_match(text)), "{text}");
+        }
+        let body = pattern_body(&pattern).unwrap();
+        let dfa = crate::dfa::ByteDfa::build(&body.regex, &crate::dfa::CompileLimits::default()).unwrap();
+        // Each alternative with loops of its own: 311,334 states (15 s to build); shared: 2,127.
+        assert!(dfa.num_states() < 4_000, "{} states", dfa.num_states());
+        assert_eq!((body.min_chars, body.max_chars), (1, None));
+    }
+
+    /// `\d` and `\w` are ASCII as in ECMA-262, inside and outside classes; escapes stay.
+    #[test]
+    fn perl_classes_are_ascii() {
+        let re = body_matcher(r"^\d+$");
+        assert!(re.is_match("0129") && !re.is_match("\u{663}") && !re.is_match("x"));
+        let re = body_matcher(r"^[A-Fa-f\d]{4}$");
+        assert!(re.is_match("09aF") && !re.is_match("09a\u{663}"));
+        let re = body_matcher(r"^\w\W\D$");
+        assert!(re.is_match("a-x") && re.is_match("_ ?") && !re.is_match("\u{e9}-x") && !re.is_match("a-1"));
+        let re = body_matcher(r"^\\d\s$");
+        assert!(re.is_match(r"\\d ") && !re.is_match("1 "));
     }
 
     #[test]
