@@ -216,7 +216,16 @@ def main() -> None:
             print(f"{name}: not installed")
             continue
         engine = ENGINES[name](case)
-        run(engine, files, case.tiktoken_encoding, case.eos, case.size, oracle, args.mask_tokens, not args.utf8)
+        run(
+            engine,
+            files,
+            case.tiktoken_encoding,
+            case.eos,
+            case.size,
+            oracle,
+            args.mask_tokens,
+            not args.utf8,
+        )
 
 
 if __name__ == "__main__":
