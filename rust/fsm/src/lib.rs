@@ -31,7 +31,7 @@ pub use dfa::{ByteDfa, CompileLimits, DEAD};
 pub use error::FsmError;
 pub use fsm::{FsmStats, TokenFsm};
 pub use jump::JumpForward;
-pub use live::{live_tokens, live_tokens_donor, live_tokens_from_donor};
+pub use live::{live_tokens, live_tokens_and_ends, live_tokens_donor, live_tokens_from_donor};
 pub use row::bits_to_ids;
 pub use vocab::trie::{TokenTrie, TrieNode};
 pub use vocab::{

@@ -32,7 +32,24 @@ pub(crate) fn walk_below(
     root_state: u32,
     mask: &mut [u32],
     stack: &mut [u32],
+    successors: Successors<'_>,
+) -> usize {
+    walk_below_visiting(dfa, trie, root, root_state, mask, stack, successors, |_, _| {})
+}
+
+/// [`walk_below`], calling `visit(node, state)` at every node whose prefix is live, with the
+/// state it leads to.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+pub(crate) fn walk_below_visiting(
+    dfa: &ByteDfa,
+    trie: &TokenTrie,
+    root: usize,
+    root_state: u32,
+    mask: &mut [u32],
+    stack: &mut [u32],
     mut successors: Successors<'_>,
+    mut visit: impl FnMut(usize, u32),
 ) -> usize {
     let nodes = &trie.nodes;
     let token_ids = &trie.token_ids;
@@ -56,6 +73,7 @@ pub(crate) fn walk_below(
                 continue;
             }
             *stack.get_unchecked_mut(depth) = next;
+            visit(index, next);
             let start = node.token_start as usize;
             let stop = nodes.get_unchecked(index + 1).token_start as usize;
             if start != stop {

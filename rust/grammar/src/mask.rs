@@ -16,8 +16,8 @@
 use std::sync::Arc;
 
 use sglr_fsm::{
-    bits_to_ids, live_tokens, live_tokens_donor, live_tokens_from_donor, ByteDfa, Delegation, TokenTrie,
-    Vocabulary, DEAD,
+    bits_to_ids, live_tokens_and_ends, live_tokens_donor, live_tokens_from_donor, ByteDfa, Delegation,
+    TokenTrie, Vocabulary, DEAD,
 };
 
 use crate::earley::{close_seeds, step_byte, ByteStep, Chart, Item, ScanScratch, NO_LEX};
@@ -216,9 +216,14 @@ impl GrammarMatcher {
                 Ok(LexemeMask::new(words, boundaries))
             }
             None => {
-                live_tokens(dfa, vocabulary, state, &mut words);
-                let boundaries =
-                    lexeme_boundaries(dfa, distances, trie, state, 1, trie.nodes[0].subtree_end as usize);
+                // NOTE: where the tokens need a walk of their own, the same walk finds the
+                // boundaries (a node where the lexeme may end is live, and has children).
+                let boundaries = match live_tokens_and_ends(dfa, vocabulary, state, distances, &mut words) {
+                    Some(ends) => ends,
+                    None => {
+                        lexeme_boundaries(dfa, distances, trie, state, 1, trie.nodes[0].subtree_end as usize)
+                    }
+                };
                 Ok(LexemeMask::new(words, boundaries))
             }
         }
