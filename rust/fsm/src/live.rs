@@ -159,7 +159,8 @@ mod tests {
 
     #[test]
     fn ends_found_by_the_walk_are_the_accepting_nodes_with_children() {
-        let texts = ["1", "12", "1,", "1}", "12,", "\"", "\",", "a", "ab", "a\"", "a\"}", " ", "x", "9", "b\"", "zz"];
+        let texts =
+            ["1", "12", "1,", "1}", "12,", "\"", "\",", "a", "ab", "a\"", "a\"}", " ", "x", "9", "b\"", "zz"];
         let mut tokens: Vec<Option<Vec<u8>>> = texts.iter().map(|t| Some(t.as_bytes().to_vec())).collect();
         tokens.push(None);
         let vocab = Vocabulary::new(tokens, vec![texts.len() as u32]).unwrap();
