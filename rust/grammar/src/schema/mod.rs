@@ -434,12 +434,13 @@ impl<'a> SchemaGrammar<'a> {
         }
         // The fallback regex only now that the rules refused (most schemas never need it).
         // (A scalar's exact regex was refused above.)
-        let exact = || {
+        let exact = if is_container(schema) {
             let options = JsonSchemaOptions { max_regex_len: MAX_FALLBACK_REGEX_LEN, ..self.exact_options() };
-            is_container(schema).then(|| json_value_to_regex(schema, &options).ok()).flatten()
+            json_value_to_regex(schema, &options).ok()
+        } else {
+            None
         };
-        let Some(regex) = exact().or_else(|| json_value_to_regex(schema, &self.bounded_options()).ok())
-        else {
+        let Some(regex) = exact.or_else(|| json_value_to_regex(schema, &self.bounded_options()).ok()) else {
             return pieces;
         };
         // Rules written by the refused attempt are dropped with it.
