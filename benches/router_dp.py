@@ -15,6 +15,12 @@ KV cache's RadixTree.
 
     python benches/router_dp.py                      # about two minutes on a 2-core CPU
     python benches/router_dp.py --num-groups 64 --output benches/results/router_dp_cpu.md
+    python benches/router_dp.py --device cuda --body llama3-8b --system-len 1024 --max-total-tokens 65536
+
+`--body llama3-8b` gives each worker Llama-3-8B's layer shapes (bf16, random weights) over the
+tiny model's tokenizer and vocabulary: on a GPU, prefill then costs what a real 8B model's does, so
+the policies' throughput and TTFT differ for the reason they would in production (both workers
+share one card in that run).
 """
 
 from __future__ import annotations
@@ -24,9 +30,11 @@ import asyncio
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -226,6 +234,35 @@ def tree_rates() -> dict[str, tuple[float, float]]:
     return rates
 
 
+# Llama-3-8B's layer shapes; the vocabulary stays the tiny tokenizer's.
+LLAMA3_8B_BODY = {
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "rms_norm_eps": 1e-5,
+    "rope_theta": 500000.0,
+    "torch_dtype": "bfloat16",
+}
+
+
+def worker_model(body: str) -> tuple[Path, list[str]]:
+    """The model directory the workers serve and the extra server flags it needs."""
+    from sglr.model.tiny import tiny_model_path
+
+    tiny_dir = Path(tiny_model_path("llama"))
+    if body == "tiny":
+        return tiny_dir, []
+    model_dir = Path(tempfile.mkdtemp(prefix="sglr-router-dp-"))
+    for name in ("tokenizer.json", "tokenizer_config.json", "generation_config.json"):
+        shutil.copy(tiny_dir / name, model_dir / name)
+    config = json.loads((tiny_dir / "config.json").read_text())
+    (model_dir / "config.json").write_text(json.dumps({**config, **LLAMA3_8B_BODY}))
+    return model_dir, ["--load-format", "dummy", "--dtype", "bfloat16"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -239,18 +276,21 @@ def main() -> None:
     parser.add_argument("--max-total-tokens", type=int, default=16384, help="KV size of each worker")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--output", type=Path, default=None, help="also write the table here")
+    parser.add_argument("--device", default="cpu", help="the workers' device (both share it)")
+    parser.add_argument(
+        "--body", choices=("tiny", "llama3-8b"), default="tiny",
+        help="the workers' layers: the tiny model's, or Llama-3-8B's shapes with random weights",
+    )  # fmt: skip
     args = parser.parse_args()
 
-    from sglr.model.tiny import tiny_model_path
-
-    model_dir = tiny_model_path("llama")
+    model_dir, model_flags = worker_model(args.body)
     vocab_size = json.loads((Path(model_dir) / "config.json").read_text())["vocab_size"]
     requests = shared_prefix_dataset(
         args.num_groups, args.prompts_per_group, args.system_len, args.question_len,
         args.output_len, vocab_size, args.seed,
     )  # fmt: skip
-    worker_argv = ["-m", "sglr", "--model-path", str(model_dir), "--port", "0", "--device", "cpu",
-                   "--max-total-tokens", str(args.max_total_tokens), "--log-level", "warning"]  # fmt: skip
+    worker_argv = ["-m", "sglr", "--model-path", str(model_dir), "--port", "0", "--device", args.device,
+                   "--max-total-tokens", str(args.max_total_tokens), "--log-level", "warning", *model_flags]  # fmt: skip
     workers = [spawn(worker_argv) for _ in range(2)]
     worker_urls = [url for _, url in workers]
     rows: list[tuple[str, dict]] = []
@@ -295,7 +335,8 @@ def main() -> None:
     lines = [
         f"Workload: {len(requests)} requests, {args.num_groups} prefix groups x {args.prompts_per_group}, "
         f"system {args.system_len} + question {args.question_len} tokens, {args.output_len} output tokens, "
-        f"concurrency {args.concurrency}; tiny llama on CPU, {args.max_total_tokens} KV tokens per worker; "
+        f"concurrency {args.concurrency}; {'tiny llama' if args.body == 'tiny' else 'Llama-3-8B layers (bf16, random weights)'} "
+        f"on {args.device}, {args.max_total_tokens} KV tokens per worker; "
         "sglr-router in front of sglr-server workers.",
         "",
         "| run | hit rate | vs dp=1 | req/s | TTFT p50 ms | TTFT p99 ms | failed | requests per worker |",
