@@ -130,3 +130,14 @@ def cl100k_vocab_case() -> VocabCase:
     vocab = vocabulary_from_tiktoken(encoding)
     tokens = [vocab.token_bytes(i) for i in range(vocab.vocab_size)]
     return VocabCase("cl100k_base", tokens, encoding.eot_token, tiktoken_encoding=encoding)
+
+
+def tekken_vocab_case() -> VocabCase:
+    """Tekken, 131,072 ids (`benchlib/tekken.py`: needs `pip install --no-deps mistral-common`)."""
+    from benchlib.tekken import EOS_ID, tekken_encoding
+    from sglr.engine.constraints import vocabulary_from_tiktoken
+
+    encoding = tekken_encoding()
+    vocab = vocabulary_from_tiktoken(encoding, eos_token_ids=[EOS_ID])
+    tokens = [vocab.token_bytes(i) for i in range(vocab.vocab_size)]
+    return VocabCase("tekken", tokens, EOS_ID, tiktoken_encoding=encoding)

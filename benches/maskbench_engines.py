@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fsm_patterns import cl100k_vocab_case
+from fsm_patterns import cl100k_vocab_case, tekken_vocab_case
 from maskbench_grammar import load_oracle
 
 
@@ -40,7 +40,7 @@ class LLGuidance:
 
         self.llguidance = llguidance
         self.tokenizer = llguidance.tiktoken.lltokenizer_from_encoding(
-            case.tiktoken_encoding, n_vocab=case.size
+            case.tiktoken_encoding, n_vocab=case.size, eos_token=case.eos
         )
 
     def compile(self, schema: dict) -> Any:
@@ -203,14 +203,18 @@ def main() -> None:
         action="store_true",
         help="write instances' non-ASCII text as UTF-8 (json.dumps ensure_ascii=False), not as \\u escapes",
     )
+    parser.add_argument(
+        "--vocab", choices=("cl100k", "tekken"), default="cl100k",
+        help="cl100k_base (100k ids) or tekken (131k ids; pip install --no-deps mistral-common)",
+    )  # fmt: skip
     args = parser.parse_args()
     oracle = load_oracle()
     directory = oracle.data_dir(args.data)
     if directory is None:
         sys.exit("MaskBench sample not found")
-    case = cl100k_vocab_case()
+    case = tekken_vocab_case() if args.vocab == "tekken" else cl100k_vocab_case()
     files = oracle.select_files(directory, args.limit)
-    print(f"files: {len(files)} from {directory}; vocabulary cl100k_base ({case.size} tokens)")
+    print(f"files: {len(files)} from {directory}; vocabulary {case.name} ({case.size} tokens)")
     for name in args.engines:
         if importlib.util.find_spec(name) is None:
             print(f"{name}: not installed")

@@ -158,7 +158,7 @@ def check_fsm(
 
 
 def run_all(args: argparse.Namespace, oracle: Any, directory: Path) -> None:
-    encoding, vocab = oracle.cl100k()
+    encoding, vocab = oracle.vocabulary(args.vocab)
     outcomes: dict[str, Counter[str]] = {"fsm": Counter(), "grammar": Counter(), "combined": Counter()}
     refusals: Counter[str] = Counter()
     compile_ms: dict[str, list[float]] = {"fsm": [], "grammar": []}
@@ -203,7 +203,7 @@ def run_all(args: argparse.Namespace, oracle: Any, directory: Path) -> None:
             if result["invalid_accepted"]:
                 print(f"  FALSE ACCEPT {path.name} ({route})")
     p = oracle.percentile
-    print(f"files: {len(files)} from {directory}; vocabulary cl100k_base ({vocab.vocab_size} tokens)")
+    print(f"files: {len(files)} from {directory}; vocabulary {encoding.name} ({vocab.vocab_size} tokens)")
     for name, counter in outcomes.items():
         print(f"{name:>9}: {dict(counter.most_common())}")
     print(f"refused by keyword (combined): {dict(refusals.most_common(12))}")
@@ -265,6 +265,10 @@ def main() -> None:
     parser.add_argument(
         "--only", nargs="*", default=None, help="with --all: files whose name holds one of these"
     )
+    parser.add_argument(
+        "--vocab", choices=("cl100k", "tekken"), default="cl100k",
+        help="cl100k_base (100k ids) or tekken (131k ids; pip install --no-deps mistral-common)",
+    )  # fmt: skip
     parser.add_argument("--slowest", type=int, default=0, help="with --all: print this many slowest schemas")
     parser.add_argument(
         "--dump", default=None, help="with --all: write per-file compile and mask times (JSON)"
@@ -277,7 +281,7 @@ def main() -> None:
     if args.all:
         run_all(args, oracle, directory)
         return
-    encoding, vocab = oracle.cl100k()
+    encoding, vocab = oracle.vocabulary(args.vocab)
     regex_outcomes: Counter[str] = Counter()
     grammar_outcomes: Counter[str] = Counter()
     refusals: Counter[str] = Counter()

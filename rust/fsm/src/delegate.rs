@@ -1,8 +1,11 @@
 //! Rows borrowed from a loop state: when most first bytes take state s to one state L that
 //! loops on those same bytes (a key-name prefix inside a free-text key, the first character of
 //! a `[a-z]+` run), every token starting with such a byte is allowed from s exactly when it is
-//! allowed from L. The row of s is then L's row restricted to those first bytes, plus short
-//! walks under the remaining first bytes, instead of a whole-vocabulary walk.
+//! allowed from L. More generally, any first byte b with next(s, b) = next(L, b) leaves both in
+//! the same state (a UTF-8 lead byte inside a key that has left every declared name, the closing
+//! quote), so its tokens too are allowed from s exactly when from L. The row of s is then L's
+//! row restricted to those first bytes, plus short walks under the remaining first bytes,
+//! instead of a whole-vocabulary walk.
 
 use crate::dfa::{ByteDfa, DEAD};
 use crate::vocab::Vocabulary;
@@ -12,8 +15,8 @@ use crate::walk::{allow_tokens_at, walk_below};
 const MIN_DELEGATED_BYTES: usize = 48;
 
 /// A state's donor, and the first bytes it hands over: from the state, each such byte leads to
-/// the donor, which loops on it, so every token starting with one behaves from the state
-/// exactly as from the donor.
+/// the state the donor's does, so every token starting with one behaves from the state exactly
+/// as from the donor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Delegation {
     pub donor: u32,
@@ -43,21 +46,25 @@ fn main_target(dfa: &ByteDfa, state: u32) -> Option<(u32, usize)> {
 
 /// A donor for `state`: a state L (not `state`) whose own main target is itself, reached from
 /// `state` by at least `MIN_DELEGATED_BYTES` bytes on which L loops. Donors never delegate
-/// themselves, so rows never wait on each other in a cycle.
+/// themselves, so rows never wait on each other in a cycle. Handed over: every live first byte
+/// that takes `state` where it takes L (the loop bytes among them).
 pub(crate) fn delegation(dfa: &ByteDfa, state: u32) -> Option<Delegation> {
     let (donor, _) = main_target(dfa, state)?;
     if donor == state || main_target(dfa, donor).map(|(t, _)| t) != Some(donor) {
         return None;
     }
     let mut bytes = [0u64; 4];
-    let mut count = 0;
+    let mut num_loop_bytes = 0;
     for byte in 0..=255u8 {
-        if dfa.next(state, byte) == donor && dfa.next(donor, byte) == donor {
+        let target = dfa.next(state, byte);
+        // NOTE: a byte dead from both needs no walk either way; it stays with the state so
+        // that the delegated set is what the donor's row is read for.
+        if target != DEAD && target == dfa.next(donor, byte) {
             bytes[byte as usize >> 6] |= 1 << (byte & 63);
-            count += 1;
+            num_loop_bytes += usize::from(target == donor);
         }
     }
-    (count >= MIN_DELEGATED_BYTES).then_some(Delegation { donor, bytes })
+    (num_loop_bytes >= MIN_DELEGATED_BYTES).then_some(Delegation { donor, bytes })
 }
 
 /// Whether `state` would delegate (donor rows are computed directly, never delegated).
@@ -128,5 +135,39 @@ mod tests {
         // A state without a dominant loop target does not delegate.
         let digits = ByteDfa::build("[0-9]{3}", &CompileLimits::default()).unwrap();
         assert!(delegation(&digits, digits.start()).is_none());
+    }
+
+    /// Inside a key spelling part of a declared name, UTF-8 lead bytes and the closing quote
+    /// lead where they lead from the free body: they are handed over too, and every state's
+    /// delegated row equals a plain walk over a vocabulary with multi-byte tokens.
+    #[test]
+    fn bytes_that_meet_the_donor_state_are_delegated() {
+        let texts =
+            ["\"", "a", "ab", "abc", "\":", "b\"", "é", "éa", "日本", "\\", "\\n", "\\u00e9", "x", "ca", " "];
+        let mut tokens: Vec<Option<Vec<u8>>> = texts.iter().map(|t| Some(t.as_bytes().to_vec())).collect();
+        tokens.push(None);
+        let vocab = Vocabulary::new(tokens, vec![texts.len() as u32]).unwrap();
+        let dfa = crate::schema::undeclared_key_dfa(&["abc", "é"], 1 << 16).unwrap();
+        let inside_name = dfa.walk(dfa.start(), b"\"ab");
+        let found = delegation(&dfa, inside_name).expect("a declared name's prefix delegates");
+        assert!(found.contains(0xE6) && found.contains(u16::from(b'"')), "lead byte and quote handed over");
+        assert!(!found.contains(u16::from(b'c')), "the name's next byte is walked");
+        let mut delegating = 0;
+        for state in 0..dfa.num_states() as u32 {
+            if is_donor(&dfa, state) {
+                continue;
+            }
+            let Some(found) = delegation(&dfa, state) else { continue };
+            delegating += 1;
+            let mut plain = vec![0u32; vocab.num_mask_words()];
+            crate::walk::walk_allowed(&dfa, &vocab.trie, state, &mut plain, None);
+            let mut donor_words = vec![0u32; vocab.num_mask_words()];
+            crate::walk::walk_allowed(&dfa, &vocab.trie, found.donor, &mut donor_words, None);
+            let mut mask = vec![u32::MAX; vocab.num_mask_words()];
+            let counted = delegated_row(&dfa, &vocab, state, &found, &donor_words, &mut mask);
+            assert_eq!(mask, plain, "state {state}");
+            assert_eq!(counted, plain.iter().map(|w| w.count_ones() as usize).sum::<usize>());
+        }
+        assert!(delegating > 1);
     }
 }
