@@ -100,6 +100,7 @@ def check_grammar(case: dict, encoding: Any, vocab: Vocabulary, oracle: Any, mas
             result["invalid_accepted"] += 1
     if result["valid_rejected"] or result["invalid_accepted"]:
         result["outcome"] = "failing"
+    result["memory_bytes"] = grammar.memory_bytes
     return result
 
 
@@ -154,6 +155,7 @@ def check_fsm(
             result["invalid_accepted"] += 1
     if result["valid_rejected"] or result["invalid_accepted"]:
         result["outcome"] = "failing"
+    result["memory_bytes"] = fsm.stats()["memory_bytes"]
     return result
 
 
@@ -163,6 +165,9 @@ def run_all(args: argparse.Namespace, oracle: Any, directory: Path) -> None:
     refusals: Counter[str] = Counter()
     compile_ms: dict[str, list[float]] = {"fsm": [], "grammar": []}
     steps_us: dict[str, list[float]] = {"fsm": [], "grammar": []}
+    # Per compiled schema after its instances: the matcher's own memory (lexeme DFAs, memoised
+    # masks; FSM: table and rows built), not the vocabulary's shared caches.
+    memory_mib: dict[str, list[float]] = {"fsm": [], "grammar": []}
     false_accepts = false_rejects = num_valid = num_invalid = 0
     files = oracle.select_files(directory, args.limit)
     if args.only:
@@ -191,6 +196,8 @@ def run_all(args: argparse.Namespace, oracle: Any, directory: Path) -> None:
             false_accepts += result["invalid_accepted"]
             false_rejects += result["valid_rejected"]
             compile_ms[route].append(result["compile_s"] * 1e3)
+            if "memory_bytes" in result:
+                memory_mib[route].append(result["memory_bytes"] / (1 << 20))
             steps_us[route].extend(s * 1e6 for s in result["steps"])
             per_file.append(
                 {
@@ -226,6 +233,13 @@ def run_all(args: argparse.Namespace, oracle: Any, directory: Path) -> None:
             print(
                 f"{name:>9} {len(compiles):>8} {p(compiles, 0.5):>15.2f} {p(compiles, 0.99):>8.2f} "
                 f"{len(steps):>8} {p(steps, 0.5):>12.1f} {p(steps, 0.99):>8.1f}"
+            )
+    for name in ("fsm", "grammar"):
+        if memory_mib[name]:
+            values = memory_mib[name]
+            print(
+                f"{name:>9} memory per compiled schema: p50 {p(values, 0.5):.2f} MiB, "
+                f"p99 {p(values, 0.99):.2f} MiB, max {max(values):.2f} MiB"
             )
     if args.slowest:
         print_slowest(per_file, args.slowest)
