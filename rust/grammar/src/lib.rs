@@ -17,6 +17,7 @@ mod lexemes;
 mod mask;
 mod matcher;
 pub mod schema;
+mod walk_memo;
 
 pub use earley::ParserLimits;
 pub use ebnf::{grammar_to_ebnf, parse_ebnf};

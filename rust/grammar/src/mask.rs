@@ -25,6 +25,7 @@ use crate::error::GrammarError;
 use crate::grammar::{LexemeId, Symbol};
 use crate::lexeme_dfa::MaskView;
 use crate::matcher::{GrammarMatcher, ParseState};
+use crate::walk_memo::context_key;
 
 /// Tokens whose bytes stay inside one lexeme from one DFA state, and the trie nodes where the
 /// lexeme may end with more bytes below (where the grammar takes over).
@@ -138,7 +139,21 @@ impl GrammarMatcher {
             boundaries.sort_unstable();
             boundaries.dedup();
             if !boundaries.is_empty() {
-                self.walk_boundaries(state, vocabulary, &boundaries, &mut allowed)?;
+                let key = context_key(&state.sets, vocabulary.fingerprint());
+                match key.as_deref().and_then(|key| self.boundary_walks.get(key)) {
+                    Some(token_ids) => {
+                        for &token in token_ids.iter() {
+                            allowed[token as usize >> 5] |= 1 << (token & 31);
+                        }
+                    }
+                    None => {
+                        let mut token_ids = Vec::new();
+                        self.walk_boundaries(state, vocabulary, &boundaries, &mut allowed, &mut token_ids)?;
+                        if let Some(key) = key {
+                            self.boundary_walks.insert(key, token_ids);
+                        }
+                    }
+                }
             }
         }
         let mut count = 0;
@@ -229,9 +244,9 @@ impl GrammarMatcher {
         }
     }
 
-    /// ORs into `allowed` the tokens below the `boundaries` (sorted trie nodes) that the
-    /// parser takes: one byte step per node of their subtrees and of their ancestors (whose
-    /// sets the subtrees need), every other subtree skipped in one jump.
+    /// ORs into `allowed` (and lists in `token_ids`) the tokens below the `boundaries` (sorted
+    /// trie nodes) that the parser takes: one byte step per node of their subtrees and of their
+    /// ancestors (whose sets the subtrees need), every other subtree skipped in one jump.
     ///
     /// A node where a lexeme ends needs the closure of the items advanced past it, but only
     /// for children whose byte starts something that closure predicts: the closure is kept
@@ -246,6 +261,7 @@ impl GrammarMatcher {
         vocabulary: &Vocabulary,
         boundaries: &[u32],
         allowed: &mut [u32],
+        token_ids: &mut Vec<u32>,
     ) -> Result<(), GrammarError> {
         let trie = vocabulary.trie();
         let base: &[Arc<[Item]>] = &state.sets;
@@ -313,6 +329,7 @@ impl GrammarMatcher {
             for &token in &trie.token_ids[start..stop] {
                 allowed[token as usize >> 5] |= 1 << (token & 31);
             }
+            token_ids.extend_from_slice(&trie.token_ids[start..stop]);
             if node.subtree_end as usize == index + 1 {
                 // A leaf: its tokens are all this node decides.
                 index += 1;

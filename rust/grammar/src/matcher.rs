@@ -10,6 +10,7 @@ use crate::error::GrammarError;
 use crate::grammar::{Grammar, Symbol};
 use crate::lexemes::LexemeDfas;
 use crate::mask::LexemeMaskCache;
+use crate::walk_memo::BoundaryWalkMemo;
 
 /// A grammar plus its lazily built lexeme DFAs; immutable apart from that cache, so one
 /// matcher serves every request using the grammar (share it in an `Arc`).
@@ -20,6 +21,8 @@ pub struct GrammarMatcher {
     pub(crate) limits: ParserLimits,
     /// Inside-a-lexeme token masks, by (vocabulary, lexeme, DFA state).
     pub(crate) lexeme_masks: LexemeMaskCache,
+    /// Tokens that end a lexeme and go on in the grammar, by parse context.
+    pub(crate) boundary_walks: BoundaryWalkMemo,
 }
 
 /// The Earley chart of the bytes taken so far (one set per byte, plus the initial one).
@@ -58,7 +61,13 @@ impl ParseState {
 impl GrammarMatcher {
     pub fn new(grammar: Grammar, compile_limits: CompileLimits, limits: ParserLimits) -> Self {
         let lexemes = LexemeDfas::new(grammar.num_lexemes(), compile_limits);
-        Self { grammar, lexemes, limits, lexeme_masks: LexemeMaskCache::default() }
+        Self {
+            grammar,
+            lexemes,
+            limits,
+            lexeme_masks: LexemeMaskCache::default(),
+            boundary_walks: BoundaryWalkMemo::default(),
+        }
     }
 
     pub fn grammar(&self) -> &Grammar {
@@ -70,9 +79,14 @@ impl GrammarMatcher {
         self.lexemes.num_built()
     }
 
-    /// Lexeme DFAs and memoised lexeme masks.
+    /// Lexeme DFAs, memoised lexeme masks and memoised boundary walks.
     pub fn memory_bytes(&self) -> usize {
-        self.lexemes.memory_bytes() + self.lexeme_masks.memory_bytes()
+        self.lexemes.memory_bytes() + self.lexeme_masks.memory_bytes() + self.boundary_walks.memory_bytes()
+    }
+
+    /// Boundary walks memoised by parse context, and masks that reused one (observable reuse).
+    pub fn boundary_walk_counts(&self) -> (usize, usize) {
+        self.boundary_walks.counts()
     }
 
     /// Memoised inside-a-lexeme token masks (reuse across steps is observable).

@@ -113,3 +113,29 @@ fn a_free_key_body_is_computed_once_for_every_schema() {
     assert_eq!(allowed_first, allowed_second);
     check_document(&second, &vocabulary, r#"{"gamma": "g", "zz": 1, "alpha": {}}"#);
 }
+
+#[test]
+fn a_context_seen_before_reuses_its_boundary_walk() {
+    // The string value of every element after the first of an array of objects sits in the
+    // same context (the same reachable sets, numbered differently): its boundary walk is
+    // memoised by one element and reused by the next, and every mask still equals the tokens
+    // that advance.
+    let schema = json!({"type": "array", "items": {"type": "object", "properties": {
+        "alpha": {"type": "string"}, "beta": {"type": "integer"}}, "additionalProperties": false}});
+    let m = matcher(&schema);
+    let vocabulary = vocabulary();
+    let inside_value = |prefix: &str| {
+        let mut state = m.start().unwrap();
+        assert!(m.advance_bytes(&mut state, prefix.as_bytes()).unwrap());
+        m.allowed_tokens(&state, &vocabulary).unwrap()
+    };
+    let second = inside_value(r#"[{"alpha": "x", "beta": 1}, {"alpha": "ab"#);
+    let (num_kept, num_reused) = m.boundary_walk_counts();
+    assert!(num_kept > 0, "the element's walk is kept");
+    let third = inside_value(r#"[{"alpha": "x", "beta": 1}, {}, {"alpha": "pq"#);
+    assert_eq!(m.boundary_walk_counts(), (num_kept, num_reused + 1), "the third element reused it");
+    assert_eq!(second, third);
+    // Other contexts (the first element, the value before "beta", after the last element) are
+    // not confused with it.
+    check_document(&m, &vocabulary, r#"[{"alpha": "a", "beta": 10}, {"alpha": "b\"", "beta": 0}, {}]"#);
+}
