@@ -133,7 +133,7 @@ def cl100k_vocab_case() -> VocabCase:
 
 
 def tekken_vocab_case() -> VocabCase:
-    """Tekken, 131,072 ids (`benchlib/tekken.py`: needs `pip install --no-deps mistral-common`)."""
+    """Tekken, 131,072 ids (`benchlib/tekken.py`: its wheel is fetched once, never installed)."""
     from benchlib.tekken import EOS_ID, tekken_encoding
     from sglr.engine.constraints import vocabulary_from_tiktoken
 

@@ -205,7 +205,7 @@ def main() -> None:
     )
     parser.add_argument(
         "--vocab", choices=("cl100k", "tekken"), default="cl100k",
-        help="cl100k_base (100k ids) or tekken (131k ids; pip install --no-deps mistral-common)",
+        help="cl100k_base (100k ids) or tekken (131k ids; its wheel is fetched once, see benchlib/tekken.py)",
     )  # fmt: skip
     args = parser.parse_args()
     oracle = load_oracle()

@@ -281,7 +281,7 @@ def main() -> None:
     )
     parser.add_argument(
         "--vocab", choices=("cl100k", "tekken"), default="cl100k",
-        help="cl100k_base (100k ids) or tekken (131k ids; pip install --no-deps mistral-common)",
+        help="cl100k_base (100k ids) or tekken (131k ids; its wheel is fetched once, see benchlib/tekken.py)",
     )  # fmt: skip
     parser.add_argument("--slowest", type=int, default=0, help="with --all: print this many slowest schemas")
     parser.add_argument(
