@@ -13,6 +13,16 @@ from sglr._core import TokenFsm, Vocabulary
 from sglr.engine.constraints import ConstraintCache, JsonSchemaConfig, vocabulary_from_hf
 
 SCHEMAS = {
+    # Fractional bounds on numbers are exact: every random document validates.
+    "fractional_bounds": {
+        "type": "object",
+        "properties": {
+            "ratio": {"type": "number", "minimum": 0.25, "exclusiveMaximum": 2.5},
+            "t": {"type": "number", "exclusiveMinimum": -1.5, "maximum": -0.05},
+            "p": {"type": "number", "minimum": 0.1, "maximum": 0.105},
+        },
+        "required": ["ratio", "t", "p"],
+    },
     "flat": {
         "type": "object",
         "properties": {

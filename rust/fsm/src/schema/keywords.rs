@@ -181,13 +181,13 @@ impl Bound {
         Ok(if self.exclusive { v.ceil() as i128 - 1 } else { v.floor() as i128 })
     }
 
-    /// The bound as an integer with its strictness (numbers support integral bounds only).
-    pub fn integral(self) -> Result<(i128, bool), String> {
+    /// The bound as a decimal with its strictness: the shortest decimal that reads back as the
+    /// same `f64`, which is the schema's literal wherever the literal is one (`0.1`, `-2.75`).
+    pub fn decimal(self) -> Result<super::numeric::NumBound, String> {
         let v = self.checked()?;
-        if v.fract() != 0.0 {
-            return Err(format!("fractional bound {v} on a non-integer number is not supported"));
-        }
-        Ok((v as i128, self.exclusive))
+        // NOTE: `Display` of an `f64` never writes an exponent.
+        super::numeric::NumBound::parse(&v.to_string(), self.exclusive)
+            .ok_or_else(|| format!("bound {v} is not a finite decimal"))
     }
 }
 

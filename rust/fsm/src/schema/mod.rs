@@ -3,8 +3,8 @@
 //! Supported: `type` (one or several), objects (`properties` in schema order, `required`,
 //! `additionalProperties` false / true / schema), strings (`enum`, `const`, `pattern`,
 //! `minLength` / `maxLength`, formats date, time, date-time, email, uuid, ipv4, hostname, uri,
-//! uri-reference), integers and numbers (`minimum` / `maximum`, exclusive forms; fractional
-//! bounds only on integers), booleans, null, arrays (`items`, `prefixItems` / tuple `items`,
+//! uri-reference), integers and numbers (`minimum` / `maximum`, exclusive forms, fractional
+//! bounds exactly; bounded numbers are written without exponent), booleans, null, arrays (`items`, `prefixItems` / tuple `items`,
 //! `minItems` / `maxItems`), `anyOf`, `oneOf` (when its branches are provably disjoint),
 //! `allOf` (merged), `$ref` within the document (recursion unrolled to a fixed depth).
 //!
@@ -427,8 +427,8 @@ impl<'a> Ctx<'a> {
     fn number(&mut self, map: &Map<String, Value>, path: &str) -> Result<String, FsmError> {
         check_multiple_of(map, path, false)?;
         let (lo, hi) = keywords::numeric_bounds(map, path)?;
-        let lo = lo.map(|b| b.integral()).transpose().map_err(|r| unsupported("minimum", path, &r))?;
-        let hi = hi.map(|b| b.integral()).transpose().map_err(|r| unsupported("maximum", path, &r))?;
+        let lo = lo.map(|b| b.decimal()).transpose().map_err(|r| unsupported("minimum", path, &r))?;
+        let hi = hi.map(|b| b.decimal()).transpose().map_err(|r| unsupported("maximum", path, &r))?;
         Ok(numeric::number_in(lo, hi).unwrap_or_else(|| NEVER.into()))
     }
 
