@@ -133,8 +133,10 @@ def test_streams_whose_clients_went_away_count_once_as_aborted(tiny_dir) -> None
             assert sum(completion for _, completion in seen) <= generated <= stats["num_generated_tokens"]
             assert samples[("sglr:e2e_request_latency_seconds_count", "")] == len(requests)
             # A request that runs to its end afterwards adds one, and the aborted ones stay counted once.
+            # (ignore_eos: a sampled end-of-text token would finish it as "stop", not "length".)
             client.post(
-                "/v1/chat/completions", json={"messages": [{"role": "user", "content": "x"}], "max_tokens": 2}
+                "/v1/chat/completions",
+                json={"messages": [{"role": "user", "content": "x"}], "max_tokens": 2, "ignore_eos": True},
             )
             samples = _samples(client.get("/metrics").text)
     assert _finished_by_reason(samples) == {"abort": len(requests), "length": 1}
