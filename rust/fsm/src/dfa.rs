@@ -257,6 +257,77 @@ impl ByteDfa {
         Self::from_raw(classes, num_classes, class_len, class_byte, &raw_trans, &accepting)
     }
 
+    /// JSON numbers without exponent that are multiples of `divisor` / 10^`scale`
+    /// (`multipleOf: 0.25` is divisor 25, scale 2; `multipleOf: 5` on a number is 5, scale 0,
+    /// which admits `10.0`): the value times 10^`scale` must be an integer divisible by
+    /// `divisor`, so past `scale` fraction digits only zeros follow. States: the integer part's
+    /// remainder, then the remainder and the number of fraction digits read (capped).
+    pub fn decimal_multiples_scaled(divisor: u32, scale: u32) -> Result<Self, FsmError> {
+        if divisor == 0 || scale > 18 {
+            return Err(FsmError::InvalidRegex(
+                "a scaled divisor needs a positive divisor and a scale up to 18".into(),
+            ));
+        }
+        // Classes: each digit, '-', '.', everything else.
+        let mut classes = [12u8; 256];
+        for digit in 0..10u8 {
+            classes[(b'0' + digit) as usize] = digit;
+        }
+        classes[b'-' as usize] = 10;
+        classes[b'.' as usize] = 11;
+        let num_classes = 13;
+        let mut class_len = vec![0u16; num_classes];
+        let mut class_byte = vec![0u8; num_classes];
+        for byte in (0..=255u8).rev() {
+            let class = classes[byte as usize] as usize;
+            class_len[class] += 1;
+            class_byte[class] = byte;
+        }
+        let (d, k) = (u64::from(divisor), scale as usize);
+        // Fraction digits read are counted up to `top` (at least 1, so that a fraction of zeros
+        // past the scale is told apart from a bare ".").
+        let top = k.max(1);
+        // States: 0 start, 1 after '-', 2 a lone "0", then the integer part's remainders, then
+        // (remainder, fraction digits read 0..=top).
+        let integer = |r: u64| 3 + r as usize;
+        let fraction = |r: u64, read: usize| 3 + d as usize + r as usize * (top + 1) + read;
+        let num_states = 3 + d as usize * (top + 2);
+        let mut raw_trans = vec![DEAD; num_states * num_classes];
+        let mut accepting = vec![false; num_states];
+        let mut set =
+            |state: usize, class: usize, next: usize| raw_trans[state * num_classes + class] = next as u32;
+        // (r * 10^e) mod d, for the value's remaining shift.
+        let shifted = |r: u64, e: usize| (0..e).fold(r, |acc, _| acc * 10 % d);
+        set(0, 10, 1);
+        for start in [0, 1] {
+            set(start, 0, 2);
+            for digit in 1..10u64 {
+                set(start, digit as usize, integer(digit % d));
+            }
+        }
+        accepting[2] = true;
+        set(2, 11, fraction(0, 0));
+        for r in 0..d {
+            accepting[integer(r)] = shifted(r, k) == 0;
+            for digit in 0..10u64 {
+                set(integer(r), digit as usize, integer((r * 10 + digit) % d));
+            }
+            set(integer(r), 11, fraction(r, 0));
+            for read in 0..=top {
+                // NOTE: "." needs a digit after it; past `scale` digits only zeros keep the value.
+                accepting[fraction(r, read)] = read > 0 && shifted(r, k - read.min(k)) == 0;
+                if read < k {
+                    for digit in 0..10u64 {
+                        set(fraction(r, read), digit as usize, fraction((r * 10 + digit) % d, read + 1));
+                    }
+                } else {
+                    set(fraction(r, read), 0, fraction(r, (read + 1).min(top)));
+                }
+            }
+        }
+        Self::from_raw(classes, num_classes, class_len, class_byte, &raw_trans, &accepting)
+    }
+
     /// The DFA of the strings every one of `all` accepts and none of `none` does (a product
     /// construction, so regexes can be intersected and subtracted, which their syntax cannot
     /// say). `AutomatonTooLarge` past `max_states` product states; `EmptyLanguage` if empty.
@@ -671,5 +742,29 @@ mod tests {
                 assert!(!full_match(&d, text), "{text}");
             }
         }
+    }
+
+    #[test]
+    fn scaled_decimal_multiples_are_exact() {
+        // multipleOf 0.25, 0.01, 2.5 (25 / 10), 0.3 (3 / 10), 0.125 (125 / 1000), 3 and 1 on a number.
+        for (divisor, scale) in [(25u32, 2u32), (1, 2), (25, 1), (3, 1), (125, 3), (3, 0), (1, 0)] {
+            let d = ByteDfa::decimal_multiples_scaled(divisor, scale).unwrap();
+            // Every value -4..4 in steps of 0.001, as 3 fraction digits, trimmed, and padded.
+            for thousandths in -4000i64..=4000 {
+                let (sign, magnitude) = (if thousandths < 0 { "-" } else { "" }, thousandths.abs());
+                let padded = format!("{sign}{}.{:03}", magnitude / 1000, magnitude % 1000);
+                let trimmed = padded.trim_end_matches('0').trim_end_matches('.').to_string();
+                // value * 10^scale = thousandths * 10^scale / 1000, an integer divisible by `divisor`?
+                let scaled = i128::from(thousandths) * 10i128.pow(scale);
+                let inside = scaled % 1000 == 0 && (scaled / 1000) % i128::from(divisor) == 0;
+                for text in [padded.clone(), trimmed.clone(), format!("{padded}00")] {
+                    assert_eq!(full_match(&d, &text), inside, "{text} / {divisor}e-{scale}");
+                }
+            }
+            for text in ["", "-", ".5", "1.", "01.5", "1e2", "0.25e0", "+0.5", "--1"] {
+                assert!(!full_match(&d, text), "{text}");
+            }
+        }
+        assert!(ByteDfa::decimal_multiples_scaled(0, 1).is_err());
     }
 }

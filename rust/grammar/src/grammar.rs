@@ -31,9 +31,11 @@ pub enum Lexeme {
         all: Vec<String>,
         none: Vec<String>,
     },
-    /// JSON integers divisible by `divisor` that every one of `all` matches.
+    /// Multiples that every one of `all` matches: of `divisor`, integers in JSON spelling, when
+    /// `scale` is `None`; of `divisor` / 10^k, numbers without exponent, when it is `Some(k)`.
     MultipleOf {
         divisor: u32,
+        scale: Option<u32>,
         all: Vec<String>,
     },
     /// JSON strings (with quotes) of `min_len` to `max_len` characters that every one of `all`

@@ -235,10 +235,13 @@ fn parts(lexeme: &Lexeme, limits: &CompileLimits) -> Result<Parts, GrammarError>
             all_dfas.push(Arc::new(counted));
             Parts::Product { all: all_dfas, none: Vec::new(), what }
         }
-        Lexeme::MultipleOf { divisor, all } => {
-            let what = format!("multiples of {divisor} in {all:?}");
-            let multiples = ByteDfa::decimal_multiples(*divisor)
-                .map_err(|source| GrammarError::Lexeme { pattern: what.clone(), source })?;
+        Lexeme::MultipleOf { divisor, scale, all } => {
+            let what = format!("multiples of {divisor}e-{} in {all:?}", scale.unwrap_or(0));
+            let multiples = match scale {
+                None => ByteDfa::decimal_multiples(*divisor),
+                Some(scale) => ByteDfa::decimal_multiples_scaled(*divisor, *scale),
+            }
+            .map_err(|source| GrammarError::Lexeme { pattern: what.clone(), source })?;
             let mut all_dfas = vec![Arc::new(multiples)];
             all_dfas.extend(all.iter().map(one).collect::<Result<Vec<_>, _>>()?);
             Parts::Product { all: all_dfas, none: Vec::new(), what }

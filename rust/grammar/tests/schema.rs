@@ -125,7 +125,7 @@ fn unsupported_keywords_are_named() {
             "dependencies",
         ),
         (r##"{"type": "integer", "multipleOf": 0.5, "not": {"const": 1}}"##, "not"),
-        (r##"{"type": "integer", "multipleOf": 0.5, "minimum": 1}"##, "multipleOf"),
+        (r##"{"type": "number", "multipleOf": 0.0000001, "minimum": 1}"##, "multipleOf"),
         (r##"{"type": "array", "items": {}, "uniqueItems": true}"##, "uniqueItems"),
         (r##"{"type": "number", "minimum": 1e40}"##, "minimum"),
         (r##"{"oneOf": [{"type": "integer"}, {"type": "number", "minimum": 0}]}"##, "oneOf"),
@@ -257,9 +257,27 @@ fn keywords_beyond_the_regex_path() {
             &["1", "-0", "07", "15", "7.0"],
         ),
         (
+            // On a number, an integral divisor admits a fraction of zeros (and "-0", which is 0).
             r#"{"type": "number", "multipleOf": 5, "minimum": -10, "exclusiveMaximum": 20}"#,
-            &["0", "-10", "15", "5"],
-            &["-15", "20", "25", "3", "-0"],
+            &["0", "-10", "15", "5", "10.0", "-5.00", "-0"],
+            &["-15", "20", "25", "3", "10.5", "20.0", "1e1"],
+        ),
+        (
+            // A fractional divisor: fractions up to its scale, bounds fractional too.
+            r#"{"type": "number", "multipleOf": 0.25, "minimum": -0.5, "exclusiveMaximum": 2.5}"#,
+            &["0", "-0.5", "0.25", "1.5", "2.25", "2.250", "1", "-0.25"],
+            &["0.1", "2.5", "-0.75", "0.125", "1e0", "3"],
+        ),
+        (
+            r#"{"type": "number", "multipleOf": 0.01}"#,
+            &["19.99", "0.5", "-3", "12.340"],
+            &["0.001", "1.005", "1e-2"],
+        ),
+        (
+            // On integers a fractional divisor d / 10^k means multiples of d / gcd(d, 10^k).
+            r#"{"type": "integer", "multipleOf": 2.5}"#,
+            &["0", "5", "-10", "25"],
+            &["2", "2.5", "7"],
         ),
         (
             r#"{"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}, "b": {}}, "required": ["a"],

@@ -16,6 +16,19 @@ from sglr._core import GrammarConstraint, Vocabulary, fill_grammar_bitmasks
 from sglr.errors import UnsupportedSchemaError
 
 SCHEMAS: dict[str, tuple[dict, list]] = {
+    # Fractional divisors and bounds (binary-exact ones, so `jsonschema`'s float arithmetic agrees).
+    "decimal_multiples": (
+        {
+            "type": "object",
+            "properties": {
+                "quarter": {"type": "number", "multipleOf": 0.25, "exclusiveMinimum": -2.5, "maximum": 40.5},
+                "half": {"type": "number", "multipleOf": 0.5},
+                "count": {"type": "number", "multipleOf": 3},
+            },
+            "required": ["quarter", "half", "count"],
+        },
+        [{"quarter": -2.25, "half": 7.5, "count": 9.0}, {"quarter": 40.5, "half": -1, "count": -3}],
+    ),
     "pattern_properties": (
         {
             "type": "object",
@@ -174,7 +187,7 @@ def test_random_walks_under_the_mask_validate(name: str) -> None:
         ({"type": "object", "not": {"required": ["a"]}}, "not"),
         ({"type": "array", "items": {"type": "integer"}, "uniqueItems": True}, "uniqueItems"),
         ({"type": "object", "dependencies": {"a": ["b"]}, "minProperties": 1}, "dependencies"),
-        ({"type": "number", "minimum": 0.5, "multipleOf": 0.25}, "multipleOf"),
+        ({"type": "number", "minimum": 0.5, "multipleOf": 0.0000001}, "multipleOf"),
         ({"oneOf": [{"type": "integer"}, {"type": "number", "minimum": 0}]}, "oneOf"),
     ],
 )

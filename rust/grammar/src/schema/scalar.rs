@@ -123,20 +123,36 @@ impl SchemaGrammar<'_> {
         map: &Map<String, Value>,
         path: &str,
     ) -> Result<Vec<Piece>, GrammarError> {
-        let divisor = map.get("multipleOf").and_then(|value| {
-            value
-                .as_u64()
-                .or_else(|| value.as_f64().filter(|f| f.fract() == 0.0 && *f >= 1.0).map(|f| f as u64))
-        });
-        let Some(divisor) = divisor.filter(|d| (1..=MAX_MULTIPLE_OF).contains(d)) else {
-            return Err(unsupported(
+        let number = map.get("type").and_then(Value::as_str) == Some("number");
+        let refuse = || {
+            unsupported(
                 "multipleOf",
                 path,
-                &format!("only integer divisors from 1 to {MAX_MULTIPLE_OF} are supported"),
-            ));
+                &format!(
+                    "only divisors d / 10^k (d from 1 to {MAX_MULTIPLE_OF}, k up to {MAX_MULTIPLE_OF_SCALE}) \
+                     are supported"
+                ),
+            )
         };
+        let (mut divisor, mut scale) = map.get("multipleOf").and_then(decimal_divisor).ok_or_else(refuse)?;
+        if !number && scale > 0 {
+            // An integer x is a multiple of d / 10^k when x * 10^k is one of d: of d / gcd(d, 10^k).
+            divisor /= gcd(divisor, 10u64.pow(scale));
+            scale = 0;
+        }
+        if !(1..=MAX_MULTIPLE_OF).contains(&divisor) {
+            return Err(refuse());
+        }
+        // NOTE: a number's multiples are spelled with fractions (`10.0`, `2.25`) where the
+        // automaton stays small; past it, with an integral divisor, as integers only (a subset
+        // of the multiples, never a false accept).
+        let fractions = number && divisor * u64::from(scale.max(1) + 2) <= MAX_MULTIPLE_OF;
+        if scale > 0 && !fractions {
+            return Err(refuse());
+        }
         let mut bounds = Map::new();
-        bounds.insert("type".into(), Value::String("integer".into()));
+        let range_type = if fractions { "number" } else { "integer" };
+        bounds.insert("type".into(), Value::String(range_type.into()));
         for key in ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"] {
             if let Some(value) = map.get(key) {
                 bounds.insert(key.into(), value.clone());
@@ -146,9 +162,41 @@ impl SchemaGrammar<'_> {
         if range == NEVER_REGEX {
             return Ok(vec![Piece::Rule(self.never())]);
         }
-        let lexeme = Lexeme::MultipleOf { divisor: divisor as u32, all: vec![range] };
+        let lexeme = Lexeme::MultipleOf {
+            divisor: divisor as u32,
+            scale: fractions.then_some(scale),
+            all: vec![range],
+        };
         Ok(self
             .checked_lexeme(lexeme)?
             .map_or_else(|| vec![Piece::Rule(self.never())], |l| vec![Piece::Lexeme(l)]))
+    }
+}
+
+/// Most fraction digits of a `multipleOf` divisor.
+const MAX_MULTIPLE_OF_SCALE: u32 = 6;
+
+/// A positive `multipleOf` value as (d, k) with value = d / 10^k and d not divisible by 10 unless
+/// k is 0, read from the shortest decimal that gives back the same `f64` (`0.01` -> (1, 2),
+/// `2.5` -> (25, 1), `12` -> (12, 0)).
+fn decimal_divisor(value: &Value) -> Option<(u64, u32)> {
+    if let Some(integer) = value.as_u64() {
+        return Some((integer, 0));
+    }
+    let float = value.as_f64().filter(|f| f.is_finite() && *f > 0.0 && *f < 1e15)?;
+    // NOTE: `Display` of an `f64` never writes an exponent.
+    let text = float.to_string();
+    let (int, frac) = text.split_once('.').unwrap_or((&text, ""));
+    let frac = frac.trim_end_matches('0');
+    let scale = u32::try_from(frac.len()).ok().filter(|k| *k <= MAX_MULTIPLE_OF_SCALE)?;
+    let digits: u64 = format!("{int}{frac}").parse().ok()?;
+    (digits > 0).then_some((digits, scale))
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
     }
 }
