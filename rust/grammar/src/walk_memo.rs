@@ -16,8 +16,10 @@ use rustc_hash::FxHashMap;
 use crate::earley::Item;
 
 /// Longest key kept (u32 words): past it the context is walked every time, so writing the key
-/// never costs much next to the walk it saves.
-const MAX_KEY_WORDS: usize = 1 << 14;
+/// never costs much next to the walk it saves. Long keys come from contexts that never repeat
+/// anyway: each element of an array with `maxItems` sits one unrolled tail deeper than the last,
+/// and its key grows with the count (at 16k words such masks cost twice the walk alone).
+const MAX_KEY_WORDS: usize = 1 << 11;
 
 /// Bytes of keys and token lists one matcher keeps; past it, new contexts are walked and not kept.
 const MAX_MEMO_BYTES: usize = 2 << 20;
