@@ -221,19 +221,7 @@ impl ByteDfa {
             return Err(FsmError::InvalidRegex("a divisor must be positive".into()));
         }
         // Classes: each digit, '-', everything else.
-        let mut classes = [11u8; 256];
-        for digit in 0..10u8 {
-            classes[(b'0' + digit) as usize] = digit;
-        }
-        classes[b'-' as usize] = 10;
-        let num_classes = 12;
-        let mut class_len = vec![0u16; num_classes];
-        let mut class_byte = vec![0u8; num_classes];
-        for byte in (0..=255u8).rev() {
-            let class = classes[byte as usize] as usize;
-            class_len[class] += 1;
-            class_byte[class] = byte;
-        }
+        let (classes, num_classes, class_len, class_byte) = digit_classes(b"-");
         // States: 0 start, 1 after '-', 2 a lone "0", 3 + r digits read with remainder r.
         let k = divisor as u64;
         let remainder = |r: u64| 3 + r as u32;
@@ -269,20 +257,7 @@ impl ByteDfa {
             ));
         }
         // Classes: each digit, '-', '.', everything else.
-        let mut classes = [12u8; 256];
-        for digit in 0..10u8 {
-            classes[(b'0' + digit) as usize] = digit;
-        }
-        classes[b'-' as usize] = 10;
-        classes[b'.' as usize] = 11;
-        let num_classes = 13;
-        let mut class_len = vec![0u16; num_classes];
-        let mut class_byte = vec![0u8; num_classes];
-        for byte in (0..=255u8).rev() {
-            let class = classes[byte as usize] as usize;
-            class_len[class] += 1;
-            class_byte[class] = byte;
-        }
+        let (classes, num_classes, class_len, class_byte) = digit_classes(b"-.");
         let (d, k) = (u64::from(divisor), scale as usize);
         // Fraction digits read are counted up to `top` (at least 1, so that a fraction of zeros
         // past the scale is told apart from a bare ".").
@@ -611,6 +586,28 @@ fn live_states(trans: &[u32], accepting: &[bool], num_classes: usize) -> Vec<boo
         }
     }
     live
+}
+
+/// Byte classes of a hand-built number automaton: digit d is class d, the bytes of `extra` come
+/// next (classes 10, 11, ...), every other byte is the last class. Returns (classes, number of
+/// classes, bytes per class, a byte of each class).
+fn digit_classes(extra: &[u8]) -> ([u8; 256], usize, Vec<u16>, Vec<u8>) {
+    let num_classes = 11 + extra.len();
+    let mut classes = [(num_classes - 1) as u8; 256];
+    for digit in 0..10u8 {
+        classes[(b'0' + digit) as usize] = digit;
+    }
+    for (offset, &byte) in extra.iter().enumerate() {
+        classes[byte as usize] = 10 + offset as u8;
+    }
+    let mut class_len = vec![0u16; num_classes];
+    let mut class_byte = vec![0u8; num_classes];
+    for byte in (0..=255u8).rev() {
+        let class = classes[byte as usize] as usize;
+        class_len[class] += 1;
+        class_byte[class] = byte;
+    }
+    (classes, num_classes, class_len, class_byte)
 }
 
 #[cfg(test)]
