@@ -105,13 +105,7 @@ impl ByteDfa {
             classes[byte as usize] = byte_classes.get(byte);
         }
         let num_classes = byte_classes.alphabet_len() - 1;
-        let mut class_len = vec![0u16; num_classes];
-        let mut class_byte = vec![0u8; num_classes];
-        for byte in (0..=255u8).rev() {
-            let class = classes[byte as usize] as usize;
-            class_len[class] += 1;
-            class_byte[class] = byte;
-        }
+        let (class_len, class_byte) = class_members(&classes, num_classes);
         let start = dfa
             .start_state(&start::Config::new().anchored(Anchored::Yes))
             .map_err(|e| FsmError::UnsupportedRegex(e.to_string()))?;
@@ -535,13 +529,7 @@ pub(crate) fn classes_by_signature<S: PartialEq>(signature: impl Fn(u8) -> S) ->
         classes[byte as usize] = class as u8;
     }
     let num_classes = signatures.len();
-    let mut class_len = vec![0u16; num_classes];
-    let mut class_byte = vec![0u8; num_classes];
-    for byte in (0..=255u8).rev() {
-        let class = classes[byte as usize] as usize;
-        class_len[class] += 1;
-        class_byte[class] = byte;
-    }
+    let (class_len, class_byte) = class_members(&classes, num_classes);
     (classes, num_classes, class_len, class_byte)
 }
 
@@ -600,6 +588,12 @@ fn digit_classes(extra: &[u8]) -> ([u8; 256], usize, Vec<u16>, Vec<u8>) {
     for (offset, &byte) in extra.iter().enumerate() {
         classes[byte as usize] = 10 + offset as u8;
     }
+    let (class_len, class_byte) = class_members(&classes, num_classes);
+    (classes, num_classes, class_len, class_byte)
+}
+
+/// How many bytes each class holds, and one byte of each (the lowest).
+fn class_members(classes: &[u8; 256], num_classes: usize) -> (Vec<u16>, Vec<u8>) {
     let mut class_len = vec![0u16; num_classes];
     let mut class_byte = vec![0u8; num_classes];
     for byte in (0..=255u8).rev() {
@@ -607,7 +601,7 @@ fn digit_classes(extra: &[u8]) -> ([u8; 256], usize, Vec<u16>, Vec<u8>) {
         class_len[class] += 1;
         class_byte[class] = byte;
     }
-    (classes, num_classes, class_len, class_byte)
+    (class_len, class_byte)
 }
 
 #[cfg(test)]
