@@ -147,9 +147,16 @@ impl GrammarMatcher {
                         }
                     }
                     None => {
-                        let mut token_ids = Vec::new();
-                        self.walk_boundaries(state, vocabulary, &boundaries, &mut allowed, &mut token_ids)?;
-                        if let Some(key) = key {
+                        // NOTE: the walk lists its tokens only where the memo can keep them.
+                        let mut token_ids = key.as_ref().map(|_| Vec::new());
+                        self.walk_boundaries(
+                            state,
+                            vocabulary,
+                            &boundaries,
+                            &mut allowed,
+                            token_ids.as_mut(),
+                        )?;
+                        if let (Some(key), Some(token_ids)) = (key, token_ids) {
                             self.boundary_walks.insert(key, token_ids);
                         }
                     }
@@ -244,9 +251,9 @@ impl GrammarMatcher {
         }
     }
 
-    /// ORs into `allowed` (and lists in `token_ids`) the tokens below the `boundaries` (sorted
-    /// trie nodes) that the parser takes: one byte step per node of their subtrees and of their
-    /// ancestors (whose sets the subtrees need), every other subtree skipped in one jump.
+    /// ORs into `allowed` (and lists in `token_ids`, if given) the tokens below the `boundaries`
+    /// (sorted trie nodes) that the parser takes: one byte step per node of their subtrees and
+    /// of their ancestors (whose sets the subtrees need), every other subtree skipped in one jump.
     ///
     /// A node where a lexeme ends needs the closure of the items advanced past it, but only
     /// for children whose byte starts something that closure predicts: the closure is kept
@@ -261,7 +268,7 @@ impl GrammarMatcher {
         vocabulary: &Vocabulary,
         boundaries: &[u32],
         allowed: &mut [u32],
-        token_ids: &mut Vec<u32>,
+        mut token_ids: Option<&mut Vec<u32>>,
     ) -> Result<(), GrammarError> {
         let trie = vocabulary.trie();
         let base: &[Arc<[Item]>] = &state.sets;
@@ -329,7 +336,9 @@ impl GrammarMatcher {
             for &token in &trie.token_ids[start..stop] {
                 allowed[token as usize >> 5] |= 1 << (token & 31);
             }
-            token_ids.extend_from_slice(&trie.token_ids[start..stop]);
+            if let Some(token_ids) = token_ids.as_mut() {
+                token_ids.extend_from_slice(&trie.token_ids[start..stop]);
+            }
             if node.subtree_end as usize == index + 1 {
                 // A leaf: its tokens are all this node decides.
                 index += 1;

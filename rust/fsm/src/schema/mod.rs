@@ -20,6 +20,7 @@ mod keywords;
 pub use keywords::is_annotation;
 pub use literal::string_literal;
 pub use literal::NEVER as NEVER_REGEX;
+pub use numeric::split_decimal;
 pub use object::{key_in, key_not_in};
 pub use string::{json_string_counter, json_string_of_length, json_string_regex};
 pub use undeclared::undeclared_key_dfa;

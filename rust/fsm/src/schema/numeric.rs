@@ -128,24 +128,25 @@ pub(crate) struct NumBound {
     pub strict: bool,
 }
 
+/// Decimal text `-?[0-9]+(\.[0-9]+)?` (what `f64`'s `Display` writes: never an exponent) as
+/// (negative, integer digits, fraction digits without trailing zeros).
+pub fn split_decimal(text: &str) -> Option<(bool, &str, &str)> {
+    let (negative, magnitude) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text),
+    };
+    let (int, frac) = magnitude.split_once('.').unwrap_or((magnitude, ""));
+    let digits = |part: &str| part.bytes().all(|b| b.is_ascii_digit());
+    (!int.is_empty() && digits(int) && digits(frac)).then(|| (negative, int, frac.trim_end_matches('0')))
+}
+
 impl NumBound {
-    /// From decimal text `-?[0-9]+(\.[0-9]+)?` (what `f64`'s `Display` writes: no exponent).
+    /// From decimal text ([`split_decimal`]).
     pub fn parse(text: &str, strict: bool) -> Option<Self> {
-        let (negative, magnitude) = match text.strip_prefix('-') {
-            Some(rest) => (true, rest),
-            None => (false, text),
-        };
-        let (int, frac) = magnitude.split_once('.').unwrap_or((magnitude, ""));
-        if int.is_empty()
-            || !int.bytes().all(|b| b.is_ascii_digit())
-            || !frac.bytes().all(|b| b.is_ascii_digit())
-        {
-            return None;
-        }
-        let frac = frac.trim_end_matches('0').to_string();
+        let (negative, int, frac) = split_decimal(text)?;
         let int: i128 = int.parse().ok()?;
         let negative = negative && (int != 0 || !frac.is_empty());
-        Some(Self { negative, int, frac, strict })
+        Some(Self { negative, int, frac: frac.to_string(), strict })
     }
 
     fn is_zero(&self) -> bool {
@@ -294,7 +295,9 @@ fn fraction_at_most(bound: &[u8], strict: bool) -> Fractions {
 
 /// Fractions D with 0.L <= 0.D <= 0.H (each `<` when strict), given 0.L <= 0.H.
 fn fraction_between(lo: &[u8], lo_strict: bool, hi: &[u8], hi_strict: bool) -> Fractions {
-    let empty = fraction_at_least(lo, lo_strict).empty && fraction_at_most(hi, hi_strict).empty;
+    // No fraction (0.0) is at least 0.L only when L is zero, at most 0.H unless H is a strict zero:
+    // the `empty` of `fraction_at_least` and `fraction_at_most`.
+    let empty = lo.is_empty() && !lo_strict && !(hi.is_empty() && hi_strict);
     if lo.is_empty() && hi.is_empty() {
         let non_empty = (!lo_strict && !hi_strict).then(|| "0+".to_string());
         return Fractions { non_empty, empty };

@@ -2,7 +2,7 @@
 //! intersection lexeme) and integers with `multipleOf` (a remainder automaton intersected with
 //! the bounds).
 use serde_json::{Map, Value};
-use sglr_fsm::schema::{json_value_to_regex, JsonSchemaOptions, NEVER_REGEX};
+use sglr_fsm::schema::{json_value_to_regex, split_decimal, JsonSchemaOptions, NEVER_REGEX};
 use sglr_fsm::{CompileLimits, FsmError};
 
 use super::{unsupported, Piece, SchemaGrammar, MAX_MULTIPLE_OF, SCALAR_KEYWORDS};
@@ -184,10 +184,8 @@ fn decimal_divisor(value: &Value) -> Option<(u64, u32)> {
         return Some((integer, 0));
     }
     let float = value.as_f64().filter(|f| f.is_finite() && *f > 0.0 && *f < 1e15)?;
-    // NOTE: `Display` of an `f64` never writes an exponent.
     let text = float.to_string();
-    let (int, frac) = text.split_once('.').unwrap_or((&text, ""));
-    let frac = frac.trim_end_matches('0');
+    let (_, int, frac) = split_decimal(&text)?;
     let scale = u32::try_from(frac.len()).ok().filter(|k| *k <= MAX_MULTIPLE_OF_SCALE)?;
     let digits: u64 = format!("{int}{frac}").parse().ok()?;
     (digits > 0).then_some((digits, scale))
