@@ -9,7 +9,6 @@
 
 use crate::dfa::{ByteDfa, DEAD};
 use crate::vocab::Vocabulary;
-use crate::walk::{allow_tokens_at, walk_below};
 
 /// Fewest first bytes worth delegating.
 const MIN_DELEGATED_BYTES: usize = 48;
@@ -72,8 +71,11 @@ pub(crate) fn is_donor(dfa: &ByteDfa, state: u32) -> bool {
     main_target(dfa, state).map(|(t, _)| t) == Some(state)
 }
 
-/// The row of `state` from the donor's `donor_words` (its full bitmask): donor bits of tokens
-/// whose first byte is delegated, plus walks under every other first byte.
+/// The row of `state` from the donor's `donor_words` (its full bitmask), walking the trie in
+/// lockstep from both states: below any node where the two runs meet (the same state, or both
+/// dead), the donor's bits are the state's, so only the paths where they differ are walked (a
+/// declared name's spelling inside a free key, not every token that starts with its letter).
+/// At the first level this hands over exactly `delegation`'s bytes.
 pub(crate) fn delegated_row(
     dfa: &ByteDfa,
     vocab: &Vocabulary,
@@ -82,39 +84,47 @@ pub(crate) fn delegated_row(
     donor_words: &[u32],
     mask: &mut [u32],
 ) -> usize {
-    // NOTE: the donor's row, less every token under a first byte that is not delegated (few
-    // bytes, so clearing their tokens costs far less than testing each of the donor's bits).
     mask.copy_from_slice(donor_words);
     let trie = &vocab.trie;
-    let end = trie.nodes[0].subtree_end as usize;
-    let mut child = 1;
-    while child < end {
-        let node = trie.nodes[child];
-        if !delegation.contains(node.byte as u16) {
-            let start = node.token_start as usize;
-            let stop = trie.nodes[node.subtree_end as usize].token_start as usize;
-            for &token in &trie.token_ids[start..stop] {
+    let nodes = &trie.nodes;
+    let token_ids = &trie.token_ids;
+    let mut own = vec![DEAD; trie.max_depth + 1];
+    let mut donor = vec![DEAD; trie.max_depth + 1];
+    own[0] = state;
+    donor[0] = delegation.donor;
+    let end = nodes[0].subtree_end as usize;
+    let mut index = 1;
+    while index < end {
+        let node = nodes[index];
+        let depth = node.depth as usize;
+        let next = dfa.next(own[depth - 1], node.byte);
+        let parent = donor[depth - 1];
+        let donor_next = if parent == DEAD { DEAD } else { dfa.next(parent, node.byte) };
+        let subtree_end = node.subtree_end as usize;
+        if next == donor_next {
+            index = subtree_end;
+            continue;
+        }
+        if next == DEAD {
+            // NOTE: the donor may allow some of these tokens; none is allowed from here.
+            let stop = nodes[subtree_end].token_start as usize;
+            for &token in &token_ids[node.token_start as usize..stop] {
                 mask[token as usize >> 5] &= !(1 << (token & 31));
             }
+            index = subtree_end;
+            continue;
         }
-        child = node.subtree_end as usize;
-    }
-    let mut num_allowed: usize = mask.iter().map(|w| w.count_ones() as usize).sum();
-    let mut stack = vec![DEAD; trie.max_depth + 1];
-    let mut child = 1;
-    while child < end {
-        let node = trie.nodes[child];
-        let next_child = node.subtree_end as usize;
-        if !delegation.contains(node.byte as u16) {
-            let target = dfa.next(state, node.byte);
-            if target != DEAD {
-                num_allowed += allow_tokens_at(trie, child, mask);
-                num_allowed += walk_below(dfa, trie, child, target, mask, &mut stack, None);
-            }
+        // Live from here whatever the donor does at this node: the tokens ending here are
+        // allowed; those below are decided one level down.
+        let stop = nodes[index + 1].token_start as usize;
+        for &token in &token_ids[node.token_start as usize..stop] {
+            mask[token as usize >> 5] |= 1 << (token & 31);
         }
-        child = next_child;
+        own[depth] = next;
+        donor[depth] = donor_next;
+        index += 1;
     }
-    num_allowed
+    mask.iter().map(|w| w.count_ones() as usize).sum()
 }
 
 #[cfg(test)]
@@ -142,8 +152,12 @@ mod tests {
     /// delegated row equals a plain walk over a vocabulary with multi-byte tokens.
     #[test]
     fn bytes_that_meet_the_donor_state_are_delegated() {
-        let texts =
-            ["\"", "a", "ab", "abc", "\":", "b\"", "é", "éa", "日本", "\\", "\\n", "\\u00e9", "x", "ca", " "];
+        let texts = [
+            "\"", "a", "ab", "abc", "\":", "b\"", "é", "éa", "日本", "\\", "\\n", "\\u00e9", "x", "ca", " ",
+            // Runs that leave a name deeper down, or end it: the lockstep walk meets the donor
+            // below the first byte.
+            "abx", "abcx", "abc\"", "ab\"", "ax\"", "éab", "éé", "bc", "abc\":",
+        ];
         let mut tokens: Vec<Option<Vec<u8>>> = texts.iter().map(|t| Some(t.as_bytes().to_vec())).collect();
         tokens.push(None);
         let vocab = Vocabulary::new(tokens, vec![texts.len() as u32]).unwrap();

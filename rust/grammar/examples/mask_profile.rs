@@ -120,14 +120,17 @@ fn main() {
             .unwrap_or(f64::NAN)
     };
     let (mask_total, compile_total): (f64, f64) = (all_masks.iter().sum(), all_compiles.iter().sum());
+    let num_over_50 = all_masks.iter().filter(|&&m| m > 50.0).count();
     println!(
-        "{} schemas: compile p50 {:.2} ms p99 {:.2} ms total {:.0} ms; {} masks: p50 {:.1} us p99 {:.1} us total {:.0} ms",
+        "{} schemas: compile p50 {:.2} ms p99 {:.2} ms total {:.0} ms; {} masks: p50 {:.1} us p90 {:.1} us p99 {:.1} us \
+         over 50 us {num_over_50} total {:.0} ms",
         all_compiles.len(),
         percentile(&mut all_compiles, 0.5),
         percentile(&mut all_compiles, 0.99),
         compile_total,
         all_masks.len(),
         percentile(&mut all_masks, 0.5),
+        percentile(&mut all_masks, 0.9),
         percentile(&mut all_masks, 0.99),
         mask_total / 1e3
     );

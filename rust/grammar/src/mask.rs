@@ -431,8 +431,10 @@ fn lexeme_boundaries(
     boundaries
 }
 
-/// [`lexeme_boundaries`] of a state that hands some first bytes to a donor (`delegation`) whose
-/// boundaries are `donor_boundaries`: the donor's under those bytes, a walk under the others.
+/// [`lexeme_boundaries`] of a state whose tokens come from a donor (`delegation`) with
+/// boundaries `donor_boundaries`: the trie walked in lockstep from both states, the donor's
+/// boundaries taken below every node where the two runs meet (as `delegated_row` takes its
+/// tokens there), a walk of this state's own below the others.
 fn delegated_boundaries(
     dfa: &ByteDfa,
     distances: &[u16],
@@ -442,18 +444,38 @@ fn delegated_boundaries(
     delegation: &Delegation,
 ) -> Vec<u32> {
     let mut boundaries = Vec::new();
+    let mut own = vec![DEAD; trie.max_depth + 1];
+    let mut donor = vec![DEAD; trie.max_depth + 1];
+    own[0] = lex;
+    donor[0] = delegation.donor;
     let end = trie.nodes[0].subtree_end as usize;
-    let mut child = 1;
-    while child < end {
-        let next_child = trie.nodes[child].subtree_end as usize;
-        if delegation.contains(u16::from(trie.nodes[child].byte)) {
-            let first = donor_boundaries.partition_point(|&b| (b as usize) < child);
-            let last = donor_boundaries.partition_point(|&b| (b as usize) < next_child);
+    let mut index = 1;
+    while index < end {
+        let node = trie.nodes[index];
+        let depth = node.depth as usize;
+        let subtree_end = node.subtree_end as usize;
+        let next = dfa.next(own[depth - 1], node.byte);
+        let parent = donor[depth - 1];
+        let donor_next = if parent == DEAD { DEAD } else { dfa.next(parent, node.byte) };
+        if next == donor_next {
+            let first = donor_boundaries.partition_point(|&b| (b as usize) < index);
+            let last = donor_boundaries.partition_point(|&b| (b as usize) < subtree_end);
             boundaries.extend_from_slice(&donor_boundaries[first..last]);
-        } else {
-            boundaries.extend(lexeme_boundaries(dfa, distances, trie, lex, child, next_child));
+            index = subtree_end;
+            continue;
         }
-        child = next_child;
+        // NOTE: as in `lexeme_boundaries`, a subtree too shallow to reach the lexeme's end
+        // holds no boundary.
+        if next == DEAD || node.height != u8::MAX && distances[next as usize] >= u16::from(node.height) {
+            index = subtree_end;
+            continue;
+        }
+        if distances[next as usize] == 0 {
+            boundaries.push(index as u32);
+        }
+        own[depth] = next;
+        donor[depth] = donor_next;
+        index += 1;
     }
     boundaries
 }
