@@ -2,8 +2,9 @@
 with a `$ref` cycle (the regex path unrolls them 3 levels) and those it refuses as too large.
 
 For each such schema file: the regex path's outcome (as `maskbench_oracle.py` computes it) and
-the grammar path's (`GrammarConstraint.from_json_schema`, undeclared properties allowed as the
-oracle does): valid instances must be accepted, invalid ones rejected (a false accept is a
+the grammar path's (`GrammarConstraint.from_json_schema`, undeclared properties allowed and
+typeless keywords constraining only their own type, as the oracle and the specification read
+schemas; `--implied-types` for the engine's default reading instead): valid instances must be accepted, invalid ones rejected (a false accept is a
 bug), unsupported keywords refused with a typed error. Times: compile + first mask, and the
 mask fill per token (first `--mask-tokens` tokens of each instance; the rest only advance).
 
@@ -39,6 +40,9 @@ from sglr._core import GrammarConstraint, Vocabulary, fill_grammar_bitmasks, jso
 
 HERE = Path(__file__).resolve().parent
 
+# How schemas are read: as the specification does (set by `main`, `--implied-types`).
+SCHEMA_READING: dict[str, bool] = {"additional_properties": True, "implied_types": False}
+
 
 def load_oracle() -> Any:
     spec = importlib.util.spec_from_file_location("maskbench_oracle", HERE / "maskbench_oracle.py")
@@ -69,9 +73,7 @@ def check_grammar(case: dict, encoding: Any, vocab: Vocabulary, oracle: Any, mas
     result: dict[str, Any] = {"outcome": "passing", "valid_rejected": 0, "invalid_accepted": 0, "steps": []}
     started = time.perf_counter()
     try:
-        grammar = GrammarConstraint.from_json_schema(
-            json.dumps(case["schema"]), vocab, additional_properties=True
-        )
+        grammar = GrammarConstraint.from_json_schema(json.dumps(case["schema"]), vocab, **SCHEMA_READING)
         mask = np.zeros((1, vocab.num_mask_words), dtype=np.int32)
         fill_grammar_bitmasks([grammar.start()], mask, [0])
     except errors.UnsupportedSchemaError as error:
@@ -129,7 +131,7 @@ def check_fsm(
     started = time.perf_counter()
     try:
         fsm = TokenFsm.from_json_schema(
-            json.dumps(case["schema"]), vocab, additional_properties=True, max_any_depth=max_any_depth
+            json.dumps(case["schema"]), vocab, max_any_depth=max_any_depth, **SCHEMA_READING
         )
         mask = np.zeros(fsm.num_mask_words, dtype=np.int32)
         fsm.fill_bitmask(fsm.start_state, mask)
@@ -287,7 +289,13 @@ def main() -> None:
     parser.add_argument(
         "--dump", default=None, help="with --all: write per-file compile and mask times (JSON)"
     )
+    parser.add_argument(
+        "--implied-types",
+        action="store_true",
+        help="typeless keywords imply their type (the engine's default) instead of the specification's reading",
+    )
     args = parser.parse_args()
+    SCHEMA_READING["implied_types"] = args.implied_types
     oracle = load_oracle()
     directory = oracle.data_dir(args.data)
     if directory is None:

@@ -232,6 +232,7 @@ def check_file(path: Path, encoding: Any, vocab: Vocabulary, timings: bool = Fal
             json.dumps(case["schema"]),
             vocab,
             additional_properties=True,
+            implied_types=False,
             max_regex_len=REGEX_PATH_MAX_REGEX_LEN,
         )
         mask = np.zeros(fsm.num_mask_words, dtype=np.int32)

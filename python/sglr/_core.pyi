@@ -246,6 +246,7 @@ class TokenFsm:
         *,
         whitespace_pattern: str | None = None,
         additional_properties: bool = False,
+        implied_types: bool = True,
         max_any_depth: int | None = 3,
         max_recursion_depth: int | None = None,
         dfa_size_limit: int | None = None,
@@ -307,6 +308,7 @@ def json_schema_to_regex(
     *,
     whitespace_pattern: str | None = None,
     additional_properties: bool = False,
+    implied_types: bool = True,
     max_any_depth: int | None = 3,
     max_recursion_depth: int | None = None,
     max_regex_len: int | None = None,
@@ -327,7 +329,10 @@ class GrammarConstraint:
         *,
         whitespace_pattern: str | None = None,
         additional_properties: bool = False,
-    ) -> GrammarConstraint: ...
+        implied_types: bool = True,
+    ) -> GrammarConstraint:
+        """`additional_properties` and `implied_types` as in `JsonSchemaConfig`: False / True
+        read schemas as generation wants, True / False as the JSON Schema specification does."""
     def start(self) -> GrammarState: ...
     @property
     def vocab_size(self) -> int: ...

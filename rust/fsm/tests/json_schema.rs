@@ -412,3 +412,39 @@ fn large_length_bounds_are_refused_by_name() {
     assert!(re.is_match(&format!("\"{}\"", "x".repeat(70))));
     assert!(!re.is_match(&format!("\"{}\"", "x".repeat(72))));
 }
+
+/// Keywords of one type without `type`: by default they imply it; with `implied_types` off
+/// (the specification's reading) they constrain only values of that type.
+#[test]
+fn typeless_keywords_imply_their_type_unless_read_as_the_specification() {
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "widget": {"properties": {"size": {"type": "integer"}}, "required": ["size"]},
+            "name": {"minLength": 2},
+            "level": {"minimum": 3},
+            "mode": {"enum": ["a", 1]}
+        }
+    });
+    let implied = matcher(schema.clone(), &roomy());
+    let spec = matcher(schema, &JsonSchemaOptions { implied_types: false, ..roomy() });
+    for doc in [r#"{"widget": {"size": 1}}"#, r#"{"name": "ab"}"#, r#"{"level": 4}"#, r#"{"mode": 1}"#] {
+        assert!(implied.is_match(doc) && spec.is_match(doc), "{doc}");
+    }
+    // Other types: free in the specification's reading, refused by the implied one.
+    for doc in [r#"{"widget": "string"}"#, r#"{"name": 7}"#, r#"{"level": "low"}"#, r#"{"widget": [1, {}]}"#]
+    {
+        assert!(spec.is_match(doc), "spec should accept {doc}");
+        assert!(!implied.is_match(doc), "implied should refuse {doc}");
+    }
+    // The keywords still hold for their own type, and `enum` still restricts the types.
+    for doc in [
+        r#"{"widget": {}}"#,
+        r#"{"widget": {"size": "1"}}"#,
+        r#"{"name": "a"}"#,
+        r#"{"level": 2}"#,
+        r#"{"mode": true}"#,
+    ] {
+        assert!(!spec.is_match(doc), "spec should refuse {doc}");
+    }
+}

@@ -27,7 +27,8 @@ fn main() {
     let token_bytes = tokens.clone();
     let eos = input["eos"].as_array().unwrap().iter().map(|t| t.as_u64().unwrap() as u32).collect();
     let vocabulary = Arc::new(Vocabulary::new(tokens, eos).unwrap());
-    let options = JsonSchemaOptions { additional_properties_default: true, ..Default::default() };
+    let options =
+        JsonSchemaOptions { additional_properties_default: true, implied_types: false, ..Default::default() };
     let quiet = std::env::var("QUIET").is_ok();
     let trace = std::env::var("TRACE").is_ok();
     let repeat: usize = std::env::var("REPEAT").map_or(1, |n| n.parse().unwrap());

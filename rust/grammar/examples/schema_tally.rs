@@ -9,7 +9,8 @@ use sglr_grammar::{json_schema_to_grammar, GrammarError};
 
 fn main() {
     let dir = std::env::args().nth(1).unwrap_or("/work/shared/data/maskbench-dev".into());
-    let options = JsonSchemaOptions { additional_properties_default: true, ..Default::default() };
+    let options =
+        JsonSchemaOptions { additional_properties_default: true, implied_types: false, ..Default::default() };
     let mut regex: BTreeMap<String, usize> = BTreeMap::new();
     let mut grammar: BTreeMap<String, usize> = BTreeMap::new();
     let mut both: BTreeMap<String, usize> = BTreeMap::new();

@@ -558,3 +558,27 @@ fn exclusive_required_branches_keep_member_order() {
         assert!(!accepts(&m, text), "should reject {text}");
     }
 }
+
+/// `implied_types` off: a typeless keyword constrains only its own type; on (the default) it
+/// implies that type. Recursion through such a schema keeps either reading.
+#[test]
+fn typeless_keywords_follow_the_implied_types_option() {
+    let schema = r##"{"$defs": {"node": {"properties": {"next": {"$ref": "#/$defs/node"},
+        "size": {"minimum": 1}}, "required": ["size"]}}, "$ref": "#/$defs/node"}"##;
+    let build = |implied_types| {
+        let options = JsonSchemaOptions { implied_types, ..JsonSchemaOptions::default() };
+        let grammar = json_schema_to_grammar(schema, &options).unwrap();
+        GrammarMatcher::new(grammar, CompileLimits::default(), ParserLimits::default())
+    };
+    let (implied, spec) = (build(true), build(false));
+    for text in [r#"{"size": 1}"#, r#"{"next": {"size": 5}, "size": 2}"#] {
+        assert!(accepts(&implied, text) && accepts(&spec, text), "{text}");
+    }
+    for text in [r#""text""#, r#"{"next": [true], "size": 1}"#, r#"{"size": "big"}"#, "null"] {
+        assert!(accepts(&spec, text), "spec should accept {text}");
+        assert!(!accepts(&implied, text), "implied should refuse {text}");
+    }
+    for text in [r#"{"size": 0}"#, r#"{"next": {"size": 1}}"#, r#"{"next": {"size": 0}, "size": 1}"#] {
+        assert!(!accepts(&spec, text), "spec should refuse {text}");
+    }
+}

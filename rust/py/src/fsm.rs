@@ -133,6 +133,7 @@ fn limits(dfa_size_limit: Option<usize>, nfa_size_limit: Option<usize>) -> Compi
 fn schema_options(
     whitespace_pattern: Option<String>,
     additional_properties: bool,
+    implied_types: bool,
     max_any_depth: Option<usize>,
     max_recursion_depth: Option<usize>,
     max_regex_len: Option<usize>,
@@ -142,6 +143,7 @@ fn schema_options(
     JsonSchemaOptions {
         whitespace_pattern: whitespace_pattern.unwrap_or(defaults.whitespace_pattern),
         additional_properties_default: additional_properties,
+        implied_types,
         max_any_depth,
         max_recursion_depth: max_recursion_depth.unwrap_or(defaults.max_recursion_depth),
         max_regex_len: max_regex_len.unwrap_or(defaults.max_regex_len),
@@ -175,7 +177,7 @@ impl PyTokenFsm {
     /// Compiles a JSON schema (JSON text) for `vocabulary`; see `json_schema_to_regex`.
     #[staticmethod]
     #[pyo3(signature = (schema, vocabulary, *, whitespace_pattern=None, additional_properties=false,
-                        max_any_depth=Some(3), max_recursion_depth=None, dfa_size_limit=None,
+                        implied_types=true, max_any_depth=Some(3), max_recursion_depth=None, dfa_size_limit=None,
                         nfa_size_limit=None, max_regex_len=None,
                         max_unrolled_length=Some(DEFAULT_MAX_UNROLLED_LENGTH)))]
     #[allow(clippy::too_many_arguments)]
@@ -185,6 +187,7 @@ impl PyTokenFsm {
         vocabulary: &PyVocabulary,
         whitespace_pattern: Option<String>,
         additional_properties: bool,
+        implied_types: bool,
         max_any_depth: Option<usize>,
         max_recursion_depth: Option<usize>,
         dfa_size_limit: Option<usize>,
@@ -195,6 +198,7 @@ impl PyTokenFsm {
         let options = schema_options(
             whitespace_pattern,
             additional_properties,
+            implied_types,
             max_any_depth,
             max_recursion_depth,
             max_regex_len,
@@ -380,7 +384,7 @@ pub(crate) fn fill_bitmasks(
 /// Compiles a JSON schema (JSON text) to the regex `TokenFsm.from_json_schema` enforces.
 #[pyfunction]
 #[pyo3(signature = (schema, *, whitespace_pattern=None, additional_properties=false,
-                    max_any_depth=Some(3), max_recursion_depth=None, max_regex_len=None,
+                    implied_types=true, max_any_depth=Some(3), max_recursion_depth=None, max_regex_len=None,
                     max_unrolled_length=Some(DEFAULT_MAX_UNROLLED_LENGTH)))]
 #[pyo3(name = "json_schema_to_regex")]
 #[allow(clippy::too_many_arguments)]
@@ -389,6 +393,7 @@ pub(crate) fn json_schema_to_regex_py(
     schema: String,
     whitespace_pattern: Option<String>,
     additional_properties: bool,
+    implied_types: bool,
     max_any_depth: Option<usize>,
     max_recursion_depth: Option<usize>,
     max_regex_len: Option<usize>,
@@ -397,6 +402,7 @@ pub(crate) fn json_schema_to_regex_py(
     let options = schema_options(
         whitespace_pattern,
         additional_properties,
+        implied_types,
         max_any_depth,
         max_recursion_depth,
         max_regex_len,

@@ -69,18 +69,21 @@ impl PyGrammarConstraint {
 
     /// Compiles a JSON schema (JSON text) with `$ref` recursion as grammar rules.
     #[staticmethod]
-    #[pyo3(signature = (schema, vocabulary, *, whitespace_pattern=None, additional_properties=false))]
+    #[pyo3(signature = (schema, vocabulary, *, whitespace_pattern=None, additional_properties=false,
+                        implied_types=true))]
     fn from_json_schema(
         py: Python<'_>,
         schema: String,
         vocabulary: &PyVocabulary,
         whitespace_pattern: Option<String>,
         additional_properties: bool,
+        implied_types: bool,
     ) -> PyResult<Self> {
         let defaults = JsonSchemaOptions::default();
         let options = JsonSchemaOptions {
             whitespace_pattern: whitespace_pattern.unwrap_or(defaults.whitespace_pattern.clone()),
             additional_properties_default: additional_properties,
+            implied_types,
             ..defaults
         };
         let grammar =

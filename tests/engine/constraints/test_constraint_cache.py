@@ -126,3 +126,23 @@ def test_free_values_at_any_depth_go_to_the_grammar(vocab: Vocabulary) -> None:
     for char in deep:
         state = bounded.try_advance(state, ord(char) - 32) if state is not None else None
     assert state is None
+
+
+def test_implied_types_off_reads_typeless_keywords_as_the_specification(vocab: Vocabulary) -> None:
+    cache = ConstraintCache()
+    schema = {"type": "object", "properties": {"w": {"properties": {"n": {"type": "integer"}}}}}
+    spec = JsonSchemaConfig(implied_types=False, max_any_depth=None)
+    grammar = cache.json_schema_grammar(json.dumps(schema), vocab, spec)
+    implied = cache.json_schema_grammar(json.dumps(schema), vocab, JsonSchemaConfig(max_any_depth=None))
+    assert grammar is not implied  # the option is part of the key
+    for text in ['{"w":{"n":1}}', '{"w":"text"}', '{"w":[1,{}]}']:
+        assert accepts_text(grammar, text), text
+    assert not accepts_text(grammar, '{"w":{"n":"1"}}')
+    assert accepts_text(implied, '{"w":{"n":1}}')
+    assert not accepts_text(implied, '{"w":"text"}')
+    # The FSM path reads the option the same way.
+    fsm = cache.json_schema(schema, vocab, JsonSchemaConfig(implied_types=False, max_regex_len=1 << 20))
+    state = fsm.start_state
+    for char in '{"w":"text"}':
+        state = fsm.try_advance(state, ord(char) - 32) if state is not None else None
+    assert state is not None and fsm.is_accepting(state)

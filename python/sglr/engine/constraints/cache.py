@@ -20,6 +20,10 @@ class JsonSchemaConfig:
         compact JSON and Python's `json.dumps` layout without letting a model loop on spaces.
     additional_properties: what objects allow when the schema does not say: False (default)
         only declared properties, True anything else as well (JSON Schema's own default).
+    implied_types: the types of a schema without `type`: True (default) those its keywords
+        imply (`properties` means an object, `minLength` a string), as generation wants;
+        False the specification's reading, where such keywords constrain only values of their
+        own type and every other type stays free.
     max_any_depth: nesting allowed inside unconstrained values (`{}`, free members), which the
         FSM path unrolls; None admits any depth as the schema says: the FSM path then refuses
         such schemas and the grammar path takes them (exact, slower masks).
@@ -31,6 +35,7 @@ class JsonSchemaConfig:
 
     whitespace_pattern: str = "[ ]?"
     additional_properties: bool = False
+    implied_types: bool = True
     max_any_depth: int | None = 3
     max_recursion_depth: int = 3
     max_regex_len: int | None = None
@@ -91,6 +96,7 @@ class ConstraintCache:
                 vocabulary,
                 whitespace_pattern=config.whitespace_pattern,
                 additional_properties=config.additional_properties,
+                implied_types=config.implied_types,
                 max_any_depth=config.max_any_depth,
                 max_recursion_depth=config.max_recursion_depth,
                 max_regex_len=config.max_regex_len,
@@ -115,6 +121,7 @@ class ConstraintCache:
                 vocabulary,
                 whitespace_pattern=config.whitespace_pattern,
                 additional_properties=config.additional_properties,
+                implied_types=config.implied_types,
             ),
         )
 

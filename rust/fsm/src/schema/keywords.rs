@@ -84,10 +84,14 @@ fn is_known_keyword(keyword: &str) -> bool {
     )
 }
 
-/// Types implied by the keywords present (every type if none is specific).
-pub(crate) fn implied_types(map: &Map<String, Value>) -> Vec<&'static str> {
+/// The types a schema without `type` admits: those its literal values (`enum`, `const`)
+/// have; else, with `from_keywords`, those its type-specific keywords imply; else every type.
+pub(crate) fn implied_types(map: &Map<String, Value>, from_keywords: bool) -> Vec<&'static str> {
     let has = |keys: &[&str]| keys.iter().any(|k| map.contains_key(*k));
     let mut types = Vec::new();
+    if !from_keywords {
+        return literal_types(map).unwrap_or_else(|| ALL_TYPES.to_vec());
+    }
     if has(&[
         "properties",
         "required",
@@ -112,17 +116,15 @@ pub(crate) fn implied_types(map: &Map<String, Value>) -> Vec<&'static str> {
         types.push("number");
     }
     if types.is_empty() {
-        if let Some(values) = literal_values(map) {
-            for ty in ALL_TYPES {
-                if values.iter().any(|v| value_has_type(v, ty)) {
-                    types.push(ty);
-                }
-            }
-            return types;
-        }
-        return ALL_TYPES.to_vec();
+        return literal_types(map).unwrap_or_else(|| ALL_TYPES.to_vec());
     }
     types
+}
+
+/// The types of a schema's `enum` / `const` values, if it lists any.
+fn literal_types(map: &Map<String, Value>) -> Option<Vec<&'static str>> {
+    let values = literal_values(map)?;
+    Some(ALL_TYPES.into_iter().filter(|ty| values.iter().any(|v| value_has_type(v, ty))).collect())
 }
 
 pub(crate) fn value_has_type(value: &Value, ty: &str) -> bool {

@@ -48,6 +48,13 @@ pub struct JsonSchemaOptions {
     /// `false` (the default) admits only declared properties, as generation wants; `true`
     /// follows the JSON Schema specification and admits any other property too.
     pub additional_properties_default: bool,
+    /// The types of a schema without `type` whose keywords belong to one type (`properties`,
+    /// `minLength`, `minimum` ...): `true` (the default) admits only the types those keywords
+    /// imply (`{"properties": ...}` is an object), as generation wants; `false` follows the
+    /// specification, where such keywords constrain only values of their own type and every
+    /// other type stays free (`{"properties": ...}` also admits `"text"` and `3`). `enum` and
+    /// `const` restrict the types either way.
+    pub implied_types: bool,
     /// Nesting depth of arrays/objects inside an unconstrained value (`{}` or `true`, and the
     /// members an object or array leaves free). `None`: any depth, as the schema says, which
     /// no regex can hold: such a schema is refused ([`FsmError::UnsupportedSchema`] naming
@@ -74,6 +81,7 @@ impl Default for JsonSchemaOptions {
         Self {
             whitespace_pattern: "[ ]?".into(),
             additional_properties_default: false,
+            implied_types: true,
             max_any_depth: Some(3),
             max_recursion_depth: 3,
             max_regex_len: DEFAULT_MAX_REGEX_LEN,
@@ -375,11 +383,11 @@ impl<'a> Ctx<'a> {
         Ok(alternation(parts))
     }
 
-    /// The types a schema object admits: its `type` keyword, else those its keywords imply,
-    /// else every type.
+    /// The types a schema object admits: its `type` keyword, else those its keywords imply
+    /// (`JsonSchemaOptions::implied_types`), else every type.
     pub fn types(&self, map: &Map<String, Value>, path: &str) -> Result<Vec<&'static str>, FsmError> {
         let mut types: Vec<&'static str> = match map.get("type") {
-            None => keywords::implied_types(map),
+            None => keywords::implied_types(map, self.options.implied_types),
             Some(Value::String(name)) => vec![type_name(name, path)?],
             Some(Value::Array(names)) => names
                 .iter()
