@@ -448,3 +448,42 @@ fn typeless_keywords_imply_their_type_unless_read_as_the_specification() {
         assert!(!spec.is_match(doc), "spec should refuse {doc}");
     }
 }
+
+/// Read as the specification does, `oneOf` branches with object keywords and no `type` both
+/// admit every string, number, array...: those values match two branches, so none is valid,
+/// and the objects are told apart by their discriminator.
+#[test]
+fn one_of_takes_out_types_two_branches_leave_free() {
+    let schema = json!({"oneOf": [
+        {"properties": {"kind": {"const": "a"}, "n": {"type": "integer"}}, "required": ["kind"]},
+        {"properties": {"kind": {"const": "b"}}, "required": ["kind"]}
+    ]});
+    let spec = JsonSchemaOptions { implied_types: false, additional_properties_default: true, ..roomy() };
+    let re = matcher(schema, &spec);
+    for doc in [r#"{"kind": "a"}"#, r#"{"kind": "a", "n": 2}"#, r#"{"kind": "b", "x": [1]}"#] {
+        assert!(re.is_match(doc), "should accept {doc}");
+    }
+    for doc in [
+        r#""text""#,
+        "3",
+        "1.5",
+        "null",
+        "true",
+        "[1]",
+        "{}",
+        r#"{"kind": "c"}"#,
+        r#"{"kind": "a", "n": "2"}"#,
+    ] {
+        assert!(!re.is_match(doc), "should refuse {doc}");
+    }
+    // One free branch per type is fine; integers free in two branches but fractions in one
+    // cannot be written as a `type`, so that stays refused.
+    let one_free = json!({"oneOf": [{"type": "string"}, {"properties": {"a": {"type": "integer"}}}]});
+    let re = matcher(one_free, &JsonSchemaOptions { implied_types: true, ..roomy() });
+    assert!(re.is_match(r#""x""#) && re.is_match(r#"{"a": 1}"#) && !re.is_match("1"));
+    let integers = json!({"oneOf": [{"type": "integer"}, {"type": "number"}]});
+    match json_value_to_regex(&integers, &roomy()) {
+        Err(FsmError::UnsupportedSchema { keyword, .. }) => assert_eq!(keyword, "oneOf"),
+        other => panic!("{other:?}"),
+    }
+}

@@ -582,3 +582,24 @@ fn typeless_keywords_follow_the_implied_types_option() {
         assert!(!accepts(&spec, text), "spec should refuse {text}");
     }
 }
+
+/// The grammar path takes a `oneOf` apart the same way: types two branches leave free are
+/// taken out of every branch (here through a recursive `$ref`).
+#[test]
+fn one_of_takes_out_types_two_branches_leave_free() {
+    let schema = r##"{"$defs": {"node": {"oneOf": [
+        {"properties": {"kind": {"const": "leaf"}}, "required": ["kind"]},
+        {"properties": {"kind": {"const": "pair"}, "left": {"$ref": "#/$defs/node"}}, "required": ["kind", "left"]}
+    ]}}, "$ref": "#/$defs/node"}"##;
+    let options = JsonSchemaOptions { implied_types: false, ..JsonSchemaOptions::default() };
+    let grammar = json_schema_to_grammar(schema, &options).unwrap();
+    let m = GrammarMatcher::new(grammar, CompileLimits::default(), ParserLimits::default());
+    for text in
+        [r#"{"kind": "leaf"}"#, r#"{"kind": "pair", "left": {"kind": "pair", "left": {"kind": "leaf"}}}"#]
+    {
+        assert!(accepts(&m, text), "should accept {text}");
+    }
+    for text in [r#""leaf""#, "1", "null", r#"{"kind": "pair", "left": 3}"#, r#"{"kind": "other"}"#] {
+        assert!(!accepts(&m, text), "should refuse {text}");
+    }
+}

@@ -1,9 +1,11 @@
 //! `oneOf` as an alternation is exact only when no value matches two branches: a cheap,
-//! conservative disjointness check.
+//! conservative disjointness check. A type that two branches leave entirely free (read as the
+//! specification does, `{"properties": ...}` admits every string) holds no valid value at all,
+//! since each of its values matches both: it is taken out of every branch instead.
 
 use serde_json::{Map, Value};
 
-use super::keywords::{literal_values, value_has_type};
+use super::keywords::{is_annotation, literal_values, value_has_type};
 use super::merge::merge_all_of;
 use super::{invalid, unsupported, Ctx};
 use crate::error::FsmError;
@@ -15,19 +17,58 @@ struct Shape {
     values: Option<Vec<Value>>,
     /// Required properties whose values are pinned by `const` / `enum`.
     discriminators: Vec<(String, Vec<Value>)>,
+    /// Types (as in `types`) whose every value the branch admits.
+    free: Vec<&'static str>,
+}
+
+/// The type a keyword constrains when it constrains one type only.
+fn keyword_type(keyword: &str) -> Option<&'static str> {
+    Some(match keyword {
+        "properties"
+        | "required"
+        | "additionalProperties"
+        | "patternProperties"
+        | "minProperties"
+        | "maxProperties"
+        | "propertyNames"
+        | "dependencies"
+        | "dependentRequired"
+        | "dependentSchemas"
+        | "unevaluatedProperties" => "object",
+        "items" | "prefixItems" | "additionalItems" | "minItems" | "maxItems" | "uniqueItems"
+        | "contains" | "minContains" | "maxContains" | "unevaluatedItems" => "array",
+        "minLength" | "maxLength" | "pattern" | "format" | "contentEncoding" | "contentMediaType" => "string",
+        "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" | "multipleOf" => "number",
+        _ => return None,
+    })
+}
+
+/// The types of `types` whose every value `map` admits: none when a keyword may constrain any
+/// type (`enum`, `not`, a combinator, one it does not know), else those no keyword constrains.
+fn free_types(map: &Map<String, Value>, types: &[&'static str]) -> Vec<&'static str> {
+    let constrains_any = map.keys().any(|k| {
+        !is_annotation(k) && !matches!(k.as_str(), "type" | "nullable") && keyword_type(k).is_none()
+    });
+    if constrains_any {
+        return Vec::new();
+    }
+    let base = |t: &'static str| if matches!(t, "integer" | "fraction") { "number" } else { t };
+    types.iter().copied().filter(|&t| !map.keys().any(|k| keyword_type(k) == Some(base(t)))).collect()
 }
 
 fn shape(ctx: &Ctx, schema: &Value, path: &str) -> Result<Shape, FsmError> {
     let map = match schema {
         Value::Object(map) => map.clone(),
         Value::Bool(true) => Map::new(),
-        Value::Bool(false) => return Ok(Shape { types: vec![], values: None, discriminators: vec![] }),
+        Value::Bool(false) => {
+            return Ok(Shape { types: vec![], values: None, discriminators: vec![], free: vec![] })
+        }
         _ => return Err(invalid(path, "a schema must be an object or a boolean")),
     };
     let map = if map.contains_key("$ref") || map.contains_key("allOf") {
         match merge_all_of(ctx, &map, path)?.schema {
             Some(merged) => merged,
-            None => return Ok(Shape { types: vec![], values: None, discriminators: vec![] }),
+            None => return Ok(Shape { types: vec![], values: None, discriminators: vec![], free: vec![] }),
         }
     } else {
         map
@@ -70,7 +111,8 @@ fn shape(ctx: &Ctx, schema: &Value, path: &str) -> Result<Shape, FsmError> {
             }
         }
     }
-    Ok(Shape { types, values, discriminators })
+    let free = free_types(&map, &types);
+    Ok(Shape { types, values, discriminators, free })
 }
 
 fn disjoint_values(a: &[Value], b: &[Value]) -> bool {
@@ -96,13 +138,31 @@ fn provably_disjoint(a: &Shape, b: &Shape) -> bool {
 }
 
 /// `oneOf` is compiled as an alternation, which is exact only when no value can match two
-/// branches; refuse it unless that is evident (different types, different constants, or a
-/// required discriminator property with different constants).
-pub(crate) fn check_disjoint(ctx: &Ctx, branches: &[(Value, String)], path: &str) -> Result<(), FsmError> {
-    let shapes: Vec<Shape> = branches
+/// branches. Types that two branches leave entirely free hold no valid value: they are returned
+/// (as `type` names) for the caller to take out of every branch. The rest must be evidently
+/// disjoint (different types, different constants, or a required discriminator property with
+/// different constants); otherwise `oneOf` is refused.
+pub(crate) fn check_disjoint(
+    ctx: &Ctx,
+    branches: &[(Value, String)],
+    path: &str,
+) -> Result<Vec<&'static str>, FsmError> {
+    let mut shapes: Vec<Shape> = branches
         .iter()
         .map(|(schema, branch_path)| shape(ctx, schema, branch_path))
         .collect::<Result<_, _>>()?;
+    let mut excluded: Vec<&'static str> = Vec::new();
+    for shape in &shapes {
+        for &ty in &shape.free {
+            if !excluded.contains(&ty) && shapes.iter().filter(|other| other.free.contains(&ty)).count() >= 2
+            {
+                excluded.push(ty);
+            }
+        }
+    }
+    for shape in &mut shapes {
+        shape.types.retain(|t| !excluded.contains(t));
+    }
     for i in 0..shapes.len() {
         for j in i + 1..shapes.len() {
             if !provably_disjoint(&shapes[i], &shapes[j]) {
@@ -116,5 +176,16 @@ pub(crate) fn check_disjoint(ctx: &Ctx, branches: &[(Value, String)], path: &str
             }
         }
     }
-    Ok(())
+    // NOTE: `type` cannot say "numbers that are not integers": excluded integers alone refuse.
+    // Excluded fractions are `number` taken out with `integer` kept: integers only.
+    if excluded.contains(&"integer") && !excluded.contains(&"fraction") {
+        return Err(unsupported(
+            "oneOf",
+            path,
+            "two branches admit every integer but not every number: 'exactly one' cannot be enforced",
+        ));
+    }
+    let names: Vec<&'static str> =
+        excluded.iter().map(|&t| if t == "fraction" { "number" } else { t }).collect();
+    Ok(names)
 }

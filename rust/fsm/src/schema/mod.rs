@@ -155,9 +155,16 @@ impl<'a> SchemaAnalysis<'a> {
         Ok(merge::merge_all_of(&self.ctx, map, path)?.schema)
     }
 
-    /// Refuses `oneOf` branches (schema, path) unless no value can match two of them.
-    pub fn check_one_of_disjoint(&self, branches: &[(Value, String)], path: &str) -> Result<(), FsmError> {
-        disjoint::check_disjoint(&self.ctx, branches, path)
+    /// `oneOf` branches (schema, path) as an alternation that no value can match twice: the
+    /// branches themselves, or each with the types taken out that two of them leave entirely
+    /// free (no value of those types is valid); refused unless that is evident.
+    pub fn one_of_branches(
+        &self,
+        branches: Vec<(Value, String)>,
+        path: &str,
+    ) -> Result<Vec<(Value, String)>, FsmError> {
+        let excluded = disjoint::check_disjoint(&self.ctx, &branches, path)?;
+        Ok(if excluded.is_empty() { branches } else { without_types(branches, &excluded) })
     }
 
     /// Whether `$ref` ignores its sibling keywords in this document ([`ref_overrides_siblings`]).
@@ -185,6 +192,22 @@ const UNSUPPORTED_ANYWHERE: &[&str] = &["not", "if", "$dynamicRef", "$recursiveR
 
 /// The JSON types, in the order alternatives are emitted.
 pub(crate) const ALL_TYPES: [&str; 7] = ["object", "array", "string", "integer", "number", "boolean", "null"];
+
+/// `branches` (schema, path), each also limited to the types not in `excluded` (`type` names).
+fn without_types(branches: Vec<(Value, String)>, excluded: &[&str]) -> Vec<(Value, String)> {
+    let allowed: Vec<Value> =
+        ALL_TYPES.iter().filter(|t| !excluded.contains(t)).map(|t| Value::String((*t).into())).collect();
+    branches
+        .into_iter()
+        .map(|(branch, path)| {
+            let mut limit = Map::new();
+            limit.insert("type".into(), Value::Array(allowed.clone()));
+            let mut combined = Map::new();
+            combined.insert("allOf".into(), Value::Array(vec![branch, Value::Object(limit)]));
+            (Value::Object(combined), path)
+        })
+        .collect()
+}
 
 pub(crate) struct Ctx<'a> {
     root: &'a Value,
@@ -374,7 +397,10 @@ impl<'a> Ctx<'a> {
             merged_branches.push((merged, branch_path));
         }
         if keyword == "oneOf" {
-            disjoint::check_disjoint(self, &merged_branches, path)?;
+            let excluded = disjoint::check_disjoint(self, &merged_branches, path)?;
+            if !excluded.is_empty() {
+                merged_branches = without_types(merged_branches, &excluded);
+            }
         }
         let mut parts = Vec::new();
         for (branch, branch_path) in &merged_branches {

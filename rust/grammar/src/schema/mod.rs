@@ -570,8 +570,8 @@ impl<'a> SchemaGrammar<'a> {
             })
             .collect();
         let merged = match keyword {
-            "oneOf" => match self.analysis.check_one_of_disjoint(&merged, path) {
-                Ok(()) => merged,
+            "oneOf" => match self.analysis.one_of_branches(merged, path) {
+                Ok(branches) => branches,
                 Err(error) => exclusive_required(branches, &siblings, path).ok_or(error)?,
             },
             _ => merged,
