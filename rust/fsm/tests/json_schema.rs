@@ -487,3 +487,56 @@ fn one_of_takes_out_types_two_branches_leave_free() {
         other => panic!("{other:?}"),
     }
 }
+
+/// `enum` / `const` values are written as literals only when they meet the keywords beside
+/// them (and in other `allOf` parts); a keyword the check cannot decide refuses by name.
+#[test]
+fn enum_values_must_meet_their_sibling_keywords() {
+    let cases = [
+        (json!({"enum": ["abc", "a"], "maxLength": 2}), vec![r#""a""#], vec![r#""abc""#]),
+        (json!({"enum": [1, 5, 6.5], "minimum": 3, "multipleOf": 0.5}), vec!["5", "6.5"], vec!["1"]),
+        (
+            json!({"enum": [[1, 2], [1], [2, 2]], "maxItems": 2, "uniqueItems": true}),
+            vec!["[1,2]", "[1]"],
+            vec!["[2,2]"],
+        ),
+        (
+            json!({"enum": [{"a": 1}, {"b": 2}, {"a": "x"}], "required": ["a"], "properties": {"a": {"type": "integer"}}}),
+            vec![r#"{"a":1}"#],
+            vec![r#"{"b":2}"#, r#"{"a":"x"}"#],
+        ),
+        (json!({"enum": ["ab1", "abc"], "pattern": "\\d$"}), vec![r#""ab1""#], vec![r#""abc""#]),
+        (
+            json!({"allOf": [{"enum": ["x", "yy", "zzz"]}, {"minLength": 2}, {"not": {"const": "zzz"}}]}),
+            vec![r#""yy""#],
+            vec![r#""x""#, r#""zzz""#],
+        ),
+        (
+            json!({"$defs": {"short": {"maxLength": 1}}, "enum": ["x", "yy"], "allOf": [{"$ref": "#/$defs/short"}]}),
+            vec![r#""x""#],
+            vec![r#""yy""#],
+        ),
+        (json!({"const": 2, "exclusiveMaximum": 2}), vec![], vec!["2"]),
+    ];
+    for (schema, valid, invalid) in cases {
+        match json_value_to_regex(&schema, &roomy()) {
+            Ok(regex) => {
+                let re = regex::Regex::new(&format!("^(?:{regex})$")).unwrap();
+                for doc in &valid {
+                    assert!(re.is_match(doc), "{schema} should accept {doc}");
+                }
+                for doc in &invalid {
+                    assert!(!re.is_match(doc), "{schema} should refuse {doc}");
+                }
+            }
+            // Nothing left to admit: an empty language, never a document it should refuse.
+            Err(FsmError::EmptyLanguage) => assert!(valid.is_empty(), "{schema}"),
+            Err(error) => panic!("{schema}: {error}"),
+        }
+    }
+    let unknowable = json!({"enum": [{"a": 1}], "unevaluatedProperties": false});
+    match json_value_to_regex(&unknowable, &roomy()) {
+        Err(FsmError::UnsupportedSchema { keyword, .. }) => assert_eq!(keyword, "unevaluatedProperties"),
+        other => panic!("{other:?}"),
+    }
+}

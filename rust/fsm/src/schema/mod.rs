@@ -10,9 +10,11 @@
 //!
 //! Anything that would need more than a regex (`not`, `if`, `uniqueItems`, `patternProperties`,
 //! ...) is refused with [`FsmError::UnsupportedSchema`] naming the keyword, never ignored:
-//! a compiled schema only admits valid documents. Unknown formats are not enforced (formats
+//! a compiled schema only admits valid documents. Next to `enum` / `const` every keyword is
+//! decided instead, value by value (`admits.rs`): the literals written are those that meet it. Unknown formats are not enforced (formats
 //! are annotations unless a validator opts in).
 
+mod admits;
 mod disjoint;
 mod draft;
 pub use draft::ref_overrides_siblings;
@@ -167,6 +169,19 @@ impl<'a> SchemaAnalysis<'a> {
         Ok(if excluded.is_empty() { branches } else { without_types(branches, &excluded) })
     }
 
+    /// The `enum` / `const` values of `map` (those of `types`) that also meet its other
+    /// keywords: what a literal alternation of them may admit.
+    pub fn admitted_literals(
+        &self,
+        map: &Map<String, Value>,
+        types: &[&str],
+        path: &str,
+    ) -> Result<Vec<Value>, FsmError> {
+        let mut values = keywords::literal_values(map).unwrap_or_default();
+        values.retain(|v| types.iter().any(|t| keywords::value_has_type(v, t)));
+        self.ctx.admitted(map, values, path)
+    }
+
     /// Whether `$ref` ignores its sibling keywords in this document ([`ref_overrides_siblings`]).
     pub fn ref_overrides_siblings(&self) -> bool {
         self.ctx.ref_overrides_siblings
@@ -259,6 +274,13 @@ impl<'a> Ctx<'a> {
     }
 
     fn object(&mut self, map: &Map<String, Value>, path: &str) -> Result<String, FsmError> {
+        // Finite values: each is checked against every other keyword (`admits`), so none of
+        // them needs a regex of its own (`not`, `if` and combinators included).
+        let overriding_ref = map.contains_key("$ref") && self.ref_overrides_siblings;
+        if (map.contains_key("enum") || map.contains_key("const")) && !overriding_ref {
+            let types = self.types(map, path)?;
+            return self.literals(map, &types, path);
+        }
         for &keyword in UNSUPPORTED_ANYWHERE {
             if map.contains_key(keyword) {
                 return Err(unsupported(keyword, path, "not expressible as a regular language"));
@@ -278,6 +300,7 @@ impl<'a> Ctx<'a> {
         }
         let types = self.types(map, path)?;
         if map.contains_key("enum") || map.contains_key("const") {
+            // After a merge or a reference: the literals, checked the same way.
             return self.literals(map, &types, path);
         }
         let mut parts = Vec::new();
@@ -445,8 +468,36 @@ impl<'a> Ctx<'a> {
             values.retain(|v| v == constant);
         }
         values.retain(|v| types.iter().any(|t| keywords::value_has_type(v, t)));
+        let values = self.admitted(map, values, path)?;
         let parts = values.iter().map(|v| value_literal(self, v)).collect();
         Ok(alternation(parts))
+    }
+
+    /// The `values` (of `map`'s `enum` / `const`) that also meet `map`'s other keywords.
+    pub(crate) fn admitted(
+        &self,
+        map: &Map<String, Value>,
+        values: Vec<Value>,
+        path: &str,
+    ) -> Result<Vec<Value>, FsmError> {
+        // NOTE: the values come from `enum` / `const`: checking them there again would cost a
+        // scan of the list per value.
+        let rest: Map<String, Value> = map
+            .iter()
+            .filter(|(k, _)| !matches!(k.as_str(), "enum" | "const"))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        if rest.keys().all(|k| k == "type" || keywords::is_annotation(k)) {
+            return Ok(values);
+        }
+        let schema = Value::Object(rest);
+        let mut admitted = Vec::with_capacity(values.len());
+        for value in values {
+            if self.admits(&schema, &value, path)? {
+                admitted.push(value);
+            }
+        }
+        Ok(admitted)
     }
 
     fn integer(&mut self, map: &Map<String, Value>, path: &str) -> Result<String, FsmError> {

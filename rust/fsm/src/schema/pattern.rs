@@ -31,6 +31,29 @@ pub(crate) fn pattern_body(pattern: &str) -> Result<PatternBody, String> {
     search(&hir)
 }
 
+/// Most compiled patterns [`search_regex`] keeps (past it they are dropped and compiled again).
+const MAX_SEARCH_REGEXES: usize = 256;
+
+/// `pattern` as a regex over decoded text, matched anywhere unless anchored (to check one
+/// string, such as an `enum` value, against it); the error is a reason. Kept for the process:
+/// a long `enum` checks every value against the same pattern.
+pub(crate) fn search_regex(pattern: &str) -> Result<regex::Regex, String> {
+    use std::sync::{Mutex, OnceLock, PoisonError};
+    static COMPILED: OnceLock<Mutex<rustc_hash::FxHashMap<String, regex::Regex>>> = OnceLock::new();
+    let compiled = COMPILED.get_or_init(Default::default);
+    if let Some(regex) = compiled.lock().unwrap_or_else(PoisonError::into_inner).get(pattern) {
+        return Ok(regex.clone());
+    }
+    let regex = regex::Regex::new(&ascii_perl_classes(pattern))
+        .map_err(|e| format!("cannot parse pattern {pattern:?}: {e}"))?;
+    let mut compiled = compiled.lock().unwrap_or_else(PoisonError::into_inner);
+    if compiled.len() >= MAX_SEARCH_REGEXES {
+        compiled.clear();
+    }
+    compiled.insert(pattern.to_string(), regex.clone());
+    Ok(regex)
+}
+
 /// `pattern` with `\d`, `\D`, `\w` and `\W` spelled as the ASCII classes they are in the
 /// ECMA-262 regexes JSON schema patterns are written in (the parser's Unicode mode would read
 /// `\d` as every script's digits: wrong, and a class whose UTF-8 automaton, repeated

@@ -474,6 +474,10 @@ impl<'a> SchemaGrammar<'a> {
             Value::Object(map) => map,
             _ => return Err(invalid(path, "a schema must be an object or a boolean")),
         };
+        let overriding_ref = map.contains_key("$ref") && self.analysis.ref_overrides_siblings();
+        if (map.contains_key("enum") || map.contains_key("const")) && !overriding_ref {
+            return self.literals(map, path);
+        }
         for &keyword in UNSUPPORTED_ANYWHERE {
             if map.contains_key(keyword) {
                 return Err(unsupported(keyword, path, "not expressible by the grammar path"));
@@ -509,18 +513,7 @@ impl<'a> SchemaGrammar<'a> {
         }
         let types = self.analysis.types(map, path)?;
         if map.contains_key("enum") || map.contains_key("const") {
-            // Literal values hold no references: the regex path writes them.
-            let mut literal: Map<String, Value> = map
-                .iter()
-                .filter(|(k, _)| matches!(k.as_str(), "enum" | "const" | "type"))
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect();
-            literal.insert(
-                "type".into(),
-                Value::Array(types.iter().map(|t| Value::String((*t).into())).collect()),
-            );
-            let regex = json_value_to_regex(&Value::Object(literal), self.options)?;
-            return Ok(self.regex_piece(regex));
+            return self.literals(map, path);
         }
         let mut alternatives = Vec::new();
         for ty in types {
@@ -534,6 +527,19 @@ impl<'a> SchemaGrammar<'a> {
             return Ok(alternatives.remove(0));
         }
         Ok(vec![Piece::Rule(self.choice("types", alternatives))])
+    }
+
+    /// `enum` / `const`: the values that meet every other keyword of `map` (checked here, where
+    /// references resolve), written by the regex path as literals (they hold no references).
+    fn literals(&mut self, map: &Map<String, Value>, path: &str) -> Result<Vec<Piece>, GrammarError> {
+        let types = self.analysis.types(map, path)?;
+        let admitted = self.analysis.admitted_literals(map, &types, path)?;
+        let mut literal = Map::new();
+        literal.insert("enum".into(), Value::Array(admitted));
+        literal
+            .insert("type".into(), Value::Array(types.iter().map(|t| Value::String((*t).into())).collect()));
+        let regex = json_value_to_regex(&Value::Object(literal), self.options)?;
+        Ok(self.regex_piece(regex))
     }
 
     /// `allOf` / `$ref` with siblings: one merged schema.
