@@ -603,3 +603,20 @@ fn one_of_takes_out_types_two_branches_leave_free() {
         assert!(!accepts(&m, text), "should refuse {text}");
     }
 }
+
+/// On the grammar path too, `enum` values are written only when they meet the keywords beside
+/// them (here a `$ref` resolved in the document, inside a recursive schema), and a `not` next
+/// to an `enum` is decided value by value.
+#[test]
+fn enum_values_meet_their_sibling_keywords() {
+    let schema = r##"{"$defs": {"short": {"maxLength": 2}, "node": {"type": "object", "properties": {
+        "tag": {"enum": ["a", "bb", "ccc"], "allOf": [{"$ref": "#/$defs/short"}], "not": {"const": "a"}},
+        "next": {"$ref": "#/$defs/node"}}}}, "$ref": "#/$defs/node"}"##;
+    let m = matcher(schema);
+    for text in [r#"{"tag": "bb"}"#, r#"{"tag": "bb", "next": {"tag": "bb"}}"#] {
+        assert!(accepts(&m, text), "should accept {text}");
+    }
+    for text in [r#"{"tag": "a"}"#, r#"{"tag": "ccc"}"#, r#"{"tag": "bb", "next": {"tag": "ccc"}}"#] {
+        assert!(!accepts(&m, text), "should refuse {text}");
+    }
+}
