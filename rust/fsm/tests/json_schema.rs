@@ -540,3 +540,45 @@ fn enum_values_must_meet_their_sibling_keywords() {
         other => panic!("{other:?}"),
     }
 }
+
+/// `oneOf` object branches are disjoint when one requires a name the other forbids (closed,
+/// and no pattern of it matches), or declares a required member with a disjoint schema.
+#[test]
+fn one_of_objects_told_apart_by_required_members() {
+    let spec = JsonSchemaOptions { implied_types: false, additional_properties_default: true, ..roomy() };
+    let closed = json!({"type": "object", "oneOf": [
+        {"properties": {"x": {"type": "integer"}}, "required": ["x"], "additionalProperties": false},
+        {"properties": {"y": {"type": "string"}}, "required": ["y"], "additionalProperties": false}
+    ]});
+    let re = matcher(closed, &spec);
+    for doc in [r#"{"x": 1}"#, r#"{"y": "s"}"#] {
+        assert!(re.is_match(doc), "should accept {doc}");
+    }
+    for doc in [r#"{"x": 1, "y": "s"}"#, "{}", r#"{"x": "1"}"#] {
+        assert!(!re.is_match(doc), "should refuse {doc}");
+    }
+    let by_member_type = json!({"type": "object", "oneOf": [
+        {"properties": {"v": {"type": "integer"}}, "required": ["v"]},
+        {"properties": {"v": {"type": "string"}, "w": {"type": "boolean"}}, "required": ["v"]}
+    ]});
+    let re = matcher(by_member_type, &spec);
+    for doc in [r#"{"v": 1}"#, r#"{"v": "a", "w": true}"#, r#"{"v": 2, "w": "any"}"#] {
+        assert!(re.is_match(doc), "should accept {doc}");
+    }
+    assert!(!re.is_match(r#"{"v": null}"#));
+    // Open branches (undeclared members allowed) with different required names overlap.
+    let open = json!({"type": "object", "oneOf": [{"required": ["x"]}, {"required": ["y"]}]});
+    match json_value_to_regex(&open, &spec) {
+        Err(FsmError::UnsupportedSchema { keyword, .. }) => assert_eq!(keyword, "oneOf"),
+        other => panic!("{other:?}"),
+    }
+    // A pattern of the closed branch that matches the other's required name: no proof.
+    let pattern = json!({"type": "object", "oneOf": [
+        {"properties": {"x1": {}}, "required": ["x1"], "additionalProperties": false},
+        {"patternProperties": {"^x": {}}, "additionalProperties": false}
+    ]});
+    match json_value_to_regex(&pattern, &JsonSchemaOptions { max_any_depth: Some(2), ..spec.clone() }) {
+        Err(FsmError::UnsupportedSchema { keyword, .. }) => assert_eq!(keyword, "oneOf"),
+        other => panic!("{other:?}"),
+    }
+}

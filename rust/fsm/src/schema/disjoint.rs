@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 
 use super::keywords::{is_annotation, literal_values, value_has_type};
 use super::merge::merge_all_of;
+use super::pattern::search_regex;
 use super::{invalid, unsupported, Ctx};
 use crate::error::FsmError;
 
@@ -19,6 +20,8 @@ struct Shape {
     discriminators: Vec<(String, Vec<Value>)>,
     /// Types (as in `types`) whose every value the branch admits.
     free: Vec<&'static str>,
+    /// The branch's keywords (merged with its `allOf` parts and references).
+    map: Map<String, Value>,
 }
 
 /// The type a keyword constrains when it constrains one type only.
@@ -61,14 +64,28 @@ fn shape(ctx: &Ctx, schema: &Value, path: &str) -> Result<Shape, FsmError> {
         Value::Object(map) => map.clone(),
         Value::Bool(true) => Map::new(),
         Value::Bool(false) => {
-            return Ok(Shape { types: vec![], values: None, discriminators: vec![], free: vec![] })
+            return Ok(Shape {
+                types: vec![],
+                values: None,
+                discriminators: vec![],
+                free: vec![],
+                map: Map::new(),
+            })
         }
         _ => return Err(invalid(path, "a schema must be an object or a boolean")),
     };
     let map = if map.contains_key("$ref") || map.contains_key("allOf") {
         match merge_all_of(ctx, &map, path)?.schema {
             Some(merged) => merged,
-            None => return Ok(Shape { types: vec![], values: None, discriminators: vec![], free: vec![] }),
+            None => {
+                return Ok(Shape {
+                    types: vec![],
+                    values: None,
+                    discriminators: vec![],
+                    free: vec![],
+                    map: Map::new(),
+                })
+            }
         }
     } else {
         map
@@ -112,29 +129,87 @@ fn shape(ctx: &Ctx, schema: &Value, path: &str) -> Result<Shape, FsmError> {
         }
     }
     let free = free_types(&map, &types);
-    Ok(Shape { types, values, discriminators, free })
+    Ok(Shape { types, values, discriminators, free, map })
 }
 
 fn disjoint_values(a: &[Value], b: &[Value]) -> bool {
     !a.iter().any(|v| b.contains(v))
 }
 
-fn provably_disjoint(a: &Shape, b: &Shape) -> bool {
+/// Deepest nesting of properties the disjointness check compares.
+const MAX_PROPERTY_DEPTH: usize = 3;
+
+fn provably_disjoint(ctx: &Ctx, a: &Shape, b: &Shape, path: &str, depth: usize) -> Result<bool, FsmError> {
     let common: Vec<&str> = a.types.iter().copied().filter(|t| b.types.contains(t)).collect();
     if common.is_empty() {
-        return true;
+        return Ok(true);
     }
     if let (Some(va), Some(vb)) = (&a.values, &b.values) {
         if disjoint_values(va, vb) {
-            return true;
+            return Ok(true);
         }
     }
     if common == ["object"] {
-        return a.discriminators.iter().any(|(name, va)| {
+        let discriminated = a.discriminators.iter().any(|(name, va)| {
             b.discriminators.iter().any(|(other, vb)| other == name && disjoint_values(va, vb))
         });
+        return Ok(discriminated
+            || requires_what_the_other_refuses(ctx, a, b, path, depth)?
+            || requires_what_the_other_refuses(ctx, b, a, path, depth)?);
     }
-    false
+    Ok(false)
+}
+
+/// Whether every object `a` admits has a member `b` refuses: a name `a` requires that `b`
+/// forbids (closed to undeclared names, and matching none of its patterns), or declares with
+/// a schema provably disjoint from `a`'s for it.
+fn requires_what_the_other_refuses(
+    ctx: &Ctx,
+    a: &Shape,
+    b: &Shape,
+    path: &str,
+    depth: usize,
+) -> Result<bool, FsmError> {
+    let Some(Value::Array(required)) = a.map.get("required") else { return Ok(false) };
+    let empty = Map::new();
+    let declared = |shape: &Shape| match shape.map.get("properties") {
+        Some(Value::Object(properties)) => properties.clone(),
+        _ => empty.clone(),
+    };
+    let (a_declared, b_declared) = (declared(a), declared(b));
+    let b_closed = match b.map.get("additionalProperties") {
+        Some(additional) => additional == &Value::Bool(false),
+        None => !ctx.options().additional_properties_default,
+    };
+    for name in required.iter().filter_map(Value::as_str) {
+        match b_declared.get(name) {
+            None if b_closed && !matches_a_pattern(&b.map, name, path)? => return Ok(true),
+            Some(b_member) if depth < MAX_PROPERTY_DEPTH => {
+                let Some(a_member) = a_declared.get(name) else { continue };
+                let member_path = format!("{path}/properties/{name}");
+                let (a_shape, b_shape) =
+                    (shape(ctx, a_member, &member_path)?, shape(ctx, b_member, &member_path)?);
+                if provably_disjoint(ctx, &a_shape, &b_shape, &member_path, depth + 1)? {
+                    return Ok(true);
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(false)
+}
+
+/// Whether `name` matches one of `map`'s `patternProperties` (any, when one cannot be read).
+fn matches_a_pattern(map: &Map<String, Value>, name: &str, path: &str) -> Result<bool, FsmError> {
+    let Some(Value::Object(patterns)) = map.get("patternProperties") else { return Ok(false) };
+    for pattern in patterns.keys() {
+        match search_regex(pattern) {
+            Ok(regex) if !regex.is_match(name) => {}
+            Ok(_) => return Ok(true),
+            Err(reason) => return Err(unsupported("patternProperties", path, &reason)),
+        }
+    }
+    Ok(false)
 }
 
 /// `oneOf` is compiled as an alternation, which is exact only when no value can match two
@@ -165,7 +240,7 @@ pub(crate) fn check_disjoint(
     }
     for i in 0..shapes.len() {
         for j in i + 1..shapes.len() {
-            if !provably_disjoint(&shapes[i], &shapes[j]) {
+            if !provably_disjoint(ctx, &shapes[i], &shapes[j], path, 0)? {
                 return Err(unsupported(
                     "oneOf",
                     path,
