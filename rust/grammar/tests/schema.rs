@@ -121,7 +121,8 @@ fn unsupported_keywords_are_named() {
         (r##"{"type": "array", "items": {"$ref": "#"}, "maxItems": 300}"##, "maxItems"),
         (r##"{"type": "object", "properties": {"a": {"$ref": "#"}}, "not": {}}"##, "not"),
         (
-            r##"{"type": "object", "dependencies": {"a": ["b"]}, "patternProperties": {"x": {}}}"##,
+            r##"{"type": "object", "dependencies": {"a": ["b"], "b": ["c"], "c": ["d"], "d": ["e"],
+                "e": ["f"], "f": ["g"], "g": ["a"]}}"##,
             "dependencies",
         ),
         (r##"{"type": "integer", "multipleOf": 0.5, "not": {"const": 1}}"##, "not"),
@@ -619,4 +620,49 @@ fn enum_values_meet_their_sibling_keywords() {
     for text in [r#"{"tag": "a"}"#, r#"{"tag": "ccc"}"#, r#"{"tag": "bb", "next": {"tag": "ccc"}}"#] {
         assert!(!accepts(&m, text), "should refuse {text}");
     }
+}
+
+/// `dependencies` / `dependentRequired`: each member either absent or present with what it
+/// brings, spelled as alternatives of the object.
+#[test]
+fn dependencies_as_alternatives() {
+    let names = matcher(
+        r#"{"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"},
+            "c": {"type": "boolean"}}, "dependencies": {"a": ["b"]}, "dependentRequired": {"c": ["a"]}}"#,
+    );
+    for text in ["{}", r#"{"b": "x"}"#, r#"{"a": 1, "b": "x"}"#, r#"{"a": 1, "b": "x", "c": true}"#] {
+        assert!(accepts(&names, text), "should accept {text}");
+    }
+    for text in [r#"{"a": 1}"#, r#"{"c": true}"#, r#"{"b": "x", "c": true}"#, r#"{"a": 1, "c": true}"#] {
+        assert!(!accepts(&names, text), "should refuse {text}");
+    }
+    let schema_form = matcher(
+        r#"{"type": "object", "properties": {"a": {}, "n": {"type": "integer"}},
+            "dependencies": {"a": {"required": ["n"], "properties": {"n": {"minimum": 5}}}}}"#,
+    );
+    for text in [r#"{"n": 1}"#, r#"{"a": 1, "n": 7}"#, "{}"] {
+        assert!(accepts(&schema_form, text), "should accept {text}");
+    }
+    for text in [r#"{"a": 1}"#, r#"{"a": 1, "n": 3}"#] {
+        assert!(!accepts(&schema_form, text), "should refuse {text}");
+    }
+}
+
+/// Two `anyOf` lists in one conjunction are multiplied out; two `not`s become one of either.
+#[test]
+fn conjunctions_of_alternatives_and_negations() {
+    let both = matcher(
+        r#"{"allOf": [{"anyOf": [{"type": "integer"}, {"type": "string"}]},
+            {"anyOf": [{"type": "integer", "minimum": 5}, {"type": "string", "maxLength": 2}]}]}"#,
+    );
+    for text in ["7", r#""ab""#] {
+        assert!(accepts(&both, text), "should accept {text}");
+    }
+    for text in ["3", r#""abc""#, "true"] {
+        assert!(!accepts(&both, text), "should refuse {text}");
+    }
+    let negations =
+        matcher(r#"{"allOf": [{"enum": [1, 2, 3]}, {"not": {"const": 1}}, {"not": {"const": 2}}]}"#);
+    assert!(accepts(&negations, "3"));
+    assert!(!accepts(&negations, "1") && !accepts(&negations, "2"));
 }

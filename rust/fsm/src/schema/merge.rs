@@ -6,6 +6,9 @@ use super::keywords::is_annotation;
 use super::{invalid, unsupported, Ctx, ALL_TYPES};
 use crate::error::FsmError;
 
+/// Most branches the product of two `anyOf` (or `oneOf`) lists in one conjunction may have.
+const MAX_PRODUCT_BRANCHES: usize = 64;
+
 /// How deep `$ref`s may chain while flattening one `allOf`.
 const MAX_MERGE_REFS: usize = 64;
 
@@ -224,8 +227,32 @@ fn merge_keyword(
         }
         "uniqueItems" => Value::Bool(true),
         "anyOf" | "oneOf" => {
-            // Keep both as a nested conjunction compiled after distribution.
-            return Err(unsupported("allOf", path, &format!("two '{key}' lists in one conjunction")));
+            // (a1 | a2) & (b1 | b2) = a1&b1 | a1&b2 | a2&b1 | a2&b2. For `oneOf` the products
+            // go through the same disjointness check: two provably disjoint products leave
+            // no value matching two of the a's (or of the b's), so exactly one of each.
+            let (Value::Array(first), Value::Array(second)) = (&existing, value) else {
+                return Err(invalid(path, format!("'{key}' must be an array")));
+            };
+            if first.len() * second.len() > MAX_PRODUCT_BRANCHES {
+                return Err(unsupported("allOf", path, &format!("two '{key}' lists in one conjunction")));
+            }
+            let products = first
+                .iter()
+                .flat_map(|a| {
+                    second.iter().map(move |b| {
+                        let mut both = Map::new();
+                        both.insert("allOf".into(), Value::Array(vec![a.clone(), b.clone()]));
+                        Value::Object(both)
+                    })
+                })
+                .collect();
+            Value::Array(products)
+        }
+        // Neither a nor b: not (a or b).
+        "not" => {
+            let mut either = Map::new();
+            either.insert("anyOf".into(), Value::Array(vec![existing, value.clone()]));
+            Value::Object(either)
         }
         _ => {
             return Err(unsupported(

@@ -38,10 +38,12 @@ impl SchemaGrammar<'_> {
         map: &Map<String, Value>,
         path: &str,
     ) -> Result<Vec<Piece>, GrammarError> {
-        for keyword in ["dependencies", "dependentRequired"] {
-            if map.get(keyword).is_some_and(|v| !matches!(v, Value::Object(m) if m.is_empty())) {
-                return Err(unsupported(keyword, path, "constraints between properties are not supported"));
-            }
+        if ["dependencies", "dependentRequired"]
+            .iter()
+            .any(|k| map.get(*k).is_some_and(|v| !matches!(v, Value::Object(m) if m.is_empty())))
+        {
+            let alternatives = dependencies_as_alternatives(map, path)?;
+            return self.schema(&alternatives, path);
         }
         let empty = Map::new();
         let properties = match map.get("properties") {
@@ -316,4 +318,68 @@ fn ascii_spelling(literal: &str) -> String {
         }
     }
     out
+}
+
+/// Most dependencies one object's alternatives spell out (two alternatives each, multiplied).
+const MAX_DEPENDENCIES: usize = 6;
+
+/// `dependencies` / `dependentRequired` of an object schema as an equivalent conjunction
+/// without them: each dependency of member `name` is "`name` absent, or present with what it
+/// brings" (its names required, or its schema met): `{"properties": {name: false}}` or
+/// `{"required": [name, ...]}` / `{"allOf": [{"required": [name]}, schema]}`, whose `anyOf`
+/// lists the merge multiplies out.
+fn dependencies_as_alternatives(map: &Map<String, Value>, path: &str) -> Result<Value, GrammarError> {
+    let mut rest = map.clone();
+    rest.insert("type".into(), Value::String("object".into()));
+    let mut parts = Vec::new();
+    let mut num_dependencies = 0;
+    for keyword in ["dependencies", "dependentRequired"] {
+        let Some(dependencies) = rest.remove(keyword) else { continue };
+        let Value::Object(dependencies) = dependencies else {
+            return Err(invalid(path, &format!("'{keyword}' must be an object")));
+        };
+        for (name, brings) in dependencies {
+            // NOTE: a name a closed object never admits makes its dependency vacuous (and
+            // declaring it `false` would read as another part's property under the merge).
+            let declared =
+                map.get("properties").and_then(Value::as_object).is_some_and(|p| p.contains_key(&name));
+            let closed = map.get("additionalProperties") == Some(&Value::Bool(false))
+                && !map.contains_key("patternProperties");
+            if closed && !declared {
+                continue;
+            }
+            num_dependencies += 1;
+            if num_dependencies > MAX_DEPENDENCIES {
+                return Err(unsupported(keyword, path, "more dependencies than one object spells out"));
+            }
+            let mut absent = Map::new();
+            absent.insert(
+                "properties".into(),
+                Value::Object(Map::from_iter([(name.clone(), Value::Bool(false))])),
+            );
+            let present = match brings {
+                Value::Array(names) => {
+                    if names.iter().any(|n| !n.is_string()) {
+                        return Err(invalid(path, &format!("'{keyword}' names must be strings")));
+                    }
+                    let required = std::iter::once(Value::String(name)).chain(names).collect();
+                    Value::Object(Map::from_iter([("required".to_string(), Value::Array(required))]))
+                }
+                schema @ (Value::Object(_) | Value::Bool(_)) if keyword == "dependencies" => {
+                    let required = Value::Object(Map::from_iter([(
+                        "required".to_string(),
+                        Value::Array(vec![Value::String(name)]),
+                    )]));
+                    all_of(vec![required, schema])
+                }
+                _ => return Err(invalid(path, &format!("'{keyword}' values must be arrays of names"))),
+            };
+            parts.push(Value::Object(Map::from_iter([(
+                "anyOf".to_string(),
+                Value::Array(vec![Value::Object(absent), present]),
+            )])));
+        }
+    }
+    parts.insert(0, Value::Object(rest));
+    Ok(all_of(parts))
 }
