@@ -92,6 +92,51 @@ SCHEMAS: dict[str, tuple[dict, list]] = {
         },
         [{"name": "a", "size": 1}, {"name": "", "size": 12, "other": [True]}],
     ),
+    "enum_with_siblings": (
+        {
+            "type": "object",
+            "properties": {"tag": {"enum": ["a", "bb", "ccc", "dd"], "maxLength": 2, "not": {"const": "a"}}},
+            "required": ["tag"],
+        },
+        [{"tag": "bb"}, {"tag": "dd", "x": 1}],
+    ),
+    "one_of_closed_objects": (
+        {
+            "oneOf": [
+                {
+                    "type": "object",
+                    "properties": {"x": {"type": "integer"}},
+                    "required": ["x"],
+                    "additionalProperties": False,
+                },
+                {
+                    "type": "object",
+                    "properties": {"y": {"type": "string"}},
+                    "required": ["y"],
+                    "additionalProperties": False,
+                },
+            ]
+        },
+        [{"x": 123}, {"y": "sss"}],
+    ),
+    "dependencies": (
+        {
+            "type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "string"}, "c": {"type": "boolean"}},
+            "dependencies": {"a": ["b"]},
+            "dependentRequired": {"c": ["a"]},
+        },
+        [{}, {"b": "x"}, {"a": 10, "b": "x"}, {"a": 1, "b": "x", "c": True, "z": 0}],
+    ),
+    "any_of_products": (
+        {
+            "allOf": [
+                {"anyOf": [{"type": "integer"}, {"type": "string"}]},
+                {"anyOf": [{"type": "integer", "minimum": 5}, {"type": "string", "maxLength": 2}]},
+            ]
+        },
+        [12345, "ab"],
+    ),
     "recursive_any_value": (
         {
             "type": "object",
@@ -186,7 +231,10 @@ def test_random_walks_under_the_mask_validate(name: str) -> None:
     [
         ({"type": "object", "not": {"required": ["a"]}}, "not"),
         ({"type": "array", "items": {"type": "integer"}, "uniqueItems": True}, "uniqueItems"),
-        ({"type": "object", "dependencies": {"a": ["b"]}, "minProperties": 1}, "dependencies"),
+        (
+            {"type": "object", "dependencies": {k: [v] for k, v in zip("abcdefg", "bcdefga", strict=True)}},
+            "dependencies",
+        ),
         ({"type": "number", "minimum": 0.5, "multipleOf": 0.0000001}, "multipleOf"),
         ({"oneOf": [{"type": "integer"}, {"type": "number", "minimum": 0}]}, "oneOf"),
     ],
