@@ -666,3 +666,19 @@ fn conjunctions_of_alternatives_and_negations() {
     assert!(accepts(&negations, "3"));
     assert!(!accepts(&negations, "1") && !accepts(&negations, "2"));
 }
+
+/// A pattern next to an enforced format: both shapes as one intersection lexeme (with a
+/// length bound, a counted one), where no single regex spells them.
+#[test]
+fn pattern_next_to_a_format() {
+    let dated = matcher(r#"{"type": "string", "pattern": "^2024-", "format": "date"}"#);
+    assert!(accepts(&dated, r#""2024-01-05""#));
+    for text in [r#""2023-01-05""#, r#""2024-13-01""#, r#""2024-""#] {
+        assert!(!accepts(&dated, text), "should refuse {text}");
+    }
+    let bounded = matcher(r#"{"type": "string", "pattern": "^a", "format": "email", "maxLength": 6}"#);
+    assert!(accepts(&bounded, r#""a@b.co""#));
+    for text in [r#""a@bc.com""#, r#""b@b.co""#, r#""ab.cde""#] {
+        assert!(!accepts(&bounded, text), "should refuse {text}");
+    }
+}

@@ -30,7 +30,11 @@ impl SchemaGrammar<'_> {
         };
         let FsmError::UnsupportedSchema { keyword, .. } = &error else { return Err(error.into()) };
         match (ty, keyword.as_str()) {
-            ("string", "minLength" | "maxLength") => {
+            ("string", "minLength" | "maxLength" | "pattern") => {
+                // A pattern is refused only next to an enforced format (two shapes at once).
+                if keyword == "pattern" && !single.contains_key("format") {
+                    return Err(error.into());
+                }
                 let Some(lexeme) = self.counted_string(single)? else {
                     return Ok(vec![Piece::Rule(self.never())]);
                 };
@@ -59,19 +63,51 @@ impl SchemaGrammar<'_> {
         if max_len.is_some_and(|max| max < min_len) {
             return Ok(None);
         }
-        single.insert("type".into(), Value::String("string".into()));
-        let shape = json_value_to_regex(&Value::Object(single), self.options)?;
-        if shape == NEVER_REGEX {
-            return Ok(None);
-        }
+        let Some(shapes) = self.string_shapes(single)? else { return Ok(None) };
         let mut any_string = Map::new();
         any_string.insert("type".into(), Value::String("string".into()));
-        let all = if shape == json_value_to_regex(&Value::Object(any_string), self.options)? {
-            Vec::new()
-        } else {
-            vec![shape]
-        };
+        let any = json_value_to_regex(&Value::Object(any_string), self.options)?;
+        let all: Vec<String> = shapes.into_iter().filter(|shape| *shape != any).collect();
+        if min_len == 0 && max_len.is_none() {
+            // No length to count: the shapes alone.
+            return Ok(Some(match all.len() {
+                0 => Lexeme::Regex(any),
+                1 => Lexeme::Regex(all.into_iter().next().expect("one shape")),
+                _ => Lexeme::Intersection { all, none: Vec::new() },
+            }));
+        }
         Ok(Some(Lexeme::CountedString { min_len, max_len, all }))
+    }
+
+    /// Regexes a string (without length bounds) must all match: the regex path's one, or for a
+    /// pattern next to an enforced format, which no one regex spells, the pattern's and the
+    /// format's. `None`: no string matches.
+    fn string_shapes(&self, mut single: Map<String, Value>) -> Result<Option<Vec<String>>, GrammarError> {
+        single.insert("type".into(), Value::String("string".into()));
+        let has_pattern = single.contains_key("pattern");
+        let parts = match (has_pattern, single.remove("format")) {
+            (true, Some(format)) => {
+                let mut by_format = Map::new();
+                by_format.insert("type".into(), Value::String("string".into()));
+                by_format.insert("format".into(), format);
+                vec![single, by_format]
+            }
+            (_, format) => {
+                if let Some(format) = format {
+                    single.insert("format".into(), format);
+                }
+                vec![single]
+            }
+        };
+        let mut shapes = Vec::new();
+        for part in parts {
+            let shape = json_value_to_regex(&Value::Object(part), self.options)?;
+            if shape == NEVER_REGEX {
+                return Ok(None);
+            }
+            shapes.push(shape);
+        }
+        Ok(Some(shapes))
     }
 
     /// A string schema as regexes a string must all match: the regex path's one, or, for
