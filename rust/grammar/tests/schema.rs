@@ -119,13 +119,14 @@ fn unsupported_keywords_are_named() {
         (r##"{"oneOf": [{"$ref": "#"}, {"type": "null"}]}"##, "oneOf"),
         (r##"{"type": "array", "items": {"$ref": "#"}, "uniqueItems": true}"##, "uniqueItems"),
         (r##"{"type": "array", "items": {"$ref": "#"}, "maxItems": 300}"##, "maxItems"),
-        (r##"{"type": "object", "properties": {"a": {"$ref": "#"}}, "not": {}}"##, "not"),
+        (r##"{"type": "object", "properties": {"a": {"$ref": "#"}}, "not": {"minProperties": 2}}"##, "not"),
         (
             r##"{"type": "object", "dependencies": {"a": ["b"], "b": ["c"], "c": ["d"], "d": ["e"],
                 "e": ["f"], "f": ["g"], "g": ["a"]}}"##,
             "dependencies",
         ),
-        (r##"{"type": "integer", "multipleOf": 0.5, "not": {"const": 1}}"##, "not"),
+        // The kept part of a negation must be one regex: a divisor is not.
+        (r##"{"type": "integer", "multipleOf": 0.5, "not": {"const": 1}}"##, "multipleOf"),
         (r##"{"type": "number", "multipleOf": 0.0000001, "minimum": 1}"##, "multipleOf"),
         (r##"{"type": "array", "items": {}, "uniqueItems": true}"##, "uniqueItems"),
         (r##"{"type": "number", "minimum": 1e40}"##, "minimum"),
@@ -681,4 +682,64 @@ fn pattern_next_to_a_format() {
     for text in [r#""a@bc.com""#, r#""b@b.co""#, r#""ab.cde""#] {
         assert!(!accepts(&bounded, text), "should refuse {text}");
     }
+}
+
+/// `not`, type by type: scalars less a regular language, objects lacking a required name,
+/// types taken whole; double negation; what cannot be negated is refused by name.
+#[test]
+fn negations_type_by_type() {
+    let cases: &[(&str, &[&str], &[&str])] = &[
+        (
+            r#"{"type": "string", "not": {"enum": ["intramural", "x"]}}"#,
+            &[r#""abc""#, r#""xx""#],
+            &[r#""intramural""#, r#""x""#],
+        ),
+        (
+            r#"{"type": "object", "properties": {"a": {}, "b": {}}, "not": {"required": ["a", "b"]}}"#,
+            &["{}", r#"{"a": 1}"#, r#"{"b": 2}"#],
+            &[r#"{"a": 1, "b": 2}"#],
+        ),
+        (
+            r#"{"type": "integer", "minimum": 0, "maximum": 20, "not": {"minimum": 5, "maximum": 10}}"#,
+            &["3", "15", "0"],
+            &["7", "5", "10", "21"],
+        ),
+        (r#"{"not": {"type": "null"}}"#, &["1", r#""x""#, "[null, {}]"], &["null"]),
+        (r#"{"type": "string", "not": {"not": {"maxLength": 2}}}"#, &[r#""ab""#], &[r#""abc""#]),
+        (r#"{"type": ["integer", "string"], "not": {"type": "integer"}}"#, &[r#""1""#], &["1"]),
+    ];
+    for (schema, valid, invalid) in cases {
+        let m = matcher(schema);
+        for text in *valid {
+            assert!(accepts(&m, text), "{schema} should accept {text}");
+        }
+        for text in *invalid {
+            assert!(!accepts(&m, text), "{schema} should refuse {text}");
+        }
+    }
+    let refused = r#"{"type": "object", "not": {"properties": {"a": {"type": "integer"}}}}"#;
+    match json_schema_to_grammar(refused, &JsonSchemaOptions::default()) {
+        Err(GrammarError::Schema(FsmError::UnsupportedSchema { keyword, .. })) => assert_eq!(keyword, "not"),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// An object that could meet `minProperties` only with two undeclared members (whose keys a
+/// grammar cannot keep distinct) is refused by name, not compiled to an empty language.
+#[test]
+fn min_properties_beyond_one_undeclared_member_is_refused() {
+    let options = JsonSchemaOptions { additional_properties_default: true, ..JsonSchemaOptions::default() };
+    let schema = r#"{"type": "object", "properties": {"a": {}}, "minProperties": 3}"#;
+    match json_schema_to_grammar(schema, &options) {
+        Err(GrammarError::Schema(FsmError::UnsupportedSchema { keyword, .. })) => {
+            assert_eq!(keyword, "minProperties")
+        }
+        other => panic!("{other:?}"),
+    }
+    // Reachable with the declared members and one more: compiled.
+    let reachable = r#"{"type": "object", "properties": {"a": {}, "b": {}}, "minProperties": 3}"#;
+    let grammar = json_schema_to_grammar(reachable, &options).unwrap();
+    let m = GrammarMatcher::new(grammar, CompileLimits::default(), ParserLimits::default());
+    assert!(accepts(&m, r#"{"a": 1, "b": 2, "c": 3}"#));
+    assert!(!accepts(&m, r#"{"a": 1, "b": 2}"#));
 }

@@ -137,6 +137,17 @@ SCHEMAS: dict[str, tuple[dict, list]] = {
         },
         [12345, "ab"],
     ),
+    "negations": (
+        {
+            "type": "object",
+            "properties": {
+                "s": {"type": "string", "not": {"enum": ["no", "x"]}},
+                "n": {"type": "integer", "not": {"minimum": 5, "maximum": 10}},
+            },
+            "not": {"required": ["s", "n"]},
+        },
+        [{"s": "yes"}, {"n": 30}, {}, {"s": "xx", "q": 1}],
+    ),
     "recursive_any_value": (
         {
             "type": "object",
@@ -229,7 +240,7 @@ def test_random_walks_under_the_mask_validate(name: str) -> None:
 @pytest.mark.parametrize(
     ("schema", "keyword"),
     [
-        ({"type": "object", "not": {"required": ["a"]}}, "not"),
+        ({"type": "object", "not": {"minProperties": 2}}, "not"),
         ({"type": "array", "items": {"type": "integer"}, "uniqueItems": True}, "uniqueItems"),
         (
             {"type": "object", "dependencies": {k: [v] for k, v in zip("abcdefg", "bcdefga", strict=True)}},

@@ -30,6 +30,7 @@ use crate::error::GrammarError;
 use crate::grammar::{Grammar, GrammarBuilder, Lexeme, NonterminalId, Symbol};
 
 mod array;
+mod negation;
 mod object;
 mod scalar;
 
@@ -50,7 +51,7 @@ const MAX_FALLBACK_REGEX_LEN: usize = 4 << 10;
 /// Longest regex any other sub-schema (a scalar, or the bounded fallback) becomes as one lexeme.
 const MAX_REGEX_LEN: usize = 4 << 20;
 /// Keywords whose meaning no grammar here expresses.
-const UNSUPPORTED_ANYWHERE: &[&str] = &["not", "if", "$dynamicRef", "$recursiveRef", "dependentSchemas"];
+const UNSUPPORTED_ANYWHERE: &[&str] = &["if", "$dynamicRef", "$recursiveRef", "dependentSchemas"];
 /// Keywords about scalars (a scalar type's alternative keeps these, and `format`).
 pub(super) const SCALAR_KEYWORDS: &[&str] = &[
     "minimum",
@@ -510,6 +511,9 @@ impl<'a> SchemaGrammar<'a> {
             if map.contains_key(keyword) {
                 return self.alternatives(map, keyword, path);
             }
+        }
+        if map.contains_key("not") {
+            return self.negation(map, path);
         }
         let types = self.analysis.types(map, path)?;
         if map.contains_key("enum") || map.contains_key("const") {

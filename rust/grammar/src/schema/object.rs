@@ -202,6 +202,16 @@ impl SchemaGrammar<'_> {
             pieces.extend(self.schema(&value, &format!("{path}/additionalProperties"))?);
             extras.push(pieces);
         }
+        // Extras count at most once towards the minimum (a repeated key counts once in the
+        // parsed object): past what that can reach, the object is not empty, just beyond the
+        // grammar.
+        if !extras.is_empty() && min_count > members.len() + 1 {
+            return Err(unsupported(
+                "minProperties",
+                path,
+                "it needs more than one undeclared member, and a grammar cannot keep their keys distinct",
+            ));
+        }
         let body = self.members(members, extras, min_count, max_count, path)?;
         Ok(vec![Piece::Regex(format!("\\{{{ws}")), Piece::Rule(body), Piece::Regex(format!("{ws}\\}}"))])
     }

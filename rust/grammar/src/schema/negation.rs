@@ -1,0 +1,179 @@
+//! `not`, type by type: for each type the rest of the schema admits, what the negated schema
+//! takes away from it. None of that type (the rest is kept), all of it (the type is dropped),
+//! for a scalar a regular language (a difference lexeme: the rest's regex minus the negated
+//! one's), for an object only `required` names (objects lacking one of them). Anything else
+//! refuses `not` by name.
+use serde_json::{Map, Value};
+use sglr_fsm::schema::{is_annotation, json_value_to_regex, NEVER_REGEX};
+
+use super::{all_of, unsupported, Piece, SchemaGrammar};
+use crate::error::GrammarError;
+use crate::grammar::Lexeme;
+
+/// What a negated schema admits of one type.
+enum Negated {
+    Nothing,
+    Everything,
+    /// Scalars matching this regex (JSON text).
+    Regex(String),
+    /// Objects holding every one of these names.
+    Required(Vec<String>),
+}
+
+/// Keywords about objects and arrays (a negated schema with any other of these is refused).
+const CONTAINER_KEYWORDS: &[&str] = &[
+    "properties",
+    "additionalProperties",
+    "patternProperties",
+    "minProperties",
+    "maxProperties",
+    "propertyNames",
+    "dependencies",
+    "dependentRequired",
+    "items",
+    "prefixItems",
+    "additionalItems",
+    "minItems",
+    "maxItems",
+    "uniqueItems",
+    "contains",
+];
+
+impl SchemaGrammar<'_> {
+    /// `map` (holding `not`) as the alternatives of its types, each less what `not` admits.
+    pub(super) fn negation(
+        &mut self,
+        map: &Map<String, Value>,
+        path: &str,
+    ) -> Result<Vec<Piece>, GrammarError> {
+        let mut rest = map.clone();
+        let negated = rest.remove("not").expect("called with `not`");
+        let negated = match negated {
+            Value::Bool(true) => return Ok(vec![Piece::Rule(self.never())]),
+            Value::Bool(false) => return self.schema(&Value::Object(rest), path),
+            Value::Object(negated) => negated,
+            _ => return Err(super::invalid(path, "'not' must be a schema")),
+        };
+        // Not not A: A.
+        if negated.contains_key("not") && negated.keys().all(|k| k == "not" || is_annotation(k)) {
+            return self.schema(&all_of(vec![Value::Object(rest), negated["not"].clone()]), path);
+        }
+        let negated = match self.analysis.merge_all_of(&negated, path)? {
+            Some(merged) => merged,
+            None => return self.schema(&Value::Object(rest), path),
+        };
+        let refuse = |why: &str| unsupported("not", path, why);
+        if ["anyOf", "oneOf", "not", "if", "$ref"].iter().any(|k| negated.contains_key(*k)) {
+            return Err(refuse("only a schema of keywords (no combinators) can be negated"));
+        }
+        let negated_types = self.analysis.types(&negated, path)?;
+        let mut alternatives = Vec::new();
+        for ty in self.analysis.types(&rest, path)? {
+            let mut typed = rest.clone();
+            typed.insert("type".into(), Value::String(ty.into()));
+            match self.negated_of_type(&negated, &negated_types, ty, path)? {
+                Negated::Nothing => alternatives.push(self.schema(&Value::Object(typed), path)?),
+                Negated::Everything => {}
+                Negated::Regex(taken) => {
+                    let kept = json_value_to_regex(&Value::Object(typed), &self.exact_options())?;
+                    let lexeme = Lexeme::Intersection { all: vec![kept], none: vec![taken] };
+                    if let Some(lexeme) = self.checked_lexeme(lexeme)? {
+                        alternatives.push(vec![Piece::Lexeme(lexeme)]);
+                    }
+                }
+                Negated::Required(names) => {
+                    // Lacking one of the names: that name's member absent, one alternative each.
+                    for name in names {
+                        let absent = Value::Object(Map::from_iter([(
+                            "properties".to_string(),
+                            Value::Object(Map::from_iter([(name, Value::Bool(false))])),
+                        )]));
+                        alternatives
+                            .push(self.schema(&all_of(vec![Value::Object(typed.clone()), absent]), path)?);
+                    }
+                }
+            }
+        }
+        Ok(match alternatives.len() {
+            0 => vec![Piece::Rule(self.never())],
+            1 => alternatives.remove(0),
+            _ => vec![Piece::Rule(self.choice("not", alternatives))],
+        })
+    }
+
+    /// What `negated` (merged, with its types) admits of type `ty`.
+    fn negated_of_type(
+        &self,
+        negated: &Map<String, Value>,
+        negated_types: &[&str],
+        ty: &str,
+        path: &str,
+    ) -> Result<Negated, GrammarError> {
+        // A number type and an integer one share the integers.
+        let shares_numbers = matches!(
+            (ty, negated_types.contains(&"number"), negated_types.contains(&"integer")),
+            ("integer", true, _) | ("number", _, true)
+        );
+        if !(negated_types.contains(&ty) || shares_numbers) {
+            return Ok(Negated::Nothing);
+        }
+        let keywords: Vec<&str> =
+            negated.keys().map(String::as_str).filter(|k| !is_annotation(k) && *k != "type").collect();
+        match ty {
+            "object" | "array" => {
+                if negated.contains_key("enum") || negated.contains_key("const") {
+                    return Err(unsupported("not", path, "a negated list of objects or arrays"));
+                }
+                let own: Vec<&str> = keywords
+                    .iter()
+                    .copied()
+                    .filter(|k| CONTAINER_KEYWORDS.contains(k) || *k == "required")
+                    .collect();
+                let of_this_type = |k: &&str| match ty {
+                    "object" => ![
+                        "items",
+                        "prefixItems",
+                        "additionalItems",
+                        "minItems",
+                        "maxItems",
+                        "uniqueItems",
+                        "contains",
+                    ]
+                    .contains(k),
+                    _ => [
+                        "items",
+                        "prefixItems",
+                        "additionalItems",
+                        "minItems",
+                        "maxItems",
+                        "uniqueItems",
+                        "contains",
+                    ]
+                    .contains(k),
+                };
+                let own: Vec<&str> = own.into_iter().filter(of_this_type).collect();
+                if own.is_empty() {
+                    return Ok(Negated::Everything);
+                }
+                if ty == "object" && own == ["required"] {
+                    let Some(Value::Array(names)) = negated.get("required") else {
+                        return Err(super::invalid(path, "'required' must be an array"));
+                    };
+                    let names: Vec<String> =
+                        names.iter().filter_map(Value::as_str).map(String::from).collect();
+                    return Ok(if names.is_empty() { Negated::Everything } else { Negated::Required(names) });
+                }
+                Err(unsupported("not", path, &format!("negated '{}' of an {ty}", own[0])))
+            }
+            scalar => {
+                // NOTE: intersected with the type, not overwritten: a negated integer taken
+                // from a number keeps its fractions.
+                let of_type =
+                    Value::Object(Map::from_iter([("type".to_string(), Value::String(scalar.into()))]));
+                let typed = all_of(vec![Value::Object(negated.clone()), of_type]);
+                let regex = json_value_to_regex(&typed, &self.exact_options())?;
+                Ok(if regex == NEVER_REGEX { Negated::Nothing } else { Negated::Regex(regex) })
+            }
+        }
+    }
+}
