@@ -704,6 +704,11 @@ fn negations_type_by_type() {
             &["3", "15", "0"],
             &["7", "5", "10", "21"],
         ),
+        (
+            r#"{"type": "object", "properties": {"a": {}}, "not": {"properties": {"a": {"type": "integer"}}}}"#,
+            &[r#"{"a": "x"}"#, r#"{"a": 1.5}"#],
+            &["{}", r#"{"a": 1}"#],
+        ),
         (r#"{"not": {"type": "null"}}"#, &["1", r#""x""#, "[null, {}]"], &["null"]),
         (r#"{"type": "string", "not": {"not": {"maxLength": 2}}}"#, &[r#""ab""#], &[r#""abc""#]),
         (r#"{"type": ["integer", "string"], "not": {"type": "integer"}}"#, &[r#""1""#], &["1"]),
@@ -717,7 +722,7 @@ fn negations_type_by_type() {
             assert!(!accepts(&m, text), "{schema} should refuse {text}");
         }
     }
-    let refused = r#"{"type": "object", "not": {"properties": {"a": {"type": "integer"}}}}"#;
+    let refused = r#"{"type": "object", "not": {"minProperties": 2}}"#;
     match json_schema_to_grammar(refused, &JsonSchemaOptions::default()) {
         Err(GrammarError::Schema(FsmError::UnsupportedSchema { keyword, .. })) => assert_eq!(keyword, "not"),
         other => panic!("{other:?}"),
@@ -742,4 +747,30 @@ fn min_properties_beyond_one_undeclared_member_is_refused() {
     let m = GrammarMatcher::new(grammar, CompileLimits::default(), ParserLimits::default());
     assert!(accepts(&m, r#"{"a": 1, "b": 2, "c": 3}"#));
     assert!(!accepts(&m, r#"{"a": 1, "b": 2}"#));
+}
+
+/// `if` / `then` / `else` as (if and then) or (not if, and else), also inside `allOf` parts,
+/// where `then` and `else` travel with their `if`.
+#[test]
+fn conditions_as_alternatives() {
+    let object = r#""type": "object", "properties": {"kind": {"enum": ["a", "b"]}, "n": {"type": "integer"}},
+        "required": ["kind"]"#;
+    let condition = r#""if": {"properties": {"kind": {"const": "a"}}}, "then": {"required": ["n"]},
+        "else": {"properties": {"n": false}}"#;
+    for schema in
+        [format!("{{{object}, {condition}}}"), format!(r#"{{"allOf": [{{{object}}}, {{{condition}}}]}}"#)]
+    {
+        let m = matcher(&schema);
+        for text in [r#"{"kind": "a", "n": 1}"#, r#"{"kind": "b"}"#] {
+            assert!(accepts(&m, text), "{schema} should accept {text}");
+        }
+        for text in [r#"{"kind": "a"}"#, r#"{"kind": "b", "n": 1}"#] {
+            assert!(!accepts(&m, text), "{schema} should refuse {text}");
+        }
+    }
+    // Draft 4 has no `if`: the condition is an unknown keyword, and so are its branches.
+    let draft4 =
+        format!(r#"{{"$schema": "http://json-schema.org/draft-04/schema#", {object}, {condition}}}"#);
+    let m = matcher(&draft4);
+    assert!(accepts(&m, r#"{"kind": "a"}"#) && accepts(&m, r#"{"kind": "b", "n": 1}"#));
 }

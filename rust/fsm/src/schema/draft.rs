@@ -12,6 +12,15 @@ pub fn ref_overrides_siblings(root: &Value) -> bool {
         .any(|draft| uri.contains(&format!("json-schema.org/{draft}/")))
 }
 
+/// Whether `if` / `then` / `else` are unknown keywords (annotations): they came with draft 7,
+/// so a document declaring draft 3 to 6 means nothing by them.
+pub fn conditions_ignored(root: &Value) -> bool {
+    let Some(Value::String(uri)) = root.get("$schema") else { return false };
+    ["draft-03", "draft-04", "draft-05", "draft-06"]
+        .iter()
+        .any(|draft| uri.contains(&format!("json-schema.org/{draft}/")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -25,6 +34,7 @@ mod tests {
             "http://json-schema.org/draft-06/schema#",
         ] {
             assert!(ref_overrides_siblings(&json!({ "$schema": uri })), "{uri}");
+            assert_eq!(conditions_ignored(&json!({ "$schema": uri })), !uri.contains("draft-07"), "{uri}");
         }
         for root in [
             json!({ "$schema": "https://json-schema.org/draft/2020-12/schema" }),
@@ -33,6 +43,7 @@ mod tests {
             json!(true),
         ] {
             assert!(!ref_overrides_siblings(&root), "{root}");
+            assert!(!conditions_ignored(&root), "{root}");
         }
     }
 }

@@ -61,6 +61,15 @@ fn merge_parts(
                 continue;
             }
         }
+        // NOTE: `then` / `else` mean nothing without their `if` (annotations alone), so the
+        // three travel together, as the alternatives they stand for.
+        if let Some(condition) = part.remove("if") {
+            let then = part.remove("then").unwrap_or(Value::Bool(true));
+            let otherwise = part.remove("else").unwrap_or(Value::Bool(true));
+            if !ctx.conditions_ignored {
+                children.push(condition_as_alternatives(condition, then, otherwise));
+            }
+        }
         if let Some(all_of) = part.remove("allOf") {
             let Value::Array(items) = all_of else {
                 return Err(invalid(path, "'allOf' must be an array"));
@@ -113,6 +122,17 @@ fn merge_parts(
         merged.insert("additionalProperties".into(), additional);
     }
     Ok(Some(merged))
+}
+
+/// `if` / `then` / `else` as `{"anyOf": [if and then, not if and else]}`.
+pub fn condition_as_alternatives(condition: Value, then: Value, otherwise: Value) -> Value {
+    let both =
+        |a: Value, b: Value| Value::Object(Map::from_iter([("allOf".to_string(), Value::Array(vec![a, b]))]));
+    let negated = Value::Object(Map::from_iter([("not".to_string(), condition.clone())]));
+    Value::Object(Map::from_iter([(
+        "anyOf".to_string(),
+        Value::Array(vec![both(condition, then), both(negated, otherwise)]),
+    )]))
 }
 
 fn property_names(map: &Map<String, Value>) -> Vec<String> {

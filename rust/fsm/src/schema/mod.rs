@@ -17,11 +17,12 @@
 mod admits;
 mod disjoint;
 mod draft;
-pub use draft::ref_overrides_siblings;
+pub use draft::{conditions_ignored, ref_overrides_siblings};
 mod keywords;
 pub use keywords::is_annotation;
 pub use literal::string_literal;
 pub use literal::NEVER as NEVER_REGEX;
+pub use merge::condition_as_alternatives;
 pub use numeric::split_decimal;
 pub use object::{key_in, key_not_in};
 pub use string::{json_string_counter, json_string_of_length, json_string_regex};
@@ -122,6 +123,7 @@ pub fn json_value_to_regex(schema: &Value, options: &JsonSchemaOptions) -> Resul
         ref_stack: Vec::new(),
         depth: 0,
         ref_overrides_siblings: ref_overrides_siblings(schema),
+        conditions_ignored: conditions_ignored(schema),
     };
     ctx.schema(schema, "#")
 }
@@ -143,6 +145,7 @@ impl<'a> SchemaAnalysis<'a> {
                 ref_stack: Vec::new(),
                 depth: 0,
                 ref_overrides_siblings: ref_overrides_siblings(root),
+                conditions_ignored: conditions_ignored(root),
             },
         }
     }
@@ -180,6 +183,11 @@ impl<'a> SchemaAnalysis<'a> {
         let mut values = keywords::literal_values(map).unwrap_or_default();
         values.retain(|v| types.iter().any(|t| keywords::value_has_type(v, t)));
         self.ctx.admitted(map, values, path)
+    }
+
+    /// Whether `if` / `then` / `else` mean nothing in this document ([`conditions_ignored`]).
+    pub fn conditions_ignored(&self) -> bool {
+        self.ctx.conditions_ignored
     }
 
     /// Whether `$ref` ignores its sibling keywords in this document ([`ref_overrides_siblings`]).
@@ -234,6 +242,8 @@ pub(crate) struct Ctx<'a> {
     depth: usize,
     /// The document's draft makes `$ref` ignore its siblings ([`ref_overrides_siblings`]).
     pub ref_overrides_siblings: bool,
+    /// The document's draft has no `if` ([`conditions_ignored`]).
+    pub conditions_ignored: bool,
 }
 
 /// Deepest nesting of sub-schemas compiled.
@@ -280,6 +290,11 @@ impl<'a> Ctx<'a> {
         if (map.contains_key("enum") || map.contains_key("const")) && !overriding_ref {
             let types = self.types(map, path)?;
             return self.literals(map, &types, path);
+        }
+        if self.conditions_ignored && map.contains_key("if") {
+            let mut without = map.clone();
+            without.remove("if");
+            return self.object(&without, path);
         }
         for &keyword in UNSUPPORTED_ANYWHERE {
             if map.contains_key(keyword) {

@@ -51,7 +51,7 @@ const MAX_FALLBACK_REGEX_LEN: usize = 4 << 10;
 /// Longest regex any other sub-schema (a scalar, or the bounded fallback) becomes as one lexeme.
 const MAX_REGEX_LEN: usize = 4 << 20;
 /// Keywords whose meaning no grammar here expresses.
-const UNSUPPORTED_ANYWHERE: &[&str] = &["if", "$dynamicRef", "$recursiveRef", "dependentSchemas"];
+const UNSUPPORTED_ANYWHERE: &[&str] = &["$dynamicRef", "$recursiveRef", "dependentSchemas"];
 /// Keywords about scalars (a scalar type's alternative keeps these, and `format`).
 pub(super) const SCALAR_KEYWORDS: &[&str] = &[
     "minimum",
@@ -511,6 +511,14 @@ impl<'a> SchemaGrammar<'a> {
             if map.contains_key(keyword) {
                 return self.alternatives(map, keyword, path);
             }
+        }
+        if map.contains_key("if") {
+            if self.analysis.conditions_ignored() {
+                let mut without = map.clone();
+                without.remove("if");
+                return self.structure(&Value::Object(without), path);
+            }
+            return self.condition(map, path);
         }
         if map.contains_key("not") {
             return self.negation(map, path);

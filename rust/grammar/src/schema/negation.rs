@@ -1,10 +1,11 @@
 //! `not`, type by type: for each type the rest of the schema admits, what the negated schema
 //! takes away from it. None of that type (the rest is kept), all of it (the type is dropped),
 //! for a scalar a regular language (a difference lexeme: the rest's regex minus the negated
-//! one's), for an object only `required` names (objects lacking one of them). Anything else
-//! refuses `not` by name.
+//! one's), for an object `required` names and `properties` (objects lacking one of the names,
+//! or holding a member that fails its schema). Anything else refuses `not` by name. `if` /
+//! `then` / `else` is (if and then) or (not if, and else).
 use serde_json::{Map, Value};
-use sglr_fsm::schema::{is_annotation, json_value_to_regex, NEVER_REGEX};
+use sglr_fsm::schema::{condition_as_alternatives, is_annotation, json_value_to_regex, NEVER_REGEX};
 
 use super::{all_of, unsupported, Piece, SchemaGrammar};
 use crate::error::GrammarError;
@@ -16,9 +17,16 @@ enum Negated {
     Everything,
     /// Scalars matching this regex (JSON text).
     Regex(String),
-    /// Objects holding every one of these names.
-    Required(Vec<String>),
+    /// Objects holding every one of the `required` names whose `properties` members (where
+    /// present) meet their schemas.
+    Object {
+        required: Vec<String>,
+        properties: Vec<(String, Value)>,
+    },
 }
+
+/// Most required names and member schemas one negated object spells out (an alternative each).
+const MAX_NEGATED_MEMBERS: usize = 16;
 
 /// Keywords about objects and arrays (a negated schema with any other of these is refused).
 const CONTAINER_KEYWORDS: &[&str] = &[
@@ -81,15 +89,25 @@ impl SchemaGrammar<'_> {
                         alternatives.push(vec![Piece::Lexeme(lexeme)]);
                     }
                 }
-                Negated::Required(names) => {
-                    // Lacking one of the names: that name's member absent, one alternative each.
-                    for name in names {
+                Negated::Object { required, properties } => {
+                    // Lacking one of the required names (that member absent), or holding a
+                    // member that fails its schema: one alternative each.
+                    for name in required {
                         let absent = Value::Object(Map::from_iter([(
                             "properties".to_string(),
                             Value::Object(Map::from_iter([(name, Value::Bool(false))])),
                         )]));
                         alternatives
                             .push(self.schema(&all_of(vec![Value::Object(typed.clone()), absent]), path)?);
+                    }
+                    for (name, schema) in properties {
+                        let failing = Value::Object(Map::from_iter([("not".to_string(), schema)]));
+                        let present = Value::Object(Map::from_iter([
+                            ("required".to_string(), Value::Array(vec![Value::String(name.clone())])),
+                            ("properties".to_string(), Value::Object(Map::from_iter([(name, failing)]))),
+                        ]));
+                        alternatives
+                            .push(self.schema(&all_of(vec![Value::Object(typed.clone()), present]), path)?);
                     }
                 }
             }
@@ -99,6 +117,20 @@ impl SchemaGrammar<'_> {
             1 => alternatives.remove(0),
             _ => vec![Piece::Rule(self.choice("not", alternatives))],
         })
+    }
+
+    /// `if` / `then` / `else` of `map`: (if and then) or (not if, and else), beside the rest.
+    pub(super) fn condition(
+        &mut self,
+        map: &Map<String, Value>,
+        path: &str,
+    ) -> Result<Vec<Piece>, GrammarError> {
+        let mut rest = map.clone();
+        let condition = rest.remove("if").expect("called with `if`");
+        let then = rest.remove("then").unwrap_or(Value::Bool(true));
+        let otherwise = rest.remove("else").unwrap_or(Value::Bool(true));
+        let alternatives = condition_as_alternatives(condition, then, otherwise);
+        self.schema(&all_of(vec![Value::Object(rest), alternatives]), path)
     }
 
     /// What `negated` (merged, with its types) admits of type `ty`.
@@ -155,13 +187,31 @@ impl SchemaGrammar<'_> {
                 if own.is_empty() {
                     return Ok(Negated::Everything);
                 }
-                if ty == "object" && own == ["required"] {
-                    let Some(Value::Array(names)) = negated.get("required") else {
-                        return Err(super::invalid(path, "'required' must be an array"));
+                if ty == "object" && own.iter().all(|k| matches!(*k, "required" | "properties")) {
+                    let required: Vec<String> = match negated.get("required") {
+                        None => Vec::new(),
+                        Some(Value::Array(names)) => {
+                            names.iter().filter_map(Value::as_str).map(String::from).collect()
+                        }
+                        Some(_) => return Err(super::invalid(path, "'required' must be an array")),
                     };
-                    let names: Vec<String> =
-                        names.iter().filter_map(Value::as_str).map(String::from).collect();
-                    return Ok(if names.is_empty() { Negated::Everything } else { Negated::Required(names) });
+                    let properties: Vec<(String, Value)> = match negated.get("properties") {
+                        None => Vec::new(),
+                        Some(Value::Object(members)) => members
+                            .iter()
+                            .filter(|(_, schema)| !super::is_trivial(schema))
+                            .map(|(name, schema)| (name.clone(), schema.clone()))
+                            .collect(),
+                        Some(_) => return Err(super::invalid(path, "'properties' must be an object")),
+                    };
+                    if required.len() + properties.len() > MAX_NEGATED_MEMBERS {
+                        return Err(unsupported("not", path, "too many negated members"));
+                    }
+                    return Ok(if required.is_empty() && properties.is_empty() {
+                        Negated::Everything
+                    } else {
+                        Negated::Object { required, properties }
+                    });
                 }
                 Err(unsupported("not", path, &format!("negated '{}' of an {ty}", own[0])))
             }
