@@ -148,6 +148,17 @@ SCHEMAS: dict[str, tuple[dict, list]] = {
         },
         [{"s": "yes"}, {"n": 30}, {}, {"s": "xx", "q": 1}],
     ),
+    "conditions": (
+        {
+            "type": "object",
+            "properties": {"kind": {"enum": ["a", "b"]}, "n": {"type": "integer"}},
+            "required": ["kind"],
+            "if": {"properties": {"kind": {"const": "a"}}},
+            "then": {"required": ["n"]},
+            "else": {"properties": {"n": False}},
+        },
+        [{"kind": "a", "n": 10}, {"kind": "b"}, {"kind": "b", "x": [1]}],
+    ),
     "recursive_any_value": (
         {
             "type": "object",
