@@ -130,7 +130,7 @@ fn unsupported_keywords_are_named() {
         (r##"{"type": "number", "multipleOf": 0.0000001, "minimum": 1}"##, "multipleOf"),
         (r##"{"type": "array", "items": {}, "uniqueItems": true}"##, "uniqueItems"),
         (r##"{"type": "number", "minimum": 1e40}"##, "minimum"),
-        (r##"{"oneOf": [{"type": "integer"}, {"type": "number", "minimum": 0}]}"##, "oneOf"),
+        (r##"{"oneOf": [{"type": "array", "minItems": 1}, {"type": "array", "maxItems": 3}]}"##, "oneOf"),
     ];
     for (schema, keyword) in cases {
         match json_schema_to_grammar(schema, &JsonSchemaOptions::default()) {
@@ -773,4 +773,36 @@ fn conditions_as_alternatives() {
         format!(r#"{{"$schema": "http://json-schema.org/draft-04/schema#", {object}, {condition}}}"#);
     let m = matcher(&draft4);
     assert!(accepts(&m, r#"{"kind": "a"}"#) && accepts(&m, r#"{"kind": "b", "n": 1}"#));
+}
+
+/// `oneOf` branches that may overlap: each branch and none of the others, through `not`.
+#[test]
+fn overlapping_one_of_as_each_branch_and_none_of_the_others() {
+    let options = JsonSchemaOptions { additional_properties_default: true, ..JsonSchemaOptions::default() };
+    let build = |schema: &str| {
+        let grammar = json_schema_to_grammar(schema, &options).unwrap_or_else(|e| panic!("{schema}: {e}"));
+        GrammarMatcher::new(grammar, CompileLimits::default(), ParserLimits::default())
+    };
+    let cases: &[(&str, &[&str], &[&str])] = &[
+        (
+            r#"{"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+                "oneOf": [{"required": ["a"]}, {"required": ["b"]}]}"#,
+            &[r#"{"a": 1}"#, r#"{"b": "x", "c": 0}"#],
+            &[r#"{"a": 1, "b": "x"}"#, "{}", r#"{"c": 0}"#],
+        ),
+        (
+            r#"{"oneOf": [{"type": "integer"}, {"type": "number", "minimum": 5}, {"type": "number", "maximum": 0}]}"#,
+            &["3", "6.5", "-0.5"],
+            &["7", "-1", "2.5"],
+        ),
+    ];
+    for (schema, valid, invalid) in cases {
+        let m = build(schema);
+        for text in *valid {
+            assert!(accepts(&m, text), "{schema} should accept {text}");
+        }
+        for text in *invalid {
+            assert!(!accepts(&m, text), "{schema} should refuse {text}");
+        }
+    }
 }

@@ -83,6 +83,7 @@ pub fn json_schema_to_grammar(schema: &str, options: &JsonSchemaOptions) -> Resu
         never: None,
         any: None,
         depth: 0,
+        num_open_one_ofs: 0,
     };
     let start = compiler.builder.nonterminal("#");
     compiler.references.insert("#".into(), start);
@@ -163,6 +164,9 @@ pub(super) struct SchemaGrammar<'a> {
     /// Any JSON value, at any depth (built on first use).
     pub(super) any: Option<NonterminalId>,
     pub(super) depth: usize,
+    /// `oneOf`s being spelled as "this branch and none of the others" around the current one
+    /// (each spells its branches again inside the others' negations).
+    pub(super) num_open_one_ofs: usize,
 }
 
 pub(super) fn unsupported(keyword: &str, path: &str, reason: &str) -> GrammarError {
@@ -588,9 +592,12 @@ impl<'a> SchemaGrammar<'a> {
             })
             .collect();
         let merged = match keyword {
-            "oneOf" => match self.analysis.one_of_branches(merged, path) {
+            "oneOf" => match self.analysis.one_of_branches(merged.clone(), path) {
                 Ok(branches) => branches,
-                Err(error) => exclusive_required(branches, &siblings, path).ok_or(error)?,
+                Err(error) => match exclusive_required(branches, &siblings, path) {
+                    Some(branches) => branches,
+                    None => return self.one_of_by_negation(merged, error.into()),
+                },
             },
             _ => merged,
         };
@@ -600,4 +607,60 @@ impl<'a> SchemaGrammar<'a> {
         }
         Ok(vec![Piece::Rule(self.choice("any_of", alternatives))])
     }
+
+    /// `oneOf` branches that may overlap, spelled exactly: each branch and none of the others
+    /// (`not` of their `anyOf`, `negation.rs`), for a few branches; `refused` (why the branches
+    /// could not be told apart) when a negation is beyond the grammar.
+    fn one_of_by_negation(
+        &mut self,
+        branches: Vec<(Value, String)>,
+        refused: GrammarError,
+    ) -> Result<Vec<Piece>, GrammarError> {
+        // NOTE: in a recursive document a reference may lead back here, and each level would
+        // spell every branch again, twice.
+        let recursive = || has_cycle(self.root, self.root, &mut Vec::new());
+        if branches.len() > MAX_NEGATED_BRANCHES
+            || self.num_open_one_ofs >= MAX_OPEN_ONE_OFS
+            || branches.iter().any(|(branch, _)| contains_reference(branch)) && recursive()
+        {
+            return Err(refused);
+        }
+        self.num_open_one_ofs += 1;
+        let spelled = self.each_branch_and_none_of_the_others(branches, refused);
+        self.num_open_one_ofs -= 1;
+        spelled
+    }
+
+    /// [`SchemaGrammar::one_of_by_negation`]'s alternatives.
+    fn each_branch_and_none_of_the_others(
+        &mut self,
+        branches: Vec<(Value, String)>,
+        refused: GrammarError,
+    ) -> Result<Vec<Piece>, GrammarError> {
+        let mut alternatives = Vec::new();
+        for (index, (branch, branch_path)) in branches.iter().enumerate() {
+            let others: Vec<Value> = branches
+                .iter()
+                .enumerate()
+                .filter(|(j, _)| *j != index)
+                .map(|(_, (b, _))| b.clone())
+                .collect();
+            let none_of_the_others = Value::Object(Map::from_iter([(
+                "not".to_string(),
+                Value::Object(Map::from_iter([("anyOf".to_string(), Value::Array(others))])),
+            )]));
+            match self.schema(&all_of(vec![branch.clone(), none_of_the_others]), branch_path) {
+                Ok(pieces) => alternatives.push(pieces),
+                Err(GrammarError::Schema(FsmError::UnsupportedSchema { .. })) => return Err(refused),
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(vec![Piece::Rule(self.choice("one_of", alternatives))])
+    }
 }
+
+/// Most `oneOf` branches spelled as "this one and none of the others" when they may overlap.
+const MAX_NEGATED_BRANCHES: usize = 4;
+
+/// Most such `oneOf`s nested in one another.
+const MAX_OPEN_ONE_OFS: usize = 2;

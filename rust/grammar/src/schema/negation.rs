@@ -70,46 +70,80 @@ impl SchemaGrammar<'_> {
             Some(merged) => merged,
             None => return self.schema(&Value::Object(rest), path),
         };
-        let refuse = |why: &str| unsupported("not", path, why);
-        if ["anyOf", "oneOf", "not", "if", "$ref"].iter().any(|k| negated.contains_key(*k)) {
-            return Err(refuse("only a schema of keywords (no combinators) can be negated"));
+        // Not (A or B): not A and not B, each negated on its own.
+        let entries: Vec<Value> = match negated.get("anyOf") {
+            Some(Value::Array(entries)) if negated.keys().all(|k| k == "anyOf" || is_annotation(k)) => {
+                entries.clone()
+            }
+            _ => vec![Value::Object(negated)],
+        };
+        let mut negations: Vec<(Map<String, Value>, Vec<&'static str>)> = Vec::new();
+        for entry in entries {
+            let entry = match entry {
+                Value::Bool(true) => return Ok(vec![Piece::Rule(self.never())]),
+                Value::Bool(false) => continue,
+                Value::Object(entry) => match self.analysis.merge_all_of(&entry, path)? {
+                    Some(merged) => merged,
+                    None => continue,
+                },
+                _ => return Err(super::invalid(path, "'anyOf' entries must be schemas")),
+            };
+            if ["anyOf", "oneOf", "not", "if", "$ref"].iter().any(|k| entry.contains_key(*k)) {
+                return Err(unsupported(
+                    "not",
+                    path,
+                    "only a schema of keywords (no combinators) can be negated",
+                ));
+            }
+            let types = self.analysis.types(&entry, path)?;
+            negations.push((entry, types));
         }
-        let negated_types = self.analysis.types(&negated, path)?;
         let mut alternatives = Vec::new();
         for ty in self.analysis.types(&rest, path)? {
             let mut typed = rest.clone();
             typed.insert("type".into(), Value::String(ty.into()));
-            match self.negated_of_type(&negated, &negated_types, ty, path)? {
-                Negated::Nothing => alternatives.push(self.schema(&Value::Object(typed), path)?),
-                Negated::Everything => {}
-                Negated::Regex(taken) => {
-                    let kept = json_value_to_regex(&Value::Object(typed), &self.exact_options())?;
-                    let lexeme = Lexeme::Intersection { all: vec![kept], none: vec![taken] };
-                    if let Some(lexeme) = self.checked_lexeme(lexeme)? {
-                        alternatives.push(vec![Piece::Lexeme(lexeme)]);
+            // What each negated schema takes from this type: the regexes a scalar must avoid,
+            // or for an object the ways to fail each one (one of them is picked per negation).
+            let mut taken: Vec<String> = Vec::new();
+            let mut ways_to_fail: Vec<Vec<Value>> = Vec::new();
+            let mut dropped = false;
+            for (entry, types) in &negations {
+                match self.negated_of_type(entry, types, ty, path)? {
+                    Negated::Nothing => {}
+                    Negated::Everything => dropped = true,
+                    Negated::Regex(regex) => taken.push(regex),
+                    Negated::Object { required, properties } => {
+                        ways_to_fail.push(ways_to_fail_object(required, properties))
                     }
                 }
-                Negated::Object { required, properties } => {
-                    // Lacking one of the required names (that member absent), or holding a
-                    // member that fails its schema: one alternative each.
-                    for name in required {
-                        let absent = Value::Object(Map::from_iter([(
-                            "properties".to_string(),
-                            Value::Object(Map::from_iter([(name, Value::Bool(false))])),
-                        )]));
-                        alternatives
-                            .push(self.schema(&all_of(vec![Value::Object(typed.clone()), absent]), path)?);
-                    }
-                    for (name, schema) in properties {
-                        let failing = Value::Object(Map::from_iter([("not".to_string(), schema)]));
-                        let present = Value::Object(Map::from_iter([
-                            ("required".to_string(), Value::Array(vec![Value::String(name.clone())])),
-                            ("properties".to_string(), Value::Object(Map::from_iter([(name, failing)]))),
-                        ]));
-                        alternatives
-                            .push(self.schema(&all_of(vec![Value::Object(typed.clone()), present]), path)?);
-                    }
+            }
+            if dropped {
+                continue;
+            }
+            if !taken.is_empty() {
+                let kept = json_value_to_regex(&Value::Object(typed), &self.exact_options())?;
+                let lexeme = Lexeme::Intersection { all: vec![kept], none: taken };
+                if let Some(lexeme) = self.checked_lexeme(lexeme)? {
+                    alternatives.push(vec![Piece::Lexeme(lexeme)]);
                 }
+                continue;
+            }
+            let mut combinations: Vec<Vec<Value>> = vec![vec![Value::Object(typed)]];
+            for ways in ways_to_fail {
+                if combinations.len() * ways.len() > MAX_NEGATED_MEMBERS * 4 {
+                    return Err(unsupported("not", path, "too many ways to fail the negated schemas"));
+                }
+                combinations = combinations
+                    .iter()
+                    .flat_map(|parts| {
+                        ways.iter().map(move |way| {
+                            parts.iter().cloned().chain(std::iter::once(way.clone())).collect()
+                        })
+                    })
+                    .collect();
+            }
+            for parts in combinations {
+                alternatives.push(self.schema(&all_of(parts), path)?);
             }
         }
         Ok(match alternatives.len() {
@@ -226,4 +260,24 @@ impl SchemaGrammar<'_> {
             }
         }
     }
+}
+
+/// The ways an object fails a negated object schema: lacking one of its required names (that
+/// member absent), or holding one of its members with a value that fails the member's schema.
+fn ways_to_fail_object(required: Vec<String>, properties: Vec<(String, Value)>) -> Vec<Value> {
+    let mut ways = Vec::new();
+    for name in required {
+        ways.push(Value::Object(Map::from_iter([(
+            "properties".to_string(),
+            Value::Object(Map::from_iter([(name, Value::Bool(false))])),
+        )])));
+    }
+    for (name, schema) in properties {
+        let failing = Value::Object(Map::from_iter([("not".to_string(), schema)]));
+        ways.push(Value::Object(Map::from_iter([
+            ("required".to_string(), Value::Array(vec![Value::String(name.clone())])),
+            ("properties".to_string(), Value::Object(Map::from_iter([(name, failing)]))),
+        ])));
+    }
+    ways
 }
