@@ -159,6 +159,14 @@ SCHEMAS: dict[str, tuple[dict, list]] = {
         },
         [{"kind": "a", "n": 10}, {"kind": "b"}, {"kind": "b", "x": [1]}],
     ),
+    "overlapping_one_of": (
+        {
+            "type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+            "oneOf": [{"required": ["a"]}, {"required": ["b"]}],
+        },
+        [{"a": 10}, {"b": "xyz", "c": 0}],
+    ),
     "recursive_any_value": (
         {
             "type": "object",
