@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value};
 
-use super::keywords::{is_annotation, literal_values, value_has_type};
+use super::keywords::{is_annotation, keyword_type, literal_values, value_has_type};
 use super::merge::merge_all_of;
 use super::pattern::search_regex;
 use super::{invalid, unsupported, Ctx};
@@ -24,28 +24,6 @@ struct Shape {
     map: Map<String, Value>,
 }
 
-/// The type a keyword constrains when it constrains one type only.
-fn keyword_type(keyword: &str) -> Option<&'static str> {
-    Some(match keyword {
-        "properties"
-        | "required"
-        | "additionalProperties"
-        | "patternProperties"
-        | "minProperties"
-        | "maxProperties"
-        | "propertyNames"
-        | "dependencies"
-        | "dependentRequired"
-        | "dependentSchemas"
-        | "unevaluatedProperties" => "object",
-        "items" | "prefixItems" | "additionalItems" | "minItems" | "maxItems" | "uniqueItems"
-        | "contains" | "minContains" | "maxContains" | "unevaluatedItems" => "array",
-        "minLength" | "maxLength" | "pattern" | "format" | "contentEncoding" | "contentMediaType" => "string",
-        "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" | "multipleOf" => "number",
-        _ => return None,
-    })
-}
-
 /// The types of `types` whose every value `map` admits: none when a keyword may constrain any
 /// type (`enum`, `not`, a combinator, one it does not know), else those no keyword constrains.
 fn free_types(map: &Map<String, Value>, types: &[&'static str]) -> Vec<&'static str> {
@@ -59,33 +37,24 @@ fn free_types(map: &Map<String, Value>, types: &[&'static str]) -> Vec<&'static 
     types.iter().copied().filter(|&t| !map.keys().any(|k| keyword_type(k) == Some(base(t)))).collect()
 }
 
+impl Shape {
+    /// A branch no value meets.
+    fn nothing() -> Self {
+        Shape { types: vec![], values: None, discriminators: vec![], free: vec![], map: Map::new() }
+    }
+}
+
 fn shape(ctx: &Ctx, schema: &Value, path: &str) -> Result<Shape, FsmError> {
     let map = match schema {
         Value::Object(map) => map.clone(),
         Value::Bool(true) => Map::new(),
-        Value::Bool(false) => {
-            return Ok(Shape {
-                types: vec![],
-                values: None,
-                discriminators: vec![],
-                free: vec![],
-                map: Map::new(),
-            })
-        }
+        Value::Bool(false) => return Ok(Shape::nothing()),
         _ => return Err(invalid(path, "a schema must be an object or a boolean")),
     };
     let map = if map.contains_key("$ref") || map.contains_key("allOf") {
         match merge_all_of(ctx, &map, path)?.schema {
             Some(merged) => merged,
-            None => {
-                return Ok(Shape {
-                    types: vec![],
-                    values: None,
-                    discriminators: vec![],
-                    free: vec![],
-                    map: Map::new(),
-                })
-            }
+            None => return Ok(Shape::nothing()),
         }
     } else {
         map

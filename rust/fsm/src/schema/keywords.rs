@@ -84,6 +84,28 @@ fn is_known_keyword(keyword: &str) -> bool {
     )
 }
 
+/// The type a keyword constrains when it constrains one type only.
+pub fn keyword_type(keyword: &str) -> Option<&'static str> {
+    Some(match keyword {
+        "properties"
+        | "required"
+        | "additionalProperties"
+        | "patternProperties"
+        | "minProperties"
+        | "maxProperties"
+        | "propertyNames"
+        | "dependencies"
+        | "dependentRequired"
+        | "dependentSchemas"
+        | "unevaluatedProperties" => "object",
+        "items" | "prefixItems" | "additionalItems" | "minItems" | "maxItems" | "uniqueItems"
+        | "contains" | "minContains" | "maxContains" | "unevaluatedItems" => "array",
+        "minLength" | "maxLength" | "pattern" | "format" | "contentEncoding" | "contentMediaType" => "string",
+        "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" | "multipleOf" => "number",
+        _ => return None,
+    })
+}
+
 /// The types a schema without `type` admits: those its literal values (`enum`, `const`)
 /// have; else, with `from_keywords`, those its type-specific keywords imply; else every type.
 pub(crate) fn implied_types(map: &Map<String, Value>, from_keywords: bool) -> Vec<&'static str> {

@@ -19,7 +19,7 @@ mod disjoint;
 mod draft;
 pub use draft::{conditions_ignored, ref_overrides_siblings};
 mod keywords;
-pub use keywords::is_annotation;
+pub use keywords::{is_annotation, keyword_type};
 pub use literal::string_literal;
 pub use literal::NEVER as NEVER_REGEX;
 pub use merge::condition_as_alternatives;

@@ -5,7 +5,9 @@
 //! or holding a member that fails its schema). Anything else refuses `not` by name. `if` /
 //! `then` / `else` is (if and then) or (not if, and else).
 use serde_json::{Map, Value};
-use sglr_fsm::schema::{condition_as_alternatives, is_annotation, json_value_to_regex, NEVER_REGEX};
+use sglr_fsm::schema::{
+    condition_as_alternatives, is_annotation, json_value_to_regex, keyword_type, NEVER_REGEX,
+};
 
 use super::{all_of, unsupported, Piece, SchemaGrammar};
 use crate::error::GrammarError;
@@ -27,25 +29,6 @@ enum Negated {
 
 /// Most required names and member schemas one negated object spells out (an alternative each).
 const MAX_NEGATED_MEMBERS: usize = 16;
-
-/// Keywords about objects and arrays (a negated schema with any other of these is refused).
-const CONTAINER_KEYWORDS: &[&str] = &[
-    "properties",
-    "additionalProperties",
-    "patternProperties",
-    "minProperties",
-    "maxProperties",
-    "propertyNames",
-    "dependencies",
-    "dependentRequired",
-    "items",
-    "prefixItems",
-    "additionalItems",
-    "minItems",
-    "maxItems",
-    "uniqueItems",
-    "contains",
-];
 
 impl SchemaGrammar<'_> {
     /// `map` (holding `not`) as the alternatives of its types, each less what `not` admits.
@@ -190,34 +173,9 @@ impl SchemaGrammar<'_> {
                 if negated.contains_key("enum") || negated.contains_key("const") {
                     return Err(unsupported("not", path, "a negated list of objects or arrays"));
                 }
-                let own: Vec<&str> = keywords
-                    .iter()
-                    .copied()
-                    .filter(|k| CONTAINER_KEYWORDS.contains(k) || *k == "required")
-                    .collect();
-                let of_this_type = |k: &&str| match ty {
-                    "object" => ![
-                        "items",
-                        "prefixItems",
-                        "additionalItems",
-                        "minItems",
-                        "maxItems",
-                        "uniqueItems",
-                        "contains",
-                    ]
-                    .contains(k),
-                    _ => [
-                        "items",
-                        "prefixItems",
-                        "additionalItems",
-                        "minItems",
-                        "maxItems",
-                        "uniqueItems",
-                        "contains",
-                    ]
-                    .contains(k),
-                };
-                let own: Vec<&str> = own.into_iter().filter(of_this_type).collect();
+                // The negated schema's keywords about this type (`required` among them).
+                let own: Vec<&str> =
+                    keywords.iter().copied().filter(|k| keyword_type(k) == Some(ty)).collect();
                 if own.is_empty() {
                     return Ok(Negated::Everything);
                 }
