@@ -140,21 +140,15 @@ fn requires_what_the_other_refuses(
     depth: usize,
 ) -> Result<bool, FsmError> {
     let Some(Value::Array(required)) = a.map.get("required") else { return Ok(false) };
-    let empty = Map::new();
-    let declared = |shape: &Shape| match shape.map.get("properties") {
-        Some(Value::Object(properties)) => properties.clone(),
-        _ => empty.clone(),
-    };
-    let (a_declared, b_declared) = (declared(a), declared(b));
     let b_closed = match b.map.get("additionalProperties") {
         Some(additional) => additional == &Value::Bool(false),
         None => !ctx.options().additional_properties_default,
     };
     for name in required.iter().filter_map(Value::as_str) {
-        match b_declared.get(name) {
+        match declared(b, name) {
             None if b_closed && !matches_a_pattern(&b.map, name, path)? => return Ok(true),
             Some(b_member) if depth < MAX_PROPERTY_DEPTH => {
-                let Some(a_member) = a_declared.get(name) else { continue };
+                let Some(a_member) = declared(a, name) else { continue };
                 let member_path = format!("{path}/properties/{name}");
                 let (a_shape, b_shape) =
                     (shape(ctx, a_member, &member_path)?, shape(ctx, b_member, &member_path)?);
@@ -166,6 +160,14 @@ fn requires_what_the_other_refuses(
         }
     }
     Ok(false)
+}
+
+/// The schema a branch's `properties` give member `name`, if any.
+fn declared<'s>(shape: &'s Shape, name: &str) -> Option<&'s Value> {
+    match shape.map.get("properties") {
+        Some(Value::Object(properties)) => properties.get(name),
+        _ => None,
+    }
 }
 
 /// Whether `name` matches one of `map`'s `patternProperties` (any, when one cannot be read).

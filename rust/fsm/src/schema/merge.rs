@@ -125,7 +125,7 @@ fn merge_parts(
 }
 
 /// `if` / `then` / `else` as `{"anyOf": [if and then, not if and else]}`.
-pub fn condition_as_alternatives(condition: Value, then: Value, otherwise: Value) -> Value {
+fn condition_as_alternatives(condition: Value, then: Value, otherwise: Value) -> Value {
     let both =
         |a: Value, b: Value| Value::Object(Map::from_iter([("allOf".to_string(), Value::Array(vec![a, b]))]));
     let negated = Value::Object(Map::from_iter([("not".to_string(), condition.clone())]));

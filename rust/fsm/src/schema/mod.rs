@@ -22,7 +22,6 @@ mod keywords;
 pub use keywords::{is_annotation, keyword_type};
 pub use literal::string_literal;
 pub use literal::NEVER as NEVER_REGEX;
-pub use merge::condition_as_alternatives;
 pub use numeric::split_decimal;
 pub use object::{key_in, key_not_in};
 pub use string::{json_string_counter, json_string_of_length, json_string_regex};
@@ -180,14 +179,7 @@ impl<'a> SchemaAnalysis<'a> {
         types: &[&str],
         path: &str,
     ) -> Result<Vec<Value>, FsmError> {
-        let mut values = keywords::literal_values(map).unwrap_or_default();
-        values.retain(|v| types.iter().any(|t| keywords::value_has_type(v, t)));
-        self.ctx.admitted(map, values, path)
-    }
-
-    /// Whether `if` / `then` / `else` mean nothing in this document ([`conditions_ignored`]).
-    pub fn conditions_ignored(&self) -> bool {
-        self.ctx.conditions_ignored
+        self.ctx.admitted_literals(map, types, path)
     }
 
     /// Whether `$ref` ignores its sibling keywords in this document ([`ref_overrides_siblings`]).
@@ -314,10 +306,6 @@ impl<'a> Ctx<'a> {
             }
         }
         let types = self.types(map, path)?;
-        if map.contains_key("enum") || map.contains_key("const") {
-            // After a merge or a reference: the literals, checked the same way.
-            return self.literals(map, &types, path);
-        }
         let mut parts = Vec::new();
         for ty in &types {
             let part = match *ty {
@@ -472,8 +460,21 @@ impl<'a> Ctx<'a> {
         Ok(types)
     }
 
-    /// `enum` / `const`: the listed values (those of an admitted type) as literals.
+    /// `enum` / `const`: the admitted values ([`Ctx::admitted_literals`]) as literals.
     fn literals(&mut self, map: &Map<String, Value>, types: &[&str], path: &str) -> Result<String, FsmError> {
+        let values = self.admitted_literals(map, types, path)?;
+        let parts = values.iter().map(|v| value_literal(self, v)).collect();
+        Ok(alternation(parts))
+    }
+
+    /// The `enum` / `const` values of `map` (one of them present) that have one of `types`
+    /// and meet `map`'s other keywords.
+    pub(crate) fn admitted_literals(
+        &self,
+        map: &Map<String, Value>,
+        types: &[&str],
+        path: &str,
+    ) -> Result<Vec<Value>, FsmError> {
         let mut values: Vec<Value> = match map.get("enum") {
             Some(Value::Array(values)) => values.clone(),
             Some(_) => return Err(invalid(path, "'enum' must be an array")),
@@ -483,9 +484,7 @@ impl<'a> Ctx<'a> {
             values.retain(|v| v == constant);
         }
         values.retain(|v| types.iter().any(|t| keywords::value_has_type(v, t)));
-        let values = self.admitted(map, values, path)?;
-        let parts = values.iter().map(|v| value_literal(self, v)).collect();
-        Ok(alternation(parts))
+        self.admitted(map, values, path)
     }
 
     /// The `values` (of `map`'s `enum` / `const`) that also meet `map`'s other keywords.

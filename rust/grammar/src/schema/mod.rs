@@ -516,21 +516,14 @@ impl<'a> SchemaGrammar<'a> {
                 return self.alternatives(map, keyword, path);
             }
         }
+        // The merge writes `if` / `then` / `else` as alternatives (drops them in drafts 3 to 6).
         if map.contains_key("if") {
-            if self.analysis.conditions_ignored() {
-                let mut without = map.clone();
-                without.remove("if");
-                return self.structure(&Value::Object(without), path);
-            }
-            return self.condition(map, path);
+            return self.merged(map, path);
         }
         if map.contains_key("not") {
             return self.negation(map, path);
         }
         let types = self.analysis.types(map, path)?;
-        if map.contains_key("enum") || map.contains_key("const") {
-            return self.literals(map, path);
-        }
         let mut alternatives = Vec::new();
         for ty in types {
             alternatives.push(match ty {

@@ -2,12 +2,9 @@
 //! takes away from it. None of that type (the rest is kept), all of it (the type is dropped),
 //! for a scalar a regular language (a difference lexeme: the rest's regex minus the negated
 //! one's), for an object `required` names and `properties` (objects lacking one of the names,
-//! or holding a member that fails its schema). Anything else refuses `not` by name. `if` /
-//! `then` / `else` is (if and then) or (not if, and else).
+//! or holding a member that fails its schema). Anything else refuses `not` by name.
 use serde_json::{Map, Value};
-use sglr_fsm::schema::{
-    condition_as_alternatives, is_annotation, json_value_to_regex, keyword_type, NEVER_REGEX,
-};
+use sglr_fsm::schema::{is_annotation, json_value_to_regex, keyword_type, NEVER_REGEX};
 
 use super::{all_of, unsupported, Piece, SchemaGrammar};
 use crate::error::GrammarError;
@@ -134,20 +131,6 @@ impl SchemaGrammar<'_> {
             1 => alternatives.remove(0),
             _ => vec![Piece::Rule(self.choice("not", alternatives))],
         })
-    }
-
-    /// `if` / `then` / `else` of `map`: (if and then) or (not if, and else), beside the rest.
-    pub(super) fn condition(
-        &mut self,
-        map: &Map<String, Value>,
-        path: &str,
-    ) -> Result<Vec<Piece>, GrammarError> {
-        let mut rest = map.clone();
-        let condition = rest.remove("if").expect("called with `if`");
-        let then = rest.remove("then").unwrap_or(Value::Bool(true));
-        let otherwise = rest.remove("else").unwrap_or(Value::Bool(true));
-        let alternatives = condition_as_alternatives(condition, then, otherwise);
-        self.schema(&all_of(vec![Value::Object(rest), alternatives]), path)
     }
 
     /// What `negated` (merged, with its types) admits of type `ty`.
