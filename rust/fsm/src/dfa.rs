@@ -1,7 +1,9 @@
 //! Regex -> a compact byte-level DFA over the pattern's language (anchored, full match).
 //!
-//! Built with `regex-automata` and then copied into our own table, keeping only *live* states
-//! (states from which some accepting state is reachable). Two details matter for constrained
+//! Parsed and compiled to a Thompson NFA by `regex-syntax` / `regex-automata`, determinized by
+//! our own subset construction (`subset.rs`; `regex-automata`'s dense builder where the pattern
+//! has look-around), keeping only *live* states (states from which some accepting state is
+//! reachable). Two details matter for constrained
 //! decoding and are easy to get wrong:
 //! - `MatchKind::All`: the default leftmost-first semantics prune alternatives that a match
 //!   would never prefer (`a|ab` would forbid `b` after `a`), but a constraint is a language.
@@ -59,6 +61,15 @@ pub struct ByteDfa {
 
 impl ByteDfa {
     pub fn build(pattern: &str, limits: &CompileLimits) -> Result<Self, FsmError> {
+        let nfa = Self::nfa(pattern, limits)?;
+        match crate::subset::determinize(&nfa, limits) {
+            Some(dfa) => dfa,
+            None => Self::from_nfa_dense(&nfa, limits),
+        }
+    }
+
+    /// The pattern's Thompson NFA (UTF-8, no captures).
+    pub(crate) fn nfa(pattern: &str, limits: &CompileLimits) -> Result<thompson::NFA, FsmError> {
         let hir = regex_syntax::ParserBuilder::new()
             .unicode(true)
             .utf8(true)
@@ -66,7 +77,7 @@ impl ByteDfa {
             .build()
             .parse(pattern)
             .map_err(|e| FsmError::InvalidRegex(e.to_string()))?;
-        let nfa = thompson::Compiler::new()
+        thompson::Compiler::new()
             .configure(
                 thompson::Config::new()
                     .nfa_size_limit(Some(limits.nfa_size_limit))
@@ -76,7 +87,12 @@ impl ByteDfa {
             .map_err(|e| match e.size_limit() {
                 Some(limit) => FsmError::AutomatonTooLarge { what: "NFA", limit },
                 None => FsmError::UnsupportedRegex(e.to_string()),
-            })?;
+            })
+    }
+
+    /// `regex-automata`'s dense determinizer, for NFAs with look-around (`crate::subset`
+    /// handles the rest).
+    fn from_nfa_dense(nfa: &thompson::NFA, limits: &CompileLimits) -> Result<Self, FsmError> {
         let dfa = dense::Builder::new()
             .configure(
                 dense::Config::new()
@@ -87,7 +103,7 @@ impl ByteDfa {
                     .dfa_size_limit(Some(limits.dfa_size_limit))
                     .determinize_size_limit(Some(limits.determinize_size_limit)),
             )
-            .build_from_nfa(&nfa)
+            .build_from_nfa(nfa)
             .map_err(|e| {
                 if e.is_size_limit_exceeded() {
                     FsmError::AutomatonTooLarge { what: "DFA", limit: limits.dfa_size_limit }
@@ -96,6 +112,14 @@ impl ByteDfa {
                 }
             })?;
         Self::from_dense(&dfa)
+    }
+
+    /// Both determinizers on one pattern (tests compare their languages).
+    #[cfg(test)]
+    pub(crate) fn build_both(pattern: &str, limits: &CompileLimits) -> Result<(Self, Self), FsmError> {
+        let nfa = Self::nfa(pattern, limits)?;
+        let subset = crate::subset::determinize(&nfa, limits).expect("no look-around")?;
+        Ok((subset, Self::from_nfa_dense(&nfa, limits)?))
     }
 
     fn from_dense(dfa: &dense::DFA<Vec<u32>>) -> Result<Self, FsmError> {
@@ -593,7 +617,7 @@ fn digit_classes(extra: &[u8]) -> ([u8; 256], usize, Vec<u16>, Vec<u8>) {
 }
 
 /// How many bytes each class holds, and one byte of each (the lowest).
-fn class_members(classes: &[u8; 256], num_classes: usize) -> (Vec<u16>, Vec<u8>) {
+pub(crate) fn class_members(classes: &[u8; 256], num_classes: usize) -> (Vec<u16>, Vec<u8>) {
     let mut class_len = vec![0u16; num_classes];
     let mut class_byte = vec![0u8; num_classes];
     for byte in (0..=255u8).rev() {

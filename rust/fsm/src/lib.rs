@@ -21,6 +21,7 @@ mod live;
 mod residual;
 mod row;
 pub mod schema;
+mod subset;
 mod vocab;
 mod walk;
 
