@@ -582,6 +582,12 @@ fn in_edges(trans: &[u32], num_states: usize, num_classes: usize) -> (Vec<u32>, 
     (starts, sources)
 }
 
+/// Whether every state of `dfa` reaches an accepting one (tests of tables built live).
+#[cfg(test)]
+pub(crate) fn every_state_is_live(dfa: &ByteDfa) -> bool {
+    live_states(&dfa.trans, &dfa.accepting, dfa.num_classes).iter().all(|&live| live)
+}
+
 /// States from which an accepting state is reachable (reverse BFS over a CSR of in-edges).
 fn live_states(trans: &[u32], accepting: &[bool], num_classes: usize) -> Vec<bool> {
     let num_states = accepting.len();

@@ -88,7 +88,12 @@ pub fn undeclared_key_dfa(declared: &[&str], max_states: usize) -> Result<ByteDf
         }
         accepting[left(state) as usize] = any_key.is_accepting(state);
     }
-    ByteDfa::from_raw(classes, num_classes, class_len, class_byte, &trans, &accepting)
+    // NOTE: live by construction, so no pruning pass (it cost more than the build): a trie
+    // node is live because some byte leaves the names there or deeper (a node at a name's end
+    // sits between characters, where any character goes on), and the "left" states are
+    // any-key's, which are live. States of any-key that no trie node leaves to stay,
+    // unreachable.
+    ByteDfa::from_live_table(classes, num_classes, class_len, class_byte, trans, accepting)
 }
 
 /// Every spelling of the declared names (with the opening quote), one node per decoded prefix
@@ -237,6 +242,7 @@ mod tests {
     #[test]
     fn declared_names_are_out_in_every_spelling() {
         let dfa = undeclared_key_dfa(&["error", "é", "a\"b", "😀"], 1 << 20).unwrap();
+        assert!(crate::dfa::every_state_is_live(&dfa));
         for key in [r#""error""#, r#""\u0065rror""#, r#""\u0065\u0072ror""#, r#""\u00e9""#, r#""\u00E9""#] {
             assert!(!full_match(&dfa, key.as_bytes()), "{key}");
         }
@@ -297,6 +303,7 @@ mod tests {
             let names: Vec<String> = names.into_iter().map(|n| n.into_iter().collect()).collect();
             let refs: Vec<&str> = names.iter().map(String::as_str).collect();
             let direct = undeclared_key_dfa(&refs, 1 << 20).unwrap();
+            prop_assert!(crate::dfa::every_state_is_live(&direct), "{:?}", refs);
             let expected = product(&refs);
             let mut texts: Vec<String> = Vec::new();
             for name in names.iter().chain(keys.iter().map(|k| k.iter().collect::<String>()).collect::<Vec<_>>().iter()) {
