@@ -17,6 +17,7 @@ mod lexemes;
 mod mask;
 mod matcher;
 pub mod schema;
+mod suffix_trie;
 mod walk_memo;
 
 pub use earley::ParserLimits;

@@ -13,7 +13,7 @@
 //! the grammar (rules that derive nothing are dropped when it is built), so a live DFA state
 //! inside an item's lexeme always has a completion: the memoised part admits no dead end.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use sglr_fsm::{
     bits_to_ids, live_tokens_and_ends, live_tokens_donor, live_tokens_from_donor, ByteDfa, Delegation,
@@ -25,6 +25,7 @@ use crate::error::GrammarError;
 use crate::grammar::{LexemeId, Symbol};
 use crate::lexeme_dfa::MaskView;
 use crate::matcher::{GrammarMatcher, ParseState};
+use crate::suffix_trie::{suffix_trie, SuffixTrie};
 use crate::walk_memo::context_key;
 
 /// Tokens whose bytes stay inside one lexeme from one DFA state, and the trie nodes where the
@@ -37,19 +38,25 @@ pub(crate) struct LexemeMask {
     /// whole-vocabulary ORs of nearly empty masks would cost more than the rest of the step.
     token_ids: Option<Vec<u32>>,
     boundaries: Vec<u32>,
+    /// The boundaries where the lexeme ends for good, as one walk ([`SuffixTrie`]), built by
+    /// the first boundary walk that needs it.
+    // NOTE: the vocabulary's cache counts a mask's bytes when it keeps it, before this is
+    // built; `memory_bytes` (a matcher's) counts it once built.
+    suffix: OnceLock<Option<SuffixTrie>>,
 }
 
 impl LexemeMask {
     fn new(words: Vec<u32>, boundaries: Vec<u32>) -> Self {
         let num_tokens: usize = words.iter().map(|w| w.count_ones() as usize).sum();
         let token_ids = (num_tokens <= words.len() / SPARSE_WORDS_PER_TOKEN).then(|| bits_to_ids(&words));
-        Self { words, token_ids, boundaries }
+        Self { words, token_ids, boundaries, suffix: OnceLock::new() }
     }
 
     pub fn memory_bytes(&self) -> usize {
         self.words.capacity() * 4
             + self.token_ids.as_ref().map_or(0, |ids| ids.capacity() * 4)
             + self.boundaries.capacity() * 4
+            + self.suffix.get().and_then(Option::as_ref).map_or(0, SuffixTrie::memory_bytes)
     }
 
     /// ORs these tokens into `allowed`.
@@ -131,10 +138,17 @@ impl GrammarMatcher {
             keys.sort_unstable();
             keys.dedup();
             let mut boundaries = Vec::new();
-            for (lexeme, lex) in keys {
+            let mut only = None;
+            for &(lexeme, lex) in &keys {
                 let inside = self.lexeme_mask(vocabulary, lexeme, lex)?;
                 inside.add_to(&mut allowed);
                 boundaries.extend_from_slice(&inside.boundaries);
+                only = Some((lexeme, lex, inside));
+            }
+            // NOTE: terminal boundaries stand for each other only when one lexeme state is
+            // live at the token's start (see suffix_trie.rs).
+            if keys.len() != 1 {
+                only = None;
             }
             boundaries.sort_unstable();
             boundaries.dedup();
@@ -149,13 +163,31 @@ impl GrammarMatcher {
                     None => {
                         // NOTE: the walk lists its tokens only where the memo can keep them.
                         let mut token_ids = key.as_ref().map(|_| Vec::new());
-                        self.walk_boundaries(
-                            state,
-                            vocabulary,
-                            &boundaries,
-                            &mut allowed,
-                            token_ids.as_mut(),
-                        )?;
+                        let suffix = match &only {
+                            Some((lexeme, lex, inside)) => {
+                                self.suffix_trie(vocabulary, *lexeme, *lex, inside)?
+                            }
+                            None => None,
+                        };
+                        if let Some(suffix) = suffix {
+                            boundaries.retain(|b| suffix.grouped.binary_search(b).is_err());
+                            self.walk_boundaries(
+                                state,
+                                &suffix.trie,
+                                &[suffix.boundary],
+                                &mut allowed,
+                                token_ids.as_mut(),
+                            )?;
+                        }
+                        if !boundaries.is_empty() {
+                            self.walk_boundaries(
+                                state,
+                                vocabulary.trie(),
+                                &boundaries,
+                                &mut allowed,
+                                token_ids.as_mut(),
+                            )?;
+                        }
                         if let (Some(key), Some(token_ids)) = (key, token_ids) {
                             self.boundary_walks.insert(key, token_ids);
                         }
@@ -169,6 +201,26 @@ impl GrammarMatcher {
             count += bits.count_ones() as usize;
         }
         Ok(count)
+    }
+
+    /// The [`SuffixTrie`] of (`lexeme`, DFA state `lex`), whose mask is `inside`: built on
+    /// first use and kept with the mask.
+    fn suffix_trie<'a>(
+        &self,
+        vocabulary: &Vocabulary,
+        lexeme: LexemeId,
+        lex: u32,
+        inside: &'a LexemeMask,
+    ) -> Result<Option<&'a SuffixTrie>, GrammarError> {
+        if let Some(built) = inside.suffix.get() {
+            return Ok(built.as_ref());
+        }
+        let trie = vocabulary.trie();
+        let view = self.lexemes.mask_view(&self.grammar, lexeme, lex, trie.max_depth)?;
+        Ok(inside
+            .suffix
+            .get_or_init(|| suffix_trie(view.dfa(), view.state, trie, &inside.boundaries))
+            .as_ref())
     }
 
     /// The memoised inside-the-lexeme tokens of (`lexeme`, DFA state `lex`).
@@ -265,12 +317,11 @@ impl GrammarMatcher {
     fn walk_boundaries(
         &self,
         state: &ParseState,
-        vocabulary: &Vocabulary,
+        trie: &TokenTrie,
         boundaries: &[u32],
         allowed: &mut [u32],
         mut token_ids: Option<&mut Vec<u32>>,
     ) -> Result<(), GrammarError> {
-        let trie = vocabulary.trie();
         let base: &[Arc<[Item]>] = &state.sets;
         let num_base = base.len();
         let mut extra: Vec<Vec<Item>> = vec![Vec::new(); trie.max_depth + 1];
@@ -509,6 +560,11 @@ impl LexemeMaskCache {
 
     pub fn len(&self) -> usize {
         self.lock().len()
+    }
+
+    /// Masks whose terminal boundaries were walked as one [`SuffixTrie`].
+    pub fn num_suffix_tries(&self) -> usize {
+        self.lock().values().filter(|mask| mask.suffix.get().is_some_and(Option::is_some)).count()
     }
 
     pub fn memory_bytes(&self) -> usize {

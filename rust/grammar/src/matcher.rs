@@ -89,6 +89,11 @@ impl GrammarMatcher {
         self.boundary_walks.counts()
     }
 
+    /// Memoised lexeme masks whose terminal boundaries were walked as one suffix trie.
+    pub fn num_suffix_tries(&self) -> usize {
+        self.lexeme_masks.num_suffix_tries()
+    }
+
     /// Memoised inside-a-lexeme token masks (reuse across steps is observable).
     pub fn num_lexeme_masks(&self) -> usize {
         self.lexeme_masks.len()

@@ -9,8 +9,10 @@ use sglr_grammar::{GrammarBuilder, GrammarMatcher, ParserLimits, Symbol};
 
 use reference::Reference;
 
-/// Lexemes over {a, b}: literals, a repetition and two that match the empty string.
-const LEXEMES: [&str; 6] = ["a", "b", "ab", "a+", "b?", "(ab)*"];
+/// Lexemes over {a, b}: literals, a repetition, two that match the empty string, and one that
+/// ends for good after several different paths (`b`, `ab`, `aab`: mask walks merge what
+/// follows them).
+const LEXEMES: [&str; 7] = ["a", "b", "ab", "a+", "b?", "(ab)*", "a*b"];
 
 #[derive(Debug, Clone)]
 enum Sym {
@@ -84,6 +86,26 @@ fn masks_agree_along(
         }
     }
     Ok(())
+}
+
+/// A lexeme that ends for good after `b`, `ab`, `aab`, ... and goes on in the grammar: its
+/// boundaries are walked as one merged suffix trie, and the masks still equal the advanced
+/// tokens.
+#[test]
+fn merged_terminal_boundaries_keep_masks_exact() {
+    let a_star_b = LEXEMES.iter().position(|&l| l == "a*b").unwrap();
+    let a = LEXEMES.iter().position(|&l| l == "a").unwrap();
+    let b = LEXEMES.iter().position(|&l| l == "b?").unwrap();
+    let rules = vec![
+        vec![vec![Sym::L(a_star_b), Sym::N(1)]],
+        vec![vec![Sym::L(a), Sym::L(b)], vec![Sym::L(a_star_b)]],
+        vec![vec![]],
+    ];
+    let matcher = build(&rules).unwrap();
+    for prefix in ["", "a", "aa", "ab", "aab", "aaba"] {
+        masks_agree_along(&matcher, &all_short_strings(), prefix).unwrap();
+    }
+    assert!(matcher.num_suffix_tries() > 0, "no mask merged its terminal boundaries");
 }
 
 proptest! {

@@ -139,3 +139,25 @@ fn a_context_seen_before_reuses_its_boundary_walk() {
     // not confused with it.
     check_document(&m, &vocabulary, r#"[{"alpha": "a", "beta": 10}, {"alpha": "b\"", "beta": 0}, {}]"#);
 }
+
+#[test]
+fn closing_quotes_inside_tokens_are_walked_as_one_suffix_trie() {
+    // Inside a string value, every token with a closing quote part-way (`e"`, `x",`, `é"`,
+    // `lpha"`, `"}`) ends the string for good at that quote: what follows is walked once for all
+    // of them, and the masks still equal the tokens that advance, in every context (more
+    // members to come or not, an array element, a key next).
+    let schema = json!({"type": "object", "properties": {
+        "alpha": {"type": "string"},
+        "items": {"type": "array", "items": {"type": "string"}},
+        "beta": {"type": "string"}}, "required": ["beta"]});
+    let m = matcher(&schema);
+    let vocabulary = vocabulary();
+    for document in [
+        r#"{"alpha": "alpha", "items": ["x", "e", "é"], "beta": "lpha"}"#,
+        r#"{"alpha":"pha","beta":"x","extra":"e"}"#,
+        r#"{"items":[],"beta":"\"é\""}"#,
+    ] {
+        check_document(&m, &vocabulary, document);
+    }
+    assert!(m.num_suffix_tries() > 0, "no string value merged its closing quotes");
+}
