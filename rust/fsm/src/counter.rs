@@ -135,6 +135,20 @@ impl CountedWindow {
         self.reach
     }
 
+    /// For a state between two words of the unit (its start) inside the count: how many words
+    /// must still come before `close` may, and how many at most may (`None`: no bound), as the
+    /// window's bounds say (exact for walks of at most `reach` bytes). `None` for any other
+    /// state.
+    pub fn words_to_come(&self, state: u32) -> Option<(usize, Option<usize>)> {
+        match self.layout.place(state) {
+            Place::Body { count, inner: 0 } => {
+                let bounds = self.layout.bounds;
+                Some((bounds.min.saturating_sub(count), bounds.max.map(|max| max - count)))
+            }
+            _ => None,
+        }
+    }
+
     /// [`ByteDfa::accept_distances`] of the window's table, computed once.
     pub fn accept_distances(&self) -> &[u16] {
         self.distances.get_or_init(|| self.dfa.accept_distances())

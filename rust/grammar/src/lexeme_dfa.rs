@@ -41,6 +41,15 @@ impl MaskView<'_> {
         }
     }
 
+    /// For a counted string's state between two characters: how many characters must still
+    /// come and how many may ([`CountedWindow::words_to_come`]); `None` for any other state.
+    pub fn words_to_come(&self) -> Option<(usize, Option<usize>)> {
+        match &self.table {
+            MaskTable::Own(..) => None,
+            MaskTable::Window(window) => window.words_to_come(self.state),
+        }
+    }
+
     /// The fewest bytes from each state of [`MaskView::dfa`] to the lexeme's end.
     pub fn accept_distances(&self) -> &[u16] {
         match &self.table {

@@ -15,6 +15,7 @@
 
 use std::sync::{Arc, OnceLock};
 
+use sglr_fsm::schema::CountedBody;
 use sglr_fsm::{
     bits_to_ids, live_tokens_and_ends, live_tokens_donor, live_tokens_from_donor, ByteDfa, Delegation,
     TokenTrie, Vocabulary, DEAD,
@@ -22,7 +23,7 @@ use sglr_fsm::{
 
 use crate::earley::{close_seeds, step_byte, ByteStep, Chart, Item, ScanScratch, NO_LEX};
 use crate::error::GrammarError;
-use crate::grammar::{LexemeId, Symbol};
+use crate::grammar::{Lexeme, LexemeId, Symbol};
 use crate::lexeme_dfa::MaskView;
 use crate::matcher::{GrammarMatcher, ParseState};
 use crate::suffix_trie::{suffix_trie, SuffixTrie};
@@ -274,6 +275,22 @@ impl GrammarMatcher {
         view: &MaskView<'_>,
         state: u32,
     ) -> Result<LexemeMask, GrammarError> {
+        if let (Lexeme::CountedString { all, .. }, Some((to_min, to_max))) =
+            (self.grammar.lexeme(lexeme), view.words_to_come())
+        {
+            // NOTE: a plain string's count is told by the vocabulary's table, not a walk (the
+            // view's state is `state` here: a counted lexeme's masks are asked for by window
+            // state, through `lexeme_mask`).
+            if all.is_empty() && state == view.state {
+                let body = vocabulary.shared_result(
+                    b"sglr-grammar counted string body",
+                    CountedBody::memory_bytes,
+                    || CountedBody::new(vocabulary),
+                )?;
+                let mask = body.mask(to_min, to_max);
+                return Ok(LexemeMask::new(mask.words, mask.ends));
+            }
+        }
         let dfa = view.dfa();
         let mut words = vec![0u32; vocabulary.num_mask_words()];
         let distances = view.accept_distances();

@@ -15,8 +15,10 @@
 //! are annotations unless a validator opts in).
 
 mod admits;
+mod counted_body;
 mod disjoint;
 mod draft;
+pub use counted_body::{CountedBody, CountedBodyMask};
 pub use draft::{conditions_ignored, ref_overrides_siblings};
 mod keywords;
 pub use keywords::{is_annotation, keyword_type};

@@ -284,6 +284,16 @@ fn is_container(schema: &Value) -> bool {
     }
 }
 
+/// Whether a schema is a string with length bounds and nothing else that constrains it: a
+/// counted lexeme (`scalar.rs`), whose masks between characters come from the vocabulary's
+/// table, where the regex path unrolls the count and each count's mask walks the vocabulary.
+fn is_plain_bounded_string(schema: &Value) -> bool {
+    let Value::Object(map) = schema else { return false };
+    map.get("type").is_some_and(|t| t == "string")
+        && (map.contains_key("minLength") || map.contains_key("maxLength"))
+        && map.keys().all(|k| matches!(k.as_str(), "type" | "minLength" | "maxLength") || is_annotation(k))
+}
+
 /// Whether a (small) regex's DFA matches `text` exactly.
 pub(super) fn full_match(dfa: &ByteDfa, text: &[u8]) -> bool {
     let state = dfa.walk(dfa.start(), text);
@@ -413,7 +423,7 @@ impl<'a> SchemaGrammar<'a> {
         // the regex path's regex is the fallback: exact where it is short, else bounded (free
         // values unrolled a few levels: a subset, never a false accept).
         let plain = !contains_reference(schema);
-        if plain && !is_container(schema) {
+        if plain && !is_container(schema) && !is_plain_bounded_string(schema) {
             match json_value_to_regex(schema, &self.exact_options()) {
                 Ok(regex) => return Ok(self.regex_piece(regex)),
                 // Taken apart below.

@@ -24,6 +24,18 @@ impl SchemaGrammar<'_> {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         single.insert("type".into(), Value::String(ty.into()));
+        let has = |keyword: &str| single.contains_key(keyword);
+        if ty == "string" && (has("minLength") || has("maxLength")) && !has("pattern") && !has("format") {
+            // NOTE: counted, not unrolled as the regex path would (`{0,20}` of a character):
+            // between characters its masks come from the vocabulary's table (see
+            // `sglr_fsm::schema::CountedBody`), where each unrolled count walked the vocabulary.
+            return Ok(match self.counted_string(single)? {
+                Some(lexeme) => self
+                    .checked_lexeme(lexeme)?
+                    .map_or_else(|| vec![Piece::Rule(self.never())], |l| vec![Piece::Lexeme(l)]),
+                None => vec![Piece::Rule(self.never())],
+            });
+        }
         let error = match json_value_to_regex(&Value::Object(single.clone()), self.options) {
             Ok(regex) => return Ok(self.regex_piece(regex)),
             Err(error) => error,
