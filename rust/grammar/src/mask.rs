@@ -26,7 +26,7 @@ use crate::error::GrammarError;
 use crate::grammar::{Lexeme, LexemeId, Symbol};
 use crate::lexeme_dfa::MaskView;
 use crate::matcher::{GrammarMatcher, ParseState};
-use crate::suffix_trie::{suffix_trie, SuffixTrie};
+use crate::suffix_trie::{group_key, suffix_trie, terminal_group, SuffixTrie};
 use crate::walk_memo::context_key;
 
 /// Tokens whose bytes stay inside one lexeme from one DFA state, and the trie nodes where the
@@ -43,7 +43,7 @@ pub(crate) struct LexemeMask {
     /// the first boundary walk that needs it.
     // NOTE: the vocabulary's cache counts a mask's bytes when it keeps it, before this is
     // built; `memory_bytes` (a matcher's) counts it once built.
-    suffix: OnceLock<Option<SuffixTrie>>,
+    suffix: OnceLock<Option<Arc<Option<SuffixTrie>>>>,
 }
 
 impl LexemeMask {
@@ -57,7 +57,12 @@ impl LexemeMask {
         self.words.capacity() * 4
             + self.token_ids.as_ref().map_or(0, |ids| ids.capacity() * 4)
             + self.boundaries.capacity() * 4
-            + self.suffix.get().and_then(Option::as_ref).map_or(0, SuffixTrie::memory_bytes)
+            + self.suffix_trie().map_or(0, SuffixTrie::memory_bytes)
+    }
+
+    /// The suffix trie of this mask's terminal boundaries, once built (if there is one).
+    fn suffix_trie(&self) -> Option<&SuffixTrie> {
+        self.suffix.get()?.as_ref()?.as_ref().as_ref()
     }
 
     /// ORs these tokens into `allowed`.
@@ -139,17 +144,12 @@ impl GrammarMatcher {
             keys.sort_unstable();
             keys.dedup();
             let mut boundaries = Vec::new();
-            let mut only = None;
+            let mut insides = Vec::with_capacity(keys.len());
             for &(lexeme, lex) in &keys {
                 let inside = self.lexeme_mask(vocabulary, lexeme, lex)?;
                 inside.add_to(&mut allowed);
                 boundaries.extend_from_slice(&inside.boundaries);
-                only = Some((lexeme, lex, inside));
-            }
-            // NOTE: terminal boundaries stand for each other only when one lexeme state is
-            // live at the token's start (see suffix_trie.rs).
-            if keys.len() != 1 {
-                only = None;
+                insides.push(inside);
             }
             boundaries.sort_unstable();
             boundaries.dedup();
@@ -164,13 +164,14 @@ impl GrammarMatcher {
                     None => {
                         // NOTE: the walk lists its tokens only where the memo can keep them.
                         let mut token_ids = key.as_ref().map(|_| Vec::new());
-                        let suffix = match &only {
-                            Some((lexeme, lex, inside)) => {
-                                self.suffix_trie(vocabulary, *lexeme, *lex, inside)?
+                        for (index, &(lexeme, lex)) in keys.iter().enumerate() {
+                            let Some(suffix) = self.suffix_trie(vocabulary, lexeme, lex, &insides[index])?
+                            else {
+                                continue;
+                            };
+                            if !self.others_stay_out(vocabulary, &keys, index, suffix)? {
+                                continue;
                             }
-                            None => None,
-                        };
-                        if let Some(suffix) = suffix {
                             boundaries.retain(|b| suffix.grouped.binary_search(b).is_err());
                             self.walk_boundaries(
                                 state,
@@ -204,8 +205,47 @@ impl GrammarMatcher {
         Ok(count)
     }
 
-    /// The [`SuffixTrie`] of (`lexeme`, DFA state `lex`), whose mask is `inside`: built on
-    /// first use and kept with the mask.
+    /// Whether every lexeme state of `keys` but the `index`-th one cannot end and is dead on
+    /// each path of `suffix`'s boundaries (and cannot end at the token's start either): then at
+    /// each of them the parser holds that state's completion alone, as the suffix trie needs.
+    fn others_stay_out(
+        &self,
+        vocabulary: &Vocabulary,
+        keys: &[(LexemeId, u32)],
+        index: usize,
+        suffix: &SuffixTrie,
+    ) -> Result<bool, GrammarError> {
+        let reach = vocabulary.trie().max_depth;
+        for (other, &(lexeme, lex)) in keys.iter().enumerate() {
+            if other == index {
+                continue;
+            }
+            let view = self.lexemes.mask_view(&self.grammar, lexeme, lex, reach)?;
+            let dfa = view.dfa();
+            if dfa.is_accepting(view.state) {
+                return Ok(false);
+            }
+            for path in &suffix.paths {
+                let mut state = view.state;
+                for &byte in path {
+                    state = dfa.next(state, byte);
+                    if state == DEAD {
+                        break;
+                    }
+                    if dfa.is_accepting(state) {
+                        return Ok(false);
+                    }
+                }
+                if state != DEAD {
+                    return Ok(false);
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    /// The [`SuffixTrie`] of (`lexeme`, DFA state `lex`), whose mask is `inside`: its group found
+    /// on first use and kept with the mask, the trie shared through the vocabulary.
     fn suffix_trie<'a>(
         &self,
         vocabulary: &Vocabulary,
@@ -213,15 +253,21 @@ impl GrammarMatcher {
         lex: u32,
         inside: &'a LexemeMask,
     ) -> Result<Option<&'a SuffixTrie>, GrammarError> {
-        if let Some(built) = inside.suffix.get() {
-            return Ok(built.as_ref());
+        if inside.suffix.get().is_none() {
+            let trie = vocabulary.trie();
+            let view = self.lexemes.mask_view(&self.grammar, lexeme, lex, trie.max_depth)?;
+            let shared = match terminal_group(view.dfa(), view.state, trie, &inside.boundaries) {
+                Some(group) => Some(vocabulary.shared_result(
+                    &group_key(&group),
+                    |built: &Option<SuffixTrie>| built.as_ref().map_or(0, SuffixTrie::memory_bytes),
+                    || Ok::<_, GrammarError>(suffix_trie(trie, &group)),
+                )?),
+                None => None,
+            };
+            // NOTE: two threads may both look the group up; either answer is the same trie.
+            let _ = inside.suffix.set(shared);
         }
-        let trie = vocabulary.trie();
-        let view = self.lexemes.mask_view(&self.grammar, lexeme, lex, trie.max_depth)?;
-        Ok(inside
-            .suffix
-            .get_or_init(|| suffix_trie(view.dfa(), view.state, trie, &inside.boundaries))
-            .as_ref())
+        Ok(inside.suffix_trie())
     }
 
     /// The memoised inside-the-lexeme tokens of (`lexeme`, DFA state `lex`).
@@ -581,7 +627,7 @@ impl LexemeMaskCache {
 
     /// Masks whose terminal boundaries were walked as one [`SuffixTrie`].
     pub fn num_suffix_tries(&self) -> usize {
-        self.lock().values().filter(|mask| mask.suffix.get().is_some_and(Option::is_some)).count()
+        self.lock().values().filter(|mask| mask.suffix_trie().is_some()).count()
     }
 
     pub fn memory_bytes(&self) -> usize {

@@ -18,6 +18,10 @@ use sglr_fsm::{ByteDfa, TokenTrie, DEAD};
 /// Most tokens a suffix trie holds (past it the boundaries are walked one by one).
 const MAX_SUFFIX_TOKENS: usize = 1 << 16;
 
+/// Fewest terminal boundaries worth a suffix trie (a key or an enum value ends at one or two
+/// nodes, a string body at about ninety at cl100k).
+const MIN_GROUPED: usize = 3;
+
 #[derive(Debug)]
 pub(crate) struct SuffixTrie {
     /// Every token below a terminal boundary, spelled as the shortest boundary's path followed
@@ -25,42 +29,49 @@ pub(crate) struct SuffixTrie {
     pub trie: TokenTrie,
     /// The node of `trie` where that path ends: the one boundary to walk.
     pub boundary: u32,
-    /// The original boundaries it stands for, ascending.
+    /// The original boundaries it stands for, ascending, and each one's path from the root
+    /// (whoever walks the trie checks that no other live lexeme can end on them).
     pub grouped: Vec<u32>,
+    pub paths: Vec<Vec<u8>>,
 }
 
 impl SuffixTrie {
     pub fn memory_bytes(&self) -> usize {
-        self.trie.memory_bytes() + self.grouped.capacity() * 4
+        self.trie.memory_bytes()
+            + self.grouped.capacity() * 4
+            + self.paths.iter().map(|path| path.capacity() + 24).sum::<usize>()
     }
 }
 
-/// The suffix trie of the boundaries (ascending trie nodes) of DFA state `state`, if at least
-/// two of them are terminal and may stand for each other.
-pub(crate) fn suffix_trie(
+/// The terminal boundaries of DFA state `state` among `boundaries` (ascending trie nodes), with
+/// their paths, if at least [`MIN_GROUPED`] of them may stand for each other (as far as this
+/// state goes: other live lexeme states must not end on the paths, which the caller checks).
+pub(crate) fn terminal_group(
     dfa: &ByteDfa,
     state: u32,
     trie: &TokenTrie,
     boundaries: &[u32],
-) -> Option<SuffixTrie> {
+) -> Option<Vec<(u32, Vec<u8>)>> {
     // NOTE: a lexeme that may end at the token's start (an accepting state) completes in the
     // committed chart, where the bytes could go on in another lexeme as well; only pure
     // in-lexeme paths are told apart by their last state alone.
-    if boundaries.len() < 2 || dfa.is_accepting(state) {
+    if boundaries.len() < MIN_GROUPED || dfa.is_accepting(state) {
         return None;
     }
-    let mut grouped: Vec<(u32, Vec<u8>)> = Vec::new();
-    for (boundary, path) in boundary_paths(trie, boundaries) {
-        if is_clean_terminal(dfa, state, &path) {
-            grouped.push((boundary, path));
-        }
-    }
-    if grouped.len() < 2 {
-        return None;
-    }
+    let grouped: Vec<(u32, Vec<u8>)> = boundary_paths(trie, boundaries)
+        .into_iter()
+        .filter(|(_, path)| is_clean_terminal(dfa, state, path))
+        .collect();
+    (grouped.len() >= MIN_GROUPED).then_some(grouped)
+}
+
+/// The suffix trie of a [`terminal_group`]: it depends on the group and the vocabulary only, so
+/// the lexeme states of every schema whose group is the same (every string body's closing
+/// quotes) share one. `None` past [`MAX_SUFFIX_TOKENS`] or with no token below.
+pub(crate) fn suffix_trie(trie: &TokenTrie, grouped: &[(u32, Vec<u8>)]) -> Option<SuffixTrie> {
     let shortest = grouped.iter().min_by_key(|(_, path)| path.len()).map(|(_, path)| path.clone())?;
     let mut pairs: Vec<(u32, Vec<u8>)> = Vec::new();
-    for (boundary, _) in &grouped {
+    for (boundary, _) in grouped {
         let boundary = *boundary as usize;
         let base_depth = trie.nodes[boundary].depth as usize;
         let mut suffix = shortest.clone();
@@ -84,8 +95,20 @@ pub(crate) fn suffix_trie(
         trie: TokenTrie::build(pairs.iter().map(|(token, bytes)| (*token, bytes.as_slice()))),
         // Every token starts with `shortest`: its nodes are the chain 1..=len from the root.
         boundary: shortest.len() as u32,
-        grouped: grouped.into_iter().map(|(boundary, _)| boundary).collect(),
+        paths: grouped.iter().map(|(_, path)| path.clone()).collect(),
+        grouped: grouped.iter().map(|(boundary, _)| *boundary).collect(),
     })
+}
+
+/// The key a [`terminal_group`]'s suffix trie is kept under in the vocabulary.
+pub(crate) fn group_key(grouped: &[(u32, Vec<u8>)]) -> Vec<u8> {
+    let mut key = b"sglr-grammar suffix trie\0".to_vec();
+    for (boundary, path) in grouped {
+        key.extend_from_slice(&boundary.to_le_bytes());
+        key.extend_from_slice(&(path.len() as u32).to_le_bytes());
+        key.extend_from_slice(path);
+    }
+    key
 }
 
 /// Whether `path` from `state` ends where the DFA accepts and takes no byte more, with no
@@ -168,7 +191,8 @@ mod tests {
             })
             .collect();
         assert_eq!(boundaries.len(), 3);
-        let suffix = suffix_trie(&dfa, body, &trie, &boundaries).unwrap();
+        let group = terminal_group(&dfa, body, &trie, &boundaries).unwrap();
+        let suffix = suffix_trie(&trie, &group).unwrap();
         assert_eq!(suffix.grouped, boundaries);
         // The shortest path is `"` itself; below it `,` (three tokens), `}` and `]`.
         assert_eq!(suffix.boundary, 1);
@@ -190,7 +214,7 @@ mod tests {
         let dfa = ByteDfa::build(r#""a"b?"#, &CompileLimits::default()).unwrap();
         let trie = trie(&["\"a\",", "\"a\"}"]);
         let boundaries = vec![3];
-        assert!(suffix_trie(&dfa, dfa.start(), &trie, &boundaries).is_none());
+        assert!(terminal_group(&dfa, dfa.start(), &trie, &boundaries).is_none());
         // An accepting state before the end of the path.
         let dfa = ByteDfa::build(r#"a|a""#, &CompileLimits::default()).unwrap();
         assert!(!is_clean_terminal(&dfa, dfa.start(), b"a\""));

@@ -160,4 +160,12 @@ fn closing_quotes_inside_tokens_are_walked_as_one_suffix_trie() {
         check_document(&m, &vocabulary, document);
     }
     assert!(m.num_suffix_tries() > 0, "no string value merged its closing quotes");
+    // Two string lexemes live at once (either branch): a closing quote one of them cannot take
+    // part-way is merged only where the other is dead without ending first.
+    let either = json!({"type": "object", "properties": {"v": {"anyOf": [
+        {"type": "string", "pattern": "^a"}, {"type": "string", "pattern": "x$"}]}}});
+    let m = matcher(&either);
+    for document in [r#"{"v": "alpha"}"#, r#"{"v":"bx"}"#, r#"{"v": "ax", "w": "e"}"#] {
+        check_document(&m, &vocabulary, document);
+    }
 }
