@@ -26,7 +26,7 @@ use crate::error::GrammarError;
 use crate::grammar::{Lexeme, LexemeId, Symbol};
 use crate::lexeme_dfa::MaskView;
 use crate::matcher::{GrammarMatcher, ParseState};
-use crate::suffix_trie::{group_key, suffix_trie, terminal_group, SuffixTrie};
+use crate::suffix_trie::{boundary_groups, group_key, suffix_trie, SuffixTrie};
 use crate::walk_memo::context_key;
 
 /// Tokens whose bytes stay inside one lexeme from one DFA state, and the trie nodes where the
@@ -39,11 +39,12 @@ pub(crate) struct LexemeMask {
     /// whole-vocabulary ORs of nearly empty masks would cost more than the rest of the step.
     token_ids: Option<Vec<u32>>,
     boundaries: Vec<u32>,
-    /// The boundaries where the lexeme ends for good, as one walk ([`SuffixTrie`]), built by
-    /// the first boundary walk that needs it.
+    /// Groups of boundaries where the lexeme ends in one state, each walked as one
+    /// ([`SuffixTrie`], shared through the vocabulary), with where each member's path could
+    /// end the lexeme earlier; found by the first boundary walk that needs them.
     // NOTE: the vocabulary's cache counts a mask's bytes when it keeps it, before this is
     // built; `memory_bytes` (a matcher's) counts it once built.
-    suffix: OnceLock<Option<Arc<Option<SuffixTrie>>>>,
+    suffix: OnceLock<Vec<SuffixGroup>>,
 }
 
 impl LexemeMask {
@@ -57,12 +58,12 @@ impl LexemeMask {
         self.words.capacity() * 4
             + self.token_ids.as_ref().map_or(0, |ids| ids.capacity() * 4)
             + self.boundaries.capacity() * 4
-            + self.suffix_trie().map_or(0, SuffixTrie::memory_bytes)
+            + self.suffix.get().map_or(0, |groups| groups.iter().map(|g| g.ends_before.len() * 24).sum())
     }
 
-    /// The suffix trie of this mask's terminal boundaries, once built (if there is one).
-    fn suffix_trie(&self) -> Option<&SuffixTrie> {
-        self.suffix.get()?.as_ref()?.as_ref().as_ref()
+    /// Whether some group of this mask's boundaries has a suffix trie.
+    fn has_suffix_trie(&self) -> bool {
+        self.suffix.get().is_some_and(|groups| groups.iter().any(|g| g.trie.is_some()))
     }
 
     /// ORs these tokens into `allowed`.
@@ -80,6 +81,14 @@ impl LexemeMask {
             }
         }
     }
+}
+
+/// A group of a lexeme state's boundaries ending in one state: its suffix trie (none when too
+/// large) and, per member, where its path could end the lexeme earlier.
+#[derive(Debug)]
+struct SuffixGroup {
+    trie: Arc<Option<SuffixTrie>>,
+    ends_before: Vec<Vec<u16>>,
 }
 
 /// Largest residual automaton a lexeme mask is shared by (its signature is a walk of every
@@ -165,21 +174,26 @@ impl GrammarMatcher {
                         // NOTE: the walk lists its tokens only where the memo can keep them.
                         let mut token_ids = key.as_ref().map(|_| Vec::new());
                         for (index, &(lexeme, lex)) in keys.iter().enumerate() {
-                            let Some(suffix) = self.suffix_trie(vocabulary, lexeme, lex, &insides[index])?
-                            else {
-                                continue;
-                            };
-                            if !self.others_stay_out(vocabulary, &keys, index, suffix)? {
-                                continue;
+                            for group in self.suffix_groups(vocabulary, lexeme, lex, &insides[index])? {
+                                let Some(suffix) = group.trie.as_ref() else { continue };
+                                if !self.others_stay_out(
+                                    vocabulary,
+                                    &keys,
+                                    index,
+                                    suffix,
+                                    &group.ends_before,
+                                )? {
+                                    continue;
+                                }
+                                boundaries.retain(|b| suffix.grouped.binary_search(b).is_err());
+                                self.walk_boundaries(
+                                    state,
+                                    &suffix.trie,
+                                    &[suffix.boundary],
+                                    &mut allowed,
+                                    token_ids.as_mut(),
+                                )?;
                             }
-                            boundaries.retain(|b| suffix.grouped.binary_search(b).is_err());
-                            self.walk_boundaries(
-                                state,
-                                &suffix.trie,
-                                &[suffix.boundary],
-                                &mut allowed,
-                                token_ids.as_mut(),
-                            )?;
                         }
                         if !boundaries.is_empty() {
                             self.walk_boundaries(
@@ -205,15 +219,19 @@ impl GrammarMatcher {
         Ok(count)
     }
 
-    /// Whether every lexeme state of `keys` but the `index`-th one cannot end and is dead on
-    /// each path of `suffix`'s boundaries (and cannot end at the token's start either): then at
-    /// each of them the parser holds that state's completion alone, as the suffix trie needs.
+    /// Whether at each boundary of `suffix` (of the `index`-th lexeme state of `keys`) the
+    /// parser holds that state's completion alone: every other state of `keys` is dead on the
+    /// boundary's path without ending on it (nor at the token's start), and where the path
+    /// could end the lexeme earlier (`ends_before`), every state at its lexeme's start (which
+    /// holds whatever follows the lexeme: it could end at the token's start then, so its
+    /// successors are in the committed chart) is dead on the rest of the path without ending.
     fn others_stay_out(
         &self,
         vocabulary: &Vocabulary,
         keys: &[(LexemeId, u32)],
         index: usize,
         suffix: &SuffixTrie,
+        ends_before: &[Vec<u16>],
     ) -> Result<bool, GrammarError> {
         let reach = vocabulary.trie().max_depth;
         for (other, &(lexeme, lex)) in keys.iter().enumerate() {
@@ -225,18 +243,14 @@ impl GrammarMatcher {
             if dfa.is_accepting(view.state) {
                 return Ok(false);
             }
-            for path in &suffix.paths {
-                let mut state = view.state;
-                for &byte in path {
-                    state = dfa.next(state, byte);
-                    if state == DEAD {
-                        break;
-                    }
-                    if dfa.is_accepting(state) {
-                        return Ok(false);
-                    }
+            let at_start = lex == self.lexemes.get(&self.grammar, lexeme)?.start();
+            for (path, ends) in suffix.paths.iter().zip(ends_before) {
+                if !dies_without_ending(dfa, view.state, path) {
+                    return Ok(false);
                 }
-                if state != DEAD {
+                if at_start
+                    && ends.iter().any(|&end| !dies_without_ending(dfa, view.state, &path[end as usize..]))
+                {
                     return Ok(false);
                 }
             }
@@ -244,30 +258,34 @@ impl GrammarMatcher {
         Ok(true)
     }
 
-    /// The [`SuffixTrie`] of (`lexeme`, DFA state `lex`), whose mask is `inside`: its group found
-    /// on first use and kept with the mask, the trie shared through the vocabulary.
-    fn suffix_trie<'a>(
+    /// The [`SuffixGroup`]s of (`lexeme`, DFA state `lex`), whose mask is `inside`: found on
+    /// first use and kept with the mask, each trie shared through the vocabulary.
+    fn suffix_groups<'a>(
         &self,
         vocabulary: &Vocabulary,
         lexeme: LexemeId,
         lex: u32,
         inside: &'a LexemeMask,
-    ) -> Result<Option<&'a SuffixTrie>, GrammarError> {
+    ) -> Result<&'a [SuffixGroup], GrammarError> {
         if inside.suffix.get().is_none() {
             let trie = vocabulary.trie();
             let view = self.lexemes.mask_view(&self.grammar, lexeme, lex, trie.max_depth)?;
-            let shared = match terminal_group(view.dfa(), view.state, trie, &inside.boundaries) {
-                Some(group) => Some(vocabulary.shared_result(
-                    &group_key(&group),
+            let mut groups = Vec::new();
+            for members in boundary_groups(view.dfa(), view.state, trie, &inside.boundaries) {
+                let shared = vocabulary.shared_result(
+                    &group_key(&members),
                     |built: &Option<SuffixTrie>| built.as_ref().map_or(0, SuffixTrie::memory_bytes),
-                    || Ok::<_, GrammarError>(suffix_trie(trie, &group)),
-                )?),
-                None => None,
-            };
-            // NOTE: two threads may both look the group up; either answer is the same trie.
-            let _ = inside.suffix.set(shared);
+                    || Ok::<_, GrammarError>(suffix_trie(trie, &members)),
+                )?;
+                groups.push(SuffixGroup {
+                    trie: shared,
+                    ends_before: members.into_iter().map(|m| m.ends_before).collect(),
+                });
+            }
+            // NOTE: two threads may both find the groups; either answer is the same.
+            let _ = inside.suffix.set(groups);
         }
-        Ok(inside.suffix_trie())
+        Ok(inside.suffix.get().map_or(&[], Vec::as_slice))
     }
 
     /// The memoised inside-the-lexeme tokens of (`lexeme`, DFA state `lex`).
@@ -594,6 +612,20 @@ fn delegated_boundaries(
     boundaries
 }
 
+/// Whether `bytes` from `state` reach no state where the lexeme ends and leave it dead.
+fn dies_without_ending(dfa: &ByteDfa, mut state: u32, bytes: &[u8]) -> bool {
+    for &byte in bytes {
+        state = dfa.next(state, byte);
+        if state == DEAD {
+            return true;
+        }
+        if dfa.is_accepting(state) {
+            return false;
+        }
+    }
+    false
+}
+
 /// Most memoised lexeme masks per matcher (each is one bit per token: 12.5 KiB at 100k
 /// tokens, so at most 6.25 MiB there); past it, masks are computed and not kept.
 const MAX_LEXEME_MASKS: usize = 512;
@@ -627,7 +659,7 @@ impl LexemeMaskCache {
 
     /// Masks whose terminal boundaries were walked as one [`SuffixTrie`].
     pub fn num_suffix_tries(&self) -> usize {
-        self.lock().values().filter(|mask| mask.suffix_trie().is_some()).count()
+        self.lock().values().filter(|mask| mask.has_suffix_trie()).count()
     }
 
     pub fn memory_bytes(&self) -> usize {

@@ -1,30 +1,33 @@
-//! One walk for every boundary where a lexeme ends for good.
+//! One walk for many boundaries where a lexeme ends in the same state.
 //!
 //! A boundary walk (`mask.rs`) steps the parser through the subtree of every trie node where a
 //! lexeme may end with more bytes to come. Inside a string value that is about 90 nodes (every
-//! token with a closing quote part-way: `",`, `ing"}`, `")`, ...) and 600 Earley steps, and it
-//! is redone for every new parse context: the commonest slow mask. Yet when the lexeme's DFA
-//! accepts at such a node and takes no byte more (a *terminal* boundary), and no shorter prefix
-//! of its path could end the lexeme, the parser is in the same position at all of them, up to
-//! set numbering: the one lexeme item completed there, nothing else begun. What follows then
-//! depends only on the bytes after the boundary. So the tokens below all terminal boundaries
-//! are put in one small trie under a single path (the shortest boundary's), their suffixes
-//! merged, and walked once: each suffix is stepped once, not once per boundary that has it.
-//! The trie depends on the lexeme state's boundaries and the vocabulary only, so it is built
-//! once and kept with the state's shared lexeme mask.
+//! token with a closing quote part-way: `",`, `ing"}`, `")`, ...) and 600 Earley steps, after a
+//! number about 110 (`1,`, `25}`, ...), and it is redone for every new parse context: the
+//! commonest slow mask. Yet at all boundaries where the lexeme's DFA ends in one state, the
+//! parser is in the same position up to set numbering (the lexeme's items completed, and still
+//! inside in that state if it goes on), provided nothing else began on the way: no other live
+//! lexeme ends on the path, and where this one could already end earlier on it (a number's
+//! shorter digits), whatever follows it dies on the rest of the path. What follows the boundary
+//! then depends only on the bytes after it. So the tokens below a group of such boundaries are
+//! put in one small trie under a single path (the shortest one's), their suffixes merged, and
+//! walked once: each suffix is stepped once, not once per boundary that has it. The groups
+//! depend on the lexeme state; the trie on the group and the vocabulary only, so lexeme states
+//! of any schema with the same group (every string body's closing quotes) share one.
 
+use rustc_hash::FxHashMap;
 use sglr_fsm::{ByteDfa, TokenTrie, DEAD};
 
 /// Most tokens a suffix trie holds (past it the boundaries are walked one by one).
 const MAX_SUFFIX_TOKENS: usize = 1 << 16;
 
-/// Fewest terminal boundaries worth a suffix trie (a key or an enum value ends at one or two
-/// nodes, a string body at about ninety at cl100k).
+/// Fewest boundaries worth a suffix trie (a key or an enum value ends at one or two nodes, a
+/// string body at about ninety at cl100k).
 const MIN_GROUPED: usize = 3;
 
 #[derive(Debug)]
 pub(crate) struct SuffixTrie {
-    /// Every token below a terminal boundary, spelled as the shortest boundary's path followed
+    /// Every token below a grouped boundary, spelled as the shortest boundary's path followed
     /// by the token's bytes after its own boundary.
     pub trie: TokenTrie,
     /// The node of `trie` where that path ends: the one boundary to walk.
@@ -43,36 +46,62 @@ impl SuffixTrie {
     }
 }
 
-/// The terminal boundaries of DFA state `state` among `boundaries` (ascending trie nodes), with
-/// their paths, if at least [`MIN_GROUPED`] of them may stand for each other (as far as this
-/// state goes: other live lexeme states must not end on the paths, which the caller checks).
-pub(crate) fn terminal_group(
+/// A boundary of a group: its trie node, its path from the root, and the lengths of the path's
+/// proper prefixes where the lexeme could already end.
+#[derive(Debug, Clone)]
+pub(crate) struct Member {
+    pub boundary: u32,
+    pub path: Vec<u8>,
+    pub ends_before: Vec<u16>,
+}
+
+/// The boundaries of DFA state `state` among `boundaries` (ascending trie nodes) grouped by the
+/// state they end in, groups of at least [`MIN_GROUPED`]. A boundary whose path could end the
+/// lexeme earlier joins only when `state` itself accepts (the lexeme's successors are then in
+/// the committed chart, where the caller finds them to check they die on the rest of the path).
+/// Other live lexeme states must not end on the paths either, which the caller checks.
+pub(crate) fn boundary_groups(
     dfa: &ByteDfa,
     state: u32,
     trie: &TokenTrie,
     boundaries: &[u32],
-) -> Option<Vec<(u32, Vec<u8>)>> {
-    // NOTE: a lexeme that may end at the token's start (an accepting state) completes in the
-    // committed chart, where the bytes could go on in another lexeme as well; only pure
-    // in-lexeme paths are told apart by their last state alone.
-    if boundaries.len() < MIN_GROUPED || dfa.is_accepting(state) {
-        return None;
+) -> Vec<Vec<Member>> {
+    if boundaries.len() < MIN_GROUPED {
+        return Vec::new();
     }
-    let grouped: Vec<(u32, Vec<u8>)> = boundary_paths(trie, boundaries)
-        .into_iter()
-        .filter(|(_, path)| is_clean_terminal(dfa, state, path))
-        .collect();
-    (grouped.len() >= MIN_GROUPED).then_some(grouped)
+    let may_end_here = dfa.is_accepting(state);
+    let mut by_end: FxHashMap<u32, Vec<Member>> = FxHashMap::default();
+    'members: for (boundary, path) in boundary_paths(trie, boundaries) {
+        let mut current = state;
+        let mut ends_before = Vec::new();
+        for (offset, &byte) in path.iter().enumerate() {
+            current = dfa.next(current, byte);
+            if current == DEAD {
+                continue 'members;
+            }
+            if offset + 1 < path.len() && dfa.is_accepting(current) {
+                if !may_end_here {
+                    continue 'members;
+                }
+                ends_before.push(offset as u16 + 1);
+            }
+        }
+        if dfa.is_accepting(current) {
+            by_end.entry(current).or_default().push(Member { boundary, path, ends_before });
+        }
+    }
+    let mut groups: Vec<Vec<Member>> = by_end.into_values().filter(|g| g.len() >= MIN_GROUPED).collect();
+    groups.sort_unstable_by_key(|group| group[0].boundary);
+    groups
 }
 
-/// The suffix trie of a [`terminal_group`]: it depends on the group and the vocabulary only, so
-/// the lexeme states of every schema whose group is the same (every string body's closing
-/// quotes) share one. `None` past [`MAX_SUFFIX_TOKENS`] or with no token below.
-pub(crate) fn suffix_trie(trie: &TokenTrie, grouped: &[(u32, Vec<u8>)]) -> Option<SuffixTrie> {
-    let shortest = grouped.iter().min_by_key(|(_, path)| path.len()).map(|(_, path)| path.clone())?;
+/// The suffix trie of a group ([`boundary_groups`]): it depends on the group's boundaries and
+/// the vocabulary only. `None` past [`MAX_SUFFIX_TOKENS`] or with no token below.
+pub(crate) fn suffix_trie(trie: &TokenTrie, group: &[Member]) -> Option<SuffixTrie> {
+    let shortest = group.iter().min_by_key(|member| member.path.len()).map(|member| member.path.clone())?;
     let mut pairs: Vec<(u32, Vec<u8>)> = Vec::new();
-    for (boundary, _) in grouped {
-        let boundary = *boundary as usize;
+    for member in group {
+        let boundary = member.boundary as usize;
         let base_depth = trie.nodes[boundary].depth as usize;
         let mut suffix = shortest.clone();
         for index in boundary + 1..trie.nodes[boundary].subtree_end as usize {
@@ -95,36 +124,19 @@ pub(crate) fn suffix_trie(trie: &TokenTrie, grouped: &[(u32, Vec<u8>)]) -> Optio
         trie: TokenTrie::build(pairs.iter().map(|(token, bytes)| (*token, bytes.as_slice()))),
         // Every token starts with `shortest`: its nodes are the chain 1..=len from the root.
         boundary: shortest.len() as u32,
-        paths: grouped.iter().map(|(_, path)| path.clone()).collect(),
-        grouped: grouped.iter().map(|(boundary, _)| *boundary).collect(),
+        paths: group.iter().map(|member| member.path.clone()).collect(),
+        grouped: group.iter().map(|member| member.boundary).collect(),
     })
 }
 
-/// The key a [`terminal_group`]'s suffix trie is kept under in the vocabulary.
-pub(crate) fn group_key(grouped: &[(u32, Vec<u8>)]) -> Vec<u8> {
+/// The key a group's suffix trie is kept under in the vocabulary (its boundaries; the paths
+/// follow from them).
+pub(crate) fn group_key(group: &[Member]) -> Vec<u8> {
     let mut key = b"sglr-grammar suffix trie\0".to_vec();
-    for (boundary, path) in grouped {
-        key.extend_from_slice(&boundary.to_le_bytes());
-        key.extend_from_slice(&(path.len() as u32).to_le_bytes());
-        key.extend_from_slice(path);
+    for member in group {
+        key.extend_from_slice(&member.boundary.to_le_bytes());
     }
     key
-}
-
-/// Whether `path` from `state` ends where the DFA accepts and takes no byte more, with no
-/// accepting state before (so the lexeme ends there and nowhere earlier on the path).
-fn is_clean_terminal(dfa: &ByteDfa, state: u32, path: &[u8]) -> bool {
-    let mut current = state;
-    for (offset, &byte) in path.iter().enumerate() {
-        current = dfa.next(current, byte);
-        if current == DEAD {
-            return false;
-        }
-        if offset + 1 < path.len() && dfa.is_accepting(current) {
-            return false;
-        }
-    }
-    dfa.is_accepting(current) && dfa.successors(current).next().is_none()
 }
 
 /// Each of `nodes` (ascending trie nodes) with the bytes of its path from the root: one walk
@@ -191,8 +203,9 @@ mod tests {
             })
             .collect();
         assert_eq!(boundaries.len(), 3);
-        let group = terminal_group(&dfa, body, &trie, &boundaries).unwrap();
-        let suffix = suffix_trie(&trie, &group).unwrap();
+        let groups = boundary_groups(&dfa, body, &trie, &boundaries);
+        assert_eq!(groups.len(), 1);
+        let suffix = suffix_trie(&trie, &groups[0]).unwrap();
         assert_eq!(suffix.grouped, boundaries);
         // The shortest path is `"` itself; below it `,` (three tokens), `}` and `]`.
         assert_eq!(suffix.boundary, 1);
@@ -209,15 +222,30 @@ mod tests {
     }
 
     #[test]
-    fn an_end_that_could_go_on_or_an_earlier_end_is_not_grouped() {
-        // `"a"` may be followed by more (`"a"b`): not terminal.
+    fn boundaries_group_by_end_state_and_earlier_ends_need_an_accepting_start() {
+        // Digits: every boundary ends in the same state and could have ended earlier.
+        let dfa = ByteDfa::build("[0-9]+", &CompileLimits::default()).unwrap();
+        let digits = trie(&["1,", "12,", "123}", "4]", "45,", "9"]);
+        let boundaries: Vec<u32> = (1..digits.nodes.len() as u32 - 1)
+            .filter(|&i| {
+                let node = digits.nodes[i as usize];
+                node.byte.is_ascii_digit() && node.subtree_end > i + 1
+            })
+            .collect();
+        // From the start (not accepting), `12` and `123` could end earlier: left out, and the
+        // two clean ones are too few.
+        assert!(boundary_groups(&dfa, dfa.start(), &digits, &boundaries).is_empty());
+        // After a digit (accepting), all of them, with where they could end earlier.
+        let after = dfa.next(dfa.start(), b'7');
+        let groups = boundary_groups(&dfa, after, &digits, &boundaries);
+        assert_eq!(groups.len(), 1);
+        let ends: Vec<(Vec<u8>, Vec<u16>)> =
+            groups[0].iter().map(|m| (m.path.clone(), m.ends_before.clone())).collect();
+        assert!(ends.contains(&(b"123".to_vec(), vec![1, 2])), "{ends:?}");
+        assert!(ends.contains(&(b"1".to_vec(), vec![])), "{ends:?}");
+        // Two end states: two groups (here too small).
         let dfa = ByteDfa::build(r#""a"b?"#, &CompileLimits::default()).unwrap();
-        let trie = trie(&["\"a\",", "\"a\"}"]);
-        let boundaries = vec![3];
-        assert!(terminal_group(&dfa, dfa.start(), &trie, &boundaries).is_none());
-        // An accepting state before the end of the path.
-        let dfa = ByteDfa::build(r#"a|a""#, &CompileLimits::default()).unwrap();
-        assert!(!is_clean_terminal(&dfa, dfa.start(), b"a\""));
-        assert!(is_clean_terminal(&ByteDfa::build(r#"a""#, &CompileLimits::default()).unwrap(), 0, b"a\""));
+        let other_trie = trie(&["\"a\",", "\"a\"}"]);
+        assert!(boundary_groups(&dfa, dfa.start(), &other_trie, &[3]).is_empty());
     }
 }

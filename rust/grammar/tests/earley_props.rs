@@ -108,6 +108,36 @@ fn merged_terminal_boundaries_keep_masks_exact() {
     assert!(matcher.num_suffix_tries() > 0, "no mask merged its terminal boundaries");
 }
 
+/// After `a` in `a+ b a+?`, `a+` may end at every further `a` and go on: its boundaries all end
+/// in the loop's state and could have ended earlier, where `b` (what follows) dies on the rest
+/// of the path; they are walked as one suffix trie and the masks still equal the advanced
+/// tokens.
+#[test]
+fn merged_boundaries_that_could_end_earlier_keep_masks_exact() {
+    let position = |lexeme: &str| LEXEMES.iter().position(|&l| l == lexeme).unwrap();
+    let rules = vec![
+        vec![vec![Sym::L(position("a+")), Sym::L(position("b")), Sym::N(1)]],
+        vec![vec![Sym::L(position("a+"))], vec![]],
+        vec![vec![]],
+    ];
+    let matcher = build(&rules).unwrap();
+    for prefix in ["a", "aa", "aab", "aaba", "ab"] {
+        masks_agree_along(&matcher, &all_short_strings(), prefix).unwrap();
+    }
+    assert!(matcher.num_suffix_tries() > 0, "no mask merged its boundaries");
+    // In `a+ a b`, what follows `a+` is `a` itself: it ends on the rest of a longer run, so the
+    // parser at `aa` also holds `a` completed, unlike at `a`: those boundaries must not merge.
+    let rules = vec![
+        vec![vec![Sym::L(position("a+")), Sym::L(position("a")), Sym::L(position("b"))]],
+        vec![vec![]],
+        vec![vec![]],
+    ];
+    let matcher = build(&rules).unwrap();
+    for prefix in ["a", "aa", "aaa"] {
+        masks_agree_along(&matcher, &all_short_strings(), prefix).unwrap();
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
 
