@@ -34,6 +34,26 @@ fn large_max_length_is_exact() {
 }
 
 #[test]
+fn short_bounds_are_counted_exactly_and_bad_bounds_are_typed_errors() {
+    // Bounds the regex path would unroll are a counted lexeme on the grammar path.
+    let m = matcher(r#"{"type": "string", "minLength": 2, "maxLength": 3, "description": "d"}"#, Some(32));
+    for (text, expected) in
+        [(r#""ab""#, true), (r#""\u00e9é\n""#, true), (r#""a""#, false), (r#""abcd""#, false)]
+    {
+        assert_eq!(accepts(&m, text), expected, "{text}");
+    }
+    let m = matcher(r#"{"type": "string", "maxLength": 0}"#, Some(32));
+    assert!(accepts(&m, r#""""#));
+    assert!(!accepts(&m, r#""a""#));
+    // A bound that is not a non-negative integer is refused with the keyword named.
+    let options = JsonSchemaOptions::default();
+    for schema in [r#"{"type": "string", "maxLength": -1}"#, r#"{"type": "string", "minLength": 1.5}"#] {
+        let error = json_schema_to_grammar(schema, &options).unwrap_err().to_string();
+        assert!(error.contains("Length"), "{schema}: {error}");
+    }
+}
+
+#[test]
 fn lengths_next_to_a_format_or_pattern() {
     let m = matcher(r#"{"type": "string", "format": "email", "maxLength": 300}"#, Some(64));
     assert!(accepts(&m, r#""a@b.co""#));

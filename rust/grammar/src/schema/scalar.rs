@@ -25,7 +25,15 @@ impl SchemaGrammar<'_> {
             .collect();
         single.insert("type".into(), Value::String(ty.into()));
         let has = |keyword: &str| single.contains_key(keyword);
-        if ty == "string" && (has("minLength") || has("maxLength")) && !has("pattern") && !has("format") {
+        // NOTE: a bound that is not a non-negative integer goes to the regex path, which names
+        // it in a typed error.
+        let lengths_valid = ["minLength", "maxLength"].iter().all(|k| single.get(*k).is_none_or(is_length));
+        if ty == "string"
+            && (has("minLength") || has("maxLength"))
+            && lengths_valid
+            && !has("pattern")
+            && !has("format")
+        {
             // NOTE: counted, not unrolled as the regex path would (`{0,20}` of a character):
             // between characters its masks come from the vocabulary's table (see
             // `sglr_fsm::schema::CountedBody`), where each unrolled count walked the vocabulary.
@@ -245,4 +253,9 @@ fn gcd(a: u64, b: u64) -> u64 {
     } else {
         gcd(b, a % b)
     }
+}
+
+/// Whether a length bound is a non-negative integer (as JSON Schema requires; `2.0` counts).
+fn is_length(value: &Value) -> bool {
+    value.as_u64().is_some() || value.as_f64().is_some_and(|f| f.fract() == 0.0 && f >= 0.0)
 }
