@@ -657,7 +657,7 @@ impl LexemeMaskCache {
         self.lock().len()
     }
 
-    /// Masks whose terminal boundaries were walked as one [`SuffixTrie`].
+    /// Masks with a group of boundaries walked as one [`SuffixTrie`].
     pub fn num_suffix_tries(&self) -> usize {
         self.lock().values().filter(|mask| mask.has_suffix_trie()).count()
     }

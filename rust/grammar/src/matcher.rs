@@ -89,7 +89,7 @@ impl GrammarMatcher {
         self.boundary_walks.counts()
     }
 
-    /// Memoised lexeme masks whose terminal boundaries were walked as one suffix trie.
+    /// Memoised lexeme masks with a group of boundaries walked as one suffix trie.
     pub fn num_suffix_tries(&self) -> usize {
         self.lexeme_masks.num_suffix_tries()
     }

@@ -48,7 +48,7 @@ impl SuffixTrie {
 
 /// A boundary of a group: its trie node, its path from the root, and the lengths of the path's
 /// proper prefixes where the lexeme could already end.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct Member {
     pub boundary: u32,
     pub path: Vec<u8>,
@@ -108,7 +108,7 @@ pub(crate) fn suffix_trie(trie: &TokenTrie, group: &[Member]) -> Option<SuffixTr
             let node = trie.nodes[index];
             suffix.truncate(shortest.len() + node.depth as usize - base_depth - 1);
             suffix.push(node.byte);
-            let tokens = trie.nodes[index].token_start as usize..trie.nodes[index + 1].token_start as usize;
+            let tokens = node.token_start as usize..trie.nodes[index + 1].token_start as usize;
             for &token in &trie.token_ids[tokens] {
                 pairs.push((token, suffix.clone()));
             }

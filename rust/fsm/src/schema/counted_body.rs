@@ -13,25 +13,23 @@
 //! (one mask kept per bound), the closing tokens and nodes whose characters lie
 //! between `to_min` and `to_max`.
 
-use super::literal::STRING_CHAR;
-use crate::dfa::{ByteDfa, CompileLimits, DEAD};
+use super::string::json_string_char;
+use crate::dfa::DEAD;
 use crate::error::FsmError;
 use crate::vocab::Vocabulary;
 
 /// What a plain JSON string body allows, token by token, for one vocabulary.
 #[derive(Debug)]
 pub struct CountedBody {
-    /// Tokens that stay inside the body from a character boundary, by the characters they need
-    /// (ascending).
-    inside: Vec<(u32, u32)>,
     /// Tokens that close the string with their last byte, by the characters before the quote.
     closing: Vec<(u32, u32)>,
     /// Trie nodes right after a closing quote with tokens below, by the characters before it.
     ends: Vec<(u32, u32)>,
     /// Most characters a token inside the body needs: past it, every such token fits.
     max_need: u32,
-    /// `masks[b]`: the inside tokens needing at most `b` characters, for `b` up to `max_need`
-    /// (built together, each from the one before: a few hundred microseconds per vocabulary).
+    /// `masks[b]`: the tokens that stay inside the body from a character boundary needing at
+    /// most `b` characters, for `b` up to `max_need` (built together, each from the one before:
+    /// a few hundred microseconds per vocabulary).
     masks: Vec<Vec<u32>>,
 }
 
@@ -46,8 +44,11 @@ pub struct CountedBodyMask {
 impl CountedBody {
     /// Reads the vocabulary's trie once (a walk of the string body from a character boundary).
     pub fn new(vocabulary: &Vocabulary) -> Result<Self, FsmError> {
-        let unit = ByteDfa::build(STRING_CHAR, &CompileLimits::default())?;
+        // NOTE: the counted lexeme's own unit (`json_string_counter`), so the table counts what
+        // its windows count.
+        let unit = json_string_char()?;
         let trie = vocabulary.trie();
+        // Tokens that stay inside, by the characters they need (a character begun counts).
         let mut inside = Vec::new();
         let mut closing = Vec::new();
         let mut ends = Vec::new();
@@ -59,7 +60,7 @@ impl CountedBody {
             let node = trie.nodes[index];
             let depth = node.depth as usize;
             let (state, done) = stack[depth - 1];
-            let tokens = trie.nodes[index].token_start as usize..trie.nodes[index + 1].token_start as usize;
+            let tokens = node.token_start as usize..trie.nodes[index + 1].token_start as usize;
             if state == unit.start() && node.byte == b'"' {
                 // The closing quote: the string ends here, whatever follows is the grammar's.
                 closing.extend(trie.token_ids[tokens].iter().map(|&token| (done, token)));
@@ -95,7 +96,7 @@ impl CountedBody {
             }
             masks.push(words.clone());
         }
-        Ok(Self { inside, closing, ends, max_need, masks })
+        Ok(Self { closing, ends, max_need, masks })
     }
 
     /// The tokens allowed at a character boundary with at least `to_min` and at most `to_max`
@@ -115,7 +116,7 @@ impl CountedBody {
     }
 
     pub fn memory_bytes(&self) -> usize {
-        (self.inside.capacity() + self.closing.capacity() + self.ends.capacity()) * 8
+        (self.closing.capacity() + self.ends.capacity()) * 8
             + self.masks.iter().map(|m| m.capacity() * 4).sum::<usize>()
     }
 }
@@ -123,6 +124,7 @@ impl CountedBody {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dfa::CompileLimits;
     use crate::schema::json_string_counter;
     use crate::walk::walk_allowed;
 

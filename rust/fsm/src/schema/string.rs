@@ -133,7 +133,7 @@ pub fn json_string_counter(
 }
 
 /// One JSON string character's DFA (escapes and UTF-8 included), built once.
-fn json_string_char() -> Result<&'static ByteDfa, FsmError> {
+pub(super) fn json_string_char() -> Result<&'static ByteDfa, FsmError> {
     static CHARACTER: OnceLock<Result<ByteDfa, FsmError>> = OnceLock::new();
     let character = CHARACTER.get_or_init(|| ByteDfa::build(STRING_CHAR, &CompileLimits::default()));
     character.as_ref().map_err(Clone::clone)

@@ -290,7 +290,7 @@ fn is_container(schema: &Value) -> bool {
 fn is_plain_bounded_string(schema: &Value) -> bool {
     let Value::Object(map) = schema else { return false };
     map.get("type").is_some_and(|t| t == "string")
-        && (map.contains_key("minLength") || map.contains_key("maxLength"))
+        && scalar::counts_length(map)
         && map.keys().all(|k| matches!(k.as_str(), "type" | "minLength" | "maxLength") || is_annotation(k))
 }
 

@@ -24,25 +24,11 @@ impl SchemaGrammar<'_> {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         single.insert("type".into(), Value::String(ty.into()));
-        let has = |keyword: &str| single.contains_key(keyword);
-        // NOTE: a bound that is not a non-negative integer goes to the regex path, which names
-        // it in a typed error.
-        let lengths_valid = ["minLength", "maxLength"].iter().all(|k| single.get(*k).is_none_or(is_length));
-        if ty == "string"
-            && (has("minLength") || has("maxLength"))
-            && lengths_valid
-            && !has("pattern")
-            && !has("format")
-        {
+        if ty == "string" && counts_length(&single) {
             // NOTE: counted, not unrolled as the regex path would (`{0,20}` of a character):
             // between characters its masks come from the vocabulary's table (see
             // `sglr_fsm::schema::CountedBody`), where each unrolled count walked the vocabulary.
-            return Ok(match self.counted_string(single)? {
-                Some(lexeme) => self
-                    .checked_lexeme(lexeme)?
-                    .map_or_else(|| vec![Piece::Rule(self.never())], |l| vec![Piece::Lexeme(l)]),
-                None => vec![Piece::Rule(self.never())],
-            });
+            return self.counted_pieces(single);
         }
         let error = match json_value_to_regex(&Value::Object(single.clone()), self.options) {
             Ok(regex) => return Ok(self.regex_piece(regex)),
@@ -55,29 +41,28 @@ impl SchemaGrammar<'_> {
                 if keyword == "pattern" && !single.contains_key("format") {
                     return Err(error.into());
                 }
-                let Some(lexeme) = self.counted_string(single)? else {
-                    return Ok(vec![Piece::Rule(self.never())]);
-                };
-                Ok(self
-                    .checked_lexeme(lexeme)?
-                    .map_or_else(|| vec![Piece::Rule(self.never())], |l| vec![Piece::Lexeme(l)]))
+                self.counted_pieces(single)
             }
             ("integer" | "number", "multipleOf") => self.multiple_of(&single, path),
             _ => Err(error.into()),
         }
     }
 
+    /// [`SchemaGrammar::counted_string`] as pieces: its lexeme, or a rule that derives nothing.
+    fn counted_pieces(&mut self, single: Map<String, Value>) -> Result<Vec<Piece>, GrammarError> {
+        let Some(lexeme) = self.counted_string(single)? else {
+            return Ok(vec![Piece::Rule(self.never())]);
+        };
+        Ok(self
+            .checked_lexeme(lexeme)?
+            .map_or_else(|| vec![Piece::Rule(self.never())], |l| vec![Piece::Lexeme(l)]))
+    }
+
     /// A string schema whose length bounds no regex spells out (next to a pattern or format,
     /// or past `max_unrolled_length`): a counted lexeme, restricted to the shape's regex when
     /// there is one. `None`: no string matches.
     fn counted_string(&self, mut single: Map<String, Value>) -> Result<Option<Lexeme>, GrammarError> {
-        let mut bound = |keyword: &str| {
-            single.remove(keyword).and_then(|value| {
-                value
-                    .as_u64()
-                    .or_else(|| value.as_f64().filter(|f| f.fract() == 0.0 && *f >= 0.0).map(|f| f as u64))
-            })
-        };
+        let mut bound = |keyword: &str| single.remove(keyword).as_ref().and_then(length_bound);
         let min_len = bound("minLength").map_or(0, |n| n as usize);
         let max_len = bound("maxLength").map(|n| n as usize);
         if max_len.is_some_and(|max| max < min_len) {
@@ -255,7 +240,18 @@ fn gcd(a: u64, b: u64) -> u64 {
     }
 }
 
-/// Whether a length bound is a non-negative integer (as JSON Schema requires; `2.0` counts).
-fn is_length(value: &Value) -> bool {
-    value.as_u64().is_some() || value.as_f64().is_some_and(|f| f.fract() == 0.0 && f >= 0.0)
+/// Whether a string schema's length is counted on the grammar path (a counted lexeme): it has a
+/// length bound, every bound is valid (else the regex path names it in a typed error), and no
+/// pattern or format (their shapes come first).
+pub(super) fn counts_length(map: &Map<String, Value>) -> bool {
+    let bounds = [map.get("minLength"), map.get("maxLength")];
+    bounds.iter().any(Option::is_some)
+        && bounds.iter().flatten().all(|value| length_bound(value).is_some())
+        && !map.contains_key("pattern")
+        && !map.contains_key("format")
+}
+
+/// A length bound's value: a non-negative integer, as JSON Schema requires (`2.0` counts).
+fn length_bound(value: &Value) -> Option<u64> {
+    value.as_u64().or_else(|| value.as_f64().filter(|f| f.fract() == 0.0 && *f >= 0.0).map(|f| f as u64))
 }
