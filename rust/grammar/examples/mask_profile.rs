@@ -6,7 +6,8 @@
 //! timed per instance, default 32). Prints each case's compile time and slowest masks (`QUIET=1`:
 //! only the summary over all cases; `SLOW=1`: each case's masks over 1 ms, on stderr; `TRACE=1`: every timed mask with the
 //! text before it, on stderr; `REPEAT=N`: each case's instances N times, the last pass timed; `SPLIT=1`:
-//! only each case's schema -> grammar time and first-mask time, in ms).
+//! only each case's schema -> grammar time and first-mask time, in ms; `DIGEST=1`: a digest of every
+//! timed mask on stdout, to compare two builds' masks).
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -31,6 +32,7 @@ fn main() {
         JsonSchemaOptions { additional_properties_default: true, implied_types: false, ..Default::default() };
     let quiet = std::env::var("QUIET").is_ok();
     let trace = std::env::var("TRACE").is_ok();
+    let digest = std::env::var("DIGEST").is_ok();
     let repeat: usize = std::env::var("REPEAT").map_or(1, |n| n.parse().unwrap());
     let mut all_masks: Vec<f64> = Vec::new();
     let mut all_compiles: Vec<f64> = Vec::new();
@@ -74,6 +76,15 @@ fn main() {
                     let started = Instant::now();
                     matcher.fill_mask(&state, &vocabulary, &mut mask).unwrap();
                     let micros = started.elapsed().as_secs_f64() * 1e6;
+                    if digest && kept {
+                        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+                        std::hash::Hash::hash(&mask, &mut hasher);
+                        println!(
+                            "DIGEST {} {index} {step} {:016x}",
+                            case["name"],
+                            std::hash::Hasher::finish(&hasher)
+                        );
+                    }
                     if trace && kept {
                         let allowed: u32 = mask.iter().map(|w| w.count_ones()).sum();
                         let tail = &text[text.len().saturating_sub(40)..];

@@ -412,32 +412,33 @@ impl GrammarMatcher {
         let mut scratch = ScanScratch::default();
         let mut step = ByteStep::default();
         let end = trie.nodes[0].subtree_end as usize;
-        // Nodes before this one lie inside a boundary's subtree: walked in full.
-        let mut covered_until = 0;
+        // `inside_only[d]`: `extra[d]` (the base's last set at 0) holds only the committed
+        // in-lexeme items advanced along the path, no item of a lexeme's end (a pending closure
+        // aside). Below such a set, a node whose step ends no lexeme and takes no pending
+        // closure holds those items alone: its tokens are in the lexeme masks, and its subtree
+        // needs a walk only down to the boundaries in it.
+        let mut inside_only: Vec<bool> = vec![true; trie.max_depth + 1];
         // `boundaries[next_boundary]` is the first boundary at or after `index` (the walk only
         // moves forward, so a cursor replaces a search per node).
         let mut next_boundary = 0;
         let mut index = 1;
         while index < end {
             let node = trie.nodes[index];
-            if index >= covered_until {
+            let depth = node.depth as usize;
+            let parent = depth - 1;
+            let from_inside = inside_only[parent];
+            if from_inside {
                 while boundaries.get(next_boundary).is_some_and(|&b| (b as usize) < index) {
                     next_boundary += 1;
                 }
-                match boundaries.get(next_boundary) {
-                    Some(&b) if (b as usize) < node.subtree_end as usize => {
-                        if b as usize == index {
-                            covered_until = node.subtree_end as usize;
-                        }
-                    }
-                    _ => {
-                        index = node.subtree_end as usize;
-                        continue;
-                    }
+                let boundary_below =
+                    boundaries.get(next_boundary).is_some_and(|&b| (b as usize) < node.subtree_end as usize);
+                let closure_takes = pending[parent].is_some_and(|id| closures.takes_first(id, node.byte));
+                if !boundary_below && !closure_takes {
+                    index = node.subtree_end as usize;
+                    continue;
                 }
             }
-            let depth = node.depth as usize;
-            let parent = depth - 1;
             let parent_index = (num_base - 1 + parent) as u32;
             // The parent's pending closure on this byte, stepped once per walk (kept with the
             // closure), unless it ends a lexeme predicted in the parent set itself: completing
@@ -449,6 +450,7 @@ impl GrammarMatcher {
                     if closed.seeds.iter().any(|&(_, _, origin)| origin == OWN_SET) {
                         pending[parent] = None;
                         closures.add_to(id, parent_index, &mut extra[parent]);
+                        inside_only[parent] = false;
                     } else {
                         closure_step = Some(id);
                     }
@@ -461,6 +463,16 @@ impl GrammarMatcher {
             }
             if step.is_empty() {
                 index = node.subtree_end as usize;
+                continue;
+            }
+            if from_inside && step.seeds.is_empty() && closure_step.is_none() {
+                // NOTE: only the committed lexemes go on here; their tokens are in the masks.
+                if node.subtree_end as usize > index + 1 {
+                    pending[depth] = None;
+                    inside_only[depth] = true;
+                    std::mem::swap(&mut extra[depth], &mut step.inside);
+                }
+                index += 1;
                 continue;
             }
             let start = node.token_start as usize;
@@ -479,6 +491,7 @@ impl GrammarMatcher {
             let set_index = (num_base - 1 + depth) as u32;
             pending[depth] = None;
             // NOTE: swapped, not moved: the set's old buffer becomes the next step's.
+            inside_only[depth] = false;
             if step.seeds.is_empty() {
                 std::mem::swap(&mut extra[depth], &mut step.inside);
             } else if step.seeds.iter().all(|&(_, _, origin)| (origin as usize) < num_base) {
@@ -486,12 +499,14 @@ impl GrammarMatcher {
                 let id = closures.get_or_close(self, &chart, set_index, &step.seeds, &mut scratch)?;
                 std::mem::swap(&mut extra[depth], &mut step.inside);
                 pending[depth] = Some(id);
+                inside_only[depth] = from_inside && closure_step.is_none();
             } else {
                 // NOTE: completing a lexeme that began inside the walk reads the sets it began
                 // in (and, through what they wait for, their origins): every ancestor whole.
                 for ancestor in 1..depth {
                     if let Some(id) = pending[ancestor].take() {
                         closures.add_to(id, (num_base - 1 + ancestor) as u32, &mut extra[ancestor]);
+                        inside_only[ancestor] = false;
                     }
                 }
                 let (parents, _) = extra.split_at(depth);
