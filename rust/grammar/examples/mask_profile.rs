@@ -8,6 +8,10 @@
 //! text before it, on stderr; `REPEAT=N`: each case's instances N times, the last pass timed; `SPLIT=1`:
 //! only each case's schema -> grammar time and first-mask time, in ms; `DIGEST=1`: a digest of every
 //! timed mask on stdout, to compare two builds' masks).
+// The allocator `sglr._core` uses, so timings match the extension's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::sync::Arc;
 use std::time::Instant;
 

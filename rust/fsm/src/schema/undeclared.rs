@@ -64,22 +64,9 @@ pub fn undeclared_key_dfa(declared: &[&str], max_states: usize) -> Result<ByteDf
     let left = |state: u32| (trie.nodes.len() + state as usize) as u32;
     let mut trans = vec![DEAD; num_states * num_classes];
     let mut accepting = vec![false; num_states];
-    for (node, spelled) in trie.nodes.iter().enumerate() {
-        let row = &mut trans[node * num_classes..][..num_classes];
-        for (slot, &byte) in row.iter_mut().zip(&class_byte) {
-            let next = any_key.next(any_state[node], byte);
-            *slot = if next == DEAD {
-                DEAD
-            } else if let Some(&(_, child)) = spelled.edges.iter().find(|(b, _)| *b == byte) {
-                child
-            } else if spelled.declared && byte == b'"' {
-                // The closing quote after a whole declared name: the one key taken out.
-                DEAD
-            } else {
-                left(next)
-            };
-        }
-    }
+    // The "left the names" rows first: a trie node's row is its any-key state's row (a
+    // byte off the names leaves them) with its own edges and the removed quote written over,
+    // a copy instead of a lookup per class (most nodes are partial `\u` spellings).
     for state in 0..any_key.num_states() as u32 {
         let row = &mut trans[left(state) as usize * num_classes..][..num_classes];
         for (slot, &byte) in row.iter_mut().zip(&class_byte) {
@@ -87,6 +74,20 @@ pub fn undeclared_key_dfa(declared: &[&str], max_states: usize) -> Result<ByteDf
             *slot = if next == DEAD { DEAD } else { left(next) };
         }
         accepting[left(state) as usize] = any_key.is_accepting(state);
+    }
+    let quote_class = classes[b'"' as usize] as usize;
+    for (node, spelled) in trie.nodes.iter().enumerate() {
+        let template = left(any_state[node]) as usize * num_classes;
+        trans.copy_within(template..template + num_classes, node * num_classes);
+        let row = &mut trans[node * num_classes..][..num_classes];
+        // NOTE: a spelling byte has a class of its own, and any-key takes it (checked above).
+        for &(byte, child) in &spelled.edges {
+            row[classes[byte as usize] as usize] = child;
+        }
+        if spelled.declared {
+            // The closing quote after a whole declared name: the one key taken out.
+            row[quote_class] = DEAD;
+        }
     }
     // NOTE: live by construction, so no pruning pass (it cost more than the build): a trie
     // node is live because some byte leaves the names there or deeper (a node at a name's end
