@@ -13,6 +13,7 @@
 //! the grammar (rules that derive nothing are dropped when it is built), so a live DFA state
 //! inside an item's lexeme always has a completion: the memoised part admits no dead end.
 
+use std::cell::RefCell;
 use std::sync::{Arc, OnceLock};
 
 use sglr_fsm::schema::CountedBody;
@@ -33,6 +34,7 @@ use crate::walk_memo::context_key;
 /// lexeme may end with more bytes below (where the grammar takes over).
 #[derive(Debug)]
 pub(crate) struct LexemeMask {
+    /// One bit per token; empty when the tokens are kept as `token_ids` instead.
     words: Vec<u32>,
     /// The same tokens as a list when they are few (a key, a keyword, digits): a mask ORs
     /// every live lexeme's tokens in, and at the start of an object with many declared keys
@@ -45,6 +47,38 @@ pub(crate) struct LexemeMask {
     // NOTE: the vocabulary's cache counts a mask's bytes when it keeps it, before this is
     // built; `memory_bytes` (a matcher's) counts it once built.
     suffix: OnceLock<Vec<SuffixGroup>>,
+}
+
+thread_local! {
+    /// A zeroed mask-sized buffer that walks write into before their tokens are kept (as a
+    /// list when few): most lexeme states allow a handful of tokens, and a fresh mask-sized
+    /// buffer for each cost more in page faults than the walk itself.
+    static SCRATCH_WORDS: RefCell<Vec<u32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs `fill` on a zeroed buffer of `num_words` words and keeps what it set as a
+/// [`LexemeMask`] with `boundaries` (which `fill` returns); the buffer is left zeroed.
+fn mask_from_scratch(num_words: usize, fill: impl FnOnce(&mut [u32]) -> Vec<u32>) -> LexemeMask {
+    SCRATCH_WORDS.with(|scratch| {
+        let mut scratch = scratch.borrow_mut();
+        if scratch.len() != num_words {
+            *scratch = vec![0u32; num_words];
+        }
+        let boundaries = fill(&mut scratch);
+        let num_tokens: usize = scratch.iter().map(|w| w.count_ones() as usize).sum();
+        let mask = if num_tokens <= num_words / SPARSE_WORDS_PER_TOKEN {
+            LexemeMask {
+                words: Vec::new(),
+                token_ids: Some(bits_to_ids(&scratch)),
+                boundaries,
+                suffix: OnceLock::new(),
+            }
+        } else {
+            LexemeMask::new(scratch.to_vec(), boundaries)
+        };
+        scratch.fill(0);
+        mask
+    })
 }
 
 impl LexemeMask {
@@ -79,6 +113,17 @@ impl LexemeMask {
                     *word |= bits;
                 }
             }
+        }
+    }
+
+    /// These tokens as one bit per token (`num_words` words).
+    fn dense_words(&self, num_words: usize) -> std::borrow::Cow<'_, [u32]> {
+        if self.words.is_empty() {
+            let mut words = vec![0u32; num_words];
+            self.add_to(&mut words);
+            std::borrow::Cow::Owned(words)
+        } else {
+            std::borrow::Cow::Borrowed(&self.words)
         }
     }
 }
@@ -356,7 +401,7 @@ impl GrammarMatcher {
             }
         }
         let dfa = view.dfa();
-        let mut words = vec![0u32; vocabulary.num_mask_words()];
+        let num_words = vocabulary.num_mask_words();
         let distances = view.accept_distances();
         let trie = vocabulary.trie();
         match live_tokens_donor(dfa, state) {
@@ -365,22 +410,22 @@ impl GrammarMatcher {
                 // byte this state and the donor reach the same states, so the donor's
                 // boundaries there are this state's too.
                 let donor_mask = self.view_mask(vocabulary, lexeme, view, delegation.donor)?;
-                live_tokens_from_donor(dfa, vocabulary, state, &delegation, &donor_mask.words, &mut words);
-                let boundaries =
-                    delegated_boundaries(dfa, distances, trie, state, &donor_mask.boundaries, &delegation);
-                Ok(LexemeMask::new(words, boundaries))
+                let donor_words = donor_mask.dense_words(num_words);
+                Ok(mask_from_scratch(num_words, |words| {
+                    live_tokens_from_donor(dfa, vocabulary, state, &delegation, &donor_words, words);
+                    delegated_boundaries(dfa, distances, trie, state, &donor_mask.boundaries, &delegation)
+                }))
             }
-            None => {
+            None => Ok(mask_from_scratch(num_words, |words| {
                 // NOTE: where the tokens need a walk of their own, the same walk finds the
                 // boundaries (a node where the lexeme may end is live, and has children).
-                let boundaries = match live_tokens_and_ends(dfa, vocabulary, state, distances, &mut words) {
+                match live_tokens_and_ends(dfa, vocabulary, state, distances, words) {
                     Some(ends) => ends,
                     None => {
                         lexeme_boundaries(dfa, distances, trie, state, 1, trie.nodes[0].subtree_end as usize)
                     }
-                };
-                Ok(LexemeMask::new(words, boundaries))
-            }
+                }
+            })),
         }
     }
 
