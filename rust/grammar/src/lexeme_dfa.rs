@@ -5,7 +5,8 @@
 
 use std::sync::{Arc, OnceLock};
 
-use sglr_fsm::{ByteDfa, CountedDfa, CountedWindow, FsmError};
+use sglr_fsm::schema::TwinnedKeyDfa;
+use sglr_fsm::{ByteDfa, CountedDfa, CountedWindow, FsmError, DEAD};
 
 // NOTE: the table is stepped on every byte of every mask walk: kept inline, not boxed, and
 // the variant told by a tag at the front (`repr(u8)`), not a niche in some field of the table,
@@ -18,6 +19,9 @@ pub(crate) enum LexemeDfa {
         dfa: ByteDfa,
         /// [`ByteDfa::accept_distances`], computed on the first mask that needs it.
         distances: OnceLock<Vec<u16>>,
+        /// A free key's twins (`TwinnedKeyDfa`: per state, one whose token mask is the same
+        /// but on a few paths) and its first state past the declared names.
+        twins: Option<(Box<[u32]>, u32)>,
     },
     Counted(Box<CountedDfa>),
 }
@@ -29,14 +33,14 @@ pub(crate) struct MaskView<'a> {
 }
 
 enum MaskTable<'a> {
-    Own(&'a ByteDfa, &'a OnceLock<Vec<u16>>),
+    Own(&'a ByteDfa, &'a OnceLock<Vec<u16>>, Option<(&'a [u32], u32)>),
     Window(Arc<CountedWindow>),
 }
 
 impl MaskView<'_> {
     pub fn dfa(&self) -> &ByteDfa {
         match &self.table {
-            MaskTable::Own(dfa, _) => dfa,
+            MaskTable::Own(dfa, ..) => dfa,
             MaskTable::Window(window) => window.dfa(),
         }
     }
@@ -50,13 +54,45 @@ impl MaskView<'_> {
         }
     }
 
+    /// The twin of `state` of [`MaskView::dfa`] (see [`LexemeDfa::Table`]), if it has one.
+    pub fn twin(&self, state: u32) -> Option<u32> {
+        match &self.table {
+            MaskTable::Own(_, _, Some((twins, _))) => {
+                twins.get(state as usize).copied().filter(|&t| t != DEAD)
+            }
+            _ => None,
+        }
+    }
+
+    /// Who else holds `state`'s token mask.
+    pub fn sharing(&self, state: u32) -> Sharing {
+        match &self.table {
+            MaskTable::Own(_, _, Some((_, first_free))) if state >= *first_free => {
+                Sharing::FreeKey(state - first_free)
+            }
+            MaskTable::Own(_, _, Some(_)) => Sharing::SameLexeme,
+            _ => Sharing::SameResidual,
+        }
+    }
+
     /// The fewest bytes from each state of [`MaskView::dfa`] to the lexeme's end.
     pub fn accept_distances(&self) -> &[u16] {
         match &self.table {
-            MaskTable::Own(dfa, distances) => distances.get_or_init(|| dfa.accept_distances()),
+            MaskTable::Own(dfa, distances, _) => distances.get_or_init(|| dfa.accept_distances()),
             MaskTable::Window(window) => window.accept_distances(),
         }
     }
+}
+
+/// Which masks a lexeme state's token mask is shared with ([`MaskView::sharing`]).
+pub(crate) enum Sharing {
+    /// Every state with the same residual automaton (when it is small).
+    SameResidual,
+    /// Every free key's state past the declared names at any-key's state k.
+    FreeKey(u32),
+    /// The same state of the same lexeme (inside a free key's declared names: a residual that
+    /// holds the rest of the names).
+    SameLexeme,
 }
 
 /// [`LexemeDfa::successors`]' iterator.
@@ -79,7 +115,13 @@ impl<T: Iterator<Item = u32>, C: Iterator<Item = u32>> Iterator for Successors<T
 
 impl LexemeDfa {
     pub fn table(dfa: ByteDfa) -> Self {
-        LexemeDfa::Table { dfa, distances: OnceLock::new() }
+        LexemeDfa::Table { dfa, distances: OnceLock::new(), twins: None }
+    }
+
+    /// A free key's table with its twins.
+    pub fn twinned(keys: TwinnedKeyDfa) -> Self {
+        let twins = Some((keys.twins.into_boxed_slice(), keys.first_free));
+        LexemeDfa::Table { dfa: keys.dfa, distances: OnceLock::new(), twins }
     }
 
     #[inline(always)]
@@ -126,7 +168,10 @@ impl LexemeDfa {
     /// table itself, or a counted string's window (built on first use for that reach).
     pub fn mask_view(&self, state: u32, reach: usize) -> Result<MaskView<'_>, FsmError> {
         Ok(match self {
-            LexemeDfa::Table { dfa, distances } => MaskView { table: MaskTable::Own(dfa, distances), state },
+            LexemeDfa::Table { dfa, distances, twins } => {
+                let twins = twins.as_ref().map(|(twins, first_free)| (&twins[..], *first_free));
+                MaskView { table: MaskTable::Own(dfa, distances, twins), state }
+            }
             LexemeDfa::Counted(dfa) => {
                 let window = dfa.window(reach)?;
                 let state = dfa.window_state(&window, state);
@@ -137,8 +182,10 @@ impl LexemeDfa {
 
     pub fn memory_bytes(&self) -> usize {
         match self {
-            LexemeDfa::Table { dfa, distances } => {
-                dfa.memory_bytes() + distances.get().map_or(0, |d| d.capacity() * 2)
+            LexemeDfa::Table { dfa, distances, twins } => {
+                dfa.memory_bytes()
+                    + distances.get().map_or(0, |d| d.capacity() * 2)
+                    + twins.as_ref().map_or(0, |(t, _)| t.len() * 4)
             }
             LexemeDfa::Counted(dfa) => dfa.memory_bytes(),
         }

@@ -5,7 +5,9 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use rustc_hash::FxHashMap;
 
-use sglr_fsm::schema::{json_string_counter, json_string_of_length, undeclared_key_dfa};
+use sglr_fsm::schema::{
+    json_string_counter, json_string_of_length, undeclared_key_dfa_and_twins, TwinnedKeyDfa,
+};
 use sglr_fsm::{ByteDfa, CompileLimits, FsmError};
 
 use crate::error::GrammarError;
@@ -73,7 +75,13 @@ const MAX_INTERSECTION_STATES: usize = 1 << 16;
 /// none of `none` do).
 enum Parts {
     One(Box<ByteDfa>),
-    Product { all: Vec<Arc<ByteDfa>>, none: Vec<Arc<ByteDfa>>, what: String },
+    /// A free key's table with each state's twin.
+    Twinned(Box<TwinnedKeyDfa>),
+    Product {
+        all: Vec<Arc<ByteDfa>>,
+        none: Vec<Arc<ByteDfa>>,
+        what: String,
+    },
 }
 
 /// Most table bytes of regex DFAs [`part`] keeps (past it they are dropped and built again).
@@ -119,6 +127,7 @@ pub(crate) fn build(lexeme: &Lexeme, limits: &CompileLimits) -> Result<LexemeDfa
     }
     match parts(lexeme, limits)? {
         Parts::One(dfa) => Ok(LexemeDfa::table(*dfa)),
+        Parts::Twinned(keys) => Ok(LexemeDfa::twinned(*keys)),
         Parts::Product { all, none, what } => {
             let all: Vec<&ByteDfa> = all.iter().map(Arc::as_ref).collect();
             let none: Vec<&ByteDfa> = none.iter().map(Arc::as_ref).collect();
@@ -172,7 +181,7 @@ fn decide_empty(lexeme: &Lexeme, limits: &CompileLimits) -> Result<bool, Grammar
     match parts(lexeme, limits) {
         Err(GrammarError::Lexeme { source: FsmError::EmptyLanguage, .. }) => Ok(true),
         Err(error) => Err(error),
-        Ok(Parts::One(_)) => Ok(false),
+        Ok(Parts::One(_) | Parts::Twinned(..)) => Ok(false),
         Ok(Parts::Product { all, none, what }) => {
             let all: Vec<&ByteDfa> = all.iter().map(Arc::as_ref).collect();
             let none: Vec<&ByteDfa> = none.iter().map(Arc::as_ref).collect();
@@ -214,12 +223,12 @@ fn parts(lexeme: &Lexeme, limits: &CompileLimits) -> Result<Parts, GrammarError>
         Lexeme::UndeclaredKey { declared, all, none } => {
             let what = format!("keys other than {declared:?} in {all:?} minus {none:?}");
             let names: Vec<&str> = declared.iter().map(String::as_str).collect();
-            let keys = undeclared_key_dfa(&names, MAX_INTERSECTION_STATES)
+            let keys = undeclared_key_dfa_and_twins(&names, MAX_INTERSECTION_STATES)
                 .map_err(|source| GrammarError::Lexeme { pattern: what.clone(), source })?;
             if all.is_empty() && none.is_empty() {
-                return Ok(Parts::One(Box::new(keys)));
+                return Ok(Parts::Twinned(Box::new(keys)));
             }
-            let mut all_dfas = vec![Arc::new(keys)];
+            let mut all_dfas = vec![Arc::new(keys.dfa)];
             all_dfas.extend(all.iter().map(one).collect::<Result<Vec<_>, _>>()?);
             let none_dfas = subtracted_parts(none, limits)?;
             Parts::Product { all: all_dfas, none: none_dfas, what }

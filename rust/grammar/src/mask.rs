@@ -25,7 +25,7 @@ use sglr_fsm::{
 use crate::earley::{close_seeds, step_byte, ByteStep, Chart, Item, ScanScratch, NO_LEX};
 use crate::error::GrammarError;
 use crate::grammar::{Lexeme, LexemeId, Symbol};
-use crate::lexeme_dfa::MaskView;
+use crate::lexeme_dfa::{MaskView, Sharing};
 use crate::matcher::{GrammarMatcher, ParseState};
 use crate::suffix_trie::{boundary_groups, group_key, suffix_trie, SuffixTrie};
 use crate::walk_memo::context_key;
@@ -34,12 +34,7 @@ use crate::walk_memo::context_key;
 /// lexeme may end with more bytes below (where the grammar takes over).
 #[derive(Debug)]
 pub(crate) struct LexemeMask {
-    /// One bit per token; empty when the tokens are kept as `token_ids` instead.
-    words: Vec<u32>,
-    /// The same tokens as a list when they are few (a key, a keyword, digits): a mask ORs
-    /// every live lexeme's tokens in, and at the start of an object with many declared keys
-    /// whole-vocabulary ORs of nearly empty masks would cost more than the rest of the step.
-    token_ids: Option<Vec<u32>>,
+    tokens: Tokens,
     boundaries: Vec<u32>,
     /// Groups of boundaries where the lexeme ends in one state, each walked as one
     /// ([`SuffixTrie`], shared through the vocabulary), with where each member's path could
@@ -47,6 +42,21 @@ pub(crate) struct LexemeMask {
     // NOTE: the vocabulary's cache counts a mask's bytes when it keeps it, before this is
     // built; `memory_bytes` (a matcher's) counts it once built.
     suffix: OnceLock<Vec<SuffixGroup>>,
+}
+
+/// A [`LexemeMask`]'s tokens.
+#[derive(Debug)]
+enum Tokens {
+    /// One bit per token.
+    Words(Vec<u32>),
+    /// Ascending ids, when they are few (a key, a keyword, digits): a mask ORs every live
+    /// lexeme's tokens in, and at the start of an object with many declared keys
+    /// whole-vocabulary ORs of nearly empty masks would cost more than the rest of the step.
+    Ids(Vec<u32>),
+    /// Another mask's tokens but `removed`, and `added` (ascending ids): a state beside its
+    /// twin (a free key's text beside a declared name's spelling) differs on a few tokens,
+    /// and a mask-sized copy per state would cost page faults and memory.
+    Delta { base: Arc<LexemeMask>, removed: Vec<u32>, added: Vec<u32> },
 }
 
 thread_local! {
@@ -57,41 +67,81 @@ thread_local! {
 }
 
 /// Runs `fill` on a zeroed buffer of `num_words` words and keeps what it set as a
-/// [`LexemeMask`] with `boundaries` (which `fill` returns); the buffer is left zeroed.
-fn mask_from_scratch(num_words: usize, fill: impl FnOnce(&mut [u32]) -> Vec<u32>) -> LexemeMask {
+/// [`LexemeMask`] with `boundaries` (which `fill` returns), as a [`Tokens::Delta`] over `base`
+/// where given and the difference is small; the buffer is left zeroed.
+fn mask_from_scratch(
+    num_words: usize,
+    base: Option<&Arc<LexemeMask>>,
+    fill: impl FnOnce(&mut [u32]) -> Vec<u32>,
+) -> LexemeMask {
     SCRATCH_WORDS.with(|scratch| {
         let mut scratch = scratch.borrow_mut();
         if scratch.len() != num_words {
             *scratch = vec![0u32; num_words];
         }
         let boundaries = fill(&mut scratch);
-        let num_tokens: usize = scratch.iter().map(|w| w.count_ones() as usize).sum();
-        let mask = if num_tokens <= num_words / SPARSE_WORDS_PER_TOKEN {
-            LexemeMask {
-                words: Vec::new(),
-                token_ids: Some(bits_to_ids(&scratch)),
-                boundaries,
-                suffix: OnceLock::new(),
-            }
-        } else {
-            LexemeMask::new(scratch.to_vec(), boundaries)
+        let tokens = match base.and_then(|base| delta(base, &scratch)) {
+            Some(tokens) => tokens,
+            None => Tokens::from_words(&scratch),
         };
         scratch.fill(0);
-        mask
+        LexemeMask { tokens, boundaries, suffix: OnceLock::new() }
     })
+}
+
+/// `words` as a [`Tokens::Delta`] over `base`, if they differ on few tokens.
+fn delta(base: &Arc<LexemeMask>, words: &[u32]) -> Option<Tokens> {
+    let Tokens::Words(base_words) = &base.tokens else { return None };
+    let limit = words.len() / SPARSE_WORDS_PER_TOKEN;
+    let (mut removed, mut added) = (Vec::new(), Vec::new());
+    for (index, (&own, &other)) in words.iter().zip(base_words).enumerate() {
+        if own == other {
+            continue;
+        }
+        for (list, mut bits) in [(&mut removed, other & !own), (&mut added, own & !other)] {
+            while bits != 0 {
+                list.push(index as u32 * 32 + bits.trailing_zeros());
+                bits &= bits - 1;
+            }
+        }
+        if removed.len() + added.len() > limit {
+            return None;
+        }
+    }
+    Some(Tokens::Delta { base: base.clone(), removed, added })
+}
+
+impl Tokens {
+    /// `words` as a list when sparse, else copied.
+    fn from_words(words: &[u32]) -> Self {
+        let num_tokens: usize = words.iter().map(|w| w.count_ones() as usize).sum();
+        if num_tokens <= words.len() / SPARSE_WORDS_PER_TOKEN {
+            Tokens::Ids(bits_to_ids(words))
+        } else {
+            Tokens::Words(words.to_vec())
+        }
+    }
 }
 
 impl LexemeMask {
     fn new(words: Vec<u32>, boundaries: Vec<u32>) -> Self {
         let num_tokens: usize = words.iter().map(|w| w.count_ones() as usize).sum();
-        let token_ids = (num_tokens <= words.len() / SPARSE_WORDS_PER_TOKEN).then(|| bits_to_ids(&words));
-        Self { words, token_ids, boundaries, suffix: OnceLock::new() }
+        let tokens = if num_tokens <= words.len() / SPARSE_WORDS_PER_TOKEN {
+            Tokens::Ids(bits_to_ids(&words))
+        } else {
+            Tokens::Words(words)
+        };
+        Self { tokens, boundaries, suffix: OnceLock::new() }
     }
 
+    /// Bytes this mask holds (a delta's base is counted where it is kept).
     pub fn memory_bytes(&self) -> usize {
-        self.words.capacity() * 4
-            + self.token_ids.as_ref().map_or(0, |ids| ids.capacity() * 4)
-            + self.boundaries.capacity() * 4
+        let tokens = match &self.tokens {
+            Tokens::Words(words) => words.capacity(),
+            Tokens::Ids(ids) => ids.capacity(),
+            Tokens::Delta { removed, added, .. } => removed.capacity() + added.capacity(),
+        };
+        (tokens + self.boundaries.capacity()) * 4
             + self.suffix.get().map_or(0, |groups| groups.iter().map(|g| g.ends_before.len() * 24).sum())
     }
 
@@ -102,29 +152,53 @@ impl LexemeMask {
 
     /// ORs these tokens into `allowed`.
     fn add_to(&self, allowed: &mut [u32]) {
-        match &self.token_ids {
-            Some(ids) => {
-                for &token in ids {
-                    allowed[token as usize >> 5] |= 1 << (token & 31);
-                }
-            }
-            None => {
-                for (word, bits) in allowed.iter_mut().zip(&self.words) {
+        match &self.tokens {
+            Tokens::Ids(ids) => set_ids(allowed, ids),
+            Tokens::Words(words) => {
+                for (word, bits) in allowed.iter_mut().zip(words) {
                     *word |= bits;
                 }
+            }
+            Tokens::Delta { base, removed, added } => {
+                // NOTE: `allowed` may already hold a removed token from another lexeme, so the
+                // base goes in with its removed tokens cleared word by word, not set and unset.
+                match &base.tokens {
+                    Tokens::Words(words) => {
+                        let mut next = 0;
+                        for (index, (word, &bits)) in allowed.iter_mut().zip(words).enumerate() {
+                            let mut bits = bits;
+                            while removed.get(next).is_some_and(|&t| t as usize >> 5 == index) {
+                                bits &= !(1 << (removed[next] & 31));
+                                next += 1;
+                            }
+                            *word |= bits;
+                        }
+                    }
+                    // NOTE: built over a `Words` base only (see `delta`).
+                    _ => unreachable!("a delta over a delta or a list"),
+                }
+                set_ids(allowed, added);
             }
         }
     }
 
     /// These tokens as one bit per token (`num_words` words).
     fn dense_words(&self, num_words: usize) -> std::borrow::Cow<'_, [u32]> {
-        if self.words.is_empty() {
-            let mut words = vec![0u32; num_words];
-            self.add_to(&mut words);
-            std::borrow::Cow::Owned(words)
-        } else {
-            std::borrow::Cow::Borrowed(&self.words)
+        match &self.tokens {
+            Tokens::Words(words) => std::borrow::Cow::Borrowed(words),
+            _ => {
+                let mut words = vec![0u32; num_words];
+                self.add_to(&mut words);
+                std::borrow::Cow::Owned(words)
+            }
         }
+    }
+}
+
+/// Sets the bits of `ids` in `allowed`.
+fn set_ids(allowed: &mut [u32], ids: &[u32]) {
+    for &token in ids {
+        allowed[token as usize >> 5] |= 1 << (token & 31);
     }
 }
 
@@ -360,14 +434,20 @@ impl GrammarMatcher {
         }
         // NOTE: the mask depends only on what the DFA accepts from `state`, so it is shared with
         // every matcher over this vocabulary whose lexeme state has the same residual automaton
-        // (a free key's body in every schema; a counted string's window state, the window being
-        // fixed by this vocabulary); past `MAX_SIGNATURE_STATES` states, with every matcher
-        // holding the same lexeme (its definition fixes its DFA, numbering included).
-        let shared_key = match view.dfa().residual_signature(state, MAX_SIGNATURE_STATES) {
-            Some(signature) => [b"sglr-grammar residual mask\0".as_slice(), &signature].concat(),
-            None => {
-                format!("sglr-grammar lexeme mask\0{:?}\0{state}", self.grammar.lexeme(lexeme)).into_bytes()
+        // (a counted string's window state, the window being fixed by this vocabulary; a free
+        // key past its declared names, told without a signature); past `MAX_SIGNATURE_STATES`
+        // states, with every matcher holding the same lexeme (its definition fixes its DFA,
+        // numbering included).
+        let same_lexeme = || format!("sglr-grammar lexeme mask\0{:?}\0{state}", self.grammar.lexeme(lexeme));
+        let shared_key = match view.sharing(state) {
+            Sharing::FreeKey(any_key_state) => {
+                format!("sglr-grammar free key mask\0{any_key_state}").into_bytes()
             }
+            Sharing::SameLexeme => same_lexeme().into_bytes(),
+            Sharing::SameResidual => match view.dfa().residual_signature(state, MAX_SIGNATURE_STATES) {
+                Some(signature) => [b"sglr-grammar residual mask\0".as_slice(), &signature].concat(),
+                None => same_lexeme().into_bytes(),
+            },
         };
         let mask = vocabulary.shared_result(&shared_key, LexemeMask::memory_bytes, || {
             self.compute_lexeme_mask(vocabulary, lexeme, view, state)
@@ -404,19 +484,28 @@ impl GrammarMatcher {
         let num_words = vocabulary.num_mask_words();
         let distances = view.accept_distances();
         let trie = vocabulary.trie();
-        match live_tokens_donor(dfa, state) {
+        // NOTE: a twin (a free key's state beside one inside the declared names) is a donor
+        // whose mask every schema shares; the lockstep walk below follows only the names.
+        let twin = view.twin(state);
+        let delegation = match twin {
+            Some(twin) => Some(twin_delegation(dfa, state, twin)),
+            None => live_tokens_donor(dfa, state),
+        };
+        match delegation {
             Some(delegation) => {
-                // NOTE: one level deep at most, a donor has no donor. Under a delegated first
-                // byte this state and the donor reach the same states, so the donor's
-                // boundaries there are this state's too.
+                // NOTE: a donor is a twin (which has no twin) or a loop state (which has no
+                // donor), so this goes two levels deep at most. Under a delegated first byte
+                // this state and the donor reach the same states, so the donor's boundaries
+                // there are this state's too.
                 let donor_mask = self.view_mask(vocabulary, lexeme, view, delegation.donor)?;
                 let donor_words = donor_mask.dense_words(num_words);
-                Ok(mask_from_scratch(num_words, |words| {
+                let base = twin.is_some().then_some(&donor_mask);
+                Ok(mask_from_scratch(num_words, base, |words| {
                     live_tokens_from_donor(dfa, vocabulary, state, &delegation, &donor_words, words);
                     delegated_boundaries(dfa, distances, trie, state, &donor_mask.boundaries, &delegation)
                 }))
             }
-            None => Ok(mask_from_scratch(num_words, |words| {
+            None => Ok(mask_from_scratch(num_words, None, |words| {
                 // NOTE: where the tokens need a walk of their own, the same walk finds the
                 // boundaries (a node where the lexeme may end is live, and has children).
                 match live_tokens_and_ends(dfa, vocabulary, state, distances, words) {
@@ -670,6 +759,17 @@ fn delegated_boundaries(
         index += 1;
     }
     boundaries
+}
+
+/// `twin` as `state`'s donor, with the first bytes on which the two reach the same state.
+fn twin_delegation(dfa: &ByteDfa, state: u32, twin: u32) -> Delegation {
+    let mut bytes = [0u64; 4];
+    for byte in 0..=255u8 {
+        if dfa.next(state, byte) == dfa.next(twin, byte) {
+            bytes[byte as usize >> 6] |= 1 << (byte & 63);
+        }
+    }
+    Delegation { donor: twin, bytes }
 }
 
 /// Whether `bytes` from `state` reach no state where the lexeme ends and leave it dead.

@@ -23,6 +23,27 @@ use crate::error::FsmError;
 /// the language of `key_not_in(declared)` and of the product `key_not_in(&[])` minus
 /// `key_in(declared)`. `AutomatonTooLarge` past `max_states` states.
 pub fn undeclared_key_dfa(declared: &[&str], max_states: usize) -> Result<ByteDfa, FsmError> {
+    undeclared_key_dfa_and_twins(declared, max_states).map(|keys| keys.dfa)
+}
+
+/// [`undeclared_key_dfa`] with its states' twins.
+#[derive(Debug)]
+pub struct TwinnedKeyDfa {
+    pub dfa: ByteDfa,
+    /// Per state, its *twin* ([`DEAD`] for none): for a state inside the declared names'
+    /// spellings, the state that has left the names at the same any-key state. The two take
+    /// the same bytes to the same states except along a declared name's spelling (where this
+    /// state goes on in the names and the twin has left them) and on the closing quote after a
+    /// whole name (dead here only): a twin's token mask is this state's but for tokens
+    /// spelling a name.
+    pub twins: Vec<u32>,
+    /// States from here on have left the names: state `first_free + k` is any-key's state k
+    /// (the same automaton in every such DFA of the process, so its masks can be shared).
+    pub first_free: u32,
+}
+
+/// [`undeclared_key_dfa`] with its states' twins ([`TwinnedKeyDfa`]).
+pub fn undeclared_key_dfa_and_twins(declared: &[&str], max_states: usize) -> Result<TwinnedKeyDfa, FsmError> {
     static ANY_KEY: OnceLock<Result<ByteDfa, FsmError>> = OnceLock::new();
     let any_key = ANY_KEY.get_or_init(|| ByteDfa::build(&key_not_in(&[]), &CompileLimits::default()));
     let any_key = any_key.as_ref().map_err(Clone::clone)?;
@@ -94,7 +115,10 @@ pub fn undeclared_key_dfa(declared: &[&str], max_states: usize) -> Result<ByteDf
     // sits between characters, where any character goes on), and the "left" states are
     // any-key's, which are live. States of any-key that no trie node leaves to stay,
     // unreachable.
-    ByteDfa::from_live_table(classes, num_classes, class_len, class_byte, trans, accepting)
+    let mut twins: Vec<u32> = any_state.iter().map(|&state| left(state)).collect();
+    twins.resize(num_states, DEAD);
+    let dfa = ByteDfa::from_live_table(classes, num_classes, class_len, class_byte, trans, accepting)?;
+    Ok(TwinnedKeyDfa { dfa, twins, first_free: left(0) })
 }
 
 /// Every spelling of the declared names (with the opening quote), one node per decoded prefix
@@ -318,6 +342,35 @@ mod tests {
                 prop_assert_eq!(full_match(&direct, text.as_bytes()), full_match(&expected, text.as_bytes()), "{:?} {}", refs, text);
                 let (a, b) = (direct.walk(direct.start(), text.as_bytes()), expected.walk(expected.start(), text.as_bytes()));
                 prop_assert_eq!(a == DEAD, b == DEAD, "{:?} {}", refs, text);
+            }
+        }
+
+        /// A state and its twin go the same way on every byte except where the state goes on
+        /// in the names (to a state whose twin is the twin's successor) or drops a whole
+        /// name's closing quote; twins have no twins.
+        #[test]
+        fn twins_differ_only_along_the_names(
+            names in proptest::collection::vec(proptest::collection::vec(name_char(), 0..4), 0..5),
+        ) {
+            let names: Vec<String> = names.into_iter().map(|n| n.into_iter().collect()).collect();
+            let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+            let TwinnedKeyDfa { dfa, twins, first_free } = undeclared_key_dfa_and_twins(&refs, 1 << 20).unwrap();
+            prop_assert!((first_free..dfa.num_states() as u32).all(|s| twins[s as usize] == DEAD));
+            prop_assert_eq!(twins.len(), dfa.num_states());
+            prop_assert!(twins[dfa.start() as usize] != DEAD);
+            for state in 0..dfa.num_states() as u32 {
+                let twin = twins[state as usize];
+                if twin == DEAD {
+                    continue;
+                }
+                prop_assert_eq!(twins[twin as usize], DEAD);
+                prop_assert_eq!(dfa.is_accepting(state), dfa.is_accepting(twin));
+                for byte in 0..=255u8 {
+                    let (own, other) = (dfa.next(state, byte), dfa.next(twin, byte));
+                    let along = own != DEAD && twins[own as usize] == other;
+                    let closed = own == DEAD && byte == b'"' && other != DEAD && dfa.is_accepting(other);
+                    prop_assert!(own == other || along || closed, "{:?} state {} byte {}", refs, state, byte);
+                }
             }
         }
     }
