@@ -25,7 +25,7 @@ use sglr_fsm::{
 use crate::earley::{close_seeds, step_byte, ByteStep, Chart, Item, ScanScratch, NO_LEX};
 use crate::error::GrammarError;
 use crate::grammar::{Lexeme, LexemeId, Symbol};
-use crate::lexeme_dfa::{MaskView, Sharing};
+use crate::lexeme_dfa::{LexemeDfa, MaskView, Sharing};
 use crate::matcher::{GrammarMatcher, ParseState};
 use crate::suffix_trie::{boundary_groups, group_key, suffix_trie, SuffixTrie};
 use crate::walk_memo::context_key;
@@ -292,6 +292,9 @@ impl GrammarMatcher {
                     None => {
                         // NOTE: the walk lists its tokens only where the memo can keep them.
                         let mut token_ids = key.as_ref().map(|_| Vec::new());
+                        let mut closures = SeedClosures::default();
+                        boundaries =
+                            self.exit_boundaries(state, vocabulary.trie(), &keys, &insides, &mut closures)?;
                         for (index, &(lexeme, lex)) in keys.iter().enumerate() {
                             for group in self.suffix_groups(vocabulary, lexeme, lex, &insides[index])? {
                                 let Some(suffix) = group.trie.as_ref() else { continue };
@@ -309,6 +312,7 @@ impl GrammarMatcher {
                                     state,
                                     &suffix.trie,
                                     &[suffix.boundary],
+                                    &mut closures,
                                     &mut allowed,
                                     token_ids.as_mut(),
                                 )?;
@@ -319,6 +323,7 @@ impl GrammarMatcher {
                                 state,
                                 vocabulary.trie(),
                                 &boundaries,
+                                &mut closures,
                                 &mut allowed,
                                 token_ids.as_mut(),
                             )?;
@@ -518,6 +523,57 @@ impl GrammarMatcher {
         }
     }
 
+    /// The boundaries of `insides` (the masks of `keys`, the lexeme states of `state`'s last
+    /// set) where a token can leave its lexeme: some child's byte starts something that may
+    /// follow the lexeme there (the closure of its items' completions, kept in `closures` for
+    /// the walk). Below any other boundary every token stays inside the lexeme, in its mask: a
+    /// number's digits, or a string's characters after a quote inside a longer token.
+    fn exit_boundaries(
+        &self,
+        state: &ParseState,
+        trie: &TokenTrie,
+        keys: &[(LexemeId, u32)],
+        insides: &[Arc<LexemeMask>],
+        closures: &mut SeedClosures,
+    ) -> Result<Vec<u32>, GrammarError> {
+        let num_base = state.sets.len();
+        let chart = Layered { base: &state.sets, extra: &[] };
+        let mut scratch = ScanScratch::default();
+        let mut exits = Vec::new();
+        for (&(lexeme, lex), inside) in keys.iter().zip(insides) {
+            if inside.boundaries.is_empty() {
+                continue;
+            }
+            // NOTE: the closure of several items' completions is the union of each one's.
+            let mut follow = [0u64; 4];
+            for item in state.last().iter().filter(|item| item.lex == lex) {
+                if self.grammar.rules[item.rule as usize].rhs[item.dot as usize] != Symbol::Lexeme(lexeme) {
+                    continue;
+                }
+                let seeds = [(item.rule, item.dot + 1, item.origin)];
+                let id = closures.get_or_close(self, &chart, num_base as u32, &seeds, &mut scratch)?;
+                for (word, bits) in follow.iter_mut().zip(&closures.first_bytes[id]) {
+                    *word |= bits;
+                }
+            }
+            for &boundary in &inside.boundaries {
+                let node = trie.nodes[boundary as usize];
+                let mut child = boundary as usize + 1;
+                while child < node.subtree_end as usize {
+                    let byte = trie.nodes[child].byte;
+                    if follow[byte as usize >> 6] >> (byte & 63) & 1 == 1 {
+                        exits.push(boundary);
+                        break;
+                    }
+                    child = trie.nodes[child].subtree_end as usize;
+                }
+            }
+        }
+        exits.sort_unstable();
+        exits.dedup();
+        Ok(exits)
+    }
+
     /// ORs into `allowed` (and lists in `token_ids`, if given) the tokens below the `boundaries`
     /// (sorted trie nodes) that the parser takes: one byte step per node of their subtrees and
     /// of their ancestors (whose sets the subtrees need), every other subtree skipped in one jump.
@@ -534,6 +590,7 @@ impl GrammarMatcher {
         state: &ParseState,
         trie: &TokenTrie,
         boundaries: &[u32],
+        closures: &mut SeedClosures,
         allowed: &mut [u32],
         mut token_ids: Option<&mut Vec<u32>>,
     ) -> Result<(), GrammarError> {
@@ -542,7 +599,6 @@ impl GrammarMatcher {
         let mut extra: Vec<Vec<Item>> = vec![Vec::new(); trie.max_depth + 1];
         // `pending[d]`: the closure `extra[d]` still lacks (added when a child needs it).
         let mut pending: Vec<Option<usize>> = vec![None; trie.max_depth + 1];
-        let mut closures = SeedClosures::default();
         let mut scratch = ScanScratch::default();
         let mut step = ByteStep::default();
         let end = trie.nodes[0].subtree_end as usize;
@@ -552,6 +608,10 @@ impl GrammarMatcher {
         // closure holds those items alone: its tokens are in the lexeme masks, and its subtree
         // needs a walk only down to the boundaries in it.
         let mut inside_only: Vec<bool> = vec![true; trie.max_depth + 1];
+        // `lone[d]`: `extra[d]` is one in-lexeme item (of a lexeme begun inside the walk) and no
+        // pending closure, with its lexeme's automaton: below it, until the lexeme may end, a
+        // node needs one automaton step, not a parser step (a string's characters after ` "`).
+        let mut lone: Vec<Option<&LexemeDfa>> = vec![None; trie.max_depth + 1];
         // `boundaries[next_boundary]` is the first boundary at or after `index` (the walk only
         // moves forward, so a cursor replaces a search per node).
         let mut next_boundary = 0;
@@ -570,6 +630,34 @@ impl GrammarMatcher {
                 let closure_takes = pending[parent].is_some_and(|id| closures.takes_first(id, node.byte));
                 if !boundary_below && !closure_takes {
                     index = node.subtree_end as usize;
+                    continue;
+                }
+            }
+            if let Some(dfa) = lone[parent] {
+                let item = extra[parent][0];
+                let next = dfa.next(item.lex, node.byte);
+                if next == DEAD {
+                    index = node.subtree_end as usize;
+                    continue;
+                }
+                // NOTE: where the lexeme may end, the parser steps (below).
+                if !dfa.is_accepting(next) {
+                    let start = node.token_start as usize;
+                    let stop = trie.nodes[index + 1].token_start as usize;
+                    for &token in &trie.token_ids[start..stop] {
+                        allowed[token as usize >> 5] |= 1 << (token & 31);
+                    }
+                    if let Some(token_ids) = token_ids.as_mut() {
+                        token_ids.extend_from_slice(&trie.token_ids[start..stop]);
+                    }
+                    if node.subtree_end as usize > index + 1 {
+                        extra[depth].clear();
+                        extra[depth].push(Item { lex: next, ..item });
+                        lone[depth] = Some(dfa);
+                        pending[depth] = None;
+                        inside_only[depth] = false;
+                    }
+                    index += 1;
                     continue;
                 }
             }
@@ -604,6 +692,7 @@ impl GrammarMatcher {
                 if node.subtree_end as usize > index + 1 {
                     pending[depth] = None;
                     inside_only[depth] = true;
+                    lone[depth] = None;
                     std::mem::swap(&mut extra[depth], &mut step.inside);
                 }
                 index += 1;
@@ -626,8 +715,16 @@ impl GrammarMatcher {
             pending[depth] = None;
             // NOTE: swapped, not moved: the set's old buffer becomes the next step's.
             inside_only[depth] = false;
+            lone[depth] = None;
             if step.seeds.is_empty() {
                 std::mem::swap(&mut extra[depth], &mut step.inside);
+                if let [item] = extra[depth][..] {
+                    if let Symbol::Lexeme(lexeme) =
+                        self.grammar.rules[item.rule as usize].rhs[item.dot as usize]
+                    {
+                        lone[depth] = Some(self.lexemes.get(&self.grammar, lexeme)?);
+                    }
+                }
             } else if step.seeds.iter().all(|&(_, _, origin)| (origin as usize) < num_base) {
                 let chart = Layered { base, extra: &[] };
                 let id = closures.get_or_close(self, &chart, set_index, &step.seeds, &mut scratch)?;
