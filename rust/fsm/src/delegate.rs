@@ -32,15 +32,19 @@ impl Delegation {
 
 /// The state most bytes lead to from `state`, if any (ties: lowest id).
 fn main_target(dfa: &ByteDfa, state: u32) -> Option<(u32, usize)> {
-    let mut targets: Vec<u32> = (0..=255u8).map(|b| dfa.next(state, b)).filter(|&t| t != DEAD).collect();
-    targets.sort_unstable();
-    let mut best: Option<(u32, usize)> = None;
-    for run in targets.chunk_by(|a, b| a == b) {
-        if best.is_none_or(|(_, count)| run.len() > count) {
-            best = Some((run[0], run.len()));
+    // NOTE: counted per byte class (a handful of distinct targets), not per byte: this runs
+    // for every lexeme state whose mask is computed.
+    let mut counts: Vec<(u32, usize)> = Vec::new();
+    for (target, num_bytes) in dfa.class_targets(state) {
+        if target == DEAD {
+            continue;
+        }
+        match counts.iter_mut().find(|(t, _)| *t == target) {
+            Some((_, count)) => *count += usize::from(num_bytes),
+            None => counts.push((target, usize::from(num_bytes))),
         }
     }
-    best
+    counts.into_iter().min_by_key(|&(target, count)| (std::cmp::Reverse(count), target))
 }
 
 /// A donor for `state`: a state L (not `state`) whose own main target is itself, reached from

@@ -433,6 +433,12 @@ impl ByteDfa {
         0
     }
 
+    /// Per byte class, the state `state` goes to on it and how many bytes the class holds.
+    pub(crate) fn class_targets(&self, state: u32) -> impl Iterator<Item = (u32, u16)> + '_ {
+        let row = &self.trans[state as usize * self.num_classes..][..self.num_classes];
+        row.iter().copied().zip(self.class_len.iter().copied())
+    }
+
     /// One byte of each byte class.
     pub(crate) fn class_bytes(&self) -> &[u8] {
         &self.class_byte
