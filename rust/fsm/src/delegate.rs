@@ -128,7 +128,7 @@ pub(crate) fn delegated_row(
         donor[depth] = donor_next;
         index += 1;
     }
-    mask.iter().map(|w| w.count_ones() as usize).sum()
+    crate::row::count_bits(mask)
 }
 
 #[cfg(test)]

@@ -33,7 +33,7 @@ pub use error::FsmError;
 pub use fsm::{FsmStats, TokenFsm};
 pub use jump::JumpForward;
 pub use live::{live_tokens, live_tokens_and_ends, live_tokens_donor, live_tokens_from_donor};
-pub use row::bits_to_ids;
+pub use row::{bits_to_ids, count_bits};
 pub use vocab::trie::{TokenTrie, TrieNode};
 pub use vocab::{
     decode_byte_level, decode_sentencepiece, encode_byte_level, TokenEncoding, Vocabulary, MAX_TOKEN_LEN,

@@ -37,6 +37,31 @@ impl Row {
     }
 }
 
+/// How many bits of a token bitmask are set. With the CPU's population count where it has
+/// one (every x86-64 CPU since 2008, told at run time): the portable count is a dozen
+/// instructions a word, and a mask is counted once or twice per step (about a quarter of a
+/// cached step at 100k tokens, measured with `mask_profile`).
+pub fn count_bits(words: &[u32]) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("popcnt") {
+            // SAFETY: the CPU has the instruction (detected just above).
+            return unsafe { count_bits_popcnt(words) };
+        }
+    }
+    words.iter().map(|w| w.count_ones() as usize).sum()
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "popcnt")]
+unsafe fn count_bits_popcnt(words: &[u32]) -> usize {
+    let pairs = words.chunks_exact(2);
+    let rest: usize = pairs.remainder().iter().map(|w| w.count_ones() as usize).sum();
+    rest + pairs
+        .map(|pair| (u64::from(pair[0]) | u64::from(pair[1]) << 32).count_ones() as usize)
+        .sum::<usize>()
+}
+
 /// The ids of the set bits of a token bitmask (bit t of word t / 32), ascending.
 pub fn bits_to_ids(words: &[u32]) -> Vec<u32> {
     let mut ids = Vec::new();
@@ -100,4 +125,19 @@ fn hash_words(words: &[u32]) -> u64 {
     let mut hasher = rustc_hash::FxHasher::default();
     words.hash(&mut hasher);
     hasher.finish()
+}
+
+#[cfg(test)]
+mod count_tests {
+    use super::*;
+
+    #[test]
+    fn count_bits_counts_every_set_bit() {
+        for len in [0usize, 1, 2, 3, 7, 3134] {
+            let words: Vec<u32> = (0..len as u32).map(|i| i.wrapping_mul(2654435761) ^ (i << 7)).collect();
+            let expected: usize = words.iter().map(|w| w.count_ones() as usize).sum();
+            assert_eq!(count_bits(&words), expected, "{len} words");
+            assert_eq!(count_bits(&words), bits_to_ids(&words).len());
+        }
+    }
 }

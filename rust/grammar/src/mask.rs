@@ -18,8 +18,8 @@ use std::sync::{Arc, OnceLock};
 
 use sglr_fsm::schema::CountedBody;
 use sglr_fsm::{
-    bits_to_ids, live_tokens_and_ends, live_tokens_donor, live_tokens_from_donor, ByteDfa, Delegation,
-    TokenTrie, Vocabulary, DEAD,
+    bits_to_ids, count_bits, live_tokens_and_ends, live_tokens_donor, live_tokens_from_donor, ByteDfa,
+    Delegation, TokenTrie, Vocabulary, DEAD,
 };
 
 use crate::earley::{close_seeds, step_byte, ByteStep, Chart, Item, ScanScratch, NO_LEX};
@@ -114,7 +114,7 @@ fn delta(base: &Arc<LexemeMask>, words: &[u32]) -> Option<Tokens> {
 impl Tokens {
     /// `words` as a list when sparse, else copied.
     fn from_words(words: &[u32]) -> Self {
-        let num_tokens: usize = words.iter().map(|w| w.count_ones() as usize).sum();
+        let num_tokens = count_bits(words);
         if num_tokens <= words.len() / SPARSE_WORDS_PER_TOKEN {
             Tokens::Ids(bits_to_ids(words))
         } else {
@@ -125,7 +125,7 @@ impl Tokens {
 
 impl LexemeMask {
     fn new(words: Vec<u32>, boundaries: Vec<u32>) -> Self {
-        let num_tokens: usize = words.iter().map(|w| w.count_ones() as usize).sum();
+        let num_tokens = count_bits(&words);
         let tokens = if num_tokens <= words.len() / SPARSE_WORDS_PER_TOKEN {
             Tokens::Ids(bits_to_ids(&words))
         } else {
@@ -335,12 +335,10 @@ impl GrammarMatcher {
                 }
             }
         }
-        let mut count = 0;
         for (word, bits) in mask.iter_mut().zip(&allowed) {
             *word |= bits;
-            count += bits.count_ones() as usize;
         }
-        Ok(count)
+        Ok(count_bits(&allowed))
     }
 
     /// Whether at each boundary of `suffix` (of the `index`-th lexeme state of `keys`) the
