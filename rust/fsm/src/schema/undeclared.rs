@@ -15,7 +15,7 @@ use rustc_hash::FxHashMap;
 
 use super::literal::short_escape;
 use super::object::key_not_in;
-use crate::dfa::{classes_by_signature, ByteDfa, CompileLimits, DEAD};
+use crate::dfa::{class_members, ByteDfa, CompileLimits, DEAD};
 use crate::error::FsmError;
 
 /// The DFA of JSON keys (with quotes) whose decoded text is none of `declared`, however its
@@ -60,9 +60,26 @@ pub fn undeclared_key_dfa_and_twins(declared: &[&str], max_states: usize) -> Res
             used[byte as usize] = true;
         }
     }
-    let (classes, num_classes, class_len, class_byte) = classes_by_signature(|byte| {
-        (any_key.class_of(byte), if used[byte as usize] { byte as i16 } else { -1 })
-    });
+    // NOTE: numbered in order of first byte, as `classes_by_signature` would, without its
+    // search over the classes so far for each byte.
+    let mut classes = [0u8; 256];
+    let mut by_any_class = [u16::MAX; 256];
+    let mut num_classes = 0usize;
+    for byte in 0..=255u8 {
+        let any_class = any_key.class_of(byte) as usize;
+        let class = if used[byte as usize] {
+            num_classes += 1;
+            num_classes - 1
+        } else {
+            if by_any_class[any_class] == u16::MAX {
+                by_any_class[any_class] = num_classes as u16;
+                num_classes += 1;
+            }
+            by_any_class[any_class] as usize
+        };
+        classes[byte as usize] = class as u8;
+    }
+    let (class_len, class_byte) = class_members(&classes, num_classes);
     // Each trie node's any-key state, from the root (the start) down its edges.
     let mut any_state = vec![DEAD; trie.nodes.len()];
     any_state[0] = any_key.start();
@@ -83,24 +100,23 @@ pub fn undeclared_key_dfa_and_twins(declared: &[&str], max_states: usize) -> Res
         }
     }
     let left = |state: u32| (trie.nodes.len() + state as usize) as u32;
-    let mut trans = vec![DEAD; num_states * num_classes];
-    let mut accepting = vec![false; num_states];
-    // The "left the names" rows first: a trie node's row is its any-key state's row (a
-    // byte off the names leaves them) with its own edges and the removed quote written over,
-    // a copy instead of a lookup per class (most nodes are partial `\u` spellings).
+    // The "left the names" rows: any-key's, renumbered. A trie node's row is its any-key
+    // state's (a byte off the names leaves them) with its own edges and the removed quote
+    // written over: a copy instead of a lookup per class (most nodes are partial `\u`
+    // spellings), into a table written once, not filled first.
+    let mut left_rows = Vec::with_capacity(any_key.num_states() * num_classes);
     for state in 0..any_key.num_states() as u32 {
-        let row = &mut trans[left(state) as usize * num_classes..][..num_classes];
-        for (slot, &byte) in row.iter_mut().zip(&class_byte) {
-            let next = any_key.next(state, byte);
-            *slot = if next == DEAD { DEAD } else { left(next) };
-        }
-        accepting[left(state) as usize] = any_key.is_accepting(state);
+        left_rows.extend(class_byte.iter().map(|&byte| match any_key.next(state, byte) {
+            DEAD => DEAD,
+            next => left(next),
+        }));
     }
     let quote_class = classes[b'"' as usize] as usize;
+    let mut trans = Vec::with_capacity(num_states * num_classes);
     for (node, spelled) in trie.nodes.iter().enumerate() {
-        let template = left(any_state[node]) as usize * num_classes;
-        trans.copy_within(template..template + num_classes, node * num_classes);
-        let row = &mut trans[node * num_classes..][..num_classes];
+        let start = trans.len();
+        trans.extend_from_slice(&left_rows[any_state[node] as usize * num_classes..][..num_classes]);
+        let row = &mut trans[start..];
         // NOTE: a spelling byte has a class of its own, and any-key takes it (checked above).
         for &(byte, child) in &spelled.edges {
             row[classes[byte as usize] as usize] = child;
@@ -110,11 +126,9 @@ pub fn undeclared_key_dfa_and_twins(declared: &[&str], max_states: usize) -> Res
             row[quote_class] = DEAD;
         }
     }
-    // NOTE: live by construction, so no pruning pass (it cost more than the build): a trie
-    // node is live because some byte leaves the names there or deeper (a node at a name's end
-    // sits between characters, where any character goes on), and the "left" states are
-    // any-key's, which are live. States of any-key that no trie node leaves to stay,
-    // unreachable.
+    trans.extend_from_slice(&left_rows);
+    let mut accepting = vec![false; trie.nodes.len()];
+    accepting.extend((0..any_key.num_states() as u32).map(|state| any_key.is_accepting(state)));
     let mut twins: Vec<u32> = any_state.iter().map(|&state| left(state)).collect();
     twins.resize(num_states, DEAD);
     let dfa = ByteDfa::from_live_table(classes, num_classes, class_len, class_byte, trans, accepting)?;
@@ -151,8 +165,8 @@ impl SpellingTrie {
                     None => {
                         let after = trie.add(max_states)?;
                         boundary.insert((at, c), after);
-                        for spelling in spellings(c) {
-                            trie.insert(at, &spelling, after, &mut inner, max_states)?;
+                        for spelling in spellings_of(c).iter() {
+                            trie.insert(at, spelling, after, &mut inner, max_states)?;
                         }
                         after
                     }
@@ -210,6 +224,18 @@ impl SpellingTrie {
             at = next;
         }
         Ok(())
+    }
+}
+
+/// [`spellings`] of `c`, kept for ASCII characters (names are mostly ASCII, and each
+/// spelling is a dozen small buffers).
+fn spellings_of(c: char) -> std::borrow::Cow<'static, [Vec<Vec<u8>>]> {
+    static ASCII: OnceLock<Vec<Vec<Vec<Vec<u8>>>>> = OnceLock::new();
+    if c.is_ascii() {
+        let table = ASCII.get_or_init(|| (0..128u8).map(|b| spellings(char::from(b))).collect());
+        std::borrow::Cow::Borrowed(&table[c as usize])
+    } else {
+        std::borrow::Cow::Owned(spellings(c))
     }
 }
 
