@@ -17,6 +17,7 @@ mod dfa;
 mod error;
 mod fsm;
 mod jump;
+mod literal_prefix;
 mod live;
 mod residual;
 mod row;

@@ -215,6 +215,12 @@ fn parts(lexeme: &Lexeme, limits: &CompileLimits) -> Result<Parts, GrammarError>
         // a `format`, an object of free members), and a Unicode class costs milliseconds to
         // determinize where copying the built table costs microseconds.
         Lexeme::Regex(pattern) => Parts::One(Box::new(ByteDfa::clone(&*one(pattern)?))),
+        Lexeme::Literal { text, then } => {
+            let dfa = ByteDfa::literal_then(text.as_bytes(), &*one(then)?).map_err(|source| {
+                GrammarError::Lexeme { pattern: format!("{text:?} then {then}"), source }
+            })?;
+            Parts::One(Box::new(dfa))
+        }
         Lexeme::Intersection { all, none } => {
             let all_dfas: Vec<Arc<ByteDfa>> = all.iter().map(one).collect::<Result<_, _>>()?;
             let none_dfas = subtracted_parts(none, limits)?;

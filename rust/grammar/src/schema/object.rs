@@ -158,7 +158,7 @@ impl SchemaGrammar<'_> {
             }
             // The key is its own lexeme (not merged into the value's regex): predicting the
             // members builds only the keys' small DFAs, a value's waits until its key is read.
-            let mut pieces = vec![Piece::Lexeme(Lexeme::Regex(format!("{}{ws}:{ws}", string_literal(name))))];
+            let mut pieces = vec![Piece::Lexeme(key_lexeme(name, &format!("{ws}:{ws}")))];
             pieces.extend(self.schema(&all_of(parts), &format!("{path}/properties/{name}"))?);
             members.push((pieces, is_required));
         }
@@ -392,4 +392,24 @@ fn dependencies_as_alternatives(map: &Map<String, Value>, path: &str) -> Result<
     }
     parts.insert(0, Value::Object(rest));
     Ok(all_of(parts))
+}
+
+/// The lexeme of a declared key `name` (with quotes) followed by the regex `then`: its one JSON
+/// spelling as literal bytes where it has one spelling (ASCII from space up, but `/`, which
+/// may be escaped), else `string_literal`'s regex of its spellings.
+fn key_lexeme(name: &str, then: &str) -> Lexeme {
+    if name.chars().all(|c| c.is_ascii() && c >= ' ' && c != '/' && c != '\u{7f}') {
+        let mut text = String::with_capacity(name.len() + 2);
+        text.push('"');
+        for c in name.chars() {
+            if c == '"' || c == '\\' {
+                text.push('\\');
+            }
+            text.push(c);
+        }
+        text.push('"');
+        Lexeme::Literal { text, then: then.to_string() }
+    } else {
+        Lexeme::Regex(format!("{}{then}", string_literal(name)))
+    }
 }
