@@ -280,12 +280,14 @@ pub(crate) fn step_byte(
         if next == DEAD {
             continue;
         }
-        // NOTE: only live DFA states exist, so a non-accepting step can still finish the lexeme;
-        // an accepting state with no way on only ends the lexeme.
-        if dfa.successors(next).next().is_some() {
+        // NOTE: only live DFA states exist, so a non-accepting step can still finish the lexeme
+        // (and has a way on, found without scanning its row); an accepting state with no way on
+        // only ends the lexeme.
+        let accepting = dfa.is_accepting(next);
+        if !accepting || dfa.successors(next).next().is_some() {
             step.inside.push(Item { lex: next, ..item });
         }
-        if dfa.is_accepting(next) {
+        if accepting {
             step.seeds.push((item.rule, item.dot + 1, item.origin));
         }
     }
