@@ -442,7 +442,13 @@ impl GrammarMatcher {
         // states, with every matcher holding the same lexeme (its definition fixes its DFA,
         // numbering included).
         let same_lexeme = || format!("sglr-grammar lexeme mask\0{:?}\0{state}", self.grammar.lexeme(lexeme));
-        let shared_key = match view.sharing(state) {
+        // NOTE: a literal's states (a declared key's) share their residuals with few other
+        // lexemes, and its signature would cost more than its mask.
+        let sharing = match self.grammar.lexeme(lexeme) {
+            Lexeme::Literal { .. } => Sharing::SameLexeme,
+            _ => view.sharing(state),
+        };
+        let shared_key = match sharing {
             Sharing::FreeKey(any_key_state) => {
                 format!("sglr-grammar free key mask\0{any_key_state}").into_bytes()
             }
