@@ -11,8 +11,6 @@
 
 use std::sync::OnceLock;
 
-use rustc_hash::FxHashMap;
-
 use super::literal::short_escape;
 use super::object::key_not_in;
 use crate::dfa::{class_members, ByteDfa, CompileLimits, DEAD};
@@ -147,26 +145,25 @@ struct SpellingNode {
     edges: Vec<(u8, u32)>,
     /// A character boundary where a whole declared name ends.
     declared: bool,
+    /// At a character boundary: character -> the boundary after it.
+    chars: Vec<(char, u32)>,
 }
 
 impl SpellingTrie {
     fn new(declared: &[&str], max_states: usize) -> Result<Self, FsmError> {
         let mut trie = SpellingTrie { nodes: vec![SpellingNode::default(), SpellingNode::default()] };
         trie.nodes[0].edges.push((b'"', 1));
-        // (boundary node, character) -> the boundary node after that character, and
-        // (node, canonical byte) -> child for the partial spellings in between.
-        let mut boundary: FxHashMap<(u32, char), u32> = FxHashMap::default();
-        let mut inner: FxHashMap<(u32, u8), u32> = FxHashMap::default();
         for name in declared {
             let mut at = 1u32;
             for c in name.chars() {
-                let after = match boundary.get(&(at, c)) {
-                    Some(&after) => after,
+                let known = trie.nodes[at as usize].chars.iter().find(|&&(known, _)| known == c);
+                let after = match known {
+                    Some(&(_, after)) => after,
                     None => {
                         let after = trie.add(max_states)?;
-                        boundary.insert((at, c), after);
+                        trie.nodes[at as usize].chars.push((c, after));
                         for spelling in spellings_of(c).iter() {
-                            trie.insert(at, spelling, after, &mut inner, max_states)?;
+                            trie.insert(at, spelling, after, max_states)?;
                         }
                         after
                     }
@@ -188,13 +185,13 @@ impl SpellingTrie {
 
     /// One spelling (a byte set per position: a hex letter in both cases) from boundary `from`
     /// to boundary `to`; partial spellings are shared by canonical byte (spellings of different
-    /// characters agree on a prefix only where they mean the same, the code being prefix-free).
+    /// characters agree on a prefix only where they mean the same, the code being prefix-free,
+    /// so a node's edge on a partial spelling's first byte leads to that partial spelling).
     fn insert(
         &mut self,
         from: u32,
         spelling: &[Vec<u8>],
         to: u32,
-        inner: &mut FxHashMap<(u32, u8), u32>,
         max_states: usize,
     ) -> Result<(), FsmError> {
         let mut at = from;
@@ -202,13 +199,9 @@ impl SpellingTrie {
             let next = if position + 1 == spelling.len() {
                 to
             } else {
-                match inner.get(&(at, bytes[0])) {
-                    Some(&next) => next,
-                    None => {
-                        let next = self.add(max_states)?;
-                        inner.insert((at, bytes[0]), next);
-                        next
-                    }
+                match self.nodes[at as usize].edges.iter().find(|(b, _)| *b == bytes[0]) {
+                    Some(&(_, next)) => next,
+                    None => self.add(max_states)?,
                 }
             };
             for &byte in bytes {
