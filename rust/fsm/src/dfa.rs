@@ -542,6 +542,30 @@ fn product_classes(parts: &[&ByteDfa]) -> ByteClasses {
 /// Byte classes, their number, each class's size and its smallest byte.
 pub(crate) type ByteClasses = ([u8; 256], usize, Vec<u16>, Vec<u8>);
 
+/// `base`'s byte classes with every byte `own` picks in a class of its own, numbered in order
+/// of first byte (as [`classes_by_signature`] would number them, in one pass over the bytes).
+pub(crate) fn classes_refined(base: &ByteDfa, own: impl Fn(u8) -> bool) -> ByteClasses {
+    let mut classes = [0u8; 256];
+    let mut by_base_class = [u16::MAX; 256];
+    let mut num_classes = 0usize;
+    for byte in 0..=255u8 {
+        let base_class = base.class_of(byte) as usize;
+        let class = if own(byte) {
+            num_classes += 1;
+            num_classes - 1
+        } else {
+            if by_base_class[base_class] == u16::MAX {
+                by_base_class[base_class] = num_classes as u16;
+                num_classes += 1;
+            }
+            by_base_class[base_class] as usize
+        };
+        classes[byte as usize] = class as u8;
+    }
+    let (class_len, class_byte) = class_members(&classes, num_classes);
+    (classes, num_classes, class_len, class_byte)
+}
+
 /// Bytes with equal signatures share a class (numbered in order of first appearance).
 pub(crate) fn classes_by_signature<S: PartialEq>(signature: impl Fn(u8) -> S) -> ByteClasses {
     let mut classes = [0u8; 256];

@@ -3,7 +3,7 @@
 //! small automaton, where a regex build (parse, Thompson NFA, subset construction) cost about
 //! 15 µs a key, paid by the first mask of every object.
 
-use crate::dfa::{class_members, ByteDfa, DEAD};
+use crate::dfa::{classes_refined, ByteDfa, DEAD};
 use crate::error::FsmError;
 
 impl ByteDfa {
@@ -19,24 +19,8 @@ impl ByteDfa {
         for &byte in prefix {
             in_prefix[byte as usize] = true;
         }
-        let mut classes = [0u8; 256];
-        let mut by_rest_class = [u16::MAX; 256];
-        let mut num_classes = 0usize;
-        for byte in 0..=255u8 {
-            let class = if in_prefix[byte as usize] {
-                num_classes += 1;
-                num_classes - 1
-            } else {
-                let rest_class = rest.class_of(byte) as usize;
-                if by_rest_class[rest_class] == u16::MAX {
-                    by_rest_class[rest_class] = num_classes as u16;
-                    num_classes += 1;
-                }
-                by_rest_class[rest_class] as usize
-            };
-            classes[byte as usize] = class as u8;
-        }
-        let (class_len, class_byte) = class_members(&classes, num_classes);
+        let (classes, num_classes, class_len, class_byte) =
+            classes_refined(rest, |byte| in_prefix[byte as usize]);
         let offset = prefix.len() as u32;
         let num_states = prefix.len() + rest.num_states();
         let mut trans = vec![DEAD; prefix.len() * num_classes];

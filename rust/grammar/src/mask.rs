@@ -646,14 +646,7 @@ impl GrammarMatcher {
                 }
                 // NOTE: where the lexeme may end, the parser steps (below).
                 if !dfa.is_accepting(next) {
-                    let start = node.token_start as usize;
-                    let stop = trie.nodes[index + 1].token_start as usize;
-                    for &token in &trie.token_ids[start..stop] {
-                        allowed[token as usize >> 5] |= 1 << (token & 31);
-                    }
-                    if let Some(token_ids) = token_ids.as_mut() {
-                        token_ids.extend_from_slice(&trie.token_ids[start..stop]);
-                    }
+                    allow_node_tokens(trie, index, allowed, token_ids.as_deref_mut());
                     if node.subtree_end as usize > index + 1 {
                         extra[depth].clear();
                         extra[depth].push(Item { lex: next, ..item });
@@ -702,14 +695,7 @@ impl GrammarMatcher {
                 index += 1;
                 continue;
             }
-            let start = node.token_start as usize;
-            let stop = trie.nodes[index + 1].token_start as usize;
-            for &token in &trie.token_ids[start..stop] {
-                allowed[token as usize >> 5] |= 1 << (token & 31);
-            }
-            if let Some(token_ids) = token_ids.as_mut() {
-                token_ids.extend_from_slice(&trie.token_ids[start..stop]);
-            }
+            allow_node_tokens(trie, index, allowed, token_ids.as_deref_mut());
             if node.subtree_end as usize == index + 1 {
                 // A leaf: its tokens are all this node decides.
                 index += 1;
@@ -774,6 +760,16 @@ impl GrammarMatcher {
         Ok((0..vocabulary.vocab_size() as u32)
             .filter(|&t| mask[t as usize >> 5] >> (t & 31) & 1 == 1)
             .collect())
+    }
+}
+
+/// ORs the tokens ending at trie node `index` into `allowed` (and lists them in `token_ids`).
+fn allow_node_tokens(trie: &TokenTrie, index: usize, allowed: &mut [u32], token_ids: Option<&mut Vec<u32>>) {
+    let start = trie.nodes[index].token_start as usize;
+    let stop = trie.nodes[index + 1].token_start as usize;
+    set_ids(allowed, &trie.token_ids[start..stop]);
+    if let Some(token_ids) = token_ids {
+        token_ids.extend_from_slice(&trie.token_ids[start..stop]);
     }
 }
 

@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 
 use super::literal::short_escape;
 use super::object::key_not_in;
-use crate::dfa::{class_members, ByteDfa, CompileLimits, DEAD};
+use crate::dfa::{classes_refined, ByteDfa, CompileLimits, DEAD};
 use crate::error::FsmError;
 
 /// The DFA of JSON keys (with quotes) whose decoded text is none of `declared`, however its
@@ -58,26 +58,7 @@ pub fn undeclared_key_dfa_and_twins(declared: &[&str], max_states: usize) -> Res
             used[byte as usize] = true;
         }
     }
-    // NOTE: numbered in order of first byte, as `classes_by_signature` would, without its
-    // search over the classes so far for each byte.
-    let mut classes = [0u8; 256];
-    let mut by_any_class = [u16::MAX; 256];
-    let mut num_classes = 0usize;
-    for byte in 0..=255u8 {
-        let any_class = any_key.class_of(byte) as usize;
-        let class = if used[byte as usize] {
-            num_classes += 1;
-            num_classes - 1
-        } else {
-            if by_any_class[any_class] == u16::MAX {
-                by_any_class[any_class] = num_classes as u16;
-                num_classes += 1;
-            }
-            by_any_class[any_class] as usize
-        };
-        classes[byte as usize] = class as u8;
-    }
-    let (class_len, class_byte) = class_members(&classes, num_classes);
+    let (classes, num_classes, class_len, class_byte) = classes_refined(any_key, |byte| used[byte as usize]);
     // Each trie node's any-key state, from the root (the start) down its edges.
     let mut any_state = vec![DEAD; trie.nodes.len()];
     any_state[0] = any_key.start();
