@@ -13,6 +13,7 @@
 //! the grammar (rules that derive nothing are dropped when it is built), so a live DFA state
 //! inside an item's lexeme always has a completion: the memoised part admits no dead end.
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::sync::{Arc, OnceLock};
 
@@ -82,7 +83,7 @@ fn mask_from_scratch(
         let boundaries = fill(&mut scratch);
         let tokens = match base.and_then(|base| delta(base, &scratch)) {
             Some(tokens) => tokens,
-            None => Tokens::from_words(&scratch),
+            None => Tokens::from_words(Cow::Borrowed(&scratch)),
         };
         scratch.fill(0);
         LexemeMask { tokens, boundaries, suffix: OnceLock::new() }
@@ -112,26 +113,19 @@ fn delta(base: &Arc<LexemeMask>, words: &[u32]) -> Option<Tokens> {
 }
 
 impl Tokens {
-    /// `words` as a list when sparse, else copied.
-    fn from_words(words: &[u32]) -> Self {
-        let num_tokens = count_bits(words);
-        if num_tokens <= words.len() / SPARSE_WORDS_PER_TOKEN {
-            Tokens::Ids(bits_to_ids(words))
+    /// `words` as a list when sparse, else as words (copied only if borrowed).
+    fn from_words(words: Cow<'_, [u32]>) -> Self {
+        if count_bits(&words) <= words.len() / SPARSE_WORDS_PER_TOKEN {
+            Tokens::Ids(bits_to_ids(&words))
         } else {
-            Tokens::Words(words.to_vec())
+            Tokens::Words(words.into_owned())
         }
     }
 }
 
 impl LexemeMask {
     fn new(words: Vec<u32>, boundaries: Vec<u32>) -> Self {
-        let num_tokens = count_bits(&words);
-        let tokens = if num_tokens <= words.len() / SPARSE_WORDS_PER_TOKEN {
-            Tokens::Ids(bits_to_ids(&words))
-        } else {
-            Tokens::Words(words)
-        };
-        Self { tokens, boundaries, suffix: OnceLock::new() }
+        Self { tokens: Tokens::from_words(Cow::Owned(words)), boundaries, suffix: OnceLock::new() }
     }
 
     /// Bytes this mask holds (a delta's base is counted where it is kept).
@@ -183,13 +177,13 @@ impl LexemeMask {
     }
 
     /// These tokens as one bit per token (`num_words` words).
-    fn dense_words(&self, num_words: usize) -> std::borrow::Cow<'_, [u32]> {
+    fn dense_words(&self, num_words: usize) -> Cow<'_, [u32]> {
         match &self.tokens {
-            Tokens::Words(words) => std::borrow::Cow::Borrowed(words),
+            Tokens::Words(words) => Cow::Borrowed(words),
             _ => {
                 let mut words = vec![0u32; num_words];
                 self.add_to(&mut words);
-                std::borrow::Cow::Owned(words)
+                Cow::Owned(words)
             }
         }
     }

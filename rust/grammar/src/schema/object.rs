@@ -399,15 +399,8 @@ fn dependencies_as_alternatives(map: &Map<String, Value>, path: &str) -> Result<
 /// may be escaped), else `string_literal`'s regex of its spellings.
 fn key_lexeme(name: &str, then: &str) -> Lexeme {
     if name.chars().all(|c| c.is_ascii() && c >= ' ' && c != '/' && c != '\u{7f}') {
-        let mut text = String::with_capacity(name.len() + 2);
-        text.push('"');
-        for c in name.chars() {
-            if c == '"' || c == '\\' {
-                text.push('\\');
-            }
-            text.push(c);
-        }
-        text.push('"');
+        // NOTE: serde's JSON text of such a name is its one spelling (`"` and `\` escaped).
+        let text = serde_json::to_string(name).expect("a string serializes");
         Lexeme::Literal { text, then: then.to_string() }
     } else {
         Lexeme::Regex(format!("{}{then}", string_literal(name)))
