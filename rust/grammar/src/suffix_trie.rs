@@ -139,34 +139,9 @@ pub(crate) fn group_key(group: &[Member]) -> Vec<u8> {
     key
 }
 
-/// Each of `nodes` (ascending trie nodes) with the bytes of its path from the root: one walk
-/// that enters only the subtrees holding one.
+/// Each of `nodes` with the bytes of its path from the root.
 fn boundary_paths(trie: &TokenTrie, nodes: &[u32]) -> Vec<(u32, Vec<u8>)> {
-    let mut paths = Vec::with_capacity(nodes.len());
-    let mut path: Vec<u8> = Vec::new();
-    let mut next = 0;
-    let mut index = 1;
-    while next < nodes.len() && index < trie.nodes.len() - 1 {
-        let node = trie.nodes[index];
-        let target = nodes[next] as usize;
-        if target < index {
-            // Not a node of this trie's walk order (cannot happen for sorted boundaries).
-            next += 1;
-            continue;
-        }
-        if target >= node.subtree_end as usize {
-            index = node.subtree_end as usize;
-            continue;
-        }
-        path.truncate(node.depth as usize - 1);
-        path.push(node.byte);
-        if target == index {
-            paths.push((index as u32, path.clone()));
-            next += 1;
-        }
-        index += 1;
-    }
-    paths
+    nodes.iter().map(|&node| (node, trie.path_bytes(node as usize))).collect()
 }
 
 #[cfg(test)]

@@ -25,6 +25,9 @@ pub struct TokenTrie {
     /// Root at 0, then every node in depth-first order, then one sentinel (never walked) that
     /// bounds the token range of the last real node.
     pub nodes: Vec<TrieNode>,
+    /// Each node's parent (the root's and the sentinel's: 0), so a node's path is read upwards
+    /// in depth steps instead of a walk from the root past every sibling subtree.
+    pub parents: Vec<u32>,
     pub token_ids: Vec<u32>,
     pub max_depth: usize,
     /// One more than the largest token id (0 when empty): masks must cover it.
@@ -38,6 +41,7 @@ impl TokenTrie {
         sorted.sort_unstable_by(|a, b| a.1.cmp(b.1).then(a.0.cmp(&b.0)));
 
         let mut nodes = vec![TrieNode { subtree_end: 0, token_start: 0, depth: 0, byte: 0, height: 0 }];
+        let mut parents = vec![0u32];
         let mut token_ids = Vec::with_capacity(sorted.len());
         // `path[d]` is the node at depth d on the path to the previous token.
         let mut path: Vec<u32> = vec![0];
@@ -50,6 +54,7 @@ impl TokenTrie {
                 nodes[closed].subtree_end = nodes.len() as u32;
             }
             for (offset, &byte) in bytes[shared..].iter().enumerate() {
+                parents.push(*path.last().expect("path is never empty"));
                 path.push(nodes.len() as u32);
                 nodes.push(TrieNode {
                     subtree_end: 0,
@@ -75,9 +80,10 @@ impl TokenTrie {
             byte: 0,
             height: 0,
         });
+        parents.push(0);
         set_heights(&mut nodes);
         let id_bound = token_ids.iter().max().map_or(0, |&t| t as usize + 1);
-        Self { nodes, token_ids, max_depth, id_bound }
+        Self { nodes, parents, token_ids, max_depth, id_bound }
     }
 
     /// Number of real nodes (root included, sentinel excluded).
@@ -94,8 +100,19 @@ impl TokenTrie {
         &self.token_ids[start..end]
     }
 
+    /// The bytes from the root to node `index`.
+    pub fn path_bytes(&self, index: usize) -> Vec<u8> {
+        let mut path = vec![0u8; self.nodes[index].depth as usize];
+        let mut node = index;
+        for byte in path.iter_mut().rev() {
+            *byte = self.nodes[node].byte;
+            node = self.parents[node] as usize;
+        }
+        path
+    }
+
     pub fn memory_bytes(&self) -> usize {
-        self.nodes.len() * std::mem::size_of::<TrieNode>() + self.token_ids.len() * 4
+        self.nodes.len() * std::mem::size_of::<TrieNode>() + (self.parents.len() + self.token_ids.len()) * 4
     }
 }
 
@@ -155,6 +172,15 @@ mod tests {
         // Heights: root 3 (abc), a 2, ab 1, abc 0, b 0, \xff 1.
         let heights: Vec<u8> = trie.nodes[..trie.num_nodes()].iter().map(|n| n.height).collect();
         assert_eq!(heights, vec![3, 2, 1, 0, 0, 1, 0]);
+        // Read upwards through the parents, every node's path is the one the walk spells.
+        let mut path: Vec<u8> = Vec::new();
+        for index in 1..trie.num_nodes() {
+            let node = trie.nodes[index];
+            path.truncate(node.depth as usize - 1);
+            path.push(node.byte);
+            assert_eq!(trie.path_bytes(index), path, "node {index}");
+        }
+        assert!(trie.path_bytes(0).is_empty());
     }
 
     #[test]
