@@ -487,6 +487,12 @@ impl GrammarMatcher {
         let num_words = vocabulary.num_mask_words();
         let distances = view.accept_distances();
         let trie = vocabulary.trie();
+        if let Lexeme::Literal { .. } = self.grammar.lexeme(lexeme) {
+            // NOTE: a literal's tokens are few (prefixes of its text, then its colon), so they
+            // are listed as the walk finds them: a mask-sized buffer would cost more to clear
+            // and scan than the walk.
+            return Ok(sparse_lexeme_mask(dfa, distances, trie, state));
+        }
         // NOTE: a twin (a free key's state beside one inside the declared names) is a donor
         // whose mask every schema shares; the lockstep walk below follows only the names.
         let twin = view.twin(state);
@@ -801,6 +807,33 @@ fn lexeme_boundaries(
         index += 1;
     }
     boundaries
+}
+
+/// The [`LexemeMask`] of DFA state `lex` by one walk that lists its tokens and boundaries as it
+/// meets them (for a lexeme whose states allow few tokens: every live node is visited).
+fn sparse_lexeme_mask(dfa: &ByteDfa, distances: &[u16], trie: &TokenTrie, lex: u32) -> LexemeMask {
+    let mut token_ids = Vec::new();
+    let mut boundaries = Vec::new();
+    let mut states = vec![lex; trie.max_depth + 1];
+    let end = trie.nodes[0].subtree_end as usize;
+    let mut index = 1;
+    while index < end {
+        let node = trie.nodes[index];
+        let next = dfa.next(states[node.depth as usize - 1], node.byte);
+        if next == DEAD {
+            index = node.subtree_end as usize;
+            continue;
+        }
+        states[node.depth as usize] = next;
+        let start = node.token_start as usize;
+        token_ids.extend_from_slice(&trie.token_ids[start..trie.nodes[index + 1].token_start as usize]);
+        if distances[next as usize] == 0 && node.subtree_end as usize > index + 1 {
+            boundaries.push(index as u32);
+        }
+        index += 1;
+    }
+    token_ids.sort_unstable();
+    LexemeMask { tokens: Tokens::Ids(token_ids), boundaries, suffix: OnceLock::new() }
 }
 
 /// [`lexeme_boundaries`] of a state whose tokens come from a donor (`delegation`) with
