@@ -17,12 +17,43 @@ use crate::lexeme_dfa::{LexemeDfa, MaskView};
 #[derive(Debug)]
 pub(crate) struct LexemeDfas {
     dfas: Vec<OnceLock<Result<LexemeDfa, GrammarError>>>,
+    /// Per lexeme, the bytes its start state takes ([`LexemeDfas::first_bytes`]).
+    start_first_bytes: Vec<OnceLock<[u64; 4]>>,
     limits: CompileLimits,
 }
 
 impl LexemeDfas {
     pub fn new(num_lexemes: usize, limits: CompileLimits) -> Self {
-        Self { dfas: (0..num_lexemes).map(|_| OnceLock::new()).collect(), limits }
+        Self {
+            dfas: (0..num_lexemes).map(|_| OnceLock::new()).collect(),
+            start_first_bytes: (0..num_lexemes).map(|_| OnceLock::new()).collect(),
+            limits,
+        }
+    }
+
+    /// The bytes DFA state `state` of `lexeme` takes (a 256-bit set), kept for the start state:
+    /// a closure predicts lexemes at their start, and a walk's closures ask for the same ones
+    /// again and again (an object's keys after every member).
+    pub fn first_bytes(
+        &self,
+        grammar: &Grammar,
+        lexeme: LexemeId,
+        state: u32,
+    ) -> Result<[u64; 4], GrammarError> {
+        let dfa = self.get(grammar, lexeme)?;
+        let bytes_of = |state: u32| {
+            let mut bytes = [0u64; 4];
+            for byte in 0..=255u8 {
+                if dfa.next(state, byte) != sglr_fsm::DEAD {
+                    bytes[byte as usize >> 6] |= 1 << (byte & 63);
+                }
+            }
+            bytes
+        };
+        if state == dfa.start() {
+            return Ok(*self.start_first_bytes[lexeme as usize].get_or_init(|| bytes_of(state)));
+        }
+        Ok(bytes_of(state))
     }
 
     pub fn get(&self, grammar: &Grammar, lexeme: LexemeId) -> Result<&LexemeDfa, GrammarError> {

@@ -999,11 +999,9 @@ impl SeedClosures {
             else {
                 continue;
             };
-            let dfa = matcher.lexemes.get(&matcher.grammar, lexeme)?;
-            for byte in 0..=255u8 {
-                if dfa.next(item.lex, byte) != DEAD {
-                    first[byte as usize >> 6] |= 1 << (byte & 63);
-                }
+            let bytes = matcher.lexemes.first_bytes(&matcher.grammar, lexeme, item.lex)?;
+            for (word, bits) in first.iter_mut().zip(bytes) {
+                *word |= bits;
             }
         }
         let id = self.items.len();
