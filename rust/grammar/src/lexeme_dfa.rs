@@ -17,7 +17,9 @@ use sglr_fsm::{ByteDfa, CountedDfa, CountedWindow, FsmError, DEAD};
 pub(crate) enum LexemeDfa {
     Table {
         dfa: ByteDfa,
-        /// [`ByteDfa::accept_distances`], computed on the first mask that needs it.
+        /// [`ByteDfa::accept_distances`], computed on the first mask that needs it; for a free
+        /// key's table, lower bounds exact where 0 (`TwinnedKeyDfa::accept_distance_bounds`),
+        /// which is all a mask needs (a subtree is skipped when too shallow for the bound).
         distances: OnceLock<Vec<u16>>,
         /// A free key's twins (`TwinnedKeyDfa`: per state, one whose token mask is the same
         /// but on a few paths) and its first state past the declared names.
@@ -75,7 +77,8 @@ impl MaskView<'_> {
         }
     }
 
-    /// The fewest bytes from each state of [`MaskView::dfa`] to the lexeme's end.
+    /// The fewest bytes from each state of [`MaskView::dfa`] to the lexeme's end (for a free key's
+    /// table, lower bounds exact where 0: see [`LexemeDfa::Table`]).
     pub fn accept_distances(&self) -> &[u16] {
         match &self.table {
             MaskTable::Own(dfa, distances, _) => distances.get_or_init(|| dfa.accept_distances()),
@@ -121,7 +124,7 @@ impl LexemeDfa {
     /// A free key's table with its twins.
     pub fn twinned(keys: TwinnedKeyDfa) -> Self {
         let twins = Some((keys.twins.into_boxed_slice(), keys.first_free));
-        LexemeDfa::Table { dfa: keys.dfa, distances: OnceLock::new(), twins }
+        LexemeDfa::Table { dfa: keys.dfa, distances: OnceLock::from(keys.accept_distance_bounds), twins }
     }
 
     #[inline(always)]

@@ -38,13 +38,22 @@ pub struct TwinnedKeyDfa {
     /// States from here on have left the names: state `first_free + k` is any-key's state k
     /// (the same automaton in every such DFA of the process, so its masks can be shared).
     pub first_free: u32,
+    /// Per state, a lower bound on the fewest bytes to an accepting state, exact where 0 and
+    /// past the names: its any-key state's distance (a name's state takes what any-key takes
+    /// but a closing quote after a whole name, so it is never nearer). Read off any-key's
+    /// distances instead of a search of the whole table, which cost more than its build.
+    pub accept_distance_bounds: Vec<u16>,
 }
 
 /// [`undeclared_key_dfa`] with its states' twins ([`TwinnedKeyDfa`]).
 pub fn undeclared_key_dfa_and_twins(declared: &[&str], max_states: usize) -> Result<TwinnedKeyDfa, FsmError> {
-    static ANY_KEY: OnceLock<Result<ByteDfa, FsmError>> = OnceLock::new();
-    let any_key = ANY_KEY.get_or_init(|| ByteDfa::build(&key_not_in(&[]), &CompileLimits::default()));
-    let any_key = any_key.as_ref().map_err(Clone::clone)?;
+    static ANY_KEY: OnceLock<Result<(ByteDfa, Vec<u16>), FsmError>> = OnceLock::new();
+    let any_key = ANY_KEY.get_or_init(|| {
+        let dfa = ByteDfa::build(&key_not_in(&[]), &CompileLimits::default())?;
+        let distances = dfa.accept_distances();
+        Ok((dfa, distances))
+    });
+    let (any_key, any_distances) = any_key.as_ref().map_err(Clone::clone)?;
     let trie = SpellingTrie::new(declared, max_states)?;
     let too_large = || FsmError::AutomatonTooLarge { what: "undeclared key DFA", limit: max_states };
     let num_states = trie.nodes.len() + any_key.num_states();
@@ -110,8 +119,14 @@ pub fn undeclared_key_dfa_and_twins(declared: &[&str], max_states: usize) -> Res
     accepting.extend((0..any_key.num_states() as u32).map(|state| any_key.is_accepting(state)));
     let mut twins: Vec<u32> = any_state.iter().map(|&state| left(state)).collect();
     twins.resize(num_states, DEAD);
+    let accept_distance_bounds: Vec<u16> = any_state
+        .iter()
+        .copied()
+        .chain(0..any_key.num_states() as u32)
+        .map(|s| any_distances[s as usize])
+        .collect();
     let dfa = ByteDfa::from_live_table(classes, num_classes, class_len, class_byte, trans, accepting)?;
-    Ok(TwinnedKeyDfa { dfa, twins, first_free: left(0) })
+    Ok(TwinnedKeyDfa { dfa, twins, first_free: left(0), accept_distance_bounds })
 }
 
 /// Every spelling of the declared names (with the opening quote), one node per decoded prefix
@@ -354,8 +369,14 @@ mod tests {
         ) {
             let names: Vec<String> = names.into_iter().map(|n| n.into_iter().collect()).collect();
             let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-            let TwinnedKeyDfa { dfa, twins, first_free } = undeclared_key_dfa_and_twins(&refs, 1 << 20).unwrap();
+            let TwinnedKeyDfa { dfa, twins, first_free, accept_distance_bounds: bounds } =
+                undeclared_key_dfa_and_twins(&refs, 1 << 20).unwrap();
             prop_assert!((first_free..dfa.num_states() as u32).all(|s| twins[s as usize] == DEAD));
+            let exact = dfa.accept_distances();
+            for (state, (&bound, &distance)) in bounds.iter().zip(&exact).enumerate() {
+                prop_assert!(bound <= distance && (bound == 0) == (distance == 0), "{:?} state {}", refs, state);
+                prop_assert!(state < first_free as usize || bound == distance, "{:?} state {}", refs, state);
+            }
             prop_assert_eq!(twins.len(), dfa.num_states());
             prop_assert!(twins[dfa.start() as usize] != DEAD);
             for state in 0..dfa.num_states() as u32 {
