@@ -56,27 +56,25 @@ pub fn undeclared_key_dfa_and_twins(declared: &[&str], max_states: usize) -> Res
     let (any_key, any_distances) = any_key.as_ref().map_err(Clone::clone)?;
     let trie = SpellingTrie::new(declared, max_states)?;
     let too_large = || FsmError::AutomatonTooLarge { what: "undeclared key DFA", limit: max_states };
-    let num_states = trie.nodes.len() + any_key.num_states();
+    let num_states = trie.num_nodes() + any_key.num_states();
     if num_states > max_states {
         return Err(too_large());
     }
     // Classes: any-key's, with each byte some spelling uses in a class of its own.
     let mut used = [false; 256];
-    for node in &trie.nodes {
-        for &(byte, _) in &node.edges {
-            used[byte as usize] = true;
-        }
+    for &(byte, _, _) in &trie.edges {
+        used[byte as usize] = true;
     }
     let (classes, num_classes, class_len, class_byte) = classes_refined(any_key, |byte| used[byte as usize]);
     // Each trie node's any-key state, from the root (the start) down its edges.
-    let mut any_state = vec![DEAD; trie.nodes.len()];
+    let mut any_state = vec![DEAD; trie.num_nodes()];
     any_state[0] = any_key.start();
     let mut order = vec![0u32];
     let mut head = 0;
     while head < order.len() {
         let node = order[head] as usize;
         head += 1;
-        for &(byte, child) in &trie.nodes[node].edges {
+        for (byte, child) in trie.edges_of(node as u32) {
             if any_state[child as usize] == DEAD {
                 let next = any_key.next(any_state[node], byte);
                 if next == DEAD {
@@ -87,7 +85,7 @@ pub fn undeclared_key_dfa_and_twins(declared: &[&str], max_states: usize) -> Res
             }
         }
     }
-    let left = |state: u32| (trie.nodes.len() + state as usize) as u32;
+    let left = |state: u32| (trie.num_nodes() + state as usize) as u32;
     // The "left the names" rows: any-key's, renumbered. A trie node's row is its any-key
     // state's (a byte off the names leaves them) with its own edges and the removed quote
     // written over: a copy instead of a lookup per class (most nodes are partial `\u`
@@ -101,21 +99,21 @@ pub fn undeclared_key_dfa_and_twins(declared: &[&str], max_states: usize) -> Res
     }
     let quote_class = classes[b'"' as usize] as usize;
     let mut trans = Vec::with_capacity(num_states * num_classes);
-    for (node, spelled) in trie.nodes.iter().enumerate() {
+    for node in 0..trie.num_nodes() {
         let start = trans.len();
         trans.extend_from_slice(&left_rows[any_state[node] as usize * num_classes..][..num_classes]);
         let row = &mut trans[start..];
         // NOTE: a spelling byte has a class of its own, and any-key takes it (checked above).
-        for &(byte, child) in &spelled.edges {
+        for (byte, child) in trie.edges_of(node as u32) {
             row[classes[byte as usize] as usize] = child;
         }
-        if spelled.declared {
+        if trie.declared[node] {
             // The closing quote after a whole declared name: the one key taken out.
             row[quote_class] = DEAD;
         }
     }
     trans.extend_from_slice(&left_rows);
-    let mut accepting = vec![false; trie.nodes.len()];
+    let mut accepting = vec![false; trie.num_nodes()];
     accepting.extend((0..any_key.num_states() as u32).map(|state| any_key.is_accepting(state)));
     let mut twins: Vec<u32> = any_state.iter().map(|&state| left(state)).collect();
     twins.resize(num_states, DEAD);
@@ -131,33 +129,48 @@ pub fn undeclared_key_dfa_and_twins(declared: &[&str], max_states: usize) -> Res
 
 /// Every spelling of the declared names (with the opening quote), one node per decoded prefix
 /// at character boundaries and per partial spelling of a character inside them.
+///
+/// A node's edges and characters are linked lists in shared arrays: nodes are many (half a
+/// dozen per character, most of them partial `\u` spellings) with a handful of edges each, and
+/// a list per node cost more in allocations than the rest of the build.
 struct SpellingTrie {
-    nodes: Vec<SpellingNode>,
+    /// Per node: its first edge and first character ([`NO_LINK`] for none).
+    first_edge: Vec<u32>,
+    first_char: Vec<u32>,
+    /// Per node: a character boundary where a whole declared name ends.
+    declared: Vec<bool>,
+    /// (byte, child, the node's next edge).
+    edges: Vec<(u8, u32, u32)>,
+    /// At a character boundary: (character, the boundary after it, the node's next one).
+    chars: Vec<(char, u32, u32)>,
 }
 
-#[derive(Default)]
-struct SpellingNode {
-    /// Byte -> child (a handful per node: a sorted scan beats hashing here).
-    edges: Vec<(u8, u32)>,
-    /// A character boundary where a whole declared name ends.
-    declared: bool,
-    /// At a character boundary: character -> the boundary after it.
-    chars: Vec<(char, u32)>,
-}
+/// The end of a node's list in [`SpellingTrie`].
+const NO_LINK: u32 = u32::MAX;
 
 impl SpellingTrie {
     fn new(declared: &[&str], max_states: usize) -> Result<Self, FsmError> {
-        let mut trie = SpellingTrie { nodes: vec![SpellingNode::default(), SpellingNode::default()] };
-        trie.nodes[0].edges.push((b'"', 1));
+        // About seven nodes per character (the raw byte and a shared `\u00` chain).
+        let capacity = 2 + 7 * declared.iter().map(|name| name.len()).sum::<usize>().min(max_states);
+        let mut trie = SpellingTrie {
+            first_edge: Vec::with_capacity(capacity),
+            first_char: Vec::with_capacity(capacity),
+            declared: Vec::with_capacity(capacity),
+            edges: Vec::with_capacity(capacity * 2),
+            chars: Vec::new(),
+        };
+        trie.add(max_states)?;
+        trie.add(max_states)?;
+        trie.push_edge(0, b'"', 1);
         for name in declared {
             let mut at = 1u32;
             for c in name.chars() {
-                let known = trie.nodes[at as usize].chars.iter().find(|&&(known, _)| known == c);
-                let after = match known {
-                    Some(&(_, after)) => after,
+                let after = match trie.char_after(at, c) {
+                    Some(after) => after,
                     None => {
                         let after = trie.add(max_states)?;
-                        trie.nodes[at as usize].chars.push((c, after));
+                        trie.chars.push((c, after, trie.first_char[at as usize]));
+                        trie.first_char[at as usize] = trie.chars.len() as u32 - 1;
                         for spelling in spellings_of(c).iter() {
                             trie.insert(at, spelling, after, max_states)?;
                         }
@@ -166,17 +179,53 @@ impl SpellingTrie {
                 };
                 at = after;
             }
-            trie.nodes[at as usize].declared = true;
+            trie.declared[at as usize] = true;
         }
         Ok(trie)
     }
 
+    fn num_nodes(&self) -> usize {
+        self.first_edge.len()
+    }
+
     fn add(&mut self, max_states: usize) -> Result<u32, FsmError> {
-        if self.nodes.len() >= max_states {
+        if self.num_nodes() >= max_states {
             return Err(FsmError::AutomatonTooLarge { what: "undeclared key DFA", limit: max_states });
         }
-        self.nodes.push(SpellingNode::default());
-        Ok(self.nodes.len() as u32 - 1)
+        self.first_edge.push(NO_LINK);
+        self.first_char.push(NO_LINK);
+        self.declared.push(false);
+        Ok(self.num_nodes() as u32 - 1)
+    }
+
+    /// `node`'s (byte, child) edges.
+    fn edges_of(&self, node: u32) -> impl Iterator<Item = (u8, u32)> + '_ {
+        let mut link = self.first_edge[node as usize];
+        std::iter::from_fn(move || {
+            let &(byte, child, next) = self.edges.get(link as usize)?;
+            link = next;
+            Some((byte, child))
+        })
+    }
+
+    fn edge(&self, node: u32, byte: u8) -> Option<u32> {
+        self.edges_of(node).find(|&(b, _)| b == byte).map(|(_, child)| child)
+    }
+
+    fn push_edge(&mut self, node: u32, byte: u8, child: u32) {
+        self.edges.push((byte, child, self.first_edge[node as usize]));
+        self.first_edge[node as usize] = self.edges.len() as u32 - 1;
+    }
+
+    fn char_after(&self, node: u32, c: char) -> Option<u32> {
+        let mut link = self.first_char[node as usize];
+        while let Some(&(known, after, next)) = self.chars.get(link as usize) {
+            if known == c {
+                return Some(after);
+            }
+            link = next;
+        }
+        None
     }
 
     /// One spelling (a byte set per position: a hex letter in both cases) from boundary `from`
@@ -195,19 +244,18 @@ impl SpellingTrie {
             let next = if position + 1 == spelling.len() {
                 to
             } else {
-                match self.nodes[at as usize].edges.iter().find(|(b, _)| *b == bytes[0]) {
-                    Some(&(_, next)) => next,
+                match self.edge(at, bytes[0]) {
+                    Some(next) => next,
                     None => self.add(max_states)?,
                 }
             };
             for &byte in bytes {
-                let edges = &mut self.nodes[at as usize].edges;
-                match edges.iter().find(|(b, _)| *b == byte) {
-                    Some(&(_, existing)) if existing != next => {
+                match self.edge(at, byte) {
+                    Some(existing) if existing != next => {
                         return Err(FsmError::Invariant("two spellings of key characters collide".into()))
                     }
                     Some(_) => {}
-                    None => edges.push((byte, next)),
+                    None => self.push_edge(at, byte, next),
                 }
             }
             at = next;
