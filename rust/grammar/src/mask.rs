@@ -28,7 +28,7 @@ use crate::error::GrammarError;
 use crate::grammar::{Lexeme, LexemeId, Symbol};
 use crate::lexeme_dfa::{LexemeDfa, MaskView, Sharing};
 use crate::matcher::{GrammarMatcher, ParseState};
-use crate::suffix_trie::{boundary_groups, group_key, suffix_trie, SuffixTrie};
+use crate::suffix_trie::{boundary_groups, group_key, suffix_trie, Member, SuffixTrie, MIN_GROUPED};
 use crate::walk_memo::context_key;
 
 /// Tokens whose bytes stay inside one lexeme from one DFA state, and the trie nodes where the
@@ -202,6 +202,44 @@ fn set_ids(allowed: &mut [u32], ids: &[u32]) {
 struct SuffixGroup {
     trie: Arc<Option<SuffixTrie>>,
     ends_before: Vec<Vec<u16>>,
+}
+
+/// The suffix groups of a free key's state inside the declared names, from its twin's
+/// (`twin_groups`): a state and its twin step alike or into twins (never accepting inside the
+/// names) and accept alike, so a boundary of the state's (`boundaries`, ascending: its twin's
+/// but for paths spelling a whole name) ends in the twin's end state, with the same earlier
+/// ends. A twin's group the state holds whole is shared as it is (into `groups`); the members
+/// it holds of the others are returned, to be grouped as found (a state that spells none of
+/// the names whole at the ends of its boundaries holds every group whole: no path is walked).
+fn groups_beside_twin(
+    trie: &TokenTrie,
+    twin_groups: &[SuffixGroup],
+    boundaries: &[u32],
+    groups: &mut Vec<SuffixGroup>,
+) -> Vec<Vec<Member>> {
+    let mut partial = Vec::new();
+    for group in twin_groups {
+        // NOTE: a group without a trie is too large to walk as one, and so is any part of it
+        // worth grouping: its members are walked one by one, as the twin's are.
+        let Some(suffix) = group.trie.as_ref() else { continue };
+        let kept: Vec<usize> = (0..suffix.grouped.len())
+            .filter(|&i| boundaries.binary_search(&suffix.grouped[i]).is_ok())
+            .collect();
+        if kept.len() == suffix.grouped.len() {
+            groups.push(SuffixGroup { trie: group.trie.clone(), ends_before: group.ends_before.clone() });
+        } else if kept.len() >= MIN_GROUPED {
+            partial.push(
+                kept.into_iter()
+                    .map(|i| Member {
+                        boundary: suffix.grouped[i],
+                        path: trie.path_bytes(suffix.grouped[i] as usize),
+                        ends_before: group.ends_before[i].clone(),
+                    })
+                    .collect(),
+            );
+        }
+    }
+    partial
 }
 
 /// Largest residual automaton a lexeme mask is shared by (its signature is a walk of every
@@ -387,7 +425,15 @@ impl GrammarMatcher {
             let trie = vocabulary.trie();
             let view = self.lexemes.mask_view(&self.grammar, lexeme, lex, trie.max_depth)?;
             let mut groups = Vec::new();
-            for members in boundary_groups(view.dfa(), view.state, trie, &inside.boundaries) {
+            let found = match view.twin(view.state) {
+                Some(twin) => {
+                    let twin_mask = self.view_mask(vocabulary, lexeme, &view, twin)?;
+                    let twin_groups = self.suffix_groups(vocabulary, lexeme, twin, &twin_mask)?;
+                    groups_beside_twin(trie, twin_groups, &inside.boundaries, &mut groups)
+                }
+                None => boundary_groups(view.dfa(), view.state, trie, &inside.boundaries),
+            };
+            for members in found {
                 let shared = vocabulary.shared_result(
                     &group_key(&members),
                     |built: &Option<SuffixTrie>| built.as_ref().map_or(0, SuffixTrie::memory_bytes),

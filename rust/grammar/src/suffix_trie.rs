@@ -23,7 +23,7 @@ const MAX_SUFFIX_TOKENS: usize = 1 << 16;
 
 /// Fewest boundaries worth a suffix trie (a key or an enum value ends at one or two nodes, a
 /// string body at about ninety at cl100k).
-const MIN_GROUPED: usize = 3;
+pub(crate) const MIN_GROUPED: usize = 3;
 
 #[derive(Debug)]
 pub(crate) struct SuffixTrie {
