@@ -449,6 +449,26 @@ impl ByteDfa {
         self.trans[state as usize * self.num_classes + self.classes[byte as usize] as usize]
     }
 
+    /// The bytes on which state `a` and state `b` (or [`DEAD`]) go to different states,
+    /// ascending, when each is a class of its own and there are at most `max` of them (a
+    /// declared name's state beside its twin, a literal's next byte); `None` otherwise.
+    pub fn bytes_apart(&self, a: u32, b: u32, max: usize) -> Option<Vec<u8>> {
+        let row = |state: u32| &self.trans[state as usize * self.num_classes..][..self.num_classes];
+        let own = row(a);
+        let mut bytes = Vec::new();
+        for (class, &next) in own.iter().enumerate() {
+            let other = if b == DEAD { DEAD } else { row(b)[class] };
+            if next != other {
+                if self.class_len[class] != 1 || bytes.len() == max {
+                    return None;
+                }
+                bytes.push(self.class_byte[class]);
+            }
+        }
+        bytes.sort_unstable();
+        Some(bytes)
+    }
+
     /// [`ByteDfa::next`] without the bounds check, for the trie walks.
     ///
     /// # Safety
@@ -697,6 +717,28 @@ mod tests {
         assert!(full_match(&d, "abc"));
         let d = dfa(r"[1-9][0-9]*(\.[0-9]+)?");
         assert!(full_match(&d, "1.5") && !full_match(&d, "1."));
+    }
+
+    #[test]
+    fn bytes_apart_are_the_bytes_two_states_step_differently() {
+        let d = dfa("ab(cd)?|xyz|[0-9]+");
+        let after_a = d.next(d.start(), b'a');
+        // From the start against nothing: the bytes it takes, if each is a class alone.
+        assert_eq!(d.bytes_apart(after_a, DEAD, 4), Some(b"b".to_vec()));
+        // The digits share a class: not listed.
+        assert_eq!(d.bytes_apart(d.start(), DEAD, 16), None);
+        let after_ab = d.next(after_a, b'b');
+        let after_x = d.next(d.start(), b'x');
+        assert_eq!(d.bytes_apart(after_ab, after_x, 4), Some(b"cy".to_vec()));
+        assert_eq!(d.bytes_apart(after_ab, after_x, 1), None);
+        assert_eq!(d.bytes_apart(after_ab, after_ab, 0), Some(Vec::new()));
+        for (a, b) in [(after_ab, after_x), (after_a, DEAD)] {
+            let apart = d.bytes_apart(a, b, 8).unwrap();
+            for byte in 0..=255u8 {
+                let other = if b == DEAD { DEAD } else { d.next(b, byte) };
+                assert_eq!(d.next(a, byte) != other, apart.contains(&byte), "{byte}");
+            }
+        }
     }
 
     #[test]

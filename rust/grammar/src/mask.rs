@@ -23,6 +23,10 @@ use sglr_fsm::{
     Delegation, TokenTrie, Vocabulary, DEAD,
 };
 
+/// Most bytes on which a state and its twin may part for [`mask_beside_twin`]'s walk to look
+/// their children up (past it, every child is stepped).
+const MAX_BYTES_APART: usize = 16;
+
 use crate::earley::{close_seeds, step_byte, ByteStep, Chart, Item, ScanScratch, NO_LEX};
 use crate::error::GrammarError;
 use crate::grammar::{Lexeme, LexemeId, Symbol};
@@ -542,6 +546,13 @@ impl GrammarMatcher {
         // NOTE: a twin (a free key's state beside one inside the declared names) is a donor
         // whose mask every schema shares; the lockstep walk below follows only the names.
         let twin = view.twin(state);
+        if let Some(twin) = twin {
+            // NOTE: a twin has no twin, so this goes one level deep.
+            let twin_mask = self.view_mask(vocabulary, lexeme, view, twin)?;
+            if let Some(mask) = mask_beside_twin(dfa, trie, num_words, state, twin, &twin_mask) {
+                return Ok(mask);
+            }
+        }
         let delegation = match twin {
             Some(twin) => Some(twin_delegation(dfa, state, twin)),
             None => live_tokens_donor(dfa, state),
@@ -880,6 +891,126 @@ fn sparse_lexeme_mask(dfa: &ByteDfa, distances: &[u16], trie: &TokenTrie, lex: u
     }
     token_ids.sort_unstable();
     LexemeMask { tokens: Tokens::Ids(token_ids), boundaries, suffix: OnceLock::new() }
+}
+
+/// The [`LexemeMask`] of `state` as a [`Tokens::Delta`] over its twin's mask (`twin_mask`, of
+/// state `twin`), from one walk in lockstep from both states that enters only where the two
+/// part (a declared name's spelling: `ByteDfa::bytes_apart` names the few children to look up,
+/// none of the others): below every other node the twin's tokens and boundaries are the
+/// state's. `None` when the twin's tokens are not kept as words or the two differ on too many
+/// tokens for a delta.
+fn mask_beside_twin(
+    dfa: &ByteDfa,
+    trie: &TokenTrie,
+    num_words: usize,
+    state: u32,
+    twin: u32,
+    twin_mask: &Arc<LexemeMask>,
+) -> Option<LexemeMask> {
+    let Tokens::Words(twin_words) = &twin_mask.tokens else { return None };
+    let mut walk = TwinWalk {
+        dfa,
+        trie,
+        twin_words,
+        twin_boundaries: &twin_mask.boundaries,
+        removed: Vec::new(),
+        added: Vec::new(),
+        boundaries: Vec::new(),
+    };
+    walk.below(0, state, twin);
+    let TwinWalk { mut removed, mut added, boundaries, .. } = walk;
+    if removed.len() + added.len() > num_words / SPARSE_WORDS_PER_TOKEN {
+        return None;
+    }
+    removed.sort_unstable();
+    removed.dedup();
+    added.sort_unstable();
+    added.dedup();
+    Some(LexemeMask {
+        tokens: Tokens::Delta { base: twin_mask.clone(), removed, added },
+        boundaries,
+        suffix: OnceLock::new(),
+    })
+}
+
+/// [`mask_beside_twin`]'s walk: what differs from the twin's tokens, and the boundaries.
+struct TwinWalk<'a> {
+    dfa: &'a ByteDfa,
+    trie: &'a TokenTrie,
+    twin_words: &'a [u32],
+    twin_boundaries: &'a [u32],
+    removed: Vec<u32>,
+    added: Vec<u32>,
+    boundaries: Vec<u32>,
+}
+
+impl TwinWalk<'_> {
+    /// Below trie node `index`, reached in state `own` here and `other` from the twin ([`DEAD`]
+    /// for either), the two runs apart.
+    fn below(&mut self, index: usize, own: u32, other: u32) {
+        let nodes = &self.trie.nodes;
+        let end = nodes[index].subtree_end as usize;
+        let bytes = if own == DEAD { None } else { self.dfa.bytes_apart(own, other, MAX_BYTES_APART) };
+        // `cursor`: where the twin's boundaries are still to be taken from (ascending nodes).
+        let mut cursor = index + 1;
+        let visit = |walk: &mut Self, child: usize, cursor: &mut usize| {
+            walk.take_twin_boundaries(*cursor, child);
+            let node = walk.trie.nodes[child];
+            let child_end = node.subtree_end as usize;
+            *cursor = child_end;
+            let next = if own == DEAD { DEAD } else { walk.dfa.next(own, node.byte) };
+            let other_next = if other == DEAD { DEAD } else { walk.dfa.next(other, node.byte) };
+            if next == other_next {
+                walk.take_twin_boundaries(child, child_end);
+                return;
+            }
+            if next == DEAD {
+                // The twin's tokens below here are not this state's.
+                let stop = walk.trie.nodes[child_end].token_start as usize;
+                for &token in &walk.trie.token_ids[node.token_start as usize..stop] {
+                    if walk.twin_words[token as usize >> 5] >> (token & 31) & 1 == 1 {
+                        walk.removed.push(token);
+                    }
+                }
+                return;
+            }
+            if other_next == DEAD {
+                let stop = walk.trie.nodes[child + 1].token_start as usize;
+                walk.added.extend_from_slice(&walk.trie.token_ids[node.token_start as usize..stop]);
+            }
+            if child_end > child + 1 {
+                if walk.dfa.is_accepting(next) {
+                    walk.boundaries.push(child as u32);
+                }
+                walk.below(child, next, other_next);
+            }
+        };
+        match bytes {
+            Some(bytes) => {
+                for byte in bytes {
+                    if let Some(child) = self.trie.child(index, byte) {
+                        visit(self, child, &mut cursor);
+                    }
+                }
+            }
+            None => {
+                let mut child = index + 1;
+                while child < end {
+                    let next_child = nodes[child].subtree_end as usize;
+                    visit(self, child, &mut cursor);
+                    child = next_child;
+                }
+            }
+        }
+        self.take_twin_boundaries(cursor, end);
+    }
+
+    /// The twin's boundaries among nodes `begin..end`.
+    fn take_twin_boundaries(&mut self, begin: usize, end: usize) {
+        let first = self.twin_boundaries.partition_point(|&b| (b as usize) < begin);
+        let last = self.twin_boundaries.partition_point(|&b| (b as usize) < end);
+        self.boundaries.extend_from_slice(&self.twin_boundaries[first..last]);
+    }
 }
 
 /// [`lexeme_boundaries`] of a state whose tokens come from a donor (`delegation`) with

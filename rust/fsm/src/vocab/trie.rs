@@ -28,6 +28,11 @@ pub struct TokenTrie {
     /// Each node's parent (the root's and the sentinel's: 0), so a node's path is read upwards
     /// in depth steps instead of a walk from the root past every sibling subtree.
     pub parents: Vec<u32>,
+    /// Each node's children (ascending, so by byte) at `child_nodes[child_start[n]..child_start[n + 1]]`:
+    /// a walk that follows a few bytes (a declared name inside a free key) finds their children
+    /// by search instead of stepping past every sibling (a wide node has hundreds).
+    child_start: Vec<u32>,
+    child_nodes: Vec<u32>,
     pub token_ids: Vec<u32>,
     pub max_depth: usize,
     /// One more than the largest token id (0 when empty): masks must cover it.
@@ -82,8 +87,22 @@ impl TokenTrie {
         });
         parents.push(0);
         set_heights(&mut nodes);
+        // Children in node order: a node's children are the later nodes whose parent it is.
+        let mut child_start = vec![0u32; nodes.len() + 1];
+        for &parent in &parents[1..nodes.len() - 1] {
+            child_start[parent as usize + 1] += 1;
+        }
+        for index in 0..nodes.len() {
+            child_start[index + 1] += child_start[index];
+        }
+        let mut fill = child_start.clone();
+        let mut child_nodes = vec![0u32; nodes.len().saturating_sub(2)];
+        for (child, &parent) in parents.iter().enumerate().take(nodes.len() - 1).skip(1) {
+            child_nodes[fill[parent as usize] as usize] = child as u32;
+            fill[parent as usize] += 1;
+        }
         let id_bound = token_ids.iter().max().map_or(0, |&t| t as usize + 1);
-        Self { nodes, parents, token_ids, max_depth, id_bound }
+        Self { nodes, parents, child_start, child_nodes, token_ids, max_depth, id_bound }
     }
 
     /// Number of real nodes (root included, sentinel excluded).
@@ -111,8 +130,20 @@ impl TokenTrie {
         path
     }
 
+    /// The child of node `index` on `byte`, if any.
+    pub fn child(&self, index: usize, byte: u8) -> Option<usize> {
+        let children =
+            &self.child_nodes[self.child_start[index] as usize..self.child_start[index + 1] as usize];
+        children
+            .binary_search_by_key(&byte, |&child| self.nodes[child as usize].byte)
+            .ok()
+            .map(|at| children[at] as usize)
+    }
+
     pub fn memory_bytes(&self) -> usize {
-        self.nodes.len() * std::mem::size_of::<TrieNode>() + (self.parents.len() + self.token_ids.len()) * 4
+        self.nodes.len() * std::mem::size_of::<TrieNode>()
+            + (self.parents.len() + self.child_start.len() + self.child_nodes.len() + self.token_ids.len())
+                * 4
     }
 }
 
@@ -181,6 +212,13 @@ mod tests {
             assert_eq!(trie.path_bytes(index), path, "node {index}");
         }
         assert!(trie.path_bytes(0).is_empty());
+        // Every node is found from its parent by its byte, and no other byte finds a child.
+        for index in 1..trie.num_nodes() {
+            let node = trie.nodes[index];
+            assert_eq!(trie.child(trie.parents[index] as usize, node.byte), Some(index), "node {index}");
+        }
+        assert_eq!(trie.child(0, b'z'), None);
+        assert_eq!(trie.child(3, b'a'), None);
     }
 
     #[test]
