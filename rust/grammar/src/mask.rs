@@ -541,7 +541,7 @@ impl GrammarMatcher {
             // NOTE: a literal's tokens are few (prefixes of its text, then its colon), so they
             // are listed as the walk finds them: a mask-sized buffer would cost more to clear
             // and scan than the walk.
-            return Ok(sparse_lexeme_mask(dfa, distances, trie, state));
+            return Ok(sparse_lexeme_mask(dfa, trie, state));
         }
         // NOTE: a twin (a free key's state beside one inside the declared names) is a donor
         // whose mask every schema shares; the lockstep walk below follows only the names.
@@ -867,30 +867,58 @@ fn lexeme_boundaries(
 }
 
 /// The [`LexemeMask`] of DFA state `lex` by one walk that lists its tokens and boundaries as it
-/// meets them (for a lexeme whose states allow few tokens: every live node is visited).
-fn sparse_lexeme_mask(dfa: &ByteDfa, distances: &[u16], trie: &TokenTrie, lex: u32) -> LexemeMask {
+/// meets them (for a lexeme whose states allow few tokens). Where a state takes a few bytes (a
+/// literal's next one), their children are looked up, not found among all the node's.
+fn sparse_lexeme_mask(dfa: &ByteDfa, trie: &TokenTrie, lex: u32) -> LexemeMask {
     let mut token_ids = Vec::new();
     let mut boundaries = Vec::new();
-    let mut states = vec![lex; trie.max_depth + 1];
-    let end = trie.nodes[0].subtree_end as usize;
-    let mut index = 1;
-    while index < end {
-        let node = trie.nodes[index];
-        let next = dfa.next(states[node.depth as usize - 1], node.byte);
-        if next == DEAD {
-            index = node.subtree_end as usize;
-            continue;
-        }
-        states[node.depth as usize] = next;
-        let start = node.token_start as usize;
-        token_ids.extend_from_slice(&trie.token_ids[start..trie.nodes[index + 1].token_start as usize]);
-        if distances[next as usize] == 0 && node.subtree_end as usize > index + 1 {
-            boundaries.push(index as u32);
-        }
-        index += 1;
-    }
+    sparse_walk(dfa, trie, 0, lex, &mut token_ids, &mut boundaries);
     token_ids.sort_unstable();
+    boundaries.sort_unstable();
     LexemeMask { tokens: Tokens::Ids(token_ids), boundaries, suffix: OnceLock::new() }
+}
+
+/// [`sparse_lexeme_mask`]'s walk below trie node `index`, reached in (live) state `state`.
+fn sparse_walk(
+    dfa: &ByteDfa,
+    trie: &TokenTrie,
+    index: usize,
+    state: u32,
+    token_ids: &mut Vec<u32>,
+    boundaries: &mut Vec<u32>,
+) {
+    let visit = |child: usize, token_ids: &mut Vec<u32>, boundaries: &mut Vec<u32>| {
+        let node = trie.nodes[child];
+        let next = dfa.next(state, node.byte);
+        if next == DEAD {
+            return;
+        }
+        let start = node.token_start as usize;
+        token_ids.extend_from_slice(&trie.token_ids[start..trie.nodes[child + 1].token_start as usize]);
+        if node.subtree_end as usize > child + 1 {
+            if dfa.is_accepting(next) {
+                boundaries.push(child as u32);
+            }
+            sparse_walk(dfa, trie, child, next, token_ids, boundaries);
+        }
+    };
+    match dfa.bytes_apart(state, DEAD, MAX_BYTES_APART) {
+        Some(bytes) => {
+            for byte in bytes {
+                if let Some(child) = trie.child(index, byte) {
+                    visit(child, token_ids, boundaries);
+                }
+            }
+        }
+        None => {
+            let end = trie.nodes[index].subtree_end as usize;
+            let mut child = index + 1;
+            while child < end {
+                visit(child, token_ids, boundaries);
+                child = trie.nodes[child].subtree_end as usize;
+            }
+        }
+    }
 }
 
 /// The [`LexemeMask`] of `state` as a [`Tokens::Delta`] over its twin's mask (`twin_mask`, of
