@@ -492,19 +492,37 @@ impl GrammarMatcher {
             Lexeme::Literal { .. } => Sharing::SameLexeme,
             _ => view.sharing(state),
         };
-        let shared_key = match sharing {
+        let compute = || self.compute_lexeme_mask(vocabulary, lexeme, view, state);
+        let mask = match sharing {
             Sharing::FreeKey(any_key_state) => {
-                format!("sglr-grammar free key mask\0{any_key_state}").into_bytes()
+                let shared_key = format!("sglr-grammar free key mask\0{any_key_state}");
+                vocabulary.shared_result(shared_key.as_bytes(), LexemeMask::memory_bytes, compute)?
             }
-            Sharing::SameLexeme => same_lexeme().into_bytes(),
-            Sharing::SameResidual => match view.dfa().residual_signature(state, MAX_SIGNATURE_STATES) {
-                Some(signature) => [b"sglr-grammar residual mask\0".as_slice(), &signature].concat(),
-                None => same_lexeme().into_bytes(),
-            },
+            Sharing::SameLexeme => {
+                vocabulary.shared_result(same_lexeme().as_bytes(), LexemeMask::memory_bytes, compute)?
+            }
+            Sharing::SameResidual => {
+                // NOTE: a lexeme met again (the same definition in another schema: the same DFA)
+                // finds its mask by definition first; the residual's signature (a walk of up to
+                // `MAX_SIGNATURE_STATES` states' bytes) costs more than most masks.
+                let by_definition =
+                    format!("sglr-grammar mask by definition\0{:?}\0{state}", self.grammar.lexeme(lexeme));
+                let found = vocabulary.shared_result(
+                    by_definition.as_bytes(),
+                    |mask: &Arc<LexemeMask>| mask.memory_bytes(),
+                    || {
+                        let shared_key = match view.dfa().residual_signature(state, MAX_SIGNATURE_STATES) {
+                            Some(signature) => {
+                                [b"sglr-grammar residual mask\0".as_slice(), &signature].concat()
+                            }
+                            None => same_lexeme().into_bytes(),
+                        };
+                        vocabulary.shared_result(&shared_key, LexemeMask::memory_bytes, compute)
+                    },
+                )?;
+                Arc::clone(&*found)
+            }
         };
-        let mask = vocabulary.shared_result(&shared_key, LexemeMask::memory_bytes, || {
-            self.compute_lexeme_mask(vocabulary, lexeme, view, state)
-        })?;
         self.lexeme_masks.insert(key, mask.clone());
         Ok(mask)
     }
