@@ -691,6 +691,17 @@ impl GrammarMatcher {
         // pending closure, with its lexeme's automaton: below it, until the lexeme may end, a
         // node needs one automaton step, not a parser step (a string's characters after ` "`).
         let mut lone: Vec<Option<&LexemeDfa>> = vec![None; trie.max_depth + 1];
+        // `lone_follow[d]`: with `lone[d]`, the bytes the closure after that item's lexeme can
+        // take first, once known (the same along the lexeme: the item's completion does not
+        // change): where the lexeme may end, a node none of whose children starts a follower
+        // stays lone (a number's digits after ` 1`).
+        let mut lone_follow: Vec<Option<[u64; 4]>> = vec![None; trie.max_depth + 1];
+        // The first bytes of the closure after seeds whose origin is one set of the walk, by
+        // (seeds, `entered` of that set's depth): siblings (` 1` .. ` 9`) complete alike.
+        let mut follows: rustc_hash::FxHashMap<(Vec<(u32, u32, u32)>, u32), [u64; 4]> = Default::default();
+        // `entered[d]`: a number for the node whose set is `extra[d]` (each node a new one).
+        let mut entered: Vec<u32> = vec![0; trie.max_depth + 1];
+        let mut num_entered = 0u32;
         // `boundaries[next_boundary]` is the first boundary at or after `index` (the walk only
         // moves forward, so a cursor replaces a search per node).
         let mut next_boundary = 0;
@@ -712,6 +723,8 @@ impl GrammarMatcher {
                     continue;
                 }
             }
+            num_entered += 1;
+            entered[depth] = num_entered;
             if let Some(dfa) = lone[parent] {
                 let item = extra[parent][0];
                 let next = dfa.next(item.lex, node.byte);
@@ -719,17 +732,26 @@ impl GrammarMatcher {
                     index = node.subtree_end as usize;
                     continue;
                 }
-                // NOTE: where the lexeme may end, the parser steps (below).
-                if !dfa.is_accepting(next) {
+                // NOTE: where the lexeme may end, the parser steps (below), unless what may
+                // follow it is known and no child starts it.
+                let has_children = node.subtree_end as usize > index + 1;
+                let stays = !dfa.is_accepting(next)
+                    || lone_follow[parent]
+                        .is_some_and(|follow| !has_children || !children_take(trie, index, &follow));
+                if stays {
                     allow_node_tokens(trie, index, allowed, token_ids.as_deref_mut());
-                    if node.subtree_end as usize > index + 1 {
+                    let goes_on = !dfa.is_accepting(next) || dfa.successors(next).next().is_some();
+                    if has_children && goes_on {
                         extra[depth].clear();
                         extra[depth].push(Item { lex: next, ..item });
                         lone[depth] = Some(dfa);
+                        lone_follow[depth] = lone_follow[parent];
                         pending[depth] = None;
                         inside_only[depth] = false;
+                        index += 1;
+                    } else {
+                        index = node.subtree_end as usize;
                     }
-                    index += 1;
                     continue;
                 }
             }
@@ -788,6 +810,7 @@ impl GrammarMatcher {
                         self.grammar.rules[item.rule as usize].rhs[item.dot as usize]
                     {
                         lone[depth] = Some(self.lexemes.get(&self.grammar, lexeme)?);
+                        lone_follow[depth] = None;
                     }
                 }
             } else if step.seeds.iter().all(|&(_, _, origin)| (origin as usize) < num_base) {
@@ -797,6 +820,30 @@ impl GrammarMatcher {
                 pending[depth] = Some(id);
                 inside_only[depth] = from_inside && closure_step.is_none();
             } else {
+                // NOTE: at most one item going on in its lexeme, and seeds from one set of the
+                // walk: when no child starts what follows the lexeme, the node stays lone (or
+                // its subtree holds nothing more) and the closure is not built. The item going
+                // on must be the one ending here (its completion is then what may follow it at
+                // every later end too).
+                let origin = step.seeds[0].2;
+                let alone = match step.inside[..] {
+                    [] => step.seeds.iter().all(|seed| seed.2 == origin),
+                    [item] => step.seeds[..] == [(item.rule, item.dot + 1, item.origin)],
+                    _ => false,
+                };
+                let key = alone.then(|| (step.seeds.clone(), entered[origin as usize + 1 - num_base]));
+                if let Some(follow) = key.as_ref().and_then(|key| follows.get(key)) {
+                    if !children_take(trie, index, follow) {
+                        let follow = *follow;
+                        if !self.go_lone(&mut step.inside, depth, &mut extra, &mut lone)? {
+                            index = node.subtree_end as usize;
+                            continue;
+                        }
+                        lone_follow[depth] = Some(follow);
+                        index += 1;
+                        continue;
+                    }
+                }
                 // NOTE: completing a lexeme that began inside the walk reads the sets it began
                 // in (and, through what they wait for, their origins): every ancestor whole.
                 for ancestor in 1..depth {
@@ -816,12 +863,58 @@ impl GrammarMatcher {
                     &step.seeds,
                     &mut scratch,
                 )?;
+                if let Some(key) = key {
+                    let follow = self.first_bytes(&set)?;
+                    follows.insert(key, follow);
+                    if !children_take(trie, index, &follow) {
+                        if !self.go_lone(&mut step.inside, depth, &mut extra, &mut lone)? {
+                            index = node.subtree_end as usize;
+                            continue;
+                        }
+                        lone_follow[depth] = Some(follow);
+                        index += 1;
+                        continue;
+                    }
+                }
                 merge_items(&mut set, &step.inside);
                 extra[depth] = set;
             }
             index += 1;
         }
         Ok(())
+    }
+
+    /// Makes `inside` (at most one in-lexeme item) the set at `depth`, walked lone; false when
+    /// it is empty (nothing goes on below).
+    fn go_lone<'a>(
+        &'a self,
+        inside: &mut Vec<Item>,
+        depth: usize,
+        extra: &mut [Vec<Item>],
+        lone: &mut [Option<&'a LexemeDfa>],
+    ) -> Result<bool, GrammarError> {
+        let Some(&item) = inside.first() else { return Ok(false) };
+        let Symbol::Lexeme(lexeme) = self.grammar.rules[item.rule as usize].rhs[item.dot as usize] else {
+            return Ok(false);
+        };
+        lone[depth] = Some(self.lexemes.get(&self.grammar, lexeme)?);
+        std::mem::swap(&mut extra[depth], inside);
+        Ok(true)
+    }
+
+    /// The bytes some in-lexeme item of `items` takes first (a 256-bit set).
+    fn first_bytes(&self, items: &[Item]) -> Result<[u64; 4], GrammarError> {
+        let mut first = [0u64; 4];
+        for item in items.iter().filter(|item| item.lex != NO_LEX) {
+            let Symbol::Lexeme(lexeme) = self.grammar.rules[item.rule as usize].rhs[item.dot as usize] else {
+                continue;
+            };
+            let bytes = self.lexemes.first_bytes(&self.grammar, lexeme, item.lex)?;
+            for (word, bits) in first.iter_mut().zip(bytes) {
+                *word |= bits;
+            }
+        }
+        Ok(first)
     }
 
     /// Allowed token ids of `state`, ascending.
@@ -836,6 +929,20 @@ impl GrammarMatcher {
             .filter(|&t| mask[t as usize >> 5] >> (t & 31) & 1 == 1)
             .collect())
     }
+}
+
+/// Whether some child of trie node `index` has a byte of `bytes` (a 256-bit set).
+fn children_take(trie: &TokenTrie, index: usize, bytes: &[u64; 4]) -> bool {
+    let end = trie.nodes[index].subtree_end as usize;
+    let mut child = index + 1;
+    while child < end {
+        let byte = trie.nodes[child].byte;
+        if bytes[byte as usize >> 6] >> (byte & 63) & 1 == 1 {
+            return true;
+        }
+        child = trie.nodes[child].subtree_end as usize;
+    }
+    false
 }
 
 /// ORs the tokens ending at trie node `index` into `allowed` (and lists them in `token_ids`).
