@@ -698,7 +698,7 @@ impl GrammarMatcher {
         let mut lone_follow: Vec<Option<[u64; 4]>> = vec![None; trie.max_depth + 1];
         // The first bytes of the closure after seeds whose origin is one set of the walk, by
         // (seeds, `entered` of that set's depth): siblings (` 1` .. ` 9`) complete alike.
-        let mut follows: rustc_hash::FxHashMap<(Vec<(u32, u32, u32)>, u32), [u64; 4]> = Default::default();
+        let mut follows: rustc_hash::FxHashMap<(Vec<Seed>, u32), [u64; 4]> = Default::default();
         // `entered[d]`: a number for the node whose set is `extra[d]` (each node a new one).
         let mut entered: Vec<u32> = vec![0; trie.max_depth + 1];
         let mut num_entered = 0u32;
@@ -1280,6 +1280,9 @@ impl LexemeMaskCache {
         self.lock().values().map(|m| m.memory_bytes()).sum()
     }
 }
+
+/// An item advanced past a lexeme, before its set is closed: (rule, dot, origin).
+type Seed = (u32, u32, u32);
 
 /// Origin that stands for "the set being built" in a closure kept for several depths.
 const OWN_SET: u32 = u32::MAX;
