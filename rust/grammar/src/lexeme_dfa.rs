@@ -8,15 +8,16 @@ use std::sync::{Arc, OnceLock};
 use sglr_fsm::schema::TwinnedKeyDfa;
 use sglr_fsm::{ByteDfa, CountedDfa, CountedWindow, FsmError, DEAD};
 
-// NOTE: the table is stepped on every byte of every mask walk: kept inline, not boxed, and
-// the variant told by a tag at the front (`repr(u8)`), not a niche in some field of the table,
-// which would cost that field's cache line on every step.
-#[allow(clippy::large_enum_variant)]
+// NOTE: the table is stepped on every byte of every mask walk: the variant told by a tag at
+// the front (`repr(u8)`), not a niche in some field of the table, which would cost that field's
+// cache line on every step.
 #[derive(Debug)]
 #[repr(u8)]
 pub(crate) enum LexemeDfa {
     Table {
-        dfa: ByteDfa,
+        /// Shared with the process's cache of regex tables where it came from there (a copy of
+        /// a value's table cost more than the first mask that needs it).
+        dfa: Arc<ByteDfa>,
         /// [`ByteDfa::accept_distances`], computed on the first mask that needs it; for a free
         /// key's table, lower bounds exact where 0 (`TwinnedKeyDfa::accept_distance_bounds`),
         /// which is all a mask needs (a subtree is skipped when too shallow for the bound).
@@ -117,14 +118,18 @@ impl<T: Iterator<Item = u32>, C: Iterator<Item = u32>> Iterator for Successors<T
 }
 
 impl LexemeDfa {
-    pub fn table(dfa: ByteDfa) -> Self {
+    pub fn table(dfa: Arc<ByteDfa>) -> Self {
         LexemeDfa::Table { dfa, distances: OnceLock::new(), twins: None }
     }
 
     /// A free key's table with its twins.
     pub fn twinned(keys: TwinnedKeyDfa) -> Self {
         let twins = Some((keys.twins.into_boxed_slice(), keys.first_free));
-        LexemeDfa::Table { dfa: keys.dfa, distances: OnceLock::from(keys.accept_distance_bounds), twins }
+        LexemeDfa::Table {
+            dfa: Arc::new(keys.dfa),
+            distances: OnceLock::from(keys.accept_distance_bounds),
+            twins,
+        }
     }
 
     #[inline(always)]

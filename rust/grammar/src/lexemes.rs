@@ -105,7 +105,8 @@ const MAX_INTERSECTION_STATES: usize = 1 << 16;
 /// A lexeme's automata: one DFA, or the parts of a product (strings all of `all` accept and
 /// none of `none` do).
 enum Parts {
-    One(Box<ByteDfa>),
+    /// A regex's table is the process's own (see [`part`]): shared, not copied.
+    One(Arc<ByteDfa>),
     /// A free key's table with each state's twin.
     Twinned(Box<TwinnedKeyDfa>),
     Product {
@@ -157,13 +158,13 @@ pub(crate) fn build(lexeme: &Lexeme, limits: &CompileLimits) -> Result<LexemeDfa
         }
     }
     match parts(lexeme, limits)? {
-        Parts::One(dfa) => Ok(LexemeDfa::table(*dfa)),
+        Parts::One(dfa) => Ok(LexemeDfa::table(dfa)),
         Parts::Twinned(keys) => Ok(LexemeDfa::twinned(*keys)),
         Parts::Product { all, none, what } => {
             let all: Vec<&ByteDfa> = all.iter().map(Arc::as_ref).collect();
             let none: Vec<&ByteDfa> = none.iter().map(Arc::as_ref).collect();
             ByteDfa::intersect(&all, &none, MAX_INTERSECTION_STATES)
-                .map(LexemeDfa::table)
+                .map(|dfa| LexemeDfa::table(Arc::new(dfa)))
                 .map_err(|source| GrammarError::Lexeme { pattern: what, source })
         }
     }
@@ -245,12 +246,12 @@ fn parts(lexeme: &Lexeme, limits: &CompileLimits) -> Result<Parts, GrammarError>
         // NOTE: through the process's parts too: schemas repeat whole lexemes (a free value,
         // a `format`, an object of free members), and a Unicode class costs milliseconds to
         // determinize where copying the built table costs microseconds.
-        Lexeme::Regex(pattern) => Parts::One(Box::new(ByteDfa::clone(&*one(pattern)?))),
+        Lexeme::Regex(pattern) => Parts::One(one(pattern)?),
         Lexeme::Literal { text, then } => {
             let dfa = ByteDfa::literal_then(text.as_bytes(), &*one(then)?).map_err(|source| {
                 GrammarError::Lexeme { pattern: format!("{text:?} then {then}"), source }
             })?;
-            Parts::One(Box::new(dfa))
+            Parts::One(Arc::new(dfa))
         }
         Lexeme::Intersection { all, none } => {
             let all_dfas: Vec<Arc<ByteDfa>> = all.iter().map(one).collect::<Result<_, _>>()?;
@@ -275,7 +276,7 @@ fn parts(lexeme: &Lexeme, limits: &CompileLimits) -> Result<Parts, GrammarError>
             let counted = json_string_of_length(*min_len, *max_len, limits)
                 .map_err(|source| GrammarError::Lexeme { pattern: what.clone(), source })?;
             if all.is_empty() {
-                return Ok(Parts::One(Box::new(counted)));
+                return Ok(Parts::One(Arc::new(counted)));
             }
             let mut all_dfas: Vec<Arc<ByteDfa>> = all.iter().map(one).collect::<Result<_, _>>()?;
             all_dfas.push(Arc::new(counted));
