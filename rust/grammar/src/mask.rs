@@ -701,6 +701,12 @@ impl GrammarMatcher {
         // `entered[d]`: a number for the node whose set is `extra[d]` (each node a new one).
         let mut entered: Vec<u32> = vec![0; trie.max_depth + 1];
         let mut num_entered = 0u32;
+        // `set_first[d]`: the bytes some item of `extra[d]` takes first, found once a few of the
+        // node's children were stepped (reset whenever the set changes): a byte none takes
+        // gives an empty step, skipped without one (after ` `, most of the space's children
+        // start no value). `num_stepped[d]`: children of the node at depth d stepped so far.
+        let mut set_first: Vec<Option<[u64; 4]>> = vec![None; trie.max_depth + 1];
+        let mut num_stepped: Vec<u32> = vec![0; trie.max_depth + 1];
         // `boundaries[next_boundary]` is the first boundary at or after `index` (the walk only
         // moves forward, so a cursor replaces a search per node).
         let mut next_boundary = 0;
@@ -724,6 +730,8 @@ impl GrammarMatcher {
             }
             num_entered += 1;
             entered[depth] = num_entered;
+            set_first[depth] = None;
+            num_stepped[depth] = 0;
             if let Some(dfa) = lone[parent] {
                 let item = extra[parent][0];
                 let next = dfa.next(item.lex, node.byte);
@@ -765,6 +773,7 @@ impl GrammarMatcher {
                     if closed.seeds.iter().any(|&(_, _, origin)| origin == OWN_SET) {
                         pending[parent] = None;
                         closures.add_to(id, parent_index, &mut extra[parent]);
+                        set_first[parent] = None;
                         inside_only[parent] = false;
                     } else {
                         closure_step = Some(id);
@@ -772,6 +781,17 @@ impl GrammarMatcher {
                 }
             }
             let parent_set: &[Item] = if parent == 0 { &base[num_base - 1] } else { &extra[parent] };
+            num_stepped[parent] += 1;
+            if closure_step.is_none() && num_stepped[parent] > MIN_STEPPED_FOR_FIRST_BYTES {
+                let first = match set_first[parent] {
+                    Some(first) => first,
+                    None => *set_first[parent].insert(self.first_bytes(parent_set)?),
+                };
+                if first[node.byte as usize >> 6] >> (node.byte & 63) & 1 == 0 {
+                    index = node.subtree_end as usize;
+                    continue;
+                }
+            }
             step_byte(&self.grammar, &self.lexemes, parent_set, node.byte, &mut step)?;
             if let Some(id) = closure_step {
                 step.add_relative(closures.stepped(id, node.byte), OWN_SET, parent_index);
@@ -848,6 +868,7 @@ impl GrammarMatcher {
                 for ancestor in 1..depth {
                     if let Some(id) = pending[ancestor].take() {
                         closures.add_to(id, (num_base - 1 + ancestor) as u32, &mut extra[ancestor]);
+                        set_first[ancestor] = None;
                         inside_only[ancestor] = false;
                     }
                 }
@@ -929,6 +950,10 @@ impl GrammarMatcher {
             .collect())
     }
 }
+
+/// Children of a walk's node stepped one by one before the bytes its set takes first are found
+/// and the rest are filtered by them (most nodes have a few children).
+const MIN_STEPPED_FOR_FIRST_BYTES: u32 = 4;
 
 /// Whether some child of trie node `index` has a byte of `bytes` (a 256-bit set).
 fn children_take(trie: &TokenTrie, index: usize, bytes: &[u64; 4]) -> bool {
