@@ -552,12 +552,11 @@ impl GrammarMatcher {
         }
         let dfa = view.dfa();
         let num_words = vocabulary.num_mask_words();
-        let distances = view.accept_distances();
         let trie = vocabulary.trie();
         if let Lexeme::Literal { .. } = self.grammar.lexeme(lexeme) {
             // NOTE: a literal's tokens are few (prefixes of its text, then its colon), so they
             // are listed as the walk finds them: a mask-sized buffer would cost more to clear
-            // and scan than the walk.
+            // and scan than the walk (which needs no accept distances either).
             return Ok(sparse_lexeme_mask(dfa, trie, state));
         }
         // NOTE: a twin (a free key's state beside one inside the declared names) is a donor
@@ -570,6 +569,7 @@ impl GrammarMatcher {
                 return Ok(mask);
             }
         }
+        let distances = view.accept_distances();
         let delegation = match twin {
             Some(twin) => Some(twin_delegation(dfa, state, twin)),
             None => live_tokens_donor(dfa, state),
