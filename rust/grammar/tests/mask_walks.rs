@@ -10,6 +10,11 @@ use sglr_grammar::{json_schema_to_grammar, GrammarMatcher, ParserLimits};
 
 /// Every printable ASCII byte, pairs of common bytes, and tokens spanning lexeme ends.
 fn vocabulary() -> Vocabulary {
+    vocabulary_with(&[])
+}
+
+/// [`vocabulary`] and `extra` tokens.
+fn vocabulary_with(extra: &[&str]) -> Vocabulary {
     let mut texts: Vec<String> = (0x20u8..0x7f).map(|b| (b as char).to_string()).collect();
     let common = ["a", "l", "p", "h", "b", "e", "t", "x", "1", "0", "\"", ":", ",", " ", "}", "{"];
     for first in common {
@@ -24,6 +29,7 @@ fn vocabulary() -> Vocabulary {
     ] {
         texts.push(text.to_string());
     }
+    texts.extend(extra.iter().map(|text| text.to_string()));
     texts.sort();
     texts.dedup();
     let mut tokens: Vec<Option<Vec<u8>>> = texts.into_iter().map(|t| Some(t.into_bytes())).collect();
@@ -71,6 +77,36 @@ fn object_with_free_keys_next_to_declared_ones() {
         r#"{"alpha": 10, "alphabet": "a\"b", "beta": true}"#,
         r#"{"alph": 1, "alphabe": {"x": [1, "é"]}, "alphabets": null}"#,
         r#"{"beta":false,"x":"","ab":0}"#,
+    ] {
+        check_document(&m, &vocabulary, document);
+    }
+}
+
+#[test]
+fn free_key_states_inside_the_names_share_their_twins_groups() {
+    // Many keys' closing quotes and colons inside tokens with more after them (`pha": `,
+    // `x": 1`): the free key's states walk them as suffix groups, those inside the declared
+    // names taking their twins' groups (`alpha": ` spells a whole name: dead there only).
+    let extra = [
+        "a\": ",
+        "ab\": ",
+        "pha\": ",
+        "x\": ",
+        "e\": ",
+        "alpha\": ",
+        "lpha\": ",
+        "t\": 1",
+        "b\": \"",
+        "x\":{",
+    ];
+    let vocabulary = vocabulary_with(&extra);
+    let schema = json!({"type": "object", "properties": {
+        "alpha": {"type": "integer"}, "alphabet": {"type": "string"}, "tab": {"type": "boolean"}}});
+    let m = matcher(&schema);
+    for document in [
+        r#"{"alpha": 1, "tab": true, "x": {"e": 0}}"#,
+        r#"{"alphabet": "y", "alphab": "x", "ta": [1]}"#,
+        r#"{"t": 1, "b": "", "alph": null}"#,
     ] {
         check_document(&m, &vocabulary, document);
     }
