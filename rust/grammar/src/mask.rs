@@ -1070,12 +1070,12 @@ fn sparse_walk(
     }
 }
 
-/// The [`LexemeMask`] of `state` as a [`Tokens::Delta`] over its twin's mask (`twin_mask`, of
-/// state `twin`), from one walk in lockstep from both states that enters only where the two
-/// part (a declared name's spelling: `ByteDfa::bytes_apart` names the few children to look up,
-/// none of the others): below every other node the twin's tokens and boundaries are the
-/// state's. `None` when the twin's tokens are not kept as words or the two differ on too many
-/// tokens for a delta.
+/// The [`LexemeMask`] of `state` from its twin's (`twin_mask`, of state `twin`), by one walk
+/// in lockstep from both states that enters only where the two part (a declared name's
+/// spelling: `ByteDfa::bytes_apart` names the few children to look up, none of the others):
+/// below every other node the twin's tokens and boundaries are the state's. A [`Tokens::Delta`]
+/// over a twin kept as words, a list beside a twin kept as a list (a key's opening quote);
+/// `None` when the twin is itself a delta or the two differ on too many tokens for a delta.
 fn mask_beside_twin(
     dfa: &ByteDfa,
     trie: &TokenTrie,
@@ -1084,11 +1084,13 @@ fn mask_beside_twin(
     twin: u32,
     twin_mask: &Arc<LexemeMask>,
 ) -> Option<LexemeMask> {
-    let Tokens::Words(twin_words) = &twin_mask.tokens else { return None };
+    if let Tokens::Delta { .. } = twin_mask.tokens {
+        return None;
+    }
     let mut walk = TwinWalk {
         dfa,
         trie,
-        twin_words,
+        twin_tokens: &twin_mask.tokens,
         twin_boundaries: &twin_mask.boundaries,
         removed: Vec::new(),
         added: Vec::new(),
@@ -1103,18 +1105,25 @@ fn mask_beside_twin(
     removed.dedup();
     added.sort_unstable();
     added.dedup();
-    Some(LexemeMask {
-        tokens: Tokens::Delta { base: twin_mask.clone(), removed, added },
-        boundaries,
-        suffix: OnceLock::new(),
-    })
+    let tokens = match &twin_mask.tokens {
+        Tokens::Ids(ids) => {
+            let mut own: Vec<u32> =
+                ids.iter().copied().filter(|t| removed.binary_search(t).is_err()).collect();
+            own.extend_from_slice(&added);
+            own.sort_unstable();
+            own.dedup();
+            Tokens::Ids(own)
+        }
+        _ => Tokens::Delta { base: twin_mask.clone(), removed, added },
+    };
+    Some(LexemeMask { tokens, boundaries, suffix: OnceLock::new() })
 }
 
 /// [`mask_beside_twin`]'s walk: what differs from the twin's tokens, and the boundaries.
 struct TwinWalk<'a> {
     dfa: &'a ByteDfa,
     trie: &'a TokenTrie,
-    twin_words: &'a [u32],
+    twin_tokens: &'a Tokens,
     twin_boundaries: &'a [u32],
     removed: Vec<u32>,
     added: Vec<u32>,
@@ -1145,7 +1154,7 @@ impl TwinWalk<'_> {
                 // The twin's tokens below here are not this state's.
                 let stop = walk.trie.nodes[child_end].token_start as usize;
                 for &token in &walk.trie.token_ids[node.token_start as usize..stop] {
-                    if walk.twin_words[token as usize >> 5] >> (token & 31) & 1 == 1 {
+                    if walk.twin_has(token) {
                         walk.removed.push(token);
                     }
                 }
@@ -1180,6 +1189,15 @@ impl TwinWalk<'_> {
             }
         }
         self.take_twin_boundaries(cursor, end);
+    }
+
+    /// Whether the twin allows `token` (its tokens are words or a list).
+    fn twin_has(&self, token: u32) -> bool {
+        match self.twin_tokens {
+            Tokens::Words(words) => words[token as usize >> 5] >> (token & 31) & 1 == 1,
+            Tokens::Ids(ids) => ids.binary_search(&token).is_ok(),
+            Tokens::Delta { .. } => unreachable!("no walk beside a delta"),
+        }
     }
 
     /// The twin's boundaries among nodes `begin..end`.
