@@ -485,14 +485,15 @@ impl GrammarMatcher {
         // states, with every matcher holding the same lexeme (its definition fixes its DFA,
         // numbering included).
         let same_lexeme = || format!("sglr-grammar lexeme mask\0{:?}\0{state}", self.grammar.lexeme(lexeme));
-        // NOTE: a literal's states (a declared key's) share their residuals with few other
-        // lexemes, and its signature would cost more than its mask.
-        let sharing = match self.grammar.lexeme(lexeme) {
-            Lexeme::Literal { .. } => Sharing::SameLexeme,
-            _ => view.sharing(state),
-        };
         let compute = || self.compute_lexeme_mask(vocabulary, lexeme, view, state);
-        let mask = match sharing {
+        // NOTE: a literal's mask (a declared key's) is a walk down one path of the trie, which
+        // costs less than writing and looking up a key to share it by.
+        if let Lexeme::Literal { .. } = self.grammar.lexeme(lexeme) {
+            let mask = Arc::new(compute()?);
+            self.lexeme_masks.insert(key, mask.clone());
+            return Ok(mask);
+        }
+        let mask = match view.sharing(state) {
             Sharing::FreeKey(any_key_state) => {
                 let shared_key = format!("sglr-grammar free key mask\0{any_key_state}");
                 vocabulary.shared_result(shared_key.as_bytes(), LexemeMask::memory_bytes, compute)?
