@@ -696,9 +696,6 @@ impl GrammarMatcher {
         // change): where the lexeme may end, a node none of whose children starts a follower
         // stays lone (a number's digits after ` 1`).
         let mut lone_follow: Vec<Option<[u64; 4]>> = vec![None; trie.max_depth + 1];
-        // The first bytes of the closure after seeds whose origin is one set of the walk, by
-        // (seeds, `entered` of that set's depth): siblings (` 1` .. ` 9`) complete alike.
-        let mut follows: rustc_hash::FxHashMap<(Vec<Seed>, u32), [u64; 4]> = Default::default();
         // `entered[d]`: a number for the node whose set is `extra[d]` (each node a new one).
         let mut entered: Vec<u32> = vec![0; trie.max_depth + 1];
         let mut num_entered = 0u32;
@@ -842,28 +839,16 @@ impl GrammarMatcher {
             } else {
                 // NOTE: at most one item going on in its lexeme, and seeds from one set of the
                 // walk: when no child starts what follows the lexeme, the node stays lone (or
-                // its subtree holds nothing more) and the closure is not built. The item going
-                // on must be the one ending here (its completion is then what may follow it at
-                // every later end too).
+                // its subtree holds nothing more) and the closure's set is not built. The item
+                // going on must be the one ending here (its completion is then what may follow
+                // it at every later end too).
                 let origin = step.seeds[0].2;
+                let one_origin = step.seeds.iter().all(|seed| seed.2 == origin);
                 let alone = match step.inside[..] {
-                    [] => step.seeds.iter().all(|seed| seed.2 == origin),
+                    [] => one_origin,
                     [item] => step.seeds[..] == [(item.rule, item.dot + 1, item.origin)],
                     _ => false,
                 };
-                let key = alone.then(|| (step.seeds.clone(), entered[origin as usize + 1 - num_base]));
-                if let Some(follow) = key.as_ref().and_then(|key| follows.get(key)) {
-                    if !children_take(trie, index, follow) {
-                        let follow = *follow;
-                        if !self.go_lone(&mut step.inside, depth, &mut extra, &mut lone)? {
-                            index = node.subtree_end as usize;
-                            continue;
-                        }
-                        lone_follow[depth] = Some(follow);
-                        index += 1;
-                        continue;
-                    }
-                }
                 // NOTE: completing a lexeme that began inside the walk reads the sets it began
                 // in (and, through what they wait for, their origins): every ancestor whole.
                 for ancestor in 1..depth {
@@ -873,30 +858,34 @@ impl GrammarMatcher {
                         inside_only[ancestor] = false;
                     }
                 }
-                let (parents, _) = extra.split_at(depth);
-                let chart = Layered { base, extra: parents };
-                let mut set = close_seeds(
-                    &self.grammar,
-                    &self.lexemes,
-                    self.limits,
-                    &chart,
-                    set_index,
-                    &step.seeds,
-                    &mut scratch,
-                )?;
-                if let Some(key) = key {
-                    let follow = self.first_bytes(&set)?;
-                    follows.insert(key, follow);
-                    if !children_take(trie, index, &follow) {
-                        if !self.go_lone(&mut step.inside, depth, &mut extra, &mut lone)? {
-                            index = node.subtree_end as usize;
-                            continue;
+                // NOTE: seeds from one set of the walk close the same way at every node below
+                // it (the closure reads that set and what it waits on, never a deeper one), up
+                // to the new set's own number: kept per walk by (seeds, that set's `entered`).
+                let key = one_origin.then(|| (step.seeds.clone(), entered[origin as usize + 1 - num_base]));
+                let id = match key.as_ref().and_then(|key| closures.walk_ids.get(key)) {
+                    Some(&id) => id,
+                    None => {
+                        let (parents, _) = extra.split_at(depth);
+                        let chart = Layered { base, extra: parents };
+                        let id = closures.close(self, &chart, set_index, &step.seeds, &mut scratch)?;
+                        if let Some(key) = key {
+                            closures.walk_ids.insert(key, id);
                         }
-                        lone_follow[depth] = Some(follow);
-                        index += 1;
+                        id
+                    }
+                };
+                let follow = closures.first_bytes[id];
+                if alone && !children_take(trie, index, &follow) {
+                    if !self.go_lone(&mut step.inside, depth, &mut extra, &mut lone)? {
+                        index = node.subtree_end as usize;
                         continue;
                     }
+                    lone_follow[depth] = Some(follow);
+                    index += 1;
+                    continue;
                 }
+                let mut set = Vec::new();
+                closures.add_to(id, set_index, &mut set);
                 merge_items(&mut set, &step.inside);
                 extra[depth] = set;
             }
@@ -1335,6 +1324,9 @@ const OWN_SET: u32 = u32::MAX;
 #[derive(Default)]
 struct SeedClosures {
     ids: rustc_hash::FxHashMap<Vec<(u32, u32, u32)>, usize>,
+    /// Closures of seeds whose origin is one set of the walk, by (seeds, that set's `entered`
+    /// in `walk_boundaries`).
+    walk_ids: rustc_hash::FxHashMap<(Vec<Seed>, u32), usize>,
     items: Vec<Vec<Item>>,
     /// Per closure, the bytes some item's lexeme can take first (a 256-bit set).
     first_bytes: Vec<[u64; 4]>,
@@ -1354,6 +1346,21 @@ impl SeedClosures {
         if let Some(&id) = self.ids.get(seeds) {
             return Ok(id);
         }
+        let id = self.close(matcher, chart, set_index, seeds, scratch)?;
+        self.ids.insert(seeds.to_vec(), id);
+        Ok(id)
+    }
+
+    /// The closure of `seeds` in a new set numbered `set_index`, kept (its own predictions'
+    /// origin as [`OWN_SET`]) with the bytes it takes first.
+    fn close(
+        &mut self,
+        matcher: &GrammarMatcher,
+        chart: &dyn Chart,
+        set_index: u32,
+        seeds: &[(u32, u32, u32)],
+        scratch: &mut ScanScratch,
+    ) -> Result<usize, GrammarError> {
         let mut items = close_seeds(
             &matcher.grammar,
             &matcher.lexemes,
@@ -1383,7 +1390,6 @@ impl SeedClosures {
         let id = self.items.len();
         self.items.push(items);
         self.first_bytes.push(first);
-        self.ids.insert(seeds.to_vec(), id);
         Ok(id)
     }
 
