@@ -675,9 +675,14 @@ impl GrammarMatcher {
     ) -> Result<(), GrammarError> {
         let base: &[Arc<[Item]>] = &state.sets;
         let num_base = base.len();
-        let mut extra: Vec<Vec<Item>> = vec![Vec::new(); trie.max_depth + 1];
+        // NOTE: the per-depth state lives in a thread's buffers, reused by every walk (a mask
+        // walks once per suffix group and once for the rest); a depth's entries are written when
+        // a node at that depth is entered, before a child reads them, so only depth 0 is reset.
+        let mut vecs = WALK_VECS.with(|vecs| std::mem::take(&mut *vecs.borrow_mut()));
+        vecs.prepare(trie.max_depth + 1);
+        let WalkVecs { extra, pending, inside_only, lone_follow, entered, set_first, num_stepped } =
+            &mut vecs;
         // `pending[d]`: the closure `extra[d]` still lacks (added when a child needs it).
-        let mut pending: Vec<Option<usize>> = vec![None; trie.max_depth + 1];
         let mut scratch = ScanScratch::default();
         let mut step = ByteStep::default();
         let end = trie.nodes[0].subtree_end as usize;
@@ -686,7 +691,6 @@ impl GrammarMatcher {
         // aside). Below such a set, a node whose step ends no lexeme and takes no pending
         // closure holds those items alone: its tokens are in the lexeme masks, and its subtree
         // needs a walk only down to the boundaries in it.
-        let mut inside_only: Vec<bool> = vec![true; trie.max_depth + 1];
         // `lone[d]`: `extra[d]` is one in-lexeme item (of a lexeme begun inside the walk) and no
         // pending closure, with its lexeme's automaton: below it, until the lexeme may end, a
         // node needs one automaton step, not a parser step (a string's characters after ` "`).
@@ -695,16 +699,12 @@ impl GrammarMatcher {
         // take first, once known (the same along the lexeme: the item's completion does not
         // change): where the lexeme may end, a node none of whose children starts a follower
         // stays lone (a number's digits after ` 1`).
-        let mut lone_follow: Vec<Option<[u64; 4]>> = vec![None; trie.max_depth + 1];
         // `entered[d]`: a number for the node whose set is `extra[d]` (each node a new one).
-        let mut entered: Vec<u32> = vec![0; trie.max_depth + 1];
         let mut num_entered = 0u32;
         // `set_first[d]`: the bytes some item of `extra[d]` takes first, found once a few of the
         // node's children were stepped (reset whenever the set changes): a byte none takes
         // gives an empty step, skipped without one (after ` `, most of the space's children
         // start no value). `num_stepped[d]`: children of the node at depth d stepped so far.
-        let mut set_first: Vec<Option<[u64; 4]>> = vec![None; trie.max_depth + 1];
-        let mut num_stepped: Vec<u32> = vec![0; trie.max_depth + 1];
         // `boundaries[next_boundary]` is the first boundary at or after `index` (the walk only
         // moves forward, so a cursor replaces a search per node).
         let mut next_boundary = 0;
@@ -876,7 +876,7 @@ impl GrammarMatcher {
                 };
                 let follow = closures.first_bytes[id];
                 if alone && !children_take(trie, index, &follow) {
-                    if !self.go_lone(&mut step.inside, depth, &mut extra, &mut lone)? {
+                    if !self.go_lone(&mut step.inside, depth, extra, &mut lone)? {
                         index = node.subtree_end as usize;
                         continue;
                     }
@@ -891,6 +891,7 @@ impl GrammarMatcher {
             }
             index += 1;
         }
+        WALK_VECS.with(|kept| *kept.borrow_mut() = vecs);
         Ok(())
     }
 
@@ -1315,6 +1316,45 @@ impl LexemeMaskCache {
 
 /// An item advanced past a lexeme, before its set is closed: (rule, dot, origin).
 type Seed = (u32, u32, u32);
+
+/// [`GrammarMatcher::walk_boundaries`]'s state per trie depth (see there), kept between walks.
+#[derive(Default)]
+struct WalkVecs {
+    extra: Vec<Vec<Item>>,
+    pending: Vec<Option<usize>>,
+    inside_only: Vec<bool>,
+    lone_follow: Vec<Option<[u64; 4]>>,
+    entered: Vec<u32>,
+    set_first: Vec<Option<[u64; 4]>>,
+    num_stepped: Vec<u32>,
+}
+
+impl WalkVecs {
+    /// Sized for depths `0..num_depths`, with depth 0 (the committed chart's last set) reset.
+    fn prepare(&mut self, num_depths: usize) {
+        if self.extra.len() != num_depths {
+            *self = WalkVecs {
+                extra: vec![Vec::new(); num_depths],
+                pending: vec![None; num_depths],
+                inside_only: vec![true; num_depths],
+                lone_follow: vec![None; num_depths],
+                entered: vec![0; num_depths],
+                set_first: vec![None; num_depths],
+                num_stepped: vec![0; num_depths],
+            };
+        }
+        self.pending[0] = None;
+        self.inside_only[0] = true;
+        self.lone_follow[0] = None;
+        self.entered[0] = 0;
+        self.set_first[0] = None;
+        self.num_stepped[0] = 0;
+    }
+}
+
+thread_local! {
+    static WALK_VECS: RefCell<WalkVecs> = RefCell::new(WalkVecs::default());
+}
 
 /// Origin that stands for "the set being built" in a closure kept for several depths.
 const OWN_SET: u32 = u32::MAX;
