@@ -630,7 +630,14 @@ impl GrammarMatcher {
                     continue;
                 }
                 let seeds = [(item.rule, item.dot + 1, item.origin)];
-                let id = closures.get_or_close(self, &chart, num_base as u32, &seeds, &mut scratch)?;
+                let id = closures.get_or_close(
+                    self,
+                    &chart,
+                    num_base as u32,
+                    &seeds,
+                    Kept::Committed,
+                    &mut scratch,
+                )?;
                 for (word, bits) in follow.iter_mut().zip(&closures.first_bytes[id]) {
                     *word |= bits;
                 }
@@ -832,7 +839,14 @@ impl GrammarMatcher {
                 }
             } else if step.seeds.iter().all(|&(_, _, origin)| (origin as usize) < num_base) {
                 let chart = Layered { base, extra: &[] };
-                let id = closures.get_or_close(self, &chart, set_index, &step.seeds, &mut scratch)?;
+                let id = closures.get_or_close(
+                    self,
+                    &chart,
+                    set_index,
+                    &step.seeds,
+                    Kept::Committed,
+                    &mut scratch,
+                )?;
                 std::mem::swap(&mut extra[depth], &mut step.inside);
                 pending[depth] = Some(id);
                 inside_only[depth] = from_inside && closure_step.is_none();
@@ -861,19 +875,14 @@ impl GrammarMatcher {
                 // NOTE: seeds from one set of the walk close the same way at every node below
                 // it (the closure reads that set and what it waits on, never a deeper one), up
                 // to the new set's own number: kept per walk by (seeds, that set's `entered`).
-                let key = one_origin.then(|| (step.seeds.clone(), entered[origin as usize + 1 - num_base]));
-                let id = match key.as_ref().and_then(|key| closures.walk_ids.get(key)) {
-                    Some(&id) => id,
-                    None => {
-                        let (parents, _) = extra.split_at(depth);
-                        let chart = Layered { base, extra: parents };
-                        let id = closures.close(self, &chart, set_index, &step.seeds, &mut scratch)?;
-                        if let Some(key) = key {
-                            closures.walk_ids.insert(key, id);
-                        }
-                        id
-                    }
+                let kept = if one_origin {
+                    Kept::BelowWalkSet(entered[origin as usize + 1 - num_base])
+                } else {
+                    Kept::No
                 };
+                let (parents, _) = extra.split_at(depth);
+                let chart = Layered { base, extra: parents };
+                let id = closures.get_or_close(self, &chart, set_index, &step.seeds, kept, &mut scratch)?;
                 let follow = closures.first_bytes[id];
                 if alone && !children_take(trie, index, &follow) {
                     if !self.go_lone(&mut step.inside, depth, extra, &mut lone)? {
@@ -1317,6 +1326,18 @@ impl LexemeMaskCache {
 /// An item advanced past a lexeme, before its set is closed: (rule, dot, origin).
 type Seed = (u32, u32, u32);
 
+/// Which closures of a walk a seed list's closure is kept with ([`SeedClosures::get_or_close`]).
+#[derive(Clone, Copy)]
+enum Kept {
+    /// Seeds from committed sets: the same closure at every depth.
+    Committed,
+    /// Seeds from one set of the walk, the one entered as this number (`entered` in
+    /// `walk_boundaries`): the same closure at every node below it.
+    BelowWalkSet(u32),
+    /// Seeds from several sets of the walk: not kept.
+    No,
+}
+
 /// [`GrammarMatcher::walk_boundaries`]'s state per trie depth (see there), kept between walks.
 #[derive(Default)]
 struct WalkVecs {
@@ -1375,32 +1396,25 @@ struct SeedClosures {
 }
 
 impl SeedClosures {
+    /// The closure of `seeds` in a new set numbered `set_index` (its own predictions' origin
+    /// kept as [`OWN_SET`]) with the bytes it takes first, kept as `kept` says.
     fn get_or_close(
         &mut self,
         matcher: &GrammarMatcher,
         chart: &dyn Chart,
         set_index: u32,
-        seeds: &[(u32, u32, u32)],
+        seeds: &[Seed],
+        kept: Kept,
         scratch: &mut ScanScratch,
     ) -> Result<usize, GrammarError> {
-        if let Some(&id) = self.ids.get(seeds) {
+        let found = match kept {
+            Kept::Committed => self.ids.get(seeds).copied(),
+            Kept::BelowWalkSet(entered) => self.walk_ids.get(&(seeds.to_vec(), entered)).copied(),
+            Kept::No => None,
+        };
+        if let Some(id) = found {
             return Ok(id);
         }
-        let id = self.close(matcher, chart, set_index, seeds, scratch)?;
-        self.ids.insert(seeds.to_vec(), id);
-        Ok(id)
-    }
-
-    /// The closure of `seeds` in a new set numbered `set_index`, kept (its own predictions'
-    /// origin as [`OWN_SET`]) with the bytes it takes first.
-    fn close(
-        &mut self,
-        matcher: &GrammarMatcher,
-        chart: &dyn Chart,
-        set_index: u32,
-        seeds: &[(u32, u32, u32)],
-        scratch: &mut ScanScratch,
-    ) -> Result<usize, GrammarError> {
         let mut items = close_seeds(
             &matcher.grammar,
             &matcher.lexemes,
@@ -1410,26 +1424,23 @@ impl SeedClosures {
             seeds,
             scratch,
         )?;
-        let mut first = [0u64; 4];
         for item in &mut items {
             if item.origin == set_index {
                 item.origin = OWN_SET;
             }
-            if item.lex == NO_LEX {
-                continue;
-            }
-            let Symbol::Lexeme(lexeme) = matcher.grammar.rules[item.rule as usize].rhs[item.dot as usize]
-            else {
-                continue;
-            };
-            let bytes = matcher.lexemes.first_bytes(&matcher.grammar, lexeme, item.lex)?;
-            for (word, bits) in first.iter_mut().zip(bytes) {
-                *word |= bits;
-            }
         }
         let id = self.items.len();
+        self.first_bytes.push(matcher.first_bytes(&items)?);
         self.items.push(items);
-        self.first_bytes.push(first);
+        match kept {
+            Kept::Committed => {
+                self.ids.insert(seeds.to_vec(), id);
+            }
+            Kept::BelowWalkSet(entered) => {
+                self.walk_ids.insert((seeds.to_vec(), entered), id);
+            }
+            Kept::No => {}
+        }
         Ok(id)
     }
 
