@@ -23,10 +23,6 @@ use sglr_fsm::{
     Delegation, TokenTrie, Vocabulary, DEAD,
 };
 
-/// Most bytes on which a state and its twin may part for [`mask_beside_twin`]'s walk to look
-/// their children up (past it, every child is stepped).
-const MAX_BYTES_APART: usize = 16;
-
 use crate::earley::{close_seeds, step_byte, ByteStep, Chart, Item, ScanScratch, NO_LEX};
 use crate::error::GrammarError;
 use crate::grammar::{Lexeme, LexemeId, Symbol};
@@ -34,6 +30,10 @@ use crate::lexeme_dfa::{LexemeDfa, MaskView, Sharing};
 use crate::matcher::{GrammarMatcher, ParseState};
 use crate::suffix_trie::{boundary_groups, group_key, suffix_trie, Member, SuffixTrie, MIN_GROUPED};
 use crate::walk_memo::context_key;
+
+/// Most bytes a state takes (or on which two states part) for a walk to look their children up
+/// ([`children_on`]); past it, every child is stepped.
+const MAX_BYTES_APART: usize = 16;
 
 /// Tokens whose bytes stay inside one lexeme from one DFA state, and the trie nodes where the
 /// lexeme may end with more bytes below (where the grammar takes over).
@@ -957,16 +957,23 @@ const MIN_STEPPED_FOR_FIRST_BYTES: u32 = 4;
 
 /// Whether some child of trie node `index` has a byte of `bytes` (a 256-bit set).
 fn children_take(trie: &TokenTrie, index: usize, bytes: &[u64; 4]) -> bool {
-    let end = trie.nodes[index].subtree_end as usize;
-    let mut child = index + 1;
-    while child < end {
+    children_on(trie, index, None).any(|child| {
         let byte = trie.nodes[child].byte;
-        if bytes[byte as usize >> 6] >> (byte & 63) & 1 == 1 {
-            return true;
-        }
-        child = trie.nodes[child].subtree_end as usize;
-    }
-    false
+        bytes[byte as usize >> 6] >> (byte & 63) & 1 == 1
+    })
+}
+
+/// The children of trie node `index`, ascending: those on `bytes` (ascending, looked up) when
+/// given, else every one (each subtree skipped in one jump).
+fn children_on(trie: &TokenTrie, index: usize, bytes: Option<Vec<u8>>) -> impl Iterator<Item = usize> + '_ {
+    let end = trie.nodes[index].subtree_end as usize;
+    let all = bytes.is_none().then(|| {
+        std::iter::successors(Some(index + 1).filter(|&child| child < end), move |&child| {
+            Some(trie.nodes[child].subtree_end as usize).filter(|&next| next < end)
+        })
+    });
+    let listed = bytes.map(|bytes| bytes.into_iter().filter_map(move |byte| trie.child(index, byte)));
+    listed.into_iter().flatten().chain(all.into_iter().flatten())
 }
 
 /// ORs the tokens ending at trie node `index` into `allowed` (and lists them in `token_ids`).
@@ -1051,22 +1058,8 @@ fn sparse_walk(
             sparse_walk(dfa, trie, child, next, token_ids, boundaries);
         }
     };
-    match dfa.bytes_apart(state, DEAD, MAX_BYTES_APART) {
-        Some(bytes) => {
-            for byte in bytes {
-                if let Some(child) = trie.child(index, byte) {
-                    visit(child, token_ids, boundaries);
-                }
-            }
-        }
-        None => {
-            let end = trie.nodes[index].subtree_end as usize;
-            let mut child = index + 1;
-            while child < end {
-                visit(child, token_ids, boundaries);
-                child = trie.nodes[child].subtree_end as usize;
-            }
-        }
+    for child in children_on(trie, index, dfa.bytes_apart(state, DEAD, MAX_BYTES_APART)) {
+        visit(child, token_ids, boundaries);
     }
 }
 
@@ -1131,61 +1124,43 @@ struct TwinWalk<'a> {
 }
 
 impl TwinWalk<'_> {
-    /// Below trie node `index`, reached in state `own` here and `other` from the twin ([`DEAD`]
-    /// for either), the two runs apart.
+    /// Below trie node `index`, reached in (live) state `own` here and `other` from the twin
+    /// ([`DEAD`] when the twin's run died), the two runs apart.
     fn below(&mut self, index: usize, own: u32, other: u32) {
-        let nodes = &self.trie.nodes;
-        let end = nodes[index].subtree_end as usize;
-        let bytes = if own == DEAD { None } else { self.dfa.bytes_apart(own, other, MAX_BYTES_APART) };
+        let trie = self.trie;
+        let end = trie.nodes[index].subtree_end as usize;
         // `cursor`: where the twin's boundaries are still to be taken from (ascending nodes).
         let mut cursor = index + 1;
-        let visit = |walk: &mut Self, child: usize, cursor: &mut usize| {
-            walk.take_twin_boundaries(*cursor, child);
-            let node = walk.trie.nodes[child];
+        for child in children_on(trie, index, self.dfa.bytes_apart(own, other, MAX_BYTES_APART)) {
+            self.take_twin_boundaries(cursor, child);
+            let node = trie.nodes[child];
             let child_end = node.subtree_end as usize;
-            *cursor = child_end;
-            let next = if own == DEAD { DEAD } else { walk.dfa.next(own, node.byte) };
-            let other_next = if other == DEAD { DEAD } else { walk.dfa.next(other, node.byte) };
+            cursor = child_end;
+            let next = self.dfa.next(own, node.byte);
+            let other_next = if other == DEAD { DEAD } else { self.dfa.next(other, node.byte) };
             if next == other_next {
-                walk.take_twin_boundaries(child, child_end);
-                return;
+                self.take_twin_boundaries(child, child_end);
+                continue;
             }
             if next == DEAD {
                 // The twin's tokens below here are not this state's.
-                let stop = walk.trie.nodes[child_end].token_start as usize;
-                for &token in &walk.trie.token_ids[node.token_start as usize..stop] {
-                    if walk.twin_has(token) {
-                        walk.removed.push(token);
+                let stop = trie.nodes[child_end].token_start as usize;
+                for &token in &trie.token_ids[node.token_start as usize..stop] {
+                    if self.twin_has(token) {
+                        self.removed.push(token);
                     }
                 }
-                return;
+                continue;
             }
             if other_next == DEAD {
-                let stop = walk.trie.nodes[child + 1].token_start as usize;
-                walk.added.extend_from_slice(&walk.trie.token_ids[node.token_start as usize..stop]);
+                let stop = trie.nodes[child + 1].token_start as usize;
+                self.added.extend_from_slice(&trie.token_ids[node.token_start as usize..stop]);
             }
             if child_end > child + 1 {
-                if walk.dfa.is_accepting(next) {
-                    walk.boundaries.push(child as u32);
+                if self.dfa.is_accepting(next) {
+                    self.boundaries.push(child as u32);
                 }
-                walk.below(child, next, other_next);
-            }
-        };
-        match bytes {
-            Some(bytes) => {
-                for byte in bytes {
-                    if let Some(child) = self.trie.child(index, byte) {
-                        visit(self, child, &mut cursor);
-                    }
-                }
-            }
-            None => {
-                let mut child = index + 1;
-                while child < end {
-                    let next_child = nodes[child].subtree_end as usize;
-                    visit(self, child, &mut cursor);
-                    child = next_child;
-                }
+                self.below(child, next, other_next);
             }
         }
         self.take_twin_boundaries(cursor, end);
@@ -1385,9 +1360,9 @@ const OWN_SET: u32 = u32::MAX;
 #[derive(Default)]
 struct SeedClosures {
     ids: rustc_hash::FxHashMap<Vec<(u32, u32, u32)>, usize>,
-    /// Closures of seeds whose origin is one set of the walk, by (seeds, that set's `entered`
-    /// in `walk_boundaries`).
-    walk_ids: rustc_hash::FxHashMap<(Vec<Seed>, u32), usize>,
+    /// Closures of seeds whose origin is one set of the walk, by that set's `entered` (in
+    /// `walk_boundaries`), then seeds.
+    walk_ids: rustc_hash::FxHashMap<u32, rustc_hash::FxHashMap<Vec<Seed>, usize>>,
     items: Vec<Vec<Item>>,
     /// Per closure, the bytes some item's lexeme can take first (a 256-bit set).
     first_bytes: Vec<[u64; 4]>,
@@ -1409,7 +1384,9 @@ impl SeedClosures {
     ) -> Result<usize, GrammarError> {
         let found = match kept {
             Kept::Committed => self.ids.get(seeds).copied(),
-            Kept::BelowWalkSet(entered) => self.walk_ids.get(&(seeds.to_vec(), entered)).copied(),
+            Kept::BelowWalkSet(entered) => {
+                self.walk_ids.get(&entered).and_then(|ids| ids.get(seeds)).copied()
+            }
             Kept::No => None,
         };
         if let Some(id) = found {
@@ -1437,7 +1414,7 @@ impl SeedClosures {
                 self.ids.insert(seeds.to_vec(), id);
             }
             Kept::BelowWalkSet(entered) => {
-                self.walk_ids.insert((seeds.to_vec(), entered), id);
+                self.walk_ids.entry(entered).or_default().insert(seeds.to_vec(), id);
             }
             Kept::No => {}
         }
