@@ -61,29 +61,56 @@ pub struct ByteDfa {
 
 impl ByteDfa {
     pub fn build(pattern: &str, limits: &CompileLimits) -> Result<Self, FsmError> {
-        let nfa = Self::nfa(pattern, limits)?;
-        match crate::subset::determinize(&nfa, limits) {
+        if let Some(strings) = crate::finite::plain_pattern_strings(pattern) {
+            if let Some(dfa) = crate::finite::strings_dfa(&strings, limits) {
+                return Ok(dfa);
+            }
+        }
+        let hir = Self::hir(pattern, limits)?;
+        // A few short strings (an enum's values): their minimal DFA directly.
+        if let Some(dfa) = crate::finite::finite_language_dfa(&hir, limits) {
+            return Ok(dfa);
+        }
+        Self::determinized(&Self::nfa_of(&hir, limits)?, limits)
+    }
+
+    /// [`ByteDfa::build`] without the fast path for finite languages (its test oracle).
+    #[cfg(test)]
+    pub(crate) fn build_general(pattern: &str, limits: &CompileLimits) -> Result<Self, FsmError> {
+        Self::determinized(&Self::nfa(pattern, limits)?, limits)
+    }
+
+    fn determinized(nfa: &thompson::NFA, limits: &CompileLimits) -> Result<Self, FsmError> {
+        match crate::subset::determinize(nfa, limits) {
             Some(dfa) => dfa,
-            None => Self::from_nfa_dense(&nfa, limits),
+            None => Self::from_nfa_dense(nfa, limits),
         }
     }
 
-    /// The pattern's Thompson NFA (UTF-8, no captures).
-    pub(crate) fn nfa(pattern: &str, limits: &CompileLimits) -> Result<thompson::NFA, FsmError> {
-        let hir = regex_syntax::ParserBuilder::new()
+    fn hir(pattern: &str, limits: &CompileLimits) -> Result<regex_syntax::hir::Hir, FsmError> {
+        regex_syntax::ParserBuilder::new()
             .unicode(true)
             .utf8(true)
             .nest_limit(limits.nest_limit)
             .build()
             .parse(pattern)
-            .map_err(|e| FsmError::InvalidRegex(e.to_string()))?;
+            .map_err(|e| FsmError::InvalidRegex(e.to_string()))
+    }
+
+    /// The pattern's Thompson NFA (UTF-8, no captures).
+    #[cfg(test)]
+    pub(crate) fn nfa(pattern: &str, limits: &CompileLimits) -> Result<thompson::NFA, FsmError> {
+        Self::nfa_of(&Self::hir(pattern, limits)?, limits)
+    }
+
+    fn nfa_of(hir: &regex_syntax::hir::Hir, limits: &CompileLimits) -> Result<thompson::NFA, FsmError> {
         thompson::Compiler::new()
             .configure(
                 thompson::Config::new()
                     .nfa_size_limit(Some(limits.nfa_size_limit))
                     .which_captures(WhichCaptures::None),
             )
-            .build_from_hir(&hir)
+            .build_from_hir(hir)
             .map_err(|e| match e.size_limit() {
                 Some(limit) => FsmError::AutomatonTooLarge { what: "NFA", limit },
                 None => FsmError::UnsupportedRegex(e.to_string()),

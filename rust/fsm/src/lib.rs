@@ -15,6 +15,7 @@ mod counter;
 mod delegate;
 mod dfa;
 mod error;
+mod finite;
 mod fsm;
 mod jump;
 mod literal_prefix;

@@ -68,6 +68,60 @@ pub enum Lexeme {
     },
 }
 
+impl Lexeme {
+    /// Appends a byte string that tells this lexeme's definition from every other's (a variant
+    /// tag, then each field, strings and lists length-prefixed): a process-wide cache key, far
+    /// cheaper to write than the `Debug` text.
+    pub(crate) fn write_key(&self, out: &mut Vec<u8>) {
+        fn number(out: &mut Vec<u8>, value: u64) {
+            out.extend_from_slice(&value.to_le_bytes());
+        }
+        fn text(out: &mut Vec<u8>, value: &str) {
+            number(out, value.len() as u64);
+            out.extend_from_slice(value.as_bytes());
+        }
+        fn texts(out: &mut Vec<u8>, values: &[String]) {
+            number(out, values.len() as u64);
+            values.iter().for_each(|value| text(out, value));
+        }
+        let optional = |value: Option<u64>| value.map_or(u64::MAX, |v| v.min(u64::MAX - 1));
+        match self {
+            Lexeme::Regex(pattern) => {
+                out.push(0);
+                text(out, pattern);
+            }
+            Lexeme::Literal { text: literal, then } => {
+                out.push(1);
+                text(out, literal);
+                text(out, then);
+            }
+            Lexeme::Intersection { all, none } => {
+                out.push(2);
+                texts(out, all);
+                texts(out, none);
+            }
+            Lexeme::MultipleOf { divisor, scale, all } => {
+                out.push(3);
+                number(out, u64::from(*divisor));
+                number(out, optional(scale.map(u64::from)));
+                texts(out, all);
+            }
+            Lexeme::CountedString { min_len, max_len, all } => {
+                out.push(4);
+                number(out, *min_len as u64);
+                number(out, optional(max_len.map(|max| max as u64)));
+                texts(out, all);
+            }
+            Lexeme::UndeclaredKey { declared, all, none } => {
+                out.push(5);
+                texts(out, declared);
+                texts(out, all);
+                texts(out, none);
+            }
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rule {
     pub lhs: NonterminalId,

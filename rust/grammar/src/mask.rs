@@ -484,7 +484,13 @@ impl GrammarMatcher {
         // key past its declared names, told without a signature); past `MAX_SIGNATURE_STATES`
         // states, with every matcher holding the same lexeme (its definition fixes its DFA,
         // numbering included).
-        let same_lexeme = || format!("sglr-grammar lexeme mask\0{:?}\0{state}", self.grammar.lexeme(lexeme));
+        let definition_key = |kind: &[u8]| {
+            let mut key = kind.to_vec();
+            self.grammar.lexeme(lexeme).write_key(&mut key);
+            key.extend_from_slice(&state.to_le_bytes());
+            key
+        };
+        let same_lexeme = || definition_key(b"sglr-grammar lexeme mask\0");
         let compute = || self.compute_lexeme_mask(vocabulary, lexeme, view, state);
         // NOTE: a literal's mask (a declared key's) is a walk down one path of the trie, which
         // costs less than writing and looking up a key to share it by.
@@ -499,23 +505,22 @@ impl GrammarMatcher {
                 vocabulary.shared_result(shared_key.as_bytes(), LexemeMask::memory_bytes, compute)?
             }
             Sharing::SameLexeme => {
-                vocabulary.shared_result(same_lexeme().as_bytes(), LexemeMask::memory_bytes, compute)?
+                vocabulary.shared_result(&same_lexeme(), LexemeMask::memory_bytes, compute)?
             }
             Sharing::SameResidual => {
                 // NOTE: a lexeme met again (the same definition in another schema: the same DFA)
                 // finds its mask by definition first; the residual's signature (a walk of up to
                 // `MAX_SIGNATURE_STATES` states' bytes) costs more than most masks.
-                let by_definition =
-                    format!("sglr-grammar mask by definition\0{:?}\0{state}", self.grammar.lexeme(lexeme));
+                let by_definition = definition_key(b"sglr-grammar mask by definition\0");
                 let found = vocabulary.shared_result(
-                    by_definition.as_bytes(),
+                    &by_definition,
                     |mask: &Arc<LexemeMask>| mask.memory_bytes(),
                     || {
                         let shared_key = match view.dfa().residual_signature(state, MAX_SIGNATURE_STATES) {
                             Some(signature) => {
                                 [b"sglr-grammar residual mask\0".as_slice(), &signature].concat()
                             }
-                            None => same_lexeme().into_bytes(),
+                            None => same_lexeme(),
                         };
                         vocabulary.shared_result(&shared_key, LexemeMask::memory_bytes, compute)
                     },
@@ -1326,18 +1331,19 @@ struct WalkVecs {
 }
 
 impl WalkVecs {
-    /// Sized for depths `0..num_depths`, with depth 0 (the committed chart's last set) reset.
+    /// Sized for at least depths `0..num_depths`, with depth 0 (the committed chart's last set)
+    /// reset.
     fn prepare(&mut self, num_depths: usize) {
-        if self.extra.len() != num_depths {
-            *self = WalkVecs {
-                extra: vec![Vec::new(); num_depths],
-                pending: vec![None; num_depths],
-                inside_only: vec![true; num_depths],
-                lone_follow: vec![None; num_depths],
-                entered: vec![0; num_depths],
-                set_first: vec![None; num_depths],
-                num_stepped: vec![0; num_depths],
-            };
+        // NOTE: grown, never shrunk: a mask's walks alternate between the vocabulary's trie and
+        // shallower suffix tries, and deeper entries are only read below a node that wrote them.
+        if self.extra.len() < num_depths {
+            self.extra.resize_with(num_depths, Vec::new);
+            self.pending.resize(num_depths, None);
+            self.inside_only.resize(num_depths, true);
+            self.lone_follow.resize(num_depths, None);
+            self.entered.resize(num_depths, 0);
+            self.set_first.resize(num_depths, None);
+            self.num_stepped.resize(num_depths, 0);
         }
         self.pending[0] = None;
         self.inside_only[0] = true;

@@ -6,7 +6,7 @@
 use serde_json::json;
 use sglr_fsm::schema::JsonSchemaOptions;
 use sglr_fsm::{CompileLimits, Vocabulary};
-use sglr_grammar::{json_schema_to_grammar, GrammarMatcher, ParserLimits};
+use sglr_grammar::{json_schema_to_grammar, GrammarMatcher, Lexeme, ParserLimits};
 
 /// Every printable ASCII byte, pairs of common bytes, and tokens spanning lexeme ends.
 fn vocabulary() -> Vocabulary {
@@ -204,4 +204,42 @@ fn closing_quotes_inside_tokens_are_walked_as_one_suffix_trie() {
     for document in [r#"{"v": "alpha"}"#, r#"{"v":"bx"}"#, r#"{"v": "ax", "w": "e"}"#] {
         check_document(&m, &vocabulary, document);
     }
+}
+
+#[test]
+fn a_key_ends_at_its_colon_when_its_value_starts_with_a_regex() {
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "alpha": {"type": "string"},
+            "bet": {"enum": ["x", 1]},
+            "pha": {"type": "string", "maxLength": 3},
+        },
+        "required": ["alpha", "bet", "pha"],
+    });
+    let matcher = matcher(&schema);
+    let grammar = matcher.grammar();
+    let then_of = |name: &str| {
+        (0..grammar.num_lexemes() as u32)
+            .find_map(|id| match grammar.lexeme(id) {
+                Lexeme::Literal { text, then } if text == &format!("\"{name}\"") => Some(then.clone()),
+                _ => None,
+            })
+            .unwrap()
+    };
+    // A regex value takes the space after the colon; a counted string (a lexeme of its own)
+    // leaves it in the key.
+    assert_eq!(then_of("alpha"), "(?:[ ]?):");
+    assert_eq!(then_of("bet"), "(?:[ ]?):");
+    assert_eq!(then_of("pha"), "(?:[ ]?):(?:[ ]?)");
+    let vocabulary = vocabulary_with(&[" \"", " 1", ": \"", "\": \"x"]);
+    for document in [
+        r#"{"alpha": "ab", "bet": 1, "pha": "x"}"#,
+        r#"{"alpha":"ab","bet":"x","pha":"abc"}"#,
+        r#"{"alpha" : "", "bet" :1, "pha" : ""}"#,
+    ] {
+        check_document(&matcher, &vocabulary, document);
+    }
+    let mut state = matcher.start().unwrap();
+    assert!(!matcher.advance_bytes(&mut state, br#"{"alpha":  "#).unwrap(), "one space at most");
 }

@@ -158,8 +158,18 @@ impl SchemaGrammar<'_> {
             }
             // The key is its own lexeme (not merged into the value's regex): predicting the
             // members builds only the keys' small DFAs, a value's waits until its key is read.
-            let mut pieces = vec![Piece::Lexeme(key_lexeme(name, &format!("{ws}:{ws}")))];
-            pieces.extend(self.schema(&all_of(parts), &format!("{path}/properties/{name}"))?);
+            // The whitespace after the colon opens the value's first lexeme when that is a
+            // regex: the key then ends at its colon, and the masks there (` "`, ` 1`, ` {`) are
+            // the value lexemes' start masks, shared by every key with such a value, rather
+            // than a walk through the space's tokens for each key.
+            let value = self.schema(&all_of(parts), &format!("{path}/properties/{name}"))?;
+            let mut pieces = match value.first() {
+                Some(Piece::Regex(_)) => {
+                    vec![Piece::Lexeme(key_lexeme(name, &format!("{ws}:"))), Piece::Regex(ws.clone())]
+                }
+                _ => vec![Piece::Lexeme(key_lexeme(name, &format!("{ws}:{ws}")))],
+            };
+            pieces.extend(value);
             members.push((pieces, is_required));
         }
 
