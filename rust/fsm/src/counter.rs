@@ -169,6 +169,8 @@ pub struct CountedDfa {
     unit: ByteDfa,
     open: Vec<u8>,
     close: Vec<u8>,
+    /// `open[0]` may be left out ([`CountedDfa::with_optional_lead`]).
+    optional_lead: bool,
     layout: Layout,
     /// The window every step goes through (reach 0: one count per answer to "reached `min`?"
     /// and "is `max`?").
@@ -190,6 +192,35 @@ impl CountedDfa {
         close: &[u8],
         max_states: usize,
     ) -> Result<CountedDfa, FsmError> {
+        Self::build(unit, min, max, open, close, max_states, false)
+    }
+
+    /// [`CountedDfa::new`] whose `open`'s first byte may be left out (`lead?` then the rest of
+    /// `open`: a JSON string after an optional space), for an `open` of at least two bytes. The
+    /// states are [`CountedDfa::new`]'s with one more edge, from the start past the lead.
+    pub fn with_optional_lead(
+        unit: &ByteDfa,
+        min: usize,
+        max: Option<usize>,
+        open: &[u8],
+        close: &[u8],
+        max_states: usize,
+    ) -> Result<CountedDfa, FsmError> {
+        if open.len() < 2 {
+            return Err(FsmError::UnsupportedRegex("an optional lead needs two opening bytes".into()));
+        }
+        Self::build(unit, min, max, open, close, max_states, true)
+    }
+
+    fn build(
+        unit: &ByteDfa,
+        min: usize,
+        max: Option<usize>,
+        open: &[u8],
+        close: &[u8],
+        max_states: usize,
+        optional_lead: bool,
+    ) -> Result<CountedDfa, FsmError> {
         if max.is_some_and(|max| max < min) {
             return Err(FsmError::EmptyLanguage);
         }
@@ -198,7 +229,7 @@ impl CountedDfa {
             Layout { bounds: Bounds { min, max }, open_len: open.len(), num_inner, close_len: close.len() };
         // Refuses what `ByteDfa::counted` refuses (a unit matching the empty string included,
         // so there is at least one inner state to count by).
-        let stepping = build_window(unit, open, close, &layout, 0, max_states)?;
+        let stepping = build_window(unit, open, close, optional_lead, &layout, 0, max_states)?;
         if layout.num_states() >= DEAD as u128 {
             return Err(FsmError::AutomatonTooLarge { what: "counted DFA state ids", limit: DEAD as usize });
         }
@@ -206,6 +237,7 @@ impl CountedDfa {
             unit: unit.clone(),
             open: open.to_vec(),
             close: close.to_vec(),
+            optional_lead,
             layout,
             stepping,
             windows: Mutex::new(Vec::new()),
@@ -283,14 +315,15 @@ impl CountedDfa {
         if let Some(found) = windows.iter().find(|w| w.reach == reach) {
             return Ok(found.clone());
         }
-        let window = Arc::new(build_window(
+        let window = shared_window(
             &self.unit,
             &self.open,
             &self.close,
+            self.optional_lead,
             &self.layout,
             reach,
             self.max_states,
-        )?);
+        )?;
         if windows.len() >= MAX_WINDOWS {
             windows.remove(0);
         }
@@ -309,16 +342,79 @@ impl CountedDfa {
 }
 
 /// The counted table of `layout`'s bounds seen through `reach` bytes.
+/// What a window's table is built from (its layout follows from the unit and the bytes).
+#[derive(PartialEq, Eq, Hash)]
+struct WindowKey {
+    unit: Vec<u32>,
+    open: Vec<u8>,
+    close: Vec<u8>,
+    optional_lead: bool,
+    bounds: (usize, Option<usize>),
+    reach: usize,
+    max_states: usize,
+}
+
+/// Bytes of windows the process keeps for every counted DFA (past it, the cache starts over).
+const MAX_SHARED_WINDOW_BYTES: usize = 64 << 20;
+
+/// [`build_window`], kept for the process: schemas repeat their length bounds (`maxLength`
+/// 255 in many members and schemas), and a window for the vocabulary's longest token is a
+/// table of a few thousand states, which cost more than the first mask that needs it.
+fn shared_window(
+    unit: &ByteDfa,
+    open: &[u8],
+    close: &[u8],
+    optional_lead: bool,
+    layout: &Layout,
+    reach: usize,
+    max_states: usize,
+) -> Result<Arc<CountedWindow>, FsmError> {
+    type Windows = (rustc_hash::FxHashMap<WindowKey, Arc<CountedWindow>>, usize);
+    static WINDOWS: OnceLock<Mutex<Windows>> = OnceLock::new();
+    let bounds = layout.bounds.window(reach);
+    let key = WindowKey {
+        unit: unit.table_words(),
+        open: open.to_vec(),
+        close: close.to_vec(),
+        optional_lead,
+        bounds: (bounds.min, bounds.max),
+        reach,
+        max_states,
+    };
+    let windows = WINDOWS.get_or_init(Default::default);
+    if let Some(found) = windows.lock().unwrap_or_else(PoisonError::into_inner).0.get(&key) {
+        return Ok(found.clone());
+    }
+    let window = Arc::new(build_window(unit, open, close, optional_lead, layout, reach, max_states)?);
+    let mut windows = windows.lock().unwrap_or_else(PoisonError::into_inner);
+    let (kept, bytes) = &mut *windows;
+    // NOTE: a window's accept distances are filled in later, at most doubling its bytes.
+    let window_bytes = 2 * window.memory_bytes();
+    if *bytes + window_bytes > MAX_SHARED_WINDOW_BYTES {
+        kept.clear();
+        *bytes = 0;
+    }
+    *bytes += window_bytes;
+    kept.insert(key, window.clone());
+    Ok(window)
+}
+
 fn build_window(
     unit: &ByteDfa,
     open: &[u8],
     close: &[u8],
+    optional_lead: bool,
     layout: &Layout,
     reach: usize,
     max_states: usize,
 ) -> Result<CountedWindow, FsmError> {
     let bounds = layout.bounds.window(reach);
-    let dfa = ByteDfa::counted(unit, bounds.min, bounds.max, open, close, max_states)?;
+    let mut dfa = ByteDfa::counted(unit, bounds.min, bounds.max, open, close, max_states)?;
+    if optional_lead {
+        // NOTE: the table numbers `open[..i]` read as state i, and each opening byte is a
+        // class of its own: the start may also take `open[1]` straight to state 2.
+        dfa.set_transition(0, open[1], 2);
+    }
     Ok(CountedWindow { reach, layout: Layout { bounds, ..*layout }, dfa, distances: OnceLock::new() })
 }
 
@@ -376,6 +472,38 @@ mod tests {
         fn walk_units(&self, state: u32, bytes: &[u8]) -> u32 {
             walk(|s, b| self.next(s, b), state, bytes)
         }
+    }
+
+    #[test]
+    fn an_optional_lead_is_the_regex_with_an_optional_space() {
+        let unit = unit();
+        for (min, max) in [(0, Some(2)), (1, Some(3)), (2, None), (0, None)] {
+            let counted = CountedDfa::with_optional_lead(&unit, min, max, b" \"", b"\"", 1 << 20).unwrap();
+            let bound = max.map_or(String::new(), |max| max.to_string());
+            let regex =
+                ByteDfa::build(&format!("[ ]?\"{STRING_CHAR}{{{min},{bound}}}\""), &CompileLimits::default())
+                    .unwrap();
+            let window = counted.window(4).unwrap();
+            // Every string over these bytes up to 6 long: the same prefixes live, the same matches.
+            let mut frontier: Vec<(Vec<u8>, u32, u32)> = vec![(Vec::new(), counted.start(), regex.start())];
+            for _ in 0..6 {
+                let mut next = Vec::new();
+                for (text, state, expected) in frontier {
+                    assert_eq!(counted.is_accepting(state), regex.is_accepting(expected), "{text:?}");
+                    let shown = window.dfa().is_accepting(counted.window_state(&window, state));
+                    assert_eq!(shown, regex.is_accepting(expected), "window {text:?}");
+                    for &byte in b" \"a\\n" {
+                        let (stepped, wanted) = (counted.next(state, byte), regex.next(expected, byte));
+                        assert_eq!(stepped == DEAD, wanted == DEAD, "{text:?} then {byte}");
+                        if stepped != DEAD {
+                            next.push(([text.as_slice(), &[byte]].concat(), stepped, wanted));
+                        }
+                    }
+                }
+                frontier = next;
+            }
+        }
+        assert!(CountedDfa::with_optional_lead(&unit, 0, Some(1), b"\"", b"\"", 1 << 20).is_err());
     }
 
     #[test]

@@ -141,6 +141,25 @@ impl ByteDfa {
         Self::from_dense(&dfa)
     }
 
+    /// The whole table as words (classes, transitions, acceptance): equal for equal tables, a
+    /// cache key for what is built from one.
+    pub(crate) fn table_words(&self) -> Vec<u32> {
+        let mut words = Vec::with_capacity(256 + 1 + self.trans.len() + self.accepting.len());
+        words.extend(self.classes.iter().map(|&class| u32::from(class)));
+        words.push(self.num_classes as u32);
+        words.extend_from_slice(&self.trans);
+        words.extend(self.accepting.iter().map(|&accepting| u32::from(accepting)));
+        words
+    }
+
+    /// Sets the edge from `state` on `byte` to `target`, for a byte alone in its class (the
+    /// edge is the class's) and a live `target`.
+    pub(crate) fn set_transition(&mut self, state: u32, byte: u8, target: u32) {
+        let class = self.classes[byte as usize] as usize;
+        debug_assert_eq!(self.class_len[class], 1, "byte {byte} shares its class");
+        self.trans[state as usize * self.num_classes + class] = target;
+    }
+
     /// Both determinizers on one pattern (tests compare their languages).
     #[cfg(test)]
     pub(crate) fn build_both(pattern: &str, limits: &CompileLimits) -> Result<(Self, Self), FsmError> {

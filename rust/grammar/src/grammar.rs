@@ -54,6 +54,9 @@ pub enum Lexeme {
         min_len: usize,
         max_len: Option<usize>,
         all: Vec<String>,
+        /// An optional space before the opening quote (only with `all` empty: a value that
+        /// takes the space after its key's colon, `sglr_fsm::schema::json_string_counter_after_space`).
+        space_before: bool,
     },
     /// JSON keys (with quotes) whose decoded text is none of `declared`, in any spelling. Its
     /// regex is `key_not_in`'s (printed as EBNF); its DFA, any key minus the declared names'
@@ -106,11 +109,12 @@ impl Lexeme {
                 number(out, optional(scale.map(u64::from)));
                 texts(out, all);
             }
-            Lexeme::CountedString { min_len, max_len, all } => {
+            Lexeme::CountedString { min_len, max_len, all, space_before } => {
                 out.push(4);
                 number(out, *min_len as u64);
                 number(out, optional(max_len.map(|max| max as u64)));
                 texts(out, all);
+                out.push(u8::from(*space_before));
             }
             Lexeme::UndeclaredKey { declared, all, none } => {
                 out.push(5);
@@ -163,8 +167,9 @@ impl Grammar {
                 let names: Vec<&str> = declared.iter().map(String::as_str).collect();
                 Some(Cow::Owned(key_not_in(&names)))
             }
-            Lexeme::CountedString { min_len, max_len, all } if all.is_empty() => {
-                Some(Cow::Owned(json_string_regex(*min_len, *max_len)))
+            Lexeme::CountedString { min_len, max_len, all, space_before } if all.is_empty() => {
+                let space = if *space_before { "(?:[ ]?)" } else { "" };
+                Some(Cow::Owned(format!("{space}{}", json_string_regex(*min_len, *max_len))))
             }
             Lexeme::Intersection { .. }
             | Lexeme::MultipleOf { .. }

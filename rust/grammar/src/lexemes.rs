@@ -6,7 +6,8 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use rustc_hash::FxHashMap;
 
 use sglr_fsm::schema::{
-    json_string_counter, json_string_of_length, undeclared_key_dfa_and_twins, TwinnedKeyDfa,
+    json_string_counter, json_string_counter_after_space, json_string_of_length,
+    undeclared_key_dfa_and_twins, TwinnedKeyDfa,
 };
 use sglr_fsm::{ByteDfa, CompileLimits, FsmError};
 
@@ -147,14 +148,15 @@ pub(crate) fn part(pattern: &str, limits: &CompileLimits) -> Result<Arc<ByteDfa>
 /// The DFA of one lexeme (an intersection builds its parts, then their product; a counted
 /// string alone keeps its count beside the character's state).
 pub(crate) fn build(lexeme: &Lexeme, limits: &CompileLimits) -> Result<LexemeDfa, GrammarError> {
-    if let Lexeme::CountedString { min_len, max_len, all } = lexeme {
+    if let Lexeme::CountedString { min_len, max_len, all, space_before } = lexeme {
         if all.is_empty() {
-            return json_string_counter(*min_len, *max_len, limits)
-                .map(|dfa| LexemeDfa::Counted(Box::new(dfa)))
-                .map_err(|source| GrammarError::Lexeme {
+            let counter = if *space_before { json_string_counter_after_space } else { json_string_counter };
+            return counter(*min_len, *max_len, limits).map(|dfa| LexemeDfa::Counted(Box::new(dfa))).map_err(
+                |source| GrammarError::Lexeme {
                     pattern: format!("strings of {min_len} to {max_len:?} characters"),
                     source,
-                });
+                },
+            );
         }
     }
     match parts(lexeme, limits)? {
@@ -193,7 +195,7 @@ pub(crate) fn is_empty(lexeme: &Lexeme, limits: &CompileLimits) -> Result<bool, 
 
 /// [`is_empty`], decided.
 fn decide_empty(lexeme: &Lexeme, limits: &CompileLimits) -> Result<bool, GrammarError> {
-    if let Lexeme::CountedString { min_len, max_len, all } = lexeme {
+    if let Lexeme::CountedString { min_len, max_len, all, space_before } = lexeme {
         if max_len.is_some_and(|max| max < *min_len) {
             return Ok(true);
         }
@@ -204,7 +206,12 @@ fn decide_empty(lexeme: &Lexeme, limits: &CompileLimits) -> Result<bool, Grammar
         // a large upper one; only when there is none is the whole range searched.
         let near = min_len.saturating_add(NEAR_LOWER_BOUND);
         if max_len.is_none_or(|max| max > near) {
-            let short = Lexeme::CountedString { min_len: *min_len, max_len: Some(near), all: all.clone() };
+            let short = Lexeme::CountedString {
+                min_len: *min_len,
+                max_len: Some(near),
+                all: all.clone(),
+                space_before: *space_before,
+            };
             if !decide_empty(&short, limits)? {
                 return Ok(false);
             }
@@ -271,8 +278,13 @@ fn parts(lexeme: &Lexeme, limits: &CompileLimits) -> Result<Parts, GrammarError>
             let none_dfas = subtracted_parts(none, limits)?;
             Parts::Product { all: all_dfas, none: none_dfas, what }
         }
-        Lexeme::CountedString { min_len, max_len, all } => {
+        Lexeme::CountedString { min_len, max_len, all, space_before } => {
             let what = format!("strings of {min_len} to {max_len:?} characters in {all:?}");
+            if *space_before {
+                // NOTE: the schema compiler puts the space in a counted lexeme of its own only.
+                let source = FsmError::UnsupportedRegex("a space before a restricted counted string".into());
+                return Err(GrammarError::Lexeme { pattern: what, source });
+            }
             let counted = json_string_of_length(*min_len, *max_len, limits)
                 .map_err(|source| GrammarError::Lexeme { pattern: what.clone(), source })?;
             if all.is_empty() {

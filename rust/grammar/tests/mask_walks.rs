@@ -214,8 +214,9 @@ fn a_key_ends_at_its_colon_when_its_value_starts_with_a_regex() {
             "alpha": {"type": "string"},
             "bet": {"enum": ["x", 1]},
             "pha": {"type": "string", "maxLength": 3},
+            "hab": {"anyOf": [{"type": "integer"}, {"type": "string", "maxLength": 2}]},
         },
-        "required": ["alpha", "bet", "pha"],
+        "required": ["alpha", "bet", "pha", "hab"],
     });
     let matcher = matcher(&schema);
     let grammar = matcher.grammar();
@@ -227,19 +228,28 @@ fn a_key_ends_at_its_colon_when_its_value_starts_with_a_regex() {
             })
             .unwrap()
     };
-    // A regex value takes the space after the colon; a counted string (a lexeme of its own)
-    // leaves it in the key.
+    // A regex value, and a plain counted string, take the space after the colon; a value
+    // that starts with a rule leaves it in the key.
     assert_eq!(then_of("alpha"), "(?:[ ]?):");
     assert_eq!(then_of("bet"), "(?:[ ]?):");
-    assert_eq!(then_of("pha"), "(?:[ ]?):(?:[ ]?)");
-    let vocabulary = vocabulary_with(&[" \"", " 1", ": \"", "\": \"x"]);
+    assert_eq!(then_of("pha"), "(?:[ ]?):");
+    assert_eq!(then_of("hab"), "(?:[ ]?):(?:[ ]?)");
+    let vocabulary = vocabulary_with(&[" \"", " 1", ": \"", "\": \"x", "\": \"", "\" \""]);
     for document in [
-        r#"{"alpha": "ab", "bet": 1, "pha": "x"}"#,
-        r#"{"alpha":"ab","bet":"x","pha":"abc"}"#,
-        r#"{"alpha" : "", "bet" :1, "pha" : ""}"#,
+        r#"{"alpha": "ab", "bet": 1, "pha": "x", "hab": 10}"#,
+        r#"{"alpha":"ab","bet":"x","pha":"abc","hab":"ab"}"#,
+        r#"{"alpha" : "", "bet" :1, "pha" : "", "hab" : ""}"#,
     ] {
         check_document(&matcher, &vocabulary, document);
     }
+    for (text, valid) in [(r#"{"alpha":  "#, false), (r#"{"alpha": "", "bet": 1, "pha":  "#, false)] {
+        let mut state = matcher.start().unwrap();
+        assert_eq!(matcher.advance_bytes(&mut state, text.as_bytes()).unwrap(), valid, "{text}");
+    }
     let mut state = matcher.start().unwrap();
-    assert!(!matcher.advance_bytes(&mut state, br#"{"alpha":  "#).unwrap(), "one space at most");
+    let too_long = r#"{"alpha": "", "bet": 1, "pha": "abcd"#;
+    assert!(
+        !matcher.advance_bytes(&mut state, too_long.as_bytes()).unwrap(),
+        "maxLength holds after the space"
+    );
 }

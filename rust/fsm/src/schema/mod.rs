@@ -26,7 +26,9 @@ pub use literal::string_literal;
 pub use literal::NEVER as NEVER_REGEX;
 pub use numeric::split_decimal;
 pub use object::{key_in, key_not_in};
-pub use string::{json_string_counter, json_string_of_length, json_string_regex};
+pub use string::{
+    json_string_counter, json_string_counter_after_space, json_string_of_length, json_string_regex,
+};
 pub use undeclared::{undeclared_key_dfa, undeclared_key_dfa_and_twins, TwinnedKeyDfa};
 mod literal;
 mod merge;

@@ -132,6 +132,17 @@ pub fn json_string_counter(
     CountedDfa::new(json_string_char()?, min_len, max_len, b"\"", b"\"", max_counted_states(limits))
 }
 
+/// [`json_string_counter`] after an optional space (` ?"…"`): a value whose lexeme also takes
+/// the space after its key's colon.
+pub fn json_string_counter_after_space(
+    min_len: usize,
+    max_len: Option<usize>,
+    limits: &CompileLimits,
+) -> Result<CountedDfa, FsmError> {
+    let limit = max_counted_states(limits);
+    CountedDfa::with_optional_lead(json_string_char()?, min_len, max_len, b" \"", b"\"", limit)
+}
+
 /// One JSON string character's DFA (escapes and UTF-8 included), built once.
 pub(super) fn json_string_char() -> Result<&'static ByteDfa, FsmError> {
     static CHARACTER: OnceLock<Result<ByteDfa, FsmError>> = OnceLock::new();

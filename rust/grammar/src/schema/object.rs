@@ -162,10 +162,17 @@ impl SchemaGrammar<'_> {
             // regex: the key then ends at its colon, and the masks there (` "`, ` 1`, ` {`) are
             // the value lexemes' start masks, shared by every key with such a value, rather
             // than a walk through the space's tokens for each key.
-            let value = self.schema(&all_of(parts), &format!("{path}/properties/{name}"))?;
-            let mut pieces = match value.first() {
-                Some(Piece::Regex(_)) => {
-                    vec![Piece::Lexeme(key_lexeme(name, &format!("{ws}:"))), Piece::Regex(ws.clone())]
+            let mut value = self.schema(&all_of(parts), &format!("{path}/properties/{name}"))?;
+            let key_then_colon = Piece::Lexeme(key_lexeme(name, &format!("{ws}:")));
+            let mut pieces = match value.first_mut() {
+                Some(Piece::Regex(_)) => vec![key_then_colon, Piece::Regex(ws.clone())],
+                // A plain counted string takes one optional space itself (the default
+                // whitespace); other whitespace stays in the key.
+                Some(Piece::Lexeme(Lexeme::CountedString { all, space_before, .. }))
+                    if all.is_empty() && ws == OPTIONAL_SPACE =>
+                {
+                    *space_before = true;
+                    vec![key_then_colon]
                 }
                 _ => vec![Piece::Lexeme(key_lexeme(name, &format!("{ws}:{ws}")))],
             };
@@ -339,6 +346,9 @@ fn ascii_spelling(literal: &str) -> String {
     }
     out
 }
+
+/// The default whitespace between tokens, as the schema grammar wraps it.
+const OPTIONAL_SPACE: &str = "(?:[ ]?)";
 
 /// Most dependencies one object's alternatives spell out (two alternatives each, multiplied).
 const MAX_DEPENDENCIES: usize = 6;

@@ -81,7 +81,7 @@ impl SchemaGrammar<'_> {
                 _ => Lexeme::Intersection { all, none: Vec::new() },
             }));
         }
-        Ok(Some(Lexeme::CountedString { min_len, max_len, all }))
+        Ok(Some(Lexeme::CountedString { min_len, max_len, all, space_before: false }))
     }
 
     /// Regexes a string (without length bounds) must all match: the regex path's one, or for a
