@@ -118,6 +118,8 @@ impl Layout {
 /// The counted table of a window's bounds, for masks over tokens of at most `reach` bytes.
 #[derive(Debug)]
 pub struct CountedWindow {
+    /// Unique in the process (never reused): masks of equal windows are shared by it.
+    serial: u64,
     reach: usize,
     layout: Layout,
     dfa: ByteDfa,
@@ -133,6 +135,13 @@ impl CountedWindow {
 
     pub fn reach(&self) -> usize {
         self.reach
+    }
+
+    /// A number no other window of this process has: a state's token mask depends only on the
+    /// window's table and the state, so a window met again (the process keeps them by what
+    /// they are built from) finds its masks by this number and the state.
+    pub fn serial(&self) -> u64 {
+        self.serial
     }
 
     /// For a state between two words of the unit (its start) inside the count: how many words
@@ -415,7 +424,9 @@ fn build_window(
         // class of its own: the start may also take `open[1]` straight to state 2.
         dfa.set_transition(0, open[1], 2);
     }
-    Ok(CountedWindow { reach, layout: Layout { bounds, ..*layout }, dfa, distances: OnceLock::new() })
+    static SERIALS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let serial = SERIALS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    Ok(CountedWindow { serial, reach, layout: Layout { bounds, ..*layout }, dfa, distances: OnceLock::new() })
 }
 
 #[cfg(test)]

@@ -57,6 +57,14 @@ impl MaskView<'_> {
         }
     }
 
+    /// For a counted string's window, its process-unique number ([`CountedWindow::serial`]).
+    pub fn window_serial(&self) -> Option<u64> {
+        match &self.table {
+            MaskTable::Own(..) => None,
+            MaskTable::Window(window) => Some(window.serial()),
+        }
+    }
+
     /// The twin of `state` of [`MaskView::dfa`] (see [`LexemeDfa::Table`]), if it has one.
     pub fn twin(&self, state: u32) -> Option<u32> {
         match &self.table {

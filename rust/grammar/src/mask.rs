@@ -507,6 +507,18 @@ impl GrammarMatcher {
             Sharing::SameLexeme => {
                 vocabulary.shared_result(&same_lexeme(), LexemeMask::memory_bytes, compute)?
             }
+            Sharing::SameResidual if view.window_serial().is_some() => {
+                // NOTE: every counted string whose window is this one (bounds that no token can
+                // tell apart: `maxLength` 255 and 500 alike) shares its masks.
+                let serial = view.window_serial().unwrap_or_default();
+                let key = [
+                    b"sglr-grammar counted window mask\0".as_slice(),
+                    &serial.to_le_bytes(),
+                    &state.to_le_bytes(),
+                ]
+                .concat();
+                vocabulary.shared_result(&key, LexemeMask::memory_bytes, compute)?
+            }
             Sharing::SameResidual => {
                 // NOTE: a lexeme met again (the same definition in another schema: the same DFA)
                 // finds its mask by definition first; the residual's signature (a walk of up to
