@@ -215,6 +215,7 @@ fn a_key_ends_at_its_colon_when_its_value_starts_with_a_regex() {
             "bet": {"enum": ["x", 1]},
             "pha": {"type": "string", "maxLength": 3},
             "hab": {"anyOf": [{"type": "integer"}, {"type": "string", "maxLength": 2}]},
+            "free": {},
         },
         "required": ["alpha", "bet", "pha", "hab"],
     });
@@ -234,11 +235,12 @@ fn a_key_ends_at_its_colon_when_its_value_starts_with_a_regex() {
     assert_eq!(then_of("bet"), "(?:[ ]?):");
     assert_eq!(then_of("pha"), "(?:[ ]?):");
     assert_eq!(then_of("hab"), "(?:[ ]?):(?:[ ]?)");
+    assert_eq!(then_of("free"), "(?:[ ]?):", "a free value takes the space too");
     let vocabulary = vocabulary_with(&[" \"", " 1", ": \"", "\": \"x", "\": \"", "\" \""]);
     for document in [
-        r#"{"alpha": "ab", "bet": 1, "pha": "x", "hab": 10}"#,
-        r#"{"alpha":"ab","bet":"x","pha":"abc","hab":"ab"}"#,
-        r#"{"alpha" : "", "bet" :1, "pha" : "", "hab" : ""}"#,
+        r#"{"alpha": "ab", "bet": 1, "pha": "x", "hab": 10, "free": {"a": [1, "x"]}}"#,
+        r#"{"alpha":"ab","bet":"x","pha":"abc","hab":"ab","free":[],"x":{"b":true}}"#,
+        r#"{"alpha" : "", "bet" :1, "pha" : "", "hab" : "", "b": [ {} ] }"#,
     ] {
         check_document(&matcher, &vocabulary, document);
     }

@@ -82,6 +82,7 @@ pub fn json_schema_to_grammar(schema: &str, options: &JsonSchemaOptions) -> Resu
         pending: Vec::new(),
         never: None,
         any: None,
+        any_after_space: None,
         depth: 0,
         num_open_one_ofs: 0,
     };
@@ -141,6 +142,9 @@ pub(super) fn contains_reference(value: &Value) -> bool {
     }
 }
 
+/// The default whitespace between tokens, as the schema grammar wraps it.
+const OPTIONAL_SPACE: &str = "(?:[ ]?)";
+
 /// A piece of a right-hand side: a regex (adjacent ones merge into one lexeme), a lexeme of
 /// its own (an intersection) or a rule.
 #[derive(Debug, Clone)]
@@ -163,6 +167,8 @@ pub(super) struct SchemaGrammar<'a> {
     pub(super) never: Option<NonterminalId>,
     /// Any JSON value, at any depth (built on first use).
     pub(super) any: Option<NonterminalId>,
+    /// [`SchemaGrammar::any_after_space`], once built.
+    pub(super) any_after_space: Option<NonterminalId>,
     pub(super) depth: usize,
     /// `oneOf`s being spelled as "this branch and none of the others" around the current one
     /// (each spells its branches again inside the others' negations).
@@ -384,23 +390,38 @@ impl<'a> SchemaGrammar<'a> {
         let number = scalar("number")?;
         let items = self.builder.fresh("any_items");
         let members = self.builder.fresh("any_members");
-        let alternatives = vec![
-            vec![Piece::Regex(format!("(?:{string}|{number}|true|false|null)"))],
-            vec![Piece::Regex(format!(r"\[{ws}")), Piece::Rule(items), Piece::Regex(format!(r"{ws}\]"))],
-            vec![Piece::Regex(format!(r"\[{ws}{ws}\]"))],
-            vec![Piece::Regex(format!(r"\{{{ws}")), Piece::Rule(members), Piece::Regex(format!(r"{ws}\}}"))],
-            vec![Piece::Regex(format!(r"\{{{ws}{ws}\}}"))],
-        ];
-        for pieces in alternatives {
-            let rhs = self.symbols(pieces);
-            self.builder.rule(any, rhs);
+        let any_after_space = self.builder.fresh("any_after_space");
+        self.any_after_space = Some(any_after_space);
+        let alternatives = |before: &str| {
+            vec![
+                vec![Piece::Regex(format!("{before}(?:{string}|{number}|true|false|null)"))],
+                vec![
+                    Piece::Regex(format!(r"{before}\[{ws}")),
+                    Piece::Rule(items),
+                    Piece::Regex(format!(r"{ws}\]")),
+                ],
+                vec![Piece::Regex(format!(r"{before}\[{ws}{ws}\]"))],
+                vec![
+                    Piece::Regex(format!(r"{before}\{{{ws}")),
+                    Piece::Rule(members),
+                    Piece::Regex(format!(r"{ws}\}}")),
+                ],
+                vec![Piece::Regex(format!(r"{before}\{{{ws}{ws}\}}"))],
+            ]
+        };
+        for (nonterminal, before) in [(any, ""), (any_after_space, ws.as_str())] {
+            for pieces in alternatives(before) {
+                let rhs = self.symbols(pieces);
+                self.builder.rule(nonterminal, rhs);
+            }
         }
         // items -> any | items , any ; members -> member | members , member
         self.builder.rule(items, vec![Symbol::Nonterminal(any)]);
         let rhs =
             self.symbols(vec![Piece::Rule(items), Piece::Regex(format!("{ws},{ws}")), Piece::Rule(any)]);
         self.builder.rule(items, rhs);
-        let member = vec![Piece::Regex(format!("{string}{ws}:{ws}")), Piece::Rule(any)];
+        // The space after a colon opens the value's first lexeme (see `any_after_space`).
+        let member = vec![Piece::Regex(format!("{string}{ws}:")), Piece::Rule(any_after_space)];
         let rhs = self.symbols(member.clone());
         self.builder.rule(members, rhs);
         let mut more = vec![Piece::Rule(members), Piece::Regex(format!("{ws},{ws}"))];
@@ -408,6 +429,40 @@ impl<'a> SchemaGrammar<'a> {
         let rhs = self.symbols(more);
         self.builder.rule(members, rhs);
         Ok(any)
+    }
+
+    /// [`SchemaGrammar::any`] after the whitespace (each alternative's first lexeme takes it):
+    /// a key followed by a free value then ends at its colon, and the mask there is the value
+    /// lexemes' start masks rather than a walk of the space's tokens with parser steps.
+    pub(super) fn any_after_space(&mut self) -> Result<NonterminalId, GrammarError> {
+        self.any()?;
+        Ok(self.any_after_space.expect("built with any"))
+    }
+
+    /// Moves the whitespace before `value` into its first lexeme where it can take it (a
+    /// regex, a free value, a plain counted string under the default whitespace); false where
+    /// the whitespace must stay before it. The language is the same either way.
+    pub(super) fn space_into(&mut self, value: &mut Vec<Piece>) -> Result<bool, GrammarError> {
+        let ws = self.ws.clone();
+        let alone = value.len() == 1;
+        match value.first_mut() {
+            Some(Piece::Regex(_)) => {
+                value.insert(0, Piece::Regex(ws));
+                Ok(true)
+            }
+            Some(Piece::Rule(rule)) if Some(*rule) == self.any && alone => {
+                *value = vec![Piece::Rule(self.any_after_space()?)];
+                Ok(true)
+            }
+            // NOTE: a counted DFA takes an optional lead byte, so only the default whitespace.
+            Some(Piece::Lexeme(Lexeme::CountedString { all, space_before, .. }))
+                if all.is_empty() && ws == OPTIONAL_SPACE =>
+            {
+                *space_before = true;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
     }
 
     pub(super) fn schema(&mut self, schema: &Value, path: &str) -> Result<Vec<Piece>, GrammarError> {

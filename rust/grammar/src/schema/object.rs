@@ -163,19 +163,8 @@ impl SchemaGrammar<'_> {
             // the value lexemes' start masks, shared by every key with such a value, rather
             // than a walk through the space's tokens for each key.
             let mut value = self.schema(&all_of(parts), &format!("{path}/properties/{name}"))?;
-            let key_then_colon = Piece::Lexeme(key_lexeme(name, &format!("{ws}:")));
-            let mut pieces = match value.first_mut() {
-                Some(Piece::Regex(_)) => vec![key_then_colon, Piece::Regex(ws.clone())],
-                // A plain counted string takes one optional space itself (the default
-                // whitespace); other whitespace stays in the key.
-                Some(Piece::Lexeme(Lexeme::CountedString { all, space_before, .. }))
-                    if all.is_empty() && ws == OPTIONAL_SPACE =>
-                {
-                    *space_before = true;
-                    vec![key_then_colon]
-                }
-                _ => vec![Piece::Lexeme(key_lexeme(name, &format!("{ws}:{ws}")))],
-            };
+            let colon = if self.space_into(&mut value)? { format!("{ws}:") } else { format!("{ws}:{ws}") };
+            let mut pieces = vec![Piece::Lexeme(key_lexeme(name, &colon))];
             pieces.extend(value);
             members.push((pieces, is_required));
         }
@@ -215,8 +204,10 @@ impl SchemaGrammar<'_> {
                 self.checked_lexeme(undeclared)?
             };
             let Some(key) = key else { continue };
-            let mut pieces = vec![Piece::Lexeme(key), Piece::Regex(format!("{ws}:{ws}"))];
-            pieces.extend(self.schema(&value, &format!("{path}/additionalProperties"))?);
+            let mut value = self.schema(&value, &format!("{path}/additionalProperties"))?;
+            let colon = if self.space_into(&mut value)? { format!("{ws}:") } else { format!("{ws}:{ws}") };
+            let mut pieces = vec![Piece::Lexeme(key), Piece::Regex(colon)];
+            pieces.extend(value);
             extras.push(pieces);
         }
         // Extras count at most once towards the minimum (a repeated key counts once in the
@@ -346,9 +337,6 @@ fn ascii_spelling(literal: &str) -> String {
     }
     out
 }
-
-/// The default whitespace between tokens, as the schema grammar wraps it.
-const OPTIONAL_SPACE: &str = "(?:[ ]?)";
 
 /// Most dependencies one object's alternatives spell out (two alternatives each, multiplied).
 const MAX_DEPENDENCIES: usize = 6;
