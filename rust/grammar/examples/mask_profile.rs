@@ -3,7 +3,8 @@
 //! (written by `benches/maskbench_dump_cases.py`) `{"vocab": [hex bytes or null], "eos": [ids],
 //! "cases": [{"name", "schema", "instances": [[token ids]]}]}`;
 //! `cargo run --release -p sglr-grammar --example mask_profile -- CASES [MASKS]` (MASKS: masks
-//! timed per instance, default 32). Prints each case's compile time and slowest masks (`QUIET=1`:
+//! timed per instance, default 32; a case whose mask or step fails, e.g. a lexeme past its size
+//! bound, is printed with its error and left out). Prints each case's compile time and slowest masks (`QUIET=1`:
 //! only the summary over all cases; `SLOW=1`: each case's masks over 1 ms, on stderr; `TRACE=1`: every timed mask with the
 //! text before it, on stderr; `REPEAT=N`: each case's instances N times, the last pass timed; `SPLIT=1`:
 //! only each case's schema -> grammar time and first-mask time, in ms; `DIGEST=1`: a digest of every
