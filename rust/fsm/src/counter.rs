@@ -175,17 +175,23 @@ const MAX_WINDOWS: usize = 8;
 /// [`ByteDfa::counted`], state for state (same ids), in memory that does not grow with the bound.
 #[derive(Debug)]
 pub struct CountedDfa {
-    unit: ByteDfa,
-    open: Vec<u8>,
-    close: Vec<u8>,
-    /// `open[0]` may be left out ([`CountedDfa::with_optional_lead`]).
-    optional_lead: bool,
+    shape: Shape,
     layout: Layout,
     /// The window every step goes through (reach 0: one count per answer to "reached `min`?"
     /// and "is `max`?").
     stepping: CountedWindow,
     /// Windows for masks, by reach.
     windows: Mutex<Vec<Arc<CountedWindow>>>,
+}
+
+/// What every window of one counted DFA is built from, besides its bounds.
+#[derive(Debug)]
+struct Shape {
+    unit: ByteDfa,
+    open: Vec<u8>,
+    close: Vec<u8>,
+    /// `open[0]` may be left out ([`CountedDfa::with_optional_lead`]).
+    optional_lead: bool,
     max_states: usize,
 }
 
@@ -201,35 +207,6 @@ impl CountedDfa {
         close: &[u8],
         max_states: usize,
     ) -> Result<CountedDfa, FsmError> {
-        Self::build(unit, min, max, open, close, max_states, false)
-    }
-
-    /// [`CountedDfa::new`] whose `open`'s first byte may be left out (`lead?` then the rest of
-    /// `open`: a JSON string after an optional space), for an `open` of at least two bytes. The
-    /// states are [`CountedDfa::new`]'s with one more edge, from the start past the lead.
-    pub fn with_optional_lead(
-        unit: &ByteDfa,
-        min: usize,
-        max: Option<usize>,
-        open: &[u8],
-        close: &[u8],
-        max_states: usize,
-    ) -> Result<CountedDfa, FsmError> {
-        if open.len() < 2 {
-            return Err(FsmError::UnsupportedRegex("an optional lead needs two opening bytes".into()));
-        }
-        Self::build(unit, min, max, open, close, max_states, true)
-    }
-
-    fn build(
-        unit: &ByteDfa,
-        min: usize,
-        max: Option<usize>,
-        open: &[u8],
-        close: &[u8],
-        max_states: usize,
-        optional_lead: bool,
-    ) -> Result<CountedDfa, FsmError> {
         if max.is_some_and(|max| max < min) {
             return Err(FsmError::EmptyLanguage);
         }
@@ -238,20 +215,31 @@ impl CountedDfa {
             Layout { bounds: Bounds { min, max }, open_len: open.len(), num_inner, close_len: close.len() };
         // Refuses what `ByteDfa::counted` refuses (a unit matching the empty string included,
         // so there is at least one inner state to count by).
-        let stepping = build_window(unit, open, close, optional_lead, &layout, 0, max_states)?;
-        if layout.num_states() >= DEAD as u128 {
-            return Err(FsmError::AutomatonTooLarge { what: "counted DFA state ids", limit: DEAD as usize });
-        }
-        Ok(CountedDfa {
+        let shape = Shape {
             unit: unit.clone(),
             open: open.to_vec(),
             close: close.to_vec(),
-            optional_lead,
-            layout,
-            stepping,
-            windows: Mutex::new(Vec::new()),
+            optional_lead: false,
             max_states,
-        })
+        };
+        let stepping = shape.build_window(&layout, 0)?;
+        if layout.num_states() >= DEAD as u128 {
+            return Err(FsmError::AutomatonTooLarge { what: "counted DFA state ids", limit: DEAD as usize });
+        }
+        Ok(CountedDfa { shape, layout, stepping, windows: Mutex::new(Vec::new()) })
+    }
+
+    /// This DFA with its `open`'s first byte optional (`lead?` then the rest of `open`: a JSON
+    /// string after an optional space), for an `open` of at least two bytes: the same states,
+    /// with one more edge, from the start past the lead.
+    pub fn with_optional_lead(mut self) -> Result<CountedDfa, FsmError> {
+        if self.shape.open.len() < 2 {
+            return Err(FsmError::UnsupportedRegex("an optional lead needs two opening bytes".into()));
+        }
+        self.shape.optional_lead = true;
+        self.stepping = self.shape.build_window(&self.layout, 0)?;
+        self.windows = Mutex::new(Vec::new());
+        Ok(self)
     }
 
     pub fn num_states(&self) -> usize {
@@ -324,15 +312,7 @@ impl CountedDfa {
         if let Some(found) = windows.iter().find(|w| w.reach == reach) {
             return Ok(found.clone());
         }
-        let window = shared_window(
-            &self.unit,
-            &self.open,
-            &self.close,
-            self.optional_lead,
-            &self.layout,
-            reach,
-            self.max_states,
-        )?;
+        let window = self.shape.shared_window(&self.layout, reach)?;
         if windows.len() >= MAX_WINDOWS {
             windows.remove(0);
         }
@@ -342,91 +322,81 @@ impl CountedDfa {
 
     pub fn memory_bytes(&self) -> usize {
         let windows = self.windows.lock().unwrap_or_else(PoisonError::into_inner);
-        self.unit.memory_bytes()
+        self.shape.unit.memory_bytes()
             + self.stepping.memory_bytes()
             + windows.iter().map(|w| w.memory_bytes()).sum::<usize>()
-            + self.open.capacity()
-            + self.close.capacity()
+            + self.shape.open.capacity()
+            + self.shape.close.capacity()
     }
 }
 
-/// The counted table of `layout`'s bounds seen through `reach` bytes.
-/// What a window's table is built from (its layout follows from the unit and the bytes).
+/// What a window's table is built from: the shape and the window's bounds and reach.
 #[derive(PartialEq, Eq, Hash)]
 struct WindowKey {
+    /// The unit's table as words (`ByteDfa` has no `Hash`), then the shape's other fields.
     unit: Vec<u32>,
     open: Vec<u8>,
     close: Vec<u8>,
     optional_lead: bool,
+    max_states: usize,
     bounds: (usize, Option<usize>),
     reach: usize,
-    max_states: usize,
 }
 
 /// Bytes of windows the process keeps for every counted DFA (past it, the cache starts over).
 const MAX_SHARED_WINDOW_BYTES: usize = 64 << 20;
 
-/// [`build_window`], kept for the process: schemas repeat their length bounds (`maxLength`
-/// 255 in many members and schemas), and a window for the vocabulary's longest token is a
-/// table of a few thousand states, which cost more than the first mask that needs it.
-fn shared_window(
-    unit: &ByteDfa,
-    open: &[u8],
-    close: &[u8],
-    optional_lead: bool,
-    layout: &Layout,
-    reach: usize,
-    max_states: usize,
-) -> Result<Arc<CountedWindow>, FsmError> {
-    type Windows = (rustc_hash::FxHashMap<WindowKey, Arc<CountedWindow>>, usize);
-    static WINDOWS: OnceLock<Mutex<Windows>> = OnceLock::new();
-    let bounds = layout.bounds.window(reach);
-    let key = WindowKey {
-        unit: unit.table_words(),
-        open: open.to_vec(),
-        close: close.to_vec(),
-        optional_lead,
-        bounds: (bounds.min, bounds.max),
-        reach,
-        max_states,
-    };
-    let windows = WINDOWS.get_or_init(Default::default);
-    if let Some(found) = windows.lock().unwrap_or_else(PoisonError::into_inner).0.get(&key) {
-        return Ok(found.clone());
+impl Shape {
+    /// [`Shape::build_window`], kept for the process: schemas repeat their length bounds
+    /// (`maxLength` 255 in many members and schemas), and a window for the vocabulary's longest
+    /// token is a table of a few thousand states, which cost more than the first mask that
+    /// needs it.
+    fn shared_window(&self, layout: &Layout, reach: usize) -> Result<Arc<CountedWindow>, FsmError> {
+        type Windows = (rustc_hash::FxHashMap<WindowKey, Arc<CountedWindow>>, usize);
+        static WINDOWS: OnceLock<Mutex<Windows>> = OnceLock::new();
+        let bounds = layout.bounds.window(reach);
+        let key = WindowKey {
+            unit: self.unit.table_words(),
+            open: self.open.clone(),
+            close: self.close.clone(),
+            optional_lead: self.optional_lead,
+            max_states: self.max_states,
+            bounds: (bounds.min, bounds.max),
+            reach,
+        };
+        let windows = WINDOWS.get_or_init(Default::default);
+        if let Some(found) = windows.lock().unwrap_or_else(PoisonError::into_inner).0.get(&key) {
+            return Ok(found.clone());
+        }
+        let window = Arc::new(self.build_window(layout, reach)?);
+        let mut windows = windows.lock().unwrap_or_else(PoisonError::into_inner);
+        let (kept, bytes) = &mut *windows;
+        // NOTE: a window's accept distances are filled in later, at most doubling its bytes.
+        let window_bytes = 2 * window.memory_bytes();
+        if *bytes + window_bytes > MAX_SHARED_WINDOW_BYTES {
+            kept.clear();
+            *bytes = 0;
+        }
+        *bytes += window_bytes;
+        kept.insert(key, window.clone());
+        Ok(window)
     }
-    let window = Arc::new(build_window(unit, open, close, optional_lead, layout, reach, max_states)?);
-    let mut windows = windows.lock().unwrap_or_else(PoisonError::into_inner);
-    let (kept, bytes) = &mut *windows;
-    // NOTE: a window's accept distances are filled in later, at most doubling its bytes.
-    let window_bytes = 2 * window.memory_bytes();
-    if *bytes + window_bytes > MAX_SHARED_WINDOW_BYTES {
-        kept.clear();
-        *bytes = 0;
-    }
-    *bytes += window_bytes;
-    kept.insert(key, window.clone());
-    Ok(window)
-}
 
-fn build_window(
-    unit: &ByteDfa,
-    open: &[u8],
-    close: &[u8],
-    optional_lead: bool,
-    layout: &Layout,
-    reach: usize,
-    max_states: usize,
-) -> Result<CountedWindow, FsmError> {
-    let bounds = layout.bounds.window(reach);
-    let mut dfa = ByteDfa::counted(unit, bounds.min, bounds.max, open, close, max_states)?;
-    if optional_lead {
-        // NOTE: the table numbers `open[..i]` read as state i, and each opening byte is a
-        // class of its own: the start may also take `open[1]` straight to state 2.
-        dfa.set_transition(0, open[1], 2);
+    /// The counted table of `layout`'s bounds seen through `reach` bytes.
+    fn build_window(&self, layout: &Layout, reach: usize) -> Result<CountedWindow, FsmError> {
+        let Shape { unit, open, close, optional_lead, max_states } = self;
+        let bounds = layout.bounds.window(reach);
+        let mut dfa = ByteDfa::counted(unit, bounds.min, bounds.max, open, close, *max_states)?;
+        if *optional_lead {
+            // NOTE: the table numbers `open[..i]` read as state i, and each opening byte is a
+            // class of its own: the start may also take `open[1]` straight to state 2.
+            dfa.set_transition(0, open[1], 2);
+        }
+        static SERIALS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let serial = SERIALS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let layout = Layout { bounds, ..*layout };
+        Ok(CountedWindow { serial, reach, layout, dfa, distances: OnceLock::new() })
     }
-    static SERIALS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let serial = SERIALS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    Ok(CountedWindow { serial, reach, layout: Layout { bounds, ..*layout }, dfa, distances: OnceLock::new() })
 }
 
 #[cfg(test)]
@@ -489,7 +459,10 @@ mod tests {
     fn an_optional_lead_is_the_regex_with_an_optional_space() {
         let unit = unit();
         for (min, max) in [(0, Some(2)), (1, Some(3)), (2, None), (0, None)] {
-            let counted = CountedDfa::with_optional_lead(&unit, min, max, b" \"", b"\"", 1 << 20).unwrap();
+            let counted = CountedDfa::new(&unit, min, max, b" \"", b"\"", 1 << 20)
+                .unwrap()
+                .with_optional_lead()
+                .unwrap();
             let bound = max.map_or(String::new(), |max| max.to_string());
             let regex =
                 ByteDfa::build(&format!("[ ]?\"{STRING_CHAR}{{{min},{bound}}}\""), &CompileLimits::default())
@@ -514,7 +487,10 @@ mod tests {
                 frontier = next;
             }
         }
-        assert!(CountedDfa::with_optional_lead(&unit, 0, Some(1), b"\"", b"\"", 1 << 20).is_err());
+        assert!(CountedDfa::new(&unit, 0, Some(1), b"\"", b"\"", 1 << 20)
+            .unwrap()
+            .with_optional_lead()
+            .is_err());
     }
 
     #[test]

@@ -139,8 +139,8 @@ pub fn json_string_counter_after_space(
     max_len: Option<usize>,
     limits: &CompileLimits,
 ) -> Result<CountedDfa, FsmError> {
-    let limit = max_counted_states(limits);
-    CountedDfa::with_optional_lead(json_string_char()?, min_len, max_len, b" \"", b"\"", limit)
+    CountedDfa::new(json_string_char()?, min_len, max_len, b" \"", b"\"", max_counted_states(limits))?
+        .with_optional_lead()
 }
 
 /// One JSON string character's DFA (escapes and UTF-8 included), built once.
