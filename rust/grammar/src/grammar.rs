@@ -71,6 +71,10 @@ pub enum Lexeme {
     },
 }
 
+/// The default whitespace between JSON tokens (one optional space) as the schema grammar writes
+/// it: what a counted string with `space_before` takes before its quote.
+pub(crate) const OPTIONAL_SPACE: &str = "(?:[ ]?)";
+
 impl Lexeme {
     /// Appends a byte string that tells this lexeme's definition from every other's (a variant
     /// tag, then each field, strings and lists length-prefixed): a process-wide cache key, far
@@ -168,7 +172,7 @@ impl Grammar {
                 Some(Cow::Owned(key_not_in(&names)))
             }
             Lexeme::CountedString { min_len, max_len, all, space_before } if all.is_empty() => {
-                let space = if *space_before { "(?:[ ]?)" } else { "" };
+                let space = if *space_before { OPTIONAL_SPACE } else { "" };
                 Some(Cow::Owned(format!("{space}{}", json_string_regex(*min_len, *max_len))))
             }
             Lexeme::Intersection { .. }

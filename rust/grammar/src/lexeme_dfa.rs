@@ -57,14 +57,6 @@ impl MaskView<'_> {
         }
     }
 
-    /// For a counted string's window, its process-unique number ([`CountedWindow::serial`]).
-    pub fn window_serial(&self) -> Option<u64> {
-        match &self.table {
-            MaskTable::Own(..) => None,
-            MaskTable::Window(window) => Some(window.serial()),
-        }
-    }
-
     /// The twin of `state` of [`MaskView::dfa`] (see [`LexemeDfa::Table`]), if it has one.
     pub fn twin(&self, state: u32) -> Option<u32> {
         match &self.table {
@@ -82,7 +74,8 @@ impl MaskView<'_> {
                 Sharing::FreeKey(state - first_free)
             }
             MaskTable::Own(_, _, Some(_)) => Sharing::SameLexeme,
-            _ => Sharing::SameResidual,
+            MaskTable::Own(_, _, None) => Sharing::SameResidual,
+            MaskTable::Window(window) => Sharing::SameWindow(window.serial()),
         }
     }
 
@@ -105,6 +98,10 @@ pub(crate) enum Sharing {
     /// The same state of the same lexeme (inside a free key's declared names: a residual that
     /// holds the rest of the names).
     SameLexeme,
+    /// The same state of the same counted-string window, by its process-unique number
+    /// (`CountedWindow::serial`): bounds no token can tell apart (`maxLength` 255 and 500) share
+    /// one window, so their masks.
+    SameWindow(u64),
 }
 
 /// [`LexemeDfa::successors`]' iterator.

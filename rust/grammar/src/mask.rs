@@ -480,7 +480,7 @@ impl GrammarMatcher {
         }
         // NOTE: the mask depends only on what the DFA accepts from `state`, so it is shared with
         // every matcher over this vocabulary whose lexeme state has the same residual automaton
-        // (a counted string's window state, the window being fixed by this vocabulary; a free
+        // (a counted string's state in the same window, told by the window's number; a free
         // key past its declared names, told without a signature); past `MAX_SIGNATURE_STATES`
         // states, with every matcher holding the same lexeme (its definition fixes its DFA,
         // numbering included).
@@ -507,10 +507,7 @@ impl GrammarMatcher {
             Sharing::SameLexeme => {
                 vocabulary.shared_result(&same_lexeme(), LexemeMask::memory_bytes, compute)?
             }
-            Sharing::SameResidual if view.window_serial().is_some() => {
-                // NOTE: every counted string whose window is this one (bounds that no token can
-                // tell apart: `maxLength` 255 and 500 alike) shares its masks.
-                let serial = view.window_serial().unwrap_or_default();
+            Sharing::SameWindow(serial) => {
                 let key = [
                     b"sglr-grammar counted window mask\0".as_slice(),
                     &serial.to_le_bytes(),

@@ -27,7 +27,7 @@ use sglr_fsm::schema::{
 use sglr_fsm::{ByteDfa, FsmError, DEAD};
 
 use crate::error::GrammarError;
-use crate::grammar::{Grammar, GrammarBuilder, Lexeme, NonterminalId, Symbol};
+use crate::grammar::{Grammar, GrammarBuilder, Lexeme, NonterminalId, Symbol, OPTIONAL_SPACE};
 
 mod array;
 mod negation;
@@ -141,9 +141,6 @@ pub(super) fn contains_reference(value: &Value) -> bool {
         _ => false,
     }
 }
-
-/// The default whitespace between tokens, as the schema grammar wraps it.
-const OPTIONAL_SPACE: &str = "(?:[ ]?)";
 
 /// A piece of a right-hand side: a regex (adjacent ones merge into one lexeme), a lexeme of
 /// its own (an intersection) or a rule.
