@@ -13,12 +13,14 @@ from graph_cycles import cycles
 PACKAGE_ROOT = Path(__file__).resolve().parents[1] / "python"
 
 # A module of a layer may not import from these packages.
+# `sglr.testing` (fixtures for tests and benchmarks) is above every layer: none imports it.
 FORBIDDEN = {
-    "sglr.kernels": ("sglr.model", "sglr.engine", "sglr.server", "sglr.lang"),
-    "sglr.model": ("sglr.engine", "sglr.server", "sglr.lang"),
-    "sglr.engine": ("sglr.router", "sglr.server", "sglr.lang"),
-    "sglr.router": ("sglr.server", "sglr.lang"),
-    "sglr.server": ("sglr.lang",),
+    "sglr.kernels": ("sglr.model", "sglr.engine", "sglr.server", "sglr.lang", "sglr.testing"),
+    "sglr.model": ("sglr.engine", "sglr.server", "sglr.lang", "sglr.testing"),
+    "sglr.engine": ("sglr.router", "sglr.server", "sglr.lang", "sglr.testing"),
+    "sglr.router": ("sglr.server", "sglr.lang", "sglr.testing"),
+    "sglr.server": ("sglr.lang", "sglr.testing"),
+    "sglr.lang": ("sglr.testing",),
 }
 
 

@@ -7,7 +7,5 @@
 - `config`, `loader`, `llama`, `qwen2`, `registry`: checkpoints and architectures.
 - `decoder`, `qwen3`, `moe` (+ `moe_config`, `moe_decoder`), `mixtral`, `qwen2_moe`, `qwen3_moe`:
   the newer families and the shared mixture-of-experts block.
-- `tiny_families`: tiny checkpoints of those families, written by `transformers`.
-- `tiny`: tiny random-weight checkpoints for tests and the offline demo.
 - `default_model`, `gguf`: the embedded default model and GGUF conversion.
 """
