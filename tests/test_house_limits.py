@@ -55,7 +55,6 @@ KNOWN_LONG_FILES: set[str] = {
     "rust/fsm/src/dfa.rs",
     "rust/grammar/src/mask.rs",
     "rust/grammar/tests/schema.rs",
-    "python/sglr/model/runner.py",
 }
 
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
