@@ -1,17 +1,24 @@
 """The fused CPU decode step (`sglr.model.cpu_fused_decode`, rust/decode) on fully 4-bit tiny GGUF
-models: which models take it, its logits against the exact fp32 dequantized path (teacher-forced,
-so one step's error cannot change the next step's input), batched steps equal to unbatched ones
-bit for bit, the K/V it writes, and bad input refused before anything is written."""
+models: which models take it (by their layers: each family's), its logits against the exact fp32
+dequantized path (teacher-forced, so one step's error cannot change the next step's input), its
+greedy tokens against the layered path's, batched steps equal to unbatched ones bit for bit, the
+K/V it writes, and bad input refused before anything is written."""
 
 from __future__ import annotations
+
+import logging
 
 import numpy as np
 import pytest
 import torch
 from gguf_testing import ALL_4BIT, TinySpec, write_tiny_gguf
 
+from sglr.engine.offline import generate_token_ids
 from sglr.model.forward_batch import ExtendRequest
 from sglr.model.runner import ModelRunner, RunnerConfig
+from sglr.testing.tiny import tiny_model_path
+from sglr.testing.tiny_families import write_family_checkpoint
+from sglr.testing.tiny_gguf import write_quantized_gguf
 
 EMPTY = np.zeros(0, dtype=np.int64)
 
@@ -45,6 +52,28 @@ def test_which_runners_take_the_fused_step(gguf_cache, monkeypatch):
     assert _runner(path, gguf_weights="dequantized").fused_decode is None
     monkeypatch.setenv("SGLR_CPU_FUSED_DECODE", "0")
     assert _runner(path, gguf_weights="quantized").fused_decode is None
+
+
+@pytest.mark.parametrize(("family", "fused"), [("llama", True), ("qwen2", True), ("qwen3", False)])
+def test_each_family_takes_the_fused_step_by_its_layers(gguf_cache, monkeypatch, caplog, family, fused):
+    """Llama and Qwen2 layers take the fused step, and it generates the layered path's greedy
+    tokens; Qwen3's per-head q/k norms (which the Rust step lacks) keep it on the layered path,
+    the reason logged."""
+    hf_dir = (
+        write_family_checkpoint(gguf_cache / "hf", family) if family == "qwen3" else tiny_model_path(family)
+    )
+    path = write_quantized_gguf(hf_dir, gguf_cache / f"{family}.gguf", "Q4_0")
+    with caplog.at_level(logging.INFO, logger="sglr.model.cpu_fused_decode"):
+        runner = _runner(path, gguf_weights="quantized")
+    assert runner.weights_format == "quantized"
+    assert (runner.fused_decode is not None) == fused
+    if not fused:
+        assert "q/k norms" in caplog.text
+        return
+    prompts = [np.random.default_rng(4).integers(3, 4000, size=n).tolist() for n in (9, 26)]
+    tokens = generate_token_ids(runner, prompts, 16)
+    monkeypatch.setenv("SGLR_CPU_FUSED_DECODE", "0")
+    assert generate_token_ids(_runner(path, gguf_weights="quantized"), prompts, 16) == tokens
 
 
 @pytest.mark.parametrize("architecture", ["llama", "qwen2"])

@@ -9,11 +9,11 @@ import torch
 from safetensors import safe_open
 
 from sglr.model import loader
+from sglr.model.build import build_model
 from sglr.model.config import load_model_config
 from sglr.model.lazy_tensor import LazyTensor
 from sglr.model.loader import iter_checkpoint_tensors
 from sglr.model.parallel import TensorParallel
-from sglr.model.registry import build_model
 from sglr.testing.tiny import write_tiny_model
 
 

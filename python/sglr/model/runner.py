@@ -25,6 +25,7 @@ from sglr.envs import cpu_decode_threads
 from sglr.kernels.attention import create_attention_backend
 from sglr.kernels.attention_metadata import AttentionMetadata
 from sglr.kernels.attention_variant import AttentionVariant
+from sglr.model.build import build_model
 from sglr.model.config import ModelConfig, load_model_config
 from sglr.model.cpu_fused_decode import CpuFusedDecode
 from sglr.model.cuda_graph import DecodeCudaGraphs
@@ -33,7 +34,6 @@ from sglr.model.kv_cache import KVCache, KVCacheShape, kv_slots_for_memory_fract
 from sglr.model.loader import release_freed_heap
 from sglr.model.logprobs import TokenLogprobs, score_tokens
 from sglr.model.parallel import TensorParallel
-from sglr.model.registry import build_model
 from sglr.model.req_to_token import ReqToTokenTable
 from sglr.model.runner_config import RunnerConfig
 from sglr.model.weights_policy import (
@@ -100,7 +100,7 @@ class ModelRunner:
         )
         self.fused_decode = (
             CpuFusedDecode.build(self.model, self.kv_cache, self.req_to_token.table)
-            if tp is None and self.device.type == "cpu"
+            if tp is None and self.device.type == "cpu" and quantized_source is not None
             else None
         )
         self.vocab_size = self.config.vocab_size
