@@ -1,6 +1,5 @@
 """Llama 2 / Llama 3 (GQA, Llama-3 RoPE scaling, optional tied embeddings and biases): the
-family every default describes. Mistral is the same model with a sliding window on every layer
-(`sliding_window`; `"sliding_window": null` is plain Llama), and its GGUF files are `llama` ones.
+family every default describes.
 
 llama.cpp's converter reorders the query and key rows of `llama` files so RoPE rotates adjacent
 pairs; loading puts them back in Hugging Face's half-split order.
@@ -31,6 +30,6 @@ def llama_gguf_fields(checkpoint: Any, shape: GgufShape) -> dict[str, Any]:
 
 
 FAMILY = Family(
-    architectures={"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral"},
+    architectures={"LlamaForCausalLM": "llama"},
     gguf=GgufLayout("llama", rope_rows_permuted=True, config_fields=llama_gguf_fields),
 )
