@@ -66,12 +66,16 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--families", nargs="+", default=["llama", "qwen2", "qwen3"])
-    parser.add_argument("--hidden-size", type=int, default=512)
-    parser.add_argument("--num-layers", type=int, default=8)
-    parser.add_argument("--prompt-len", type=int, default=128)
-    parser.add_argument("--num-new", type=int, default=64)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--repeats", type=int, default=3)
+    sizes = {
+        "hidden-size": 512,
+        "num-layers": 8,
+        "prompt-len": 128,
+        "num-new": 64,
+        "threads": 1,
+        "repeats": 3,
+    }
+    for name, default in sizes.items():
+        parser.add_argument(f"--{name}", type=int, default=default)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     logging.getLogger("sglr").setLevel(logging.WARNING)

@@ -2,7 +2,8 @@
 
 Both config dialects are accepted: the classic one (`rope_theta` + `rope_scaling`, `torch_dtype`)
 and the newer `rope_parameters` / `dtype` form, so checkpoints written by any `transformers`
-version (or by our own converters) load the same way.
+version (or by our own converters) load the same way. What a family reads beyond the Llama
+fields (windows, soft-caps, biases, experts) its declaration says (`sglr.model.families`).
 """
 
 from __future__ import annotations
@@ -143,9 +144,9 @@ class ModelConfig:
                 raise ModelConfigError("config.json names no architecture (no 'architectures' field)")
             architectures = [by_type]
         architecture = architectures[0]
-        family = find_family(architecture)
-        if family is not None and family.vision is not None:
-            return _read_llava(raw, architecture, family.vision.text_architectures)
+        multimodal = find_family(architecture)
+        if multimodal is not None and multimodal.vision is not None:
+            return _read_llava(raw, architecture, multimodal.vision.text_architectures)
         try:
             hidden_size = int(raw["hidden_size"])
             num_heads = int(raw["num_attention_heads"])

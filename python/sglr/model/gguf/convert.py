@@ -40,8 +40,7 @@ def convert_gguf(gguf_path: str | Path, out_dir: str | Path, *, dtype: str = "fl
     so an unsupported file fails fast. Not atomic: `sglr.model.gguf.cache` makes it so."""
     check_run_dtype(dtype)
     checkpoint = read_gguf(gguf_path)
-    layout = gguf_family(checkpoint).gguf
-    assert layout is not None  # gguf_family finds only families with a GGUF layout
+    _, layout = gguf_family(checkpoint)
     for tensor in checkpoint.tensors:
         check_supported(tensor)
         hf_tensor_name(tensor.name, layout)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from sglr.errors import GGUFFormatError, GGUFUnsupportedError
-from sglr.model.family import Family, GgufShape
+from sglr.model.family import Family, GgufLayout, GgufShape
 from sglr.model.gguf.dequant import dequantize
 from sglr.model.gguf.names import check_layers_complete
 from sglr.model.gguf.reader import GGUFCheckpoint
@@ -16,24 +16,25 @@ from sglr.model.registry import families
 _DEFAULT_ROPE_THETA = 10_000.0
 
 
-def gguf_family(checkpoint: GGUFCheckpoint) -> Family:
-    """The family the file's architecture (and whether it has experts) declares; raises
-    `GGUFUnsupportedError` naming any other. A `llama` file with experts is a Mixtral model."""
+def gguf_family(checkpoint: GGUFCheckpoint) -> tuple[Family, GgufLayout]:
+    """The family the file's architecture (and whether it has experts) declares, and its layout;
+    raises `GGUFUnsupportedError` naming any other. A `llama` file with experts is a Mixtral."""
     architecture = checkpoint.architecture
-    candidates = [f for f in families() if f.gguf is not None and f.gguf.architecture == architecture]
+    declared = [(family, family.gguf) for family in families() if family.gguf is not None]
+    candidates = [(family, layout) for family, layout in declared if layout.architecture == architecture]
     if not candidates:
-        supported = dict.fromkeys(f.gguf.architecture for f in families() if f.gguf is not None)
+        supported = dict.fromkeys(layout.architecture for _, layout in declared)
         raise GGUFUnsupportedError(
             f"{checkpoint.path}: GGUF architecture {architecture!r} is not supported "
             f"(supported: {', '.join(supported)})"
         )
     num_experts = int(checkpoint.arch_get("expert_count", 0) or 0)
-    with_experts = [f for f in candidates if f.experts is not None]
+    with_experts = [c for c in candidates if c[0].experts is not None]
     if num_experts > 0 and not with_experts:
         raise GGUFUnsupportedError(
             f"{checkpoint.path}: mixture-of-experts {architecture!r} models ({num_experts} experts) are not supported"
         )
-    dense = [f for f in candidates if f.experts is None]
+    dense = [c for c in candidates if c[0].experts is None]
     # A MoE family's file without experts is refused by its own fields (no expert_count).
     return with_experts[0] if num_experts > 0 or not dense else dense[0]
 
@@ -41,9 +42,7 @@ def gguf_family(checkpoint: GGUFCheckpoint) -> Family:
 def build_hf_config(checkpoint: GGUFCheckpoint, torch_dtype: str) -> dict[str, Any]:
     """The `config.json` of the converted checkpoint; validates the architecture, the attention
     geometry and that every layer's tensors are present."""
-    family = gguf_family(checkpoint)
-    layout = family.gguf
-    assert layout is not None  # gguf_family finds only families with a GGUF layout
+    family, layout = gguf_family(checkpoint)
     class_name = family.main_architecture
     path = checkpoint.path
     tensors = {tensor.name: tensor for tensor in checkpoint.tensors}
