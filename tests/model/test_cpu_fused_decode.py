@@ -1,4 +1,4 @@
-"""The fused CPU decode step (`sglr.model.cpu_fused_decode`, rust/decode) on fully 4-bit tiny GGUF
+"""The fused CPU decode step (`sglr.model.cpu_fused_decode`, rust/kernels' decode) on fully 4-bit tiny GGUF
 models: which models take it, its logits against the exact fp32 dequantized path (teacher-forced,
 so one step's error cannot change the next step's input), batched steps equal to unbatched ones
 bit for bit, the K/V it writes, and bad input refused before anything is written."""
