@@ -27,9 +27,19 @@ fn decode_step_norm(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
 
 proptest! {
     #[test]
-    fn f32_rows_are_the_decode_steps_bits(width in 1usize..700, rows in 1usize..5, eps in 1e-7f32..1e-4, seed in any::<u64>()) {
+    fn f32_rows_are_the_decode_steps_bits(
+        width in 1usize..700,
+        rows in 1usize..5,
+        eps in 1e-7f32..1e-4,
+        seed in any::<u64>(),
+    ) {
         let mut state = seed | 1;
-        let mut next = || { state ^= state << 13; state ^= state >> 7; state ^= state << 17; (state % 20_001) as f32 / 1000.0 - 10.0 };
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % 20_001) as f32 / 1000.0 - 10.0
+        };
         let x: Vec<f32> = (0..width * rows).map(|_| next()).collect();
         let weight: Vec<f32> = (0..width).map(|_| next()).collect();
         let (mut merged, mut former) = (vec![f32::NAN; x.len()], vec![f32::NAN; x.len()]);

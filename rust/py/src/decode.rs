@@ -1,4 +1,4 @@
-//! `sglr-kernels`' quantized matrices and decode step for Python: the quantized matrices (owned by Rust, held by the model's layers)
+//! `sglr-kernels` for Python: the quantized matrices (owned by Rust, held by the model's layers)
 //! and the fused CPU decode step over numpy views of torch tensors (bf16 arrives as int16 bits).
 
 use std::sync::Arc;
