@@ -8,7 +8,7 @@
 //! instead of a whole-vocabulary walk.
 
 use crate::dfa::{ByteDfa, DEAD};
-use crate::vocab::Vocabulary;
+use sglr_vocab::Vocabulary;
 
 /// Fewest first bytes worth delegating.
 const MIN_DELEGATED_BYTES: usize = 48;
@@ -89,7 +89,7 @@ pub(crate) fn delegated_row(
     mask: &mut [u32],
 ) -> usize {
     mask.copy_from_slice(donor_words);
-    let trie = &vocab.trie;
+    let trie = vocab.trie();
     let nodes = &trie.nodes;
     let token_ids = &trie.token_ids;
     let mut own = vec![DEAD; trie.max_depth + 1];
@@ -178,9 +178,9 @@ mod tests {
             let Some(found) = delegation(&dfa, state) else { continue };
             delegating += 1;
             let mut plain = vec![0u32; vocab.num_mask_words()];
-            crate::walk::walk_allowed(&dfa, &vocab.trie, state, &mut plain, None);
+            crate::walk::walk_allowed(&dfa, vocab.trie(), state, &mut plain, None);
             let mut donor_words = vec![0u32; vocab.num_mask_words()];
-            crate::walk::walk_allowed(&dfa, &vocab.trie, found.donor, &mut donor_words, None);
+            crate::walk::walk_allowed(&dfa, vocab.trie(), found.donor, &mut donor_words, None);
             let mut mask = vec![u32::MAX; vocab.num_mask_words()];
             let counted = delegated_row(&dfa, &vocab, state, &found, &donor_words, &mut mask);
             assert_eq!(mask, plain, "state {state}");

@@ -212,7 +212,7 @@ fn special_tokens_are_never_allowed_and_eos_only_when_accepting() {
         Some(b"<|x|>".to_vec()),
         Some(b"x".to_vec()),
     ];
-    let vocab = std::sync::Arc::new(sglr_fsm::Vocabulary::new(tokens, vec![3]).unwrap());
+    let vocab = std::sync::Arc::new(sglr_vocab::Vocabulary::new(tokens, vec![3]).unwrap());
     let fsm = TokenFsm::from_regex("[0-9]+", vocab, &CompileLimits::default()).unwrap();
     assert_eq!(fsm.allowed_token_ids(fsm.start_state()).unwrap(), vec![0, 1]);
     let after = fsm.advance(fsm.start_state(), 1).unwrap();
@@ -253,10 +253,10 @@ fn string_bodies_share_one_component_walk() {
     let second_body = fsm.advance_bytes(first_body, br#"x", "b": ""#).unwrap().unwrap();
     assert_ne!(first_body, second_body);
     fsm.fill_bitmask(first_body, &mut words).unwrap();
-    let cached = vocab.num_cached_components();
+    let cached = vocab.num_shared_walks();
     assert!(cached >= 1);
     fsm.fill_bitmask(second_body, &mut words).unwrap();
-    assert_eq!(vocab.num_cached_components(), cached, "the second body reuses the first walk");
+    assert_eq!(vocab.num_shared_walks(), cached, "the second body reuses the first walk");
     // Rows built through the shared walk equal fresh whole-trie walks.
     fsm.check_invariants().unwrap();
     let closing = tokens.iter().position(|t| t == b"\",").unwrap() as u32;

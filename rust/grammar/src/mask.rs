@@ -20,8 +20,9 @@ use std::sync::{Arc, OnceLock};
 use sglr_fsm::schema::CountedBody;
 use sglr_fsm::{
     bits_to_ids, count_bits, live_tokens_and_ends, live_tokens_donor, live_tokens_from_donor, ByteDfa,
-    Delegation, TokenTrie, Vocabulary, DEAD,
+    Delegation, DEAD,
 };
+use sglr_vocab::{TokenTrie, Vocabulary};
 
 use crate::earley::{close_seeds, step_byte, ByteStep, Chart, Item, ScanScratch, NO_LEX};
 use crate::error::GrammarError;

@@ -16,7 +16,8 @@
 //! of any schema with the same group (every string body's closing quotes) share one.
 
 use rustc_hash::FxHashMap;
-use sglr_fsm::{ByteDfa, TokenTrie, DEAD};
+use sglr_fsm::{ByteDfa, DEAD};
+use sglr_vocab::TokenTrie;
 
 /// Most tokens a suffix trie holds (past it the boundaries are walked one by one).
 const MAX_SUFFIX_TOKENS: usize = 1 << 16;

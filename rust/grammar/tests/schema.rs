@@ -337,7 +337,7 @@ fn schema_masks_agree_with_advancing() {
     ];
     let mut list: Vec<Option<Vec<u8>>> = tokens.iter().map(|t| Some(t.as_bytes().to_vec())).collect();
     list.push(None);
-    let vocabulary = sglr_fsm::Vocabulary::new(list, vec![tokens.len() as u32]).unwrap();
+    let vocabulary = sglr_vocab::Vocabulary::new(list, vec![tokens.len() as u32]).unwrap();
     let cases = [
         (
             r#"{"type": "object", "patternProperties": {"^x_": {"type": "integer"}}, "properties": {"a": {"type": "string"}}}"#,

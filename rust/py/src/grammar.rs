@@ -9,11 +9,12 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use sglr_fsm::schema::JsonSchemaOptions;
-use sglr_fsm::{CompileLimits, Vocabulary};
+use sglr_fsm::CompileLimits;
 use sglr_grammar::{
     grammar_to_ebnf, json_schema_to_grammar, parse_ebnf, GrammarError, GrammarMatcher, ParseState,
     ParserLimits,
 };
+use sglr_vocab::Vocabulary;
 
 use crate::buffers::IdArray;
 use crate::errors::{fsm_error, sglr_error};

@@ -16,7 +16,7 @@
 use super::string::json_string_char;
 use crate::dfa::DEAD;
 use crate::error::FsmError;
-use crate::vocab::Vocabulary;
+use sglr_vocab::Vocabulary;
 
 /// What a plain JSON string body allows, token by token, for one vocabulary.
 #[derive(Debug)]
@@ -183,7 +183,7 @@ mod tests {
         }
     }
 
-    fn path_of(trie: &crate::vocab::trie::TokenTrie, target: usize) -> Vec<u8> {
+    fn path_of(trie: &sglr_vocab::TokenTrie, target: usize) -> Vec<u8> {
         let mut path = Vec::new();
         for index in 1..=target {
             let node = trie.nodes[index];

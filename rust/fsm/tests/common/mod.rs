@@ -12,7 +12,7 @@ use regex_automata::dfa::{dense, Automaton, StartKind};
 use regex_automata::util::primitives::StateID;
 use regex_automata::util::start;
 use regex_automata::{Anchored, MatchKind};
-use sglr_fsm::Vocabulary;
+use sglr_vocab::Vocabulary;
 
 pub struct Oracle {
     dfa: dense::DFA<Vec<u32>>,

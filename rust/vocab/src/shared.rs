@@ -1,13 +1,10 @@
-//! Results other constraint kinds compute from a vocabulary, keyed by an exact description of
-//! what they walked, kept in the vocabulary so every constraint over it shares them.
+//! Results constraint engines compute from a vocabulary, keyed by an exact description of what
+//! they walked, kept in the vocabulary so every constraint over it shares them.
 
 use std::any::Any;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::bounded::BoundedCache;
-
-/// Bytes of shared results a vocabulary keeps (past it, the least recently used are dropped).
-const SHARED_RESULT_BYTES: usize = 64 << 20;
+use crate::bounded::BoundedCache;
 
 type Entry = Arc<dyn Any + Send + Sync>;
 
@@ -16,13 +13,12 @@ pub(crate) struct SharedResults {
     cache: Mutex<BoundedCache<Vec<u8>, Entry>>,
 }
 
-impl Default for SharedResults {
-    fn default() -> Self {
-        Self { cache: Mutex::new(BoundedCache::new(SHARED_RESULT_BYTES)) }
-    }
-}
-
 impl SharedResults {
+    /// An empty map that keeps at most `max_bytes` of results (keys included).
+    pub fn new(max_bytes: usize) -> Self {
+        Self { cache: Mutex::new(BoundedCache::new(max_bytes)) }
+    }
+
     fn lock(&self) -> MutexGuard<'_, BoundedCache<Vec<u8>, Entry>> {
         // NOTE: a panic while holding the lock cannot leave the map half-updated.
         self.cache.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -66,7 +62,7 @@ mod tests {
 
     #[test]
     fn computes_once_per_key_and_type() {
-        let shared = SharedResults::default();
+        let shared = SharedResults::new(64 << 20);
         let mut calls = 0;
         for _ in 0..3 {
             let value: Result<Arc<u64>, ()> = shared.get_or_compute(

@@ -1,24 +1,20 @@
-//! The model's vocabulary as token bytes, plus the byte trie the index walks.
-
-mod bounded;
-mod decode;
-mod shared;
-pub mod trie;
+//! The model's vocabulary as token bytes, plus the byte trie the mask walks follow.
 
 use std::hash::{Hash, Hasher};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-pub use decode::{decode_byte_level, decode_sentencepiece, encode_byte_level, TokenEncoding};
-
-use crate::component::ComponentWalk;
-use crate::error::FsmError;
+use crate::decode::TokenEncoding;
+use crate::error::VocabError;
+use crate::shared::SharedResults;
+use crate::trie::TokenTrie;
 use crate::TokenId;
-use shared::SharedResults;
-use trie::TokenTrie;
 
-/// Bytes of shared component walks a vocabulary keeps (past it, the least recently used are
+/// Bytes of shared walks a vocabulary keeps (past it, the least recently used are dropped).
+const SHARED_WALK_BYTES: usize = 64 << 20;
+
+/// Bytes of other shared results a vocabulary keeps (past it, the least recently used are
 /// dropped).
-const COMPONENT_CACHE_BYTES: usize = 64 << 20;
+const SHARED_RESULT_BYTES: usize = 64 << 20;
 
 /// Longest token accepted, in bytes (the trie stores depths as `u16`).
 pub const MAX_TOKEN_LEN: usize = u16::MAX as usize;
@@ -33,30 +29,29 @@ pub struct Vocabulary {
     /// `bytes[offsets[t]..offsets[t + 1]]` are token t's bytes (empty for specials).
     offsets: Vec<u32>,
     eos_token_ids: Vec<TokenId>,
-    pub(crate) trie: TokenTrie,
+    trie: TokenTrie,
     fingerprint: u64,
-    /// Trie walks through local components, keyed by signature and shared by every FSM over
-    /// this vocabulary (see `component.rs`), with their total size in bytes.
-    components: Mutex<ComponentCache>,
-    /// Other constraint kinds' per-vocabulary results, by their exact description (`shared.rs`).
+    /// Trie walks of automaton fragments, by the fragment's description (the FSM path's local
+    /// components: few, large, met by every string of every schema; [`Vocabulary::shared_walk`]).
+    walks: SharedResults,
+    /// Other per-vocabulary results, by their exact description (the grammar path's lexeme
+    /// masks: many, small; [`Vocabulary::shared_result`]). Kept apart from the walks so neither
+    /// kind pushes the other out.
     shared: SharedResults,
 }
-
-/// Component walks by signature.
-type ComponentCache = bounded::BoundedCache<Vec<u16>, Arc<ComponentWalk>>;
 
 impl Vocabulary {
     /// Builds a vocabulary from raw token bytes indexed by token id. `None` (or empty bytes)
     /// marks a special or unused id; EOS ids are special whatever bytes they carry.
-    pub fn new(tokens: Vec<Option<Vec<u8>>>, eos_token_ids: Vec<TokenId>) -> Result<Self, FsmError> {
+    pub fn new(tokens: Vec<Option<Vec<u8>>>, eos_token_ids: Vec<TokenId>) -> Result<Self, VocabError> {
         let vocab_size = tokens.len();
         if vocab_size >= u32::MAX as usize {
-            return Err(FsmError::InvalidVocabulary(format!(
+            return Err(VocabError::InvalidVocabulary(format!(
                 "{vocab_size} tokens do not fit 32-bit token ids"
             )));
         }
         if let Some(&bad) = eos_token_ids.iter().find(|&&id| id as usize >= vocab_size) {
-            return Err(FsmError::InvalidVocabulary(format!(
+            return Err(VocabError::InvalidVocabulary(format!(
                 "EOS token id {bad} is outside the vocabulary of {vocab_size} tokens"
             )));
         }
@@ -71,7 +66,7 @@ impl Vocabulary {
             let is_eos = eos_token_ids.binary_search(&(token_id as u32)).is_ok();
             if let (Some(token), false) = (token, is_eos) {
                 if token.len() > MAX_TOKEN_LEN {
-                    return Err(FsmError::InvalidVocabulary(format!(
+                    return Err(VocabError::InvalidVocabulary(format!(
                         "token {token_id} is {} bytes long (limit {MAX_TOKEN_LEN})",
                         token.len()
                     )));
@@ -79,7 +74,7 @@ impl Vocabulary {
                 bytes.extend_from_slice(token);
             }
             let end = u32::try_from(bytes.len())
-                .map_err(|_| FsmError::InvalidVocabulary("token bytes exceed 4 GiB in total".into()))?;
+                .map_err(|_| VocabError::InvalidVocabulary("token bytes exceed 4 GiB in total".into()))?;
             offsets.push(end);
         }
         let mut vocab = Self {
@@ -88,8 +83,8 @@ impl Vocabulary {
             eos_token_ids,
             trie: TokenTrie::default(),
             fingerprint: 0,
-            components: Mutex::new(ComponentCache::new(COMPONENT_CACHE_BYTES)),
-            shared: SharedResults::default(),
+            walks: SharedResults::new(SHARED_WALK_BYTES),
+            shared: SharedResults::new(SHARED_RESULT_BYTES),
         };
         vocab.trie =
             TokenTrie::build((0..vocab_size as u32).filter_map(|id| vocab.token_bytes(id).map(|b| (id, b))));
@@ -102,7 +97,7 @@ impl Vocabulary {
         tokens: Vec<Option<String>>,
         encoding: TokenEncoding,
         eos_token_ids: Vec<TokenId>,
-    ) -> Result<Self, FsmError> {
+    ) -> Result<Self, VocabError> {
         let decoded = tokens
             .iter()
             .map(|token| token.as_deref().map(|t| encoding.decode(t)).transpose())
@@ -139,7 +134,8 @@ impl Vocabulary {
         self.eos_token_ids.binary_search(&token_id).is_ok()
     }
 
-    /// The byte trie of the ordinary tokens, for walks by other constraint engines.
+    /// The byte trie of the ordinary tokens, for the constraint engines' mask walks.
+    #[inline]
     pub fn trie(&self) -> &TokenTrie {
         &self.trie
     }
@@ -155,13 +151,12 @@ impl Vocabulary {
         self.fingerprint
     }
 
-    /// Heap bytes of the token table, the trie and the shared component walks.
+    /// Heap bytes of the token table, the trie and the shared walks and results.
     pub fn memory_bytes(&self) -> usize {
-        let components = self.lock_components().num_bytes();
         self.bytes.capacity()
             + self.offsets.capacity() * 4
             + self.trie.memory_bytes()
-            + components
+            + self.walks.memory_bytes()
             + self.shared.memory_bytes()
     }
 
@@ -185,34 +180,36 @@ impl Vocabulary {
         self.shared.len()
     }
 
-    /// The shared walk for a component signature, computed by `walk` on first use.
-    pub(crate) fn component_walk(
+    /// A trie walk of an automaton fragment that depends only on this vocabulary and on what
+    /// `key` describes exactly (the FSM path's local components: a string body's walk, met by
+    /// every string field of every schema), computed by `compute` on first use and shared by
+    /// every constraint over this vocabulary. `size` gives a walk's heap bytes, counted against
+    /// a budget past which the least recently used walks are dropped. Callers keep their keys apart
+    /// from other callers' (a prefix, or a layout only they write); a key holding another type
+    /// is recomputed.
+    pub fn shared_walk<T: std::any::Any + Send + Sync>(
         &self,
-        signature: &[u16],
-        walk: impl FnOnce() -> ComponentWalk,
-    ) -> Arc<ComponentWalk> {
-        if let Some(found) = self.lock_components().get(signature) {
-            return found;
+        key: &[u8],
+        size: impl FnOnce(&T) -> usize,
+        compute: impl FnOnce() -> T,
+    ) -> Arc<T> {
+        let computed: Result<Arc<T>, std::convert::Infallible> =
+            self.walks.get_or_compute(key, size, || Ok(compute()));
+        match computed {
+            Ok(walk) => walk,
+            Err(never) => match never {},
         }
-        // NOTE: computed outside the lock; two threads may both compute a walk, the last stays.
-        let computed = Arc::new(walk());
-        let num_bytes = computed.memory_bytes();
-        self.lock_components().insert(signature.to_vec(), computed, num_bytes)
     }
 
-    /// Number of distinct component walks cached.
-    pub fn num_cached_components(&self) -> usize {
-        self.lock_components().len()
+    /// Number of walks kept by [`Vocabulary::shared_walk`].
+    pub fn num_shared_walks(&self) -> usize {
+        self.walks.len()
     }
 
-    /// Forgets the shared component walks (benchmarks use it to measure cold costs).
+    /// Forgets the shared walks and results (benchmarks use it to measure cold costs).
     pub fn clear_caches(&self) {
-        self.lock_components().clear();
+        self.walks.clear();
         self.shared.clear();
-    }
-
-    fn lock_components(&self) -> std::sync::MutexGuard<'_, ComponentCache> {
-        self.components.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn compute_fingerprint(&self) -> u64 {
@@ -249,7 +246,7 @@ mod tests {
     #[test]
     fn eos_out_of_range_is_an_error() {
         let err = Vocabulary::new(vec![Some(b"a".to_vec())], vec![5]).unwrap_err();
-        assert!(matches!(err, FsmError::InvalidVocabulary(_)));
+        assert!(matches!(err, VocabError::InvalidVocabulary(_)));
     }
 
     #[test]

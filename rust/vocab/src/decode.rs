@@ -4,7 +4,7 @@
 //! fixed 256-character alphabet; sentencepiece stores a space as `▁` and bytes it cannot spell
 //! as `<0xNN>` byte-fallback pieces. tiktoken files already hold raw bytes (no decoding).
 
-use crate::error::FsmError;
+use crate::error::VocabError;
 
 /// How the token strings of a vocabulary encode their bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,19 +19,19 @@ pub enum TokenEncoding {
 
 impl TokenEncoding {
     /// Parses the names used by the Python binding.
-    pub fn from_name(name: &str) -> Result<Self, FsmError> {
+    pub fn from_name(name: &str) -> Result<Self, VocabError> {
         match name {
             "byte_level" => Ok(Self::ByteLevel),
             "sentencepiece" => Ok(Self::SentencePiece),
             "utf8" => Ok(Self::Utf8),
-            other => Err(FsmError::InvalidVocabulary(format!(
+            other => Err(VocabError::InvalidVocabulary(format!(
                 "unknown token encoding '{other}' (expected 'byte_level', 'sentencepiece' or 'utf8')"
             ))),
         }
     }
 
     /// Decodes one token string into its bytes.
-    pub fn decode(self, token: &str) -> Result<Vec<u8>, FsmError> {
+    pub fn decode(self, token: &str) -> Result<Vec<u8>, VocabError> {
         match self {
             Self::ByteLevel => decode_byte_level(token),
             Self::SentencePiece => Ok(decode_sentencepiece(token)),
@@ -68,12 +68,12 @@ fn byte_level_byte(c: char) -> Option<u8> {
 
 /// Decodes a byte-level BPE token string; a character outside the 256-character alphabet
 /// means the string is not byte-level encoded (an added token, say) and is an error.
-pub fn decode_byte_level(token: &str) -> Result<Vec<u8>, FsmError> {
+pub fn decode_byte_level(token: &str) -> Result<Vec<u8>, VocabError> {
     token
         .chars()
         .map(|c| {
             byte_level_byte(c).ok_or_else(|| {
-                FsmError::InvalidVocabulary(format!(
+                VocabError::InvalidVocabulary(format!(
                     "token {token:?} has character {c:?} outside the byte-level alphabet"
                 ))
             })
@@ -120,7 +120,7 @@ mod tests {
 
     #[test]
     fn byte_level_rejects_foreign_characters() {
-        assert!(matches!(decode_byte_level("<think>\u{4e2d}"), Err(FsmError::InvalidVocabulary(_))));
+        assert!(matches!(decode_byte_level("<think>\u{4e2d}"), Err(VocabError::InvalidVocabulary(_))));
     }
 
     #[test]
