@@ -32,16 +32,13 @@ KNOWN_RUST_CYCLES: list[list[str]] = [
             f"sglr-fsm::schema::{name}"
             for name in (
                 [
-                    "counted_body",
                     "disjoint",
                     "keywords",
                     "literal",
                     "merge",
-                    "numeric",
                     "object",
                     "pattern",
                     "string",
-                    "undeclared",
                 ]
             )
         ),

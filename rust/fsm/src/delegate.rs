@@ -165,7 +165,7 @@ mod tests {
         let mut tokens: Vec<Option<Vec<u8>>> = texts.iter().map(|t| Some(t.as_bytes().to_vec())).collect();
         tokens.push(None);
         let vocab = Vocabulary::new(tokens, vec![texts.len() as u32]).unwrap();
-        let dfa = crate::schema::undeclared_key_dfa(&["abc", "é"], 1 << 16).unwrap();
+        let dfa = crate::json::undeclared_key_dfa(&["abc", "é"], 1 << 16).unwrap();
         let inside_name = dfa.walk(dfa.start(), b"\"ab");
         let found = delegation(&dfa, inside_name).expect("a declared name's prefix delegates");
         assert!(found.contains(0xE6) && found.contains(u16::from(b'"')), "lead byte and quote handed over");

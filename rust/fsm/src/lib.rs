@@ -17,6 +17,7 @@ mod dfa;
 mod error;
 mod finite;
 mod fsm;
+pub mod json;
 mod jump;
 mod literal_prefix;
 mod live;

@@ -17,7 +17,7 @@ use std::borrow::Cow;
 use std::cell::RefCell;
 use std::sync::{Arc, OnceLock};
 
-use sglr_fsm::schema::CountedBody;
+use sglr_fsm::json::CountedBody;
 use sglr_fsm::{
     bits_to_ids, count_bits, live_tokens_and_ends, live_tokens_donor, live_tokens_from_donor, ByteDfa,
     Delegation, DEAD,

@@ -15,28 +15,19 @@
 //! are annotations unless a validator opts in).
 
 mod admits;
-mod counted_body;
 mod disjoint;
 mod draft;
-pub use counted_body::{CountedBody, CountedBodyMask};
 pub use draft::{conditions_ignored, ref_overrides_siblings};
 mod keywords;
 pub use keywords::{is_annotation, keyword_type};
-pub use literal::string_literal;
 pub use literal::NEVER as NEVER_REGEX;
 pub use numeric::split_decimal;
-pub use object::{key_in, key_not_in};
-pub use string::{
-    json_string_counter, json_string_counter_after_space, json_string_of_length, json_string_regex,
-};
-pub use undeclared::{undeclared_key_dfa, undeclared_key_dfa_and_twins, TwinnedKeyDfa};
 mod literal;
 mod merge;
 mod numeric;
 mod object;
 mod pattern;
 mod string;
-mod undeclared;
 
 use serde_json::{Map, Value};
 

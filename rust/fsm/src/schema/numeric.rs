@@ -5,7 +5,7 @@
 //! the bound's digits. A bounded number is written without exponent (with one, the values above
 //! a bound are no regular language).
 
-use super::literal::{INTEGER, NUMBER};
+use crate::json::{repeat, INTEGER, NUMBER};
 
 /// Inclusive integer bounds; `None` is unbounded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,7 +57,7 @@ fn natural_in(lo: u128, hi: Option<u128>) -> String {
     }
     if hi.is_none() {
         // Every number with more digits than `lo`.
-        parts.push(format!("[1-9]{}", super::literal::repeat("[0-9]", lo_len, None)));
+        parts.push(format!("[1-9]{}", repeat("[0-9]", lo_len, None)));
     }
     parts.join("|")
 }

@@ -7,7 +7,7 @@
 
 use regex_syntax::hir::{Class, ClassUnicodeRange, Hir, HirKind, Look};
 
-use super::literal::{class_char, encoded_char, repeat, STRING_CHAR};
+use crate::json::{class_char, encoded_char, repeat, STRING_CHAR};
 
 /// Classes with more non-ASCII ranges than this match those characters raw only (their
 /// `\uXXXX` spellings would make the regex huge); that forbids some valid spellings but never

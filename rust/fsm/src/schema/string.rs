@@ -1,15 +1,11 @@
 //! `"type": "string"`: length bounds, `pattern` and the common `format`s.
 
-use std::sync::OnceLock;
-
 use serde_json::{Map, Value};
 
-use super::literal::STRING_CHAR;
 use super::pattern::{full_match_char_bounds, pattern_body};
 use super::{unsupported, Ctx};
-use crate::counter::CountedDfa;
-use crate::dfa::{ByteDfa, CompileLimits};
 use crate::error::FsmError;
+use crate::json::json_string_regex;
 
 /// `YYYY-MM-DD` with real month lengths (29 February in leap years only) and no year 0.
 const DATE: &str = concat!(
@@ -99,62 +95,6 @@ pub(crate) fn string_schema(ctx: &Ctx, schema: &Map<String, Value>, path: &str) 
         }
     };
     Ok(format!("\"{body}\""))
-}
-
-/// The regex of JSON strings (with quotes) of `min_len` to `max_len` characters.
-pub fn json_string_regex(min_len: usize, max_len: Option<usize>) -> String {
-    let body = match max_len {
-        Some(max) => super::literal::repeat(STRING_CHAR, min_len, Some(max)),
-        None if min_len == 0 => format!("{STRING_CHAR}*"),
-        None => super::literal::repeat(STRING_CHAR, min_len, None),
-    };
-    format!("\"{body}\"")
-}
-
-/// The DFA of [`json_string_regex`]'s language, built directly (count x one character's
-/// states, [`ByteDfa::counted`]) in time linear in the bound instead of determinizing the
-/// unrolled regex; `AutomatonTooLarge` past `limits.dfa_size_limit` bytes of table.
-pub fn json_string_of_length(
-    min_len: usize,
-    max_len: Option<usize>,
-    limits: &CompileLimits,
-) -> Result<ByteDfa, FsmError> {
-    ByteDfa::counted(json_string_char()?, min_len, max_len, b"\"", b"\"", max_counted_states(limits))
-}
-
-/// [`json_string_of_length`]'s language with the count kept beside the character's state
-/// ([`CountedDfa`]): the same states, in memory that does not grow with the bound.
-pub fn json_string_counter(
-    min_len: usize,
-    max_len: Option<usize>,
-    limits: &CompileLimits,
-) -> Result<CountedDfa, FsmError> {
-    CountedDfa::new(json_string_char()?, min_len, max_len, b"\"", b"\"", max_counted_states(limits))
-}
-
-/// [`json_string_counter`] after an optional space (` ?"…"`): a value whose lexeme also takes
-/// the space after its key's colon.
-pub fn json_string_counter_after_space(
-    min_len: usize,
-    max_len: Option<usize>,
-    limits: &CompileLimits,
-) -> Result<CountedDfa, FsmError> {
-    CountedDfa::new(json_string_char()?, min_len, max_len, b" \"", b"\"", max_counted_states(limits))?
-        .with_optional_lead()
-}
-
-/// One JSON string character's DFA (escapes and UTF-8 included), built once.
-pub(super) fn json_string_char() -> Result<&'static ByteDfa, FsmError> {
-    static CHARACTER: OnceLock<Result<ByteDfa, FsmError>> = OnceLock::new();
-    let character = CHARACTER.get_or_init(|| ByteDfa::build(STRING_CHAR, &CompileLimits::default()));
-    character.as_ref().map_err(Clone::clone)
-}
-
-/// Most states of a counted table within `limits.dfa_size_limit` bytes.
-fn max_counted_states(limits: &CompileLimits) -> usize {
-    // A row is at most 256 4-byte entries; the character's classes plus the quote are far fewer.
-    let row_bytes = 4 * 48;
-    limits.dfa_size_limit / row_bytes
 }
 
 /// A length bound next to a pattern/format is only accepted when every match already satisfies

@@ -3,7 +3,8 @@
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
-use sglr_fsm::schema::{string_literal, NEVER_REGEX};
+use sglr_fsm::json::string_literal;
+use sglr_fsm::schema::NEVER_REGEX;
 use sglr_fsm::{ByteDfa, CompileLimits, FsmError};
 
 use super::{

@@ -27,7 +27,7 @@ impl SchemaGrammar<'_> {
         if ty == "string" && counts_length(&single) {
             // NOTE: counted, not unrolled as the regex path would (`{0,20}` of a character):
             // between characters its masks come from the vocabulary's table (see
-            // `sglr_fsm::schema::CountedBody`), where each unrolled count walked the vocabulary.
+            // `sglr_fsm::json::CountedBody`), where each unrolled count walked the vocabulary.
             return self.counted_pieces(single);
         }
         let error = match json_value_to_regex(&Value::Object(single.clone()), self.options) {

@@ -125,7 +125,7 @@ impl CountedBody {
 mod tests {
     use super::*;
     use crate::dfa::CompileLimits;
-    use crate::schema::json_string_counter;
+    use crate::json::json_string_counter;
     use crate::walk::walk_allowed;
 
     fn vocabulary() -> Vocabulary {

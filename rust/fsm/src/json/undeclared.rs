@@ -11,8 +11,8 @@
 
 use std::sync::OnceLock;
 
-use super::literal::short_escape;
-use super::object::key_not_in;
+use super::keys::key_not_in;
+use super::text::short_escape;
 use crate::dfa::{classes_refined, ByteDfa, CompileLimits, DEAD};
 use crate::error::FsmError;
 
@@ -309,7 +309,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::schema::key_in;
+    use crate::json::key_in;
 
     fn full_match(dfa: &ByteDfa, text: &[u8]) -> bool {
         let state = dfa.walk(dfa.start(), text);
