@@ -26,23 +26,6 @@ KNOWN_RUST_CYCLES: list[list[str]] = [
         "sglr-decode::vector",
     ],
     ["sglr-fsm::dfa", "sglr-fsm::finite", "sglr-fsm::subset"],
-    [
-        "sglr-fsm::schema",
-        *(
-            f"sglr-fsm::schema::{name}"
-            for name in (
-                [
-                    "disjoint",
-                    "keywords",
-                    "literal",
-                    "merge",
-                    "object",
-                    "pattern",
-                    "string",
-                ]
-            )
-        ),
-    ],
     ["sglr-grammar::mask", "sglr-grammar::matcher"],
     ["sglr-grammar::schema", "sglr-grammar::schema::scalar"],
     ["sglr-quant::kernel", "sglr-quant::matrix"],

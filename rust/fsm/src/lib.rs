@@ -1,10 +1,11 @@
-//! Regex and JSON-schema constraints compiled to a token-level compressed DFA.
+//! Regex constraints compiled to a token-level compressed DFA.
 //!
-//! Pipeline: pattern (or JSON schema -> pattern) -> byte DFA over the pattern's language
-//! (`regex-automata`, anchored full match, only live states kept) -> [`TokenFsm`] over a
-//! vocabulary (`sglr_vocab::Vocabulary`): per-state allowed-token bitmasks (walked once over a byte trie of the
-//! vocabulary, memoised) and compressed edges ([`TokenFsm::jump_forward`]) that return the
-//! longest forced byte string so the runtime can append it in one step.
+//! Pipeline: pattern (a JSON schema's comes from `sglr-schema`) -> byte DFA over the pattern's
+//! language (`regex-automata`, anchored full match, only live states kept) -> [`TokenFsm`] over
+//! a vocabulary (`sglr_vocab::Vocabulary`): per-state allowed-token bitmasks (walked once over
+//! the vocabulary's byte trie, memoised) and compressed edges ([`TokenFsm::jump_forward`]) that
+//! return the longest forced byte string so the runtime can append it in one step. The byte
+//! automata (and [`json`]'s JSON-text pieces) also serve the grammar path's lexemes.
 //!
 //! Everything is pure Rust with integer ids: `TokenId = u32`, `StateId = u32`.
 
@@ -23,7 +24,6 @@ mod literal_prefix;
 mod live;
 mod residual;
 mod row;
-pub mod schema;
 mod subset;
 mod walk;
 

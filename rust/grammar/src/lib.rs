@@ -27,4 +27,4 @@ pub use grammar::{
     BuilderCheckpoint, Grammar, GrammarBuilder, Lexeme, LexemeId, NonterminalId, Rule, Symbol,
 };
 pub use matcher::{GrammarMatcher, ParseState};
-pub use schema::{json_schema_to_grammar, schema_is_recursive};
+pub use schema::json_schema_to_grammar;

@@ -2,9 +2,9 @@
 //! pattern or format): counted lexemes, exact against the unrolled regex's language.
 
 use proptest::prelude::*;
-use sglr_fsm::schema::JsonSchemaOptions;
 use sglr_fsm::CompileLimits;
 use sglr_grammar::{json_schema_to_grammar, GrammarMatcher, ParseState, ParserLimits};
+use sglr_schema::JsonSchemaOptions;
 use sglr_vocab::Vocabulary;
 
 fn matcher(schema: &str, max_unrolled_length: Option<usize>) -> GrammarMatcher {

@@ -2,9 +2,10 @@
 //! random documents (random walks over allowed bytes) checked by a hand-written validator.
 
 use serde_json::Value;
-use sglr_fsm::schema::JsonSchemaOptions;
 use sglr_fsm::{CompileLimits, FsmError};
-use sglr_grammar::{json_schema_to_grammar, schema_is_recursive, GrammarError, GrammarMatcher, ParserLimits};
+use sglr_grammar::{json_schema_to_grammar, GrammarError, GrammarMatcher, ParserLimits};
+use sglr_schema::schema_is_recursive;
+use sglr_schema::JsonSchemaOptions;
 
 const TREE: &str = r##"{
   "$defs": {"node": {"type": "object", "properties": {

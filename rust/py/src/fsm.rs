@@ -7,8 +7,8 @@ use numpy::{PyArray1, PyReadwriteArray1, PyReadwriteArray2};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
-use sglr_fsm::schema::{json_schema_to_regex, JsonSchemaOptions, DEFAULT_MAX_UNROLLED_LENGTH};
 use sglr_fsm::{CompileLimits, TokenFsm};
+use sglr_schema::{json_schema_to_regex, JsonSchemaOptions, DEFAULT_MAX_UNROLLED_LENGTH};
 use sglr_vocab::{TokenEncoding, Vocabulary};
 
 use crate::buffers::IdArray;

@@ -21,10 +21,11 @@
 
 use rustc_hash::FxHashMap;
 use serde_json::{Map, Value};
-use sglr_fsm::schema::{
-    is_annotation, json_value_to_regex, percent_decode, JsonSchemaOptions, SchemaAnalysis, NEVER_REGEX,
-};
 use sglr_fsm::{ByteDfa, FsmError, DEAD};
+use sglr_schema::{
+    is_annotation, json_value_to_regex, pointer, value_is_recursive, JsonSchemaOptions, SchemaReader,
+    NEVER_REGEX,
+};
 
 use crate::error::GrammarError;
 use crate::grammar::{Grammar, GrammarBuilder, Lexeme, NonterminalId, Symbol, OPTIONAL_SPACE};
@@ -75,7 +76,7 @@ pub fn json_schema_to_grammar(schema: &str, options: &JsonSchemaOptions) -> Resu
     let mut compiler = SchemaGrammar {
         root: &root,
         options,
-        analysis: SchemaAnalysis::new(&root, options),
+        reader: SchemaReader::new(&root, options),
         ws: format!("(?:{})", options.whitespace_pattern),
         builder: GrammarBuilder::new(),
         references: FxHashMap::default(),
@@ -98,42 +99,6 @@ pub fn json_schema_to_grammar(schema: &str, options: &JsonSchemaOptions) -> Resu
     compiler.builder.build(start)
 }
 
-/// Whether a schema has a `$ref` cycle (the regex path can only unroll those to a depth).
-pub fn schema_is_recursive(schema: &str) -> bool {
-    let Ok(root) = serde_json::from_str::<Value>(schema) else { return false };
-    let mut visiting = Vec::new();
-    has_cycle(&root, &root, &mut visiting)
-}
-
-fn has_cycle<'a>(root: &'a Value, value: &'a Value, visiting: &mut Vec<&'a str>) -> bool {
-    match value {
-        Value::Object(map) => map.iter().any(|(key, child)| match (key.as_str(), child) {
-            ("$ref", Value::String(reference)) => {
-                if visiting.contains(&reference.as_str()) {
-                    return true;
-                }
-                let Some(target) = pointer(root, reference) else { return false };
-                visiting.push(reference);
-                let found = has_cycle(root, target, visiting);
-                visiting.pop();
-                found
-            }
-            _ => has_cycle(root, child, visiting),
-        }),
-        Value::Array(items) => items.iter().any(|item| has_cycle(root, item, visiting)),
-        _ => false,
-    }
-}
-
-fn pointer<'a>(root: &'a Value, reference: &str) -> Option<&'a Value> {
-    let path = reference.strip_prefix('#')?;
-    if path.is_empty() {
-        Some(root)
-    } else {
-        root.pointer(&percent_decode(path))
-    }
-}
-
 pub(super) fn contains_reference(value: &Value) -> bool {
     match value {
         Value::Object(map) => map.iter().any(|(key, child)| key == "$ref" || contains_reference(child)),
@@ -154,7 +119,7 @@ pub(super) enum Piece {
 pub(super) struct SchemaGrammar<'a> {
     pub(super) root: &'a Value,
     pub(super) options: &'a JsonSchemaOptions,
-    pub(super) analysis: SchemaAnalysis<'a>,
+    pub(super) reader: SchemaReader<'a>,
     pub(super) ws: String,
     pub(super) builder: GrammarBuilder,
     pub(super) references: FxHashMap<String, NonterminalId>,
@@ -541,7 +506,7 @@ impl<'a> SchemaGrammar<'a> {
             Value::Object(map) => map,
             _ => return Err(invalid(path, "a schema must be an object or a boolean")),
         };
-        let overriding_ref = map.contains_key("$ref") && self.analysis.ref_overrides_siblings();
+        let overriding_ref = map.contains_key("$ref") && self.reader.ref_overrides_siblings();
         if (map.contains_key("enum") || map.contains_key("const")) && !overriding_ref {
             return self.literals(map, path);
         }
@@ -555,7 +520,7 @@ impl<'a> SchemaGrammar<'a> {
                 return Err(invalid(path, "'$ref' must be a string"));
             };
             let has_siblings = map.keys().any(|k| k != "$ref" && !is_annotation(k));
-            if has_siblings && !self.analysis.ref_overrides_siblings() {
+            if has_siblings && !self.reader.ref_overrides_siblings() {
                 return self.merged(map, path);
             }
             let nonterminal = match self.references.get(reference) {
@@ -585,7 +550,7 @@ impl<'a> SchemaGrammar<'a> {
         if map.contains_key("not") {
             return self.negation(map, path);
         }
-        let types = self.analysis.types(map, path)?;
+        let types = self.reader.types(map, path)?;
         let mut alternatives = Vec::new();
         for ty in types {
             alternatives.push(match ty {
@@ -603,8 +568,8 @@ impl<'a> SchemaGrammar<'a> {
     /// `enum` / `const`: the values that meet every other keyword of `map` (checked here, where
     /// references resolve), written by the regex path as literals (they hold no references).
     fn literals(&mut self, map: &Map<String, Value>, path: &str) -> Result<Vec<Piece>, GrammarError> {
-        let types = self.analysis.types(map, path)?;
-        let admitted = self.analysis.admitted_literals(map, &types, path)?;
+        let types = self.reader.types(map, path)?;
+        let admitted = self.reader.admitted_literals(map, &types, path)?;
         let mut literal = Map::new();
         literal.insert("enum".into(), Value::Array(admitted));
         literal
@@ -615,7 +580,7 @@ impl<'a> SchemaGrammar<'a> {
 
     /// `allOf` / `$ref` with siblings: one merged schema.
     fn merged(&mut self, map: &Map<String, Value>, path: &str) -> Result<Vec<Piece>, GrammarError> {
-        match self.analysis.merge_all_of(map, path)? {
+        match self.reader.merge_all_of(map, path)? {
             None => Ok(vec![Piece::Rule(self.never())]),
             Some(merged) => self.schema(&Value::Object(merged), path),
         }
@@ -647,7 +612,7 @@ impl<'a> SchemaGrammar<'a> {
             })
             .collect();
         let merged = match keyword {
-            "oneOf" => match self.analysis.one_of_branches(merged.clone(), path) {
+            "oneOf" => match self.reader.one_of_branches(merged.clone(), path) {
                 Ok(branches) => branches,
                 Err(error) => match exclusive_required(branches, &siblings, path) {
                     Some(branches) => branches,
@@ -673,7 +638,7 @@ impl<'a> SchemaGrammar<'a> {
     ) -> Result<Vec<Piece>, GrammarError> {
         // NOTE: in a recursive document a reference may lead back here, and each level would
         // spell every branch again, twice.
-        let recursive = || has_cycle(self.root, self.root, &mut Vec::new());
+        let recursive = || value_is_recursive(self.root);
         if branches.len() > MAX_NEGATED_BRANCHES
             || self.num_open_one_ofs >= MAX_OPEN_ONE_OFS
             || branches.iter().any(|(branch, _)| contains_reference(branch)) && recursive()

@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 use sglr_fsm::json::string_literal;
-use sglr_fsm::schema::NEVER_REGEX;
 use sglr_fsm::{ByteDfa, CompileLimits, FsmError};
+use sglr_schema::NEVER_REGEX;
 
 use super::{
     all_of, contains_reference, full_match, invalid, is_trivial, unsupported, Piece, SchemaGrammar,

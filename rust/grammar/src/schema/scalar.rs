@@ -2,8 +2,8 @@
 //! intersection lexeme) and integers with `multipleOf` (a remainder automaton intersected with
 //! the bounds).
 use serde_json::{Map, Value};
-use sglr_fsm::schema::{json_value_to_regex, split_decimal, JsonSchemaOptions, NEVER_REGEX};
 use sglr_fsm::{CompileLimits, FsmError};
+use sglr_schema::{json_value_to_regex, split_decimal, JsonSchemaOptions, NEVER_REGEX};
 
 use super::{unsupported, Piece, SchemaGrammar, MAX_MULTIPLE_OF, SCALAR_KEYWORDS};
 use crate::error::GrammarError;

@@ -3,22 +3,20 @@
 
 use serde_json::Value;
 
-use super::Ctx;
-use crate::json::{string_literal, NUMBER, STRING_CHAR};
+use sglr_fsm::json::{string_literal, NUMBER, STRING_CHAR};
 
 /// A regex that matches nothing (a branch that can never be taken).
 pub const NEVER: &str = r"[^\x00-\x{10FFFF}]";
 
 /// A regex for exactly the JSON value `value` (object keys in the given order).
-pub(crate) fn value_literal(ctx: &Ctx, value: &Value) -> String {
-    let ws = &ctx.ws;
+pub(super) fn value_literal(ws: &str, value: &Value) -> String {
     match value {
         Value::Null => "null".into(),
         Value::Bool(b) => b.to_string(),
         Value::Number(n) => number_literal(n),
         Value::String(s) => string_literal(s),
         Value::Array(items) => {
-            let inner: Vec<String> = items.iter().map(|v| value_literal(ctx, v)).collect();
+            let inner: Vec<String> = items.iter().map(|v| value_literal(ws, v)).collect();
             if inner.is_empty() {
                 format!(r"\[{ws}\]")
             } else {
@@ -28,7 +26,7 @@ pub(crate) fn value_literal(ctx: &Ctx, value: &Value) -> String {
         Value::Object(map) => {
             let inner: Vec<String> = map
                 .iter()
-                .map(|(k, v)| format!("{}{ws}:{ws}{}", string_literal(k), value_literal(ctx, v)))
+                .map(|(k, v)| format!("{}{ws}:{ws}{}", string_literal(k), value_literal(ws, v)))
                 .collect();
             if inner.is_empty() {
                 format!(r"\{{{ws}\}}")
@@ -55,17 +53,25 @@ fn number_literal(n: &serde_json::Number) -> String {
 }
 
 /// Any JSON value, with arrays and objects nested at most `depth` levels.
-pub(crate) fn any_value(ctx: &Ctx, depth: usize) -> String {
-    let ws = &ctx.ws;
+pub(super) fn any_value(ws: &str, depth: usize) -> String {
     let string = format!("\"{STRING_CHAR}*\"");
     let primitive = format!("{string}|{NUMBER}|true|false|null");
     if depth == 0 {
         return format!("(?:{primitive})");
     }
-    let inner = any_value(ctx, depth - 1);
+    let inner = any_value(ws, depth - 1);
     let sep = format!("{ws},{ws}");
     let array = format!(r"\[{ws}(?:{inner}(?:{sep}{inner})*)?{ws}\]");
     let member = format!("{string}{ws}:{ws}{inner}");
     let object = format!(r"\{{{ws}(?:{member}(?:{sep}{member})*)?{ws}\}}");
     format!("(?:{primitive}|{array}|{object})")
+}
+
+/// `(?:a|b|...)`, or the never-matching regex for no alternatives.
+pub(super) fn alternation(parts: Vec<String>) -> String {
+    match parts.len() {
+        0 => NEVER.into(),
+        1 => parts.into_iter().next().expect("one part"),
+        _ => format!("(?:{})", parts.join("|")),
+    }
 }

@@ -1,11 +1,13 @@
 //! `"type": "string"`: length bounds, `pattern` and the common `format`s.
 
 use serde_json::{Map, Value};
+use sglr_fsm::json::json_string_regex;
+use sglr_fsm::FsmError;
 
-use super::pattern::{full_match_char_bounds, pattern_body};
-use super::{unsupported, Ctx};
-use crate::error::FsmError;
-use crate::json::json_string_regex;
+use super::literal::NEVER;
+use crate::error::unsupported;
+use crate::pattern::{full_match_char_bounds, pattern_body};
+use crate::reader::SchemaReader;
 
 /// `YYYY-MM-DD` with real month lengths (29 February in leap years only) and no year 0.
 const DATE: &str = concat!(
@@ -40,9 +42,13 @@ fn format_body(format: &str) -> Option<String> {
 }
 
 /// A string value under the string keywords of `schema`.
-pub(crate) fn string_schema(ctx: &Ctx, schema: &Map<String, Value>, path: &str) -> Result<String, FsmError> {
-    let min_len = ctx.usize_keyword(schema, "minLength", path)?.unwrap_or(0);
-    let max_len = ctx.usize_keyword(schema, "maxLength", path)?;
+pub(super) fn string_schema(
+    reader: &SchemaReader,
+    schema: &Map<String, Value>,
+    path: &str,
+) -> Result<String, FsmError> {
+    let min_len = reader.usize_keyword(schema, "minLength", path)?.unwrap_or(0);
+    let max_len = reader.usize_keyword(schema, "maxLength", path)?;
     let format = match schema.get("format") {
         Some(Value::String(name)) => format_body(name).map(|body| (name.as_str(), body)),
         _ => None,
@@ -59,7 +65,7 @@ pub(crate) fn string_schema(ctx: &Ctx, schema: &Map<String, Value>, path: &str) 
     };
     if let Some(max) = max_len {
         if max < min_len {
-            return Ok(super::literal::NEVER.into());
+            return Ok(NEVER.into());
         }
     }
     let body = match (format, pattern) {
@@ -83,7 +89,7 @@ pub(crate) fn string_schema(ctx: &Ctx, schema: &Map<String, Value>, path: &str) 
         }
         (None, None) => {
             let bound = max_len.unwrap_or(min_len);
-            if ctx.options().max_unrolled_length.is_some_and(|limit| bound > limit) {
+            if reader.options().max_unrolled_length.is_some_and(|limit| bound > limit) {
                 let keyword = if max_len.is_some() { "maxLength" } else { "minLength" };
                 return Err(unsupported(
                     keyword,

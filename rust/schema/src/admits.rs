@@ -7,16 +7,65 @@
 
 use serde_json::{Map, Value};
 
-use super::keywords::{is_annotation, numeric_bounds, value_has_type};
-use super::pattern::search_regex;
-use super::{invalid, unsupported, Ctx};
-use crate::error::FsmError;
+use sglr_fsm::FsmError;
+
+use crate::error::{invalid, unsupported};
+use crate::keywords::{is_annotation, numeric_bounds, value_has_type};
+use crate::pattern::search_regex;
+use crate::reader::SchemaReader;
 
 /// Deepest nesting of schemas one check follows (`$ref` chains included): a finite value
 /// bounds the descent through its members, not a `$ref` to itself.
 const MAX_CHECK_DEPTH: usize = 64;
 
-impl Ctx<'_> {
+impl SchemaReader<'_> {
+    /// The `enum` / `const` values of `map` (one of them present) that have one of `types`
+    /// and meet `map`'s other keywords.
+    pub fn admitted_literals(
+        &self,
+        map: &Map<String, Value>,
+        types: &[&str],
+        path: &str,
+    ) -> Result<Vec<Value>, FsmError> {
+        let mut values: Vec<Value> = match map.get("enum") {
+            Some(Value::Array(values)) => values.clone(),
+            Some(_) => return Err(invalid(path, "'enum' must be an array")),
+            None => vec![map["const"].clone()],
+        };
+        if let (Some(constant), true) = (map.get("const"), map.contains_key("enum")) {
+            values.retain(|v| v == constant);
+        }
+        values.retain(|v| types.iter().any(|t| value_has_type(v, t)));
+        self.admitted(map, values, path)
+    }
+
+    /// The `values` (of `map`'s `enum` / `const`) that also meet `map`'s other keywords.
+    pub(crate) fn admitted(
+        &self,
+        map: &Map<String, Value>,
+        values: Vec<Value>,
+        path: &str,
+    ) -> Result<Vec<Value>, FsmError> {
+        // NOTE: the values come from `enum` / `const`: checking them there again would cost a
+        // scan of the list per value.
+        let rest: Map<String, Value> = map
+            .iter()
+            .filter(|(k, _)| !matches!(k.as_str(), "enum" | "const"))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        if rest.keys().all(|k| k == "type" || is_annotation(k)) {
+            return Ok(values);
+        }
+        let schema = Value::Object(rest);
+        let mut admitted = Vec::with_capacity(values.len());
+        for value in values {
+            if self.admits(&schema, &value, path)? {
+                admitted.push(value);
+            }
+        }
+        Ok(admitted)
+    }
+
     /// Whether `value` meets `schema` (a sub-schema of this document at `path`).
     pub(crate) fn admits(&self, schema: &Value, value: &Value, path: &str) -> Result<bool, FsmError> {
         self.admits_at(schema, value, path, 0)

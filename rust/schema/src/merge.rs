@@ -2,9 +2,11 @@
 
 use serde_json::{Map, Value};
 
-use super::keywords::is_annotation;
-use super::{invalid, unsupported, Ctx, ALL_TYPES};
-use crate::error::FsmError;
+use sglr_fsm::FsmError;
+
+use crate::error::{invalid, unsupported};
+use crate::keywords::{is_annotation, ALL_TYPES};
+use crate::reader::SchemaReader;
 
 /// Most branches the product of two `anyOf` (or `oneOf`) lists in one conjunction may have.
 const MAX_PRODUCT_BRANCHES: usize = 64;
@@ -21,14 +23,30 @@ pub(crate) struct Merged {
 
 /// Merges `allOf` (and a `$ref` with sibling keywords) into one equivalent schema object.
 /// Merges that cannot be done exactly are refused.
-pub(crate) fn merge_all_of(ctx: &Ctx, map: &Map<String, Value>, path: &str) -> Result<Merged, FsmError> {
+pub(crate) fn merge_all_of(
+    reader: &SchemaReader,
+    map: &Map<String, Value>,
+    path: &str,
+) -> Result<Merged, FsmError> {
     let mut references = Vec::new();
-    let schema = merge_parts(ctx, map, path, &mut references)?;
+    let schema = merge_parts(reader, map, path, &mut references)?;
     Ok(Merged { schema, references })
 }
 
+impl SchemaReader<'_> {
+    /// `allOf` (and `$ref` with siblings) merged into one schema object; `None` when nothing
+    /// satisfies it. Merges that cannot be done exactly are refused.
+    pub fn merge_all_of(
+        &self,
+        map: &Map<String, Value>,
+        path: &str,
+    ) -> Result<Option<Map<String, Value>>, FsmError> {
+        Ok(merge_all_of(self, map, path)?.schema)
+    }
+}
+
 fn merge_parts(
-    ctx: &Ctx,
+    reader: &SchemaReader,
     map: &Map<String, Value>,
     path: &str,
     references: &mut Vec<String>,
@@ -53,9 +71,9 @@ fn merge_parts(
             if num_refs > MAX_MERGE_REFS {
                 return Err(unsupported("$ref", path, "recursive reference inside 'allOf'"));
             }
-            children.push(ctx.resolve(&reference, path)?.clone());
+            children.push(reader.resolve(&reference, path)?.clone());
             references.push(reference);
-            if ctx.ref_overrides_siblings {
+            if reader.ref_overrides_siblings {
                 // The reference stands alone: its siblings (an `allOf` included) are ignored.
                 pending.extend(children);
                 continue;
@@ -66,7 +84,7 @@ fn merge_parts(
         if let Some(condition) = part.remove("if") {
             let then = part.remove("then").unwrap_or(Value::Bool(true));
             let otherwise = part.remove("else").unwrap_or(Value::Bool(true));
-            if !ctx.conditions_ignored {
+            if !reader.conditions_ignored {
                 children.push(condition_as_alternatives(condition, then, otherwise));
             }
         }

@@ -5,7 +5,7 @@
 //! the bound's digits. A bounded number is written without exponent (with one, the values above
 //! a bound are no regular language).
 
-use crate::json::{repeat, INTEGER, NUMBER};
+use sglr_fsm::json::{repeat, INTEGER, NUMBER};
 
 /// Inclusive integer bounds; `None` is unbounded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

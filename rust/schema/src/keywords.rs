@@ -3,8 +3,13 @@
 
 use serde_json::{Map, Value};
 
-use super::{invalid, ALL_TYPES};
-use crate::error::FsmError;
+use sglr_fsm::FsmError;
+
+use crate::error::invalid;
+use crate::numeric::NumBound;
+
+/// The JSON types, in the order alternatives are emitted.
+pub(crate) const ALL_TYPES: [&str; 7] = ["object", "array", "string", "integer", "number", "boolean", "null"];
 
 /// Keywords that never constrain a value.
 pub fn is_annotation(keyword: &str) -> bool {
@@ -207,10 +212,10 @@ impl Bound {
 
     /// The bound as a decimal with its strictness: the shortest decimal that reads back as the
     /// same `f64`, which is the schema's literal wherever the literal is one (`0.1`, `-2.75`).
-    pub fn decimal(self) -> Result<super::numeric::NumBound, String> {
+    pub fn decimal(self) -> Result<NumBound, String> {
         let v = self.checked()?;
         // NOTE: `Display` of an `f64` never writes an exponent.
-        super::numeric::NumBound::parse(&v.to_string(), self.exclusive)
+        NumBound::parse(&v.to_string(), self.exclusive)
             .ok_or_else(|| format!("bound {v} is not a finite decimal"))
     }
 }

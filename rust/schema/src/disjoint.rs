@@ -5,11 +5,13 @@
 
 use serde_json::{Map, Value};
 
-use super::keywords::{is_annotation, keyword_type, literal_values, value_has_type};
-use super::merge::merge_all_of;
-use super::pattern::search_regex;
-use super::{invalid, unsupported, Ctx};
-use crate::error::FsmError;
+use sglr_fsm::FsmError;
+
+use crate::error::{invalid, unsupported};
+use crate::keywords::{is_annotation, keyword_type, literal_values, value_has_type, ALL_TYPES};
+use crate::merge::merge_all_of;
+use crate::pattern::search_regex;
+use crate::reader::SchemaReader;
 
 /// What a branch can produce, for the `oneOf` disjointness check.
 struct Shape {
@@ -44,7 +46,7 @@ impl Shape {
     }
 }
 
-fn shape(ctx: &Ctx, schema: &Value, path: &str) -> Result<Shape, FsmError> {
+fn shape(reader: &SchemaReader, schema: &Value, path: &str) -> Result<Shape, FsmError> {
     let map = match schema {
         Value::Object(map) => map.clone(),
         Value::Bool(true) => Map::new(),
@@ -52,14 +54,14 @@ fn shape(ctx: &Ctx, schema: &Value, path: &str) -> Result<Shape, FsmError> {
         _ => return Err(invalid(path, "a schema must be an object or a boolean")),
     };
     let map = if map.contains_key("$ref") || map.contains_key("allOf") {
-        match merge_all_of(ctx, &map, path)?.schema {
+        match merge_all_of(reader, &map, path)?.schema {
             Some(merged) => merged,
             None => return Ok(Shape::nothing()),
         }
     } else {
         map
     };
-    let mut types: Vec<&'static str> = ctx.types(&map, path)?;
+    let mut types: Vec<&'static str> = reader.types(&map, path)?;
     if types.contains(&"number") {
         types.push("fraction");
         types.push("integer");
@@ -85,7 +87,7 @@ fn shape(ctx: &Ctx, schema: &Value, path: &str) -> Result<Shape, FsmError> {
                 continue;
             }
             let prop = match prop {
-                Value::Object(p) if p.contains_key("$ref") => match merge_all_of(ctx, p, path)?.schema {
+                Value::Object(p) if p.contains_key("$ref") => match merge_all_of(reader, p, path)?.schema {
                     Some(m) => m,
                     None => continue,
                 },
@@ -108,7 +110,13 @@ fn disjoint_values(a: &[Value], b: &[Value]) -> bool {
 /// Deepest nesting of properties the disjointness check compares.
 const MAX_PROPERTY_DEPTH: usize = 3;
 
-fn provably_disjoint(ctx: &Ctx, a: &Shape, b: &Shape, path: &str, depth: usize) -> Result<bool, FsmError> {
+fn provably_disjoint(
+    reader: &SchemaReader,
+    a: &Shape,
+    b: &Shape,
+    path: &str,
+    depth: usize,
+) -> Result<bool, FsmError> {
     let common: Vec<&str> = a.types.iter().copied().filter(|t| b.types.contains(t)).collect();
     if common.is_empty() {
         return Ok(true);
@@ -123,8 +131,8 @@ fn provably_disjoint(ctx: &Ctx, a: &Shape, b: &Shape, path: &str, depth: usize) 
             b.discriminators.iter().any(|(other, vb)| other == name && disjoint_values(va, vb))
         });
         return Ok(discriminated
-            || requires_what_the_other_refuses(ctx, a, b, path, depth)?
-            || requires_what_the_other_refuses(ctx, b, a, path, depth)?);
+            || requires_what_the_other_refuses(reader, a, b, path, depth)?
+            || requires_what_the_other_refuses(reader, b, a, path, depth)?);
     }
     Ok(false)
 }
@@ -133,7 +141,7 @@ fn provably_disjoint(ctx: &Ctx, a: &Shape, b: &Shape, path: &str, depth: usize) 
 /// forbids (closed to undeclared names, and matching none of its patterns), or declares with
 /// a schema provably disjoint from `a`'s for it.
 fn requires_what_the_other_refuses(
-    ctx: &Ctx,
+    reader: &SchemaReader,
     a: &Shape,
     b: &Shape,
     path: &str,
@@ -142,7 +150,7 @@ fn requires_what_the_other_refuses(
     let Some(Value::Array(required)) = a.map.get("required") else { return Ok(false) };
     let b_closed = match b.map.get("additionalProperties") {
         Some(additional) => additional == &Value::Bool(false),
-        None => !ctx.options().additional_properties_default,
+        None => !reader.options().additional_properties_default,
     };
     for name in required.iter().filter_map(Value::as_str) {
         match declared(b, name) {
@@ -151,8 +159,8 @@ fn requires_what_the_other_refuses(
                 let Some(a_member) = declared(a, name) else { continue };
                 let member_path = format!("{path}/properties/{name}");
                 let (a_shape, b_shape) =
-                    (shape(ctx, a_member, &member_path)?, shape(ctx, b_member, &member_path)?);
-                if provably_disjoint(ctx, &a_shape, &b_shape, &member_path, depth + 1)? {
+                    (shape(reader, a_member, &member_path)?, shape(reader, b_member, &member_path)?);
+                if provably_disjoint(reader, &a_shape, &b_shape, &member_path, depth + 1)? {
                     return Ok(true);
                 }
             }
@@ -183,19 +191,49 @@ fn matches_a_pattern(map: &Map<String, Value>, name: &str, path: &str) -> Result
     Ok(false)
 }
 
+impl SchemaReader<'_> {
+    /// `oneOf` branches (schema, path) as an alternation that no value can match twice: the
+    /// branches themselves, or each with the types taken out that two of them leave entirely
+    /// free (no value of those types is valid); refused unless that is evident.
+    pub fn one_of_branches(
+        &self,
+        branches: Vec<(Value, String)>,
+        path: &str,
+    ) -> Result<Vec<(Value, String)>, FsmError> {
+        let excluded = check_disjoint(self, &branches, path)?;
+        Ok(if excluded.is_empty() { branches } else { without_types(branches, &excluded) })
+    }
+}
+
+/// `branches` (schema, path), each also limited to the types not in `excluded` (`type` names).
+fn without_types(branches: Vec<(Value, String)>, excluded: &[&str]) -> Vec<(Value, String)> {
+    let allowed: Vec<Value> =
+        ALL_TYPES.iter().filter(|t| !excluded.contains(t)).map(|t| Value::String((*t).into())).collect();
+    branches
+        .into_iter()
+        .map(|(branch, path)| {
+            let mut limit = Map::new();
+            limit.insert("type".into(), Value::Array(allowed.clone()));
+            let mut combined = Map::new();
+            combined.insert("allOf".into(), Value::Array(vec![branch, Value::Object(limit)]));
+            (Value::Object(combined), path)
+        })
+        .collect()
+}
+
 /// `oneOf` is compiled as an alternation, which is exact only when no value can match two
 /// branches. Types that two branches leave entirely free hold no valid value: they are returned
 /// (as `type` names) for the caller to take out of every branch. The rest must be evidently
 /// disjoint (different types, different constants, or a required discriminator property with
 /// different constants); otherwise `oneOf` is refused.
-pub(crate) fn check_disjoint(
-    ctx: &Ctx,
+fn check_disjoint(
+    reader: &SchemaReader,
     branches: &[(Value, String)],
     path: &str,
 ) -> Result<Vec<&'static str>, FsmError> {
     let mut shapes: Vec<Shape> = branches
         .iter()
-        .map(|(schema, branch_path)| shape(ctx, schema, branch_path))
+        .map(|(schema, branch_path)| shape(reader, schema, branch_path))
         .collect::<Result<_, _>>()?;
     let mut excluded: Vec<&'static str> = Vec::new();
     for shape in &shapes {
@@ -211,7 +249,7 @@ pub(crate) fn check_disjoint(
     }
     for i in 0..shapes.len() {
         for j in i + 1..shapes.len() {
-            if !provably_disjoint(ctx, &shapes[i], &shapes[j], path, 0)? {
+            if !provably_disjoint(reader, &shapes[i], &shapes[j], path, 0)? {
                 return Err(unsupported(
                     "oneOf",
                     path,

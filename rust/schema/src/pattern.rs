@@ -7,7 +7,9 @@
 
 use regex_syntax::hir::{Class, ClassUnicodeRange, Hir, HirKind, Look};
 
-use crate::json::{class_char, encoded_char, repeat, STRING_CHAR};
+use sglr_fsm::json::{class_char, encoded_char, repeat, STRING_CHAR};
+
+use crate::to_regex::NEVER;
 
 /// Classes with more non-ASCII ranges than this match those characters raw only (their
 /// `\uXXXX` spellings would make the regex huge); that forbids some valid spellings but never
@@ -299,7 +301,7 @@ fn encode_class(ranges: &[ClassUnicodeRange]) -> String {
     }
     parts.extend(escapes);
     if parts.is_empty() {
-        return super::literal::NEVER.to_string();
+        return NEVER.to_string();
     }
     format!("(?:{})", parts.join("|"))
 }
@@ -432,7 +434,7 @@ mod tests {
             assert_eq!(whole.is_match(text), alone.iter().any(|re| re.is_match(text)), "{text}");
         }
         let body = pattern_body(&pattern).unwrap();
-        let dfa = crate::dfa::ByteDfa::build(&body.regex, &crate::dfa::CompileLimits::default()).unwrap();
+        let dfa = sglr_fsm::ByteDfa::build(&body.regex, &sglr_fsm::CompileLimits::default()).unwrap();
         // Each alternative with loops of its own: 311,334 states (15 s to build); shared: 2,127.
         assert!(dfa.num_states() < 4_000, "{} states", dfa.num_states());
         assert_eq!((body.min_chars, body.max_chars), (1, None));

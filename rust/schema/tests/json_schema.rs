@@ -2,8 +2,8 @@
 //! unsupported keywords are named.
 
 use serde_json::json;
-use sglr_fsm::schema::{json_value_to_regex, JsonSchemaOptions};
 use sglr_fsm::FsmError;
+use sglr_schema::{json_value_to_regex, JsonSchemaOptions};
 
 fn matcher(schema: serde_json::Value, options: &JsonSchemaOptions) -> regex::Regex {
     let regex = json_value_to_regex(&schema, options).unwrap();
