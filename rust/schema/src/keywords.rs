@@ -89,6 +89,12 @@ fn is_known_keyword(keyword: &str) -> bool {
     )
 }
 
+/// A keyword value that must be a non-negative integer (`minLength`, `maxItems` ...): as JSON
+/// Schema reads it, so `2.0` counts; `None` for anything else.
+pub fn non_negative_integer(value: &Value) -> Option<u64> {
+    value.as_u64().or_else(|| value.as_f64().filter(|f| f.fract() == 0.0 && *f >= 0.0).map(|f| f as u64))
+}
+
 /// The type a keyword constrains when it constrains one type only.
 pub fn keyword_type(keyword: &str) -> Option<&'static str> {
     Some(match keyword {

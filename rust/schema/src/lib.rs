@@ -27,7 +27,8 @@ mod reader;
 mod refs;
 mod to_regex;
 
-pub use keywords::{is_annotation, keyword_type};
+pub use keywords::{is_annotation, keyword_type, non_negative_integer};
+pub use merge::branches_with_siblings;
 pub use numeric::split_decimal;
 pub use options::{JsonSchemaOptions, DEFAULT_MAX_REGEX_LEN, DEFAULT_MAX_UNROLLED_LENGTH};
 pub use reader::SchemaReader;

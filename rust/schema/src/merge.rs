@@ -45,6 +45,36 @@ impl SchemaReader<'_> {
     }
 }
 
+/// The branches of `map`'s `anyOf` / `oneOf` (`keyword`), each with the sibling keywords of
+/// `map` distributed into it (`{"allOf": [siblings, branch]}` where a sibling constrains), with
+/// its path.
+pub fn branches_with_siblings(
+    map: &Map<String, Value>,
+    keyword: &str,
+    path: &str,
+) -> Result<Vec<(Value, String)>, FsmError> {
+    let Some(Value::Array(branches)) = map.get(keyword) else {
+        return Err(invalid(path, format!("'{keyword}' must be an array")));
+    };
+    let mut siblings = map.clone();
+    siblings.remove(keyword);
+    let has_siblings = siblings.keys().any(|k| !is_annotation(k));
+    let mut merged_branches = Vec::new();
+    for (index, branch) in branches.iter().enumerate() {
+        let branch_path = format!("{path}/{keyword}/{index}");
+        let merged = if has_siblings {
+            let mut combined = Map::new();
+            combined
+                .insert("allOf".into(), Value::Array(vec![Value::Object(siblings.clone()), branch.clone()]));
+            Value::Object(combined)
+        } else {
+            branch.clone()
+        };
+        merged_branches.push((merged, branch_path));
+    }
+    Ok(merged_branches)
+}
+
 fn merge_parts(
     reader: &SchemaReader,
     map: &Map<String, Value>,

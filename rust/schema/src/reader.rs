@@ -8,7 +8,7 @@ use sglr_fsm::FsmError;
 
 use crate::draft::{conditions_ignored, ref_overrides_siblings};
 use crate::error::{invalid, unsupported};
-use crate::keywords::{implied_types, ALL_TYPES};
+use crate::keywords::{implied_types, non_negative_integer, ALL_TYPES};
 use crate::options::JsonSchemaOptions;
 use crate::refs::pointer;
 
@@ -97,9 +97,7 @@ impl<'a> SchemaReader<'a> {
     ) -> Result<Option<usize>, FsmError> {
         match map.get(keyword) {
             None => Ok(None),
-            Some(value) => value
-                .as_u64()
-                .or_else(|| value.as_f64().filter(|f| f.fract() == 0.0 && *f >= 0.0).map(|f| f as u64))
+            Some(value) => non_negative_integer(value)
                 .map(|n| Some(n.min(usize::MAX as u64) as usize))
                 .ok_or_else(|| invalid(path, format!("'{keyword}' must be a non-negative integer"))),
         }

@@ -23,8 +23,8 @@ use rustc_hash::FxHashMap;
 use serde_json::{Map, Value};
 use sglr_fsm::{ByteDfa, FsmError, DEAD};
 use sglr_schema::{
-    is_annotation, json_value_to_regex, pointer, value_is_recursive, JsonSchemaOptions, SchemaReader,
-    NEVER_REGEX,
+    branches_with_siblings, is_annotation, json_value_to_regex, non_negative_integer, pointer,
+    value_is_recursive, JsonSchemaOptions, SchemaReader, NEVER_REGEX,
 };
 
 use crate::error::GrammarError;
@@ -167,15 +167,16 @@ pub(super) fn is_trivial(schema: &Value) -> bool {
     }
 }
 
-/// `oneOf` whose branches only list `required` names (next to object keywords): branch i
-/// holds and no other does exactly when i's names are present and, for each other branch,
-/// the one name it needs beyond them is absent. `None` (refused) when another branch needs
-/// two or more further names, or the siblings hide which properties they declare.
-fn exclusive_required(
-    branches: &[Value],
-    siblings: &Map<String, Value>,
-    path: &str,
-) -> Option<Vec<(Value, String)>> {
+/// `oneOf` (an array, in `map`) whose branches only list `required` names (next to object
+/// keywords): branch i holds and no other does exactly when i's names are present and, for
+/// each other branch, the one name it needs beyond them is absent. `None` (refused) when
+/// another branch needs two or more further names, or the siblings hide which properties they
+/// declare.
+fn exclusive_required(map: &Map<String, Value>, path: &str) -> Option<Vec<(Value, String)>> {
+    let Some(Value::Array(branches)) = map.get("oneOf") else { return None };
+    let mut siblings = map.clone();
+    siblings.remove("oneOf");
+    let siblings = &siblings;
     let names = |value: Option<&Value>| -> Option<Vec<String>> {
         match value {
             None => Some(Vec::new()),
@@ -258,8 +259,19 @@ fn is_container(schema: &Value) -> bool {
 fn is_plain_bounded_string(schema: &Value) -> bool {
     let Value::Object(map) = schema else { return false };
     map.get("type").is_some_and(|t| t == "string")
-        && scalar::counts_length(map)
+        && counts_length(map)
         && map.keys().all(|k| matches!(k.as_str(), "type" | "minLength" | "maxLength") || is_annotation(k))
+}
+
+/// Whether a string schema's length is counted on the grammar path (a counted lexeme): it has a
+/// length bound, every bound is valid (else the regex path names it in a typed error), and no
+/// pattern or format (their shapes come first).
+pub(super) fn counts_length(map: &Map<String, Value>) -> bool {
+    let bounds = [map.get("minLength"), map.get("maxLength")];
+    bounds.iter().any(Option::is_some)
+        && bounds.iter().flatten().all(|value| non_negative_integer(value).is_some())
+        && !map.contains_key("pattern")
+        && !map.contains_key("format")
 }
 
 /// Whether a (small) regex's DFA matches `text` exactly.
@@ -593,28 +605,11 @@ impl<'a> SchemaGrammar<'a> {
         keyword: &str,
         path: &str,
     ) -> Result<Vec<Piece>, GrammarError> {
-        let Some(Value::Array(branches)) = map.get(keyword) else {
-            return Err(invalid(path, &format!("'{keyword}' must be an array")));
-        };
-        let mut siblings = map.clone();
-        siblings.remove(keyword);
-        let has_siblings = siblings.keys().any(|k| !is_annotation(k));
-        let merged: Vec<(Value, String)> = branches
-            .iter()
-            .enumerate()
-            .map(|(index, branch)| {
-                let branch = if has_siblings {
-                    all_of(vec![Value::Object(siblings.clone()), branch.clone()])
-                } else {
-                    branch.clone()
-                };
-                (branch, format!("{path}/{keyword}/{index}"))
-            })
-            .collect();
+        let merged = branches_with_siblings(map, keyword, path)?;
         let merged = match keyword {
             "oneOf" => match self.reader.one_of_branches(merged.clone(), path) {
                 Ok(branches) => branches,
-                Err(error) => match exclusive_required(branches, &siblings, path) {
+                Err(error) => match exclusive_required(map, path) {
                     Some(branches) => branches,
                     None => return self.one_of_by_negation(merged, error.into()),
                 },

@@ -23,7 +23,7 @@ use sglr_fsm::FsmError;
 
 use crate::error::{invalid, unsupported};
 use crate::keywords::{is_annotation, numeric_bounds};
-use crate::merge::{merge_all_of, Merged};
+use crate::merge::{branches_with_siblings, merge_all_of, Merged};
 use crate::numeric;
 use crate::options::JsonSchemaOptions;
 use crate::reader::SchemaReader;
@@ -210,27 +210,7 @@ impl Ctx<'_> {
         keyword: &str,
         path: &str,
     ) -> Result<String, FsmError> {
-        let Some(Value::Array(branches)) = map.get(keyword) else {
-            return Err(invalid(path, format!("'{keyword}' must be an array")));
-        };
-        let mut siblings = map.clone();
-        siblings.remove(keyword);
-        let has_siblings = siblings.keys().any(|k| !is_annotation(k));
-        let mut merged_branches = Vec::new();
-        for (index, branch) in branches.iter().enumerate() {
-            let branch_path = format!("{path}/{keyword}/{index}");
-            let merged = if has_siblings {
-                let mut combined = Map::new();
-                combined.insert(
-                    "allOf".into(),
-                    Value::Array(vec![Value::Object(siblings.clone()), branch.clone()]),
-                );
-                Value::Object(combined)
-            } else {
-                branch.clone()
-            };
-            merged_branches.push((merged, branch_path));
-        }
+        let mut merged_branches = branches_with_siblings(map, keyword, path)?;
         if keyword == "oneOf" {
             merged_branches = self.reader.one_of_branches(merged_branches, path)?;
         }
