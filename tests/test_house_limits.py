@@ -25,12 +25,10 @@ KNOWN_RUST_CYCLES: list[list[str]] = [
         "sglr-decode::q4",
         "sglr-decode::vector",
     ],
-    ["sglr-fsm::dfa", "sglr-fsm::finite", "sglr-fsm::subset"],
     ["sglr-quant::kernel", "sglr-quant::matrix"],
     ["sglr-sched::order", "sglr-sched::scheduler"],
 ]
 KNOWN_LONG_FILES: set[str] = {
-    "rust/fsm/src/dfa.rs",
     "rust/grammar/tests/schema.rs",
     "python/sglr/model/runner.py",
 }

@@ -16,7 +16,6 @@ mod counter;
 mod delegate;
 mod dfa;
 mod error;
-mod finite;
 mod fsm;
 pub mod json;
 mod jump;
@@ -24,7 +23,6 @@ mod literal_prefix;
 mod live;
 mod residual;
 mod row;
-mod subset;
 mod walk;
 
 pub use batch::{fill_bitmask_rows, fill_bitmasks};

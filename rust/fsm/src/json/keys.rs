@@ -79,12 +79,11 @@ fn char_not_in(excluded: &[char]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dfa::{ByteDfa, CompileLimits, DEAD};
+    use crate::dfa::{ByteDfa, CompileLimits};
 
     fn matches(pattern: &str, text: &str) -> bool {
         let dfa = ByteDfa::build(pattern, &CompileLimits::default()).unwrap();
-        let state = dfa.walk(dfa.start(), text.as_bytes());
-        state != DEAD && dfa.is_accepting(state)
+        dfa.matches(text.as_bytes())
     }
 
     #[test]

@@ -13,7 +13,8 @@ use std::sync::OnceLock;
 
 use super::keys::key_not_in;
 use super::text::short_escape;
-use crate::dfa::{classes_refined, ByteDfa, CompileLimits, DEAD};
+use crate::dfa::classes::classes_refined;
+use crate::dfa::{ByteDfa, CompileLimits, DEAD};
 use crate::error::FsmError;
 
 /// The DFA of JSON keys (with quotes) whose decoded text is none of `declared`, however its
@@ -312,8 +313,7 @@ mod tests {
     use crate::json::key_in;
 
     fn full_match(dfa: &ByteDfa, text: &[u8]) -> bool {
-        let state = dfa.walk(dfa.start(), text);
-        state != DEAD && dfa.is_accepting(state)
+        dfa.matches(text)
     }
 
     /// The product the grammar path built before: any key minus every spelling of the names.

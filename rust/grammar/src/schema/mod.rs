@@ -21,7 +21,7 @@
 
 use rustc_hash::FxHashMap;
 use serde_json::{Map, Value};
-use sglr_fsm::{ByteDfa, FsmError, DEAD};
+use sglr_fsm::FsmError;
 use sglr_schema::{
     branches_with_siblings, is_annotation, json_value_to_regex, non_negative_integer, pointer,
     value_is_recursive, JsonSchemaOptions, SchemaReader, NEVER_REGEX,
@@ -272,12 +272,6 @@ pub(super) fn counts_length(map: &Map<String, Value>) -> bool {
         && bounds.iter().flatten().all(|value| non_negative_integer(value).is_some())
         && !map.contains_key("pattern")
         && !map.contains_key("format")
-}
-
-/// Whether a (small) regex's DFA matches `text` exactly.
-pub(super) fn full_match(dfa: &ByteDfa, text: &[u8]) -> bool {
-    let state = dfa.walk(dfa.start(), text);
-    state != DEAD && dfa.is_accepting(state)
 }
 
 impl<'a> SchemaGrammar<'a> {

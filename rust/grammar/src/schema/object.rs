@@ -8,8 +8,8 @@ use sglr_fsm::{ByteDfa, CompileLimits, FsmError};
 use sglr_schema::NEVER_REGEX;
 
 use super::{
-    all_of, contains_reference, full_match, invalid, is_trivial, unsupported, Piece, SchemaGrammar,
-    MAX_COUNT_STATES, MAX_PATTERNS,
+    all_of, contains_reference, invalid, is_trivial, unsupported, Piece, SchemaGrammar, MAX_COUNT_STATES,
+    MAX_PATTERNS,
 };
 use crate::error::GrammarError;
 use crate::grammar::{Lexeme, NonterminalId, Symbol};
@@ -123,10 +123,10 @@ impl SchemaGrammar<'_> {
             }
         };
         let matches_any = |dfa: &Option<Arc<ByteDfa>>, name: &str| {
-            spellings(name).iter().any(|s| dfa.as_ref().is_some_and(|dfa| full_match(dfa, s.as_bytes())))
+            spellings(name).iter().any(|s| dfa.as_ref().is_some_and(|dfa| dfa.matches(s.as_bytes())))
         };
         let matches_all = |dfa: &Option<Arc<ByteDfa>>, name: &str| {
-            spellings(name).iter().all(|s| dfa.as_ref().is_some_and(|dfa| full_match(dfa, s.as_bytes())))
+            spellings(name).iter().all(|s| dfa.as_ref().is_some_and(|dfa| dfa.matches(s.as_bytes())))
         };
 
         // Declared members (declared properties, then required names without a schema).

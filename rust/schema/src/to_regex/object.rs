@@ -313,12 +313,11 @@ impl Ctx<'_> {
 
 #[cfg(test)]
 mod tests {
-    use sglr_fsm::{ByteDfa, CompileLimits, DEAD};
+    use sglr_fsm::{ByteDfa, CompileLimits};
 
     fn matches(pattern: &str, text: &str) -> bool {
         let dfa = ByteDfa::build(pattern, &CompileLimits::default()).unwrap();
-        let state = dfa.walk(dfa.start(), text.as_bytes());
-        state != DEAD && dfa.is_accepting(state)
+        dfa.matches(text.as_bytes())
     }
 
     /// A `false` tuple position admits no item there, so none after it either (the rest's

@@ -6,7 +6,7 @@
 use regex_syntax::hir::{Class, Hir, HirKind};
 use rustc_hash::FxHashMap;
 
-use crate::dfa::{ByteDfa, CompileLimits, DEAD};
+use super::{ByteDfa, CompileLimits, DEAD};
 
 /// Most strings the fast path enumerates (an `enum`'s values, times optional whitespace).
 const MAX_STRINGS: usize = 256;

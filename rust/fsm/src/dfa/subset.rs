@@ -13,7 +13,8 @@ use regex_automata::nfa::thompson::{State, NFA};
 use regex_automata::util::primitives::StateID;
 use rustc_hash::FxHashMap;
 
-use crate::dfa::{class_members, ByteDfa, CompileLimits, DEAD};
+use super::classes::class_members;
+use super::{ByteDfa, CompileLimits, DEAD};
 use crate::error::FsmError;
 
 /// `None` when the NFA holds a look-around assertion (the caller's dense builder handles
