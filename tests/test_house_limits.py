@@ -26,7 +26,6 @@ KNOWN_RUST_CYCLES: list[list[str]] = [
         "sglr-decode::vector",
     ],
     ["sglr-quant::kernel", "sglr-quant::matrix"],
-    ["sglr-sched::order", "sglr-sched::scheduler"],
 ]
 KNOWN_LONG_FILES: set[str] = {
     "rust/grammar/tests/schema.rs",
