@@ -28,7 +28,6 @@ KNOWN_RUST_CYCLES: list[list[str]] = [
     ["sglr-quant::kernel", "sglr-quant::matrix"],
 ]
 KNOWN_LONG_FILES: set[str] = {
-    "rust/grammar/tests/schema.rs",
     "python/sglr/model/runner.py",
 }
 
