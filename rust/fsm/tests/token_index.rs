@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{mask_ids, vocab_with_eos, Oracle, EDGE_PATTERNS};
+use common::{chooser, mask_ids, vocab_with_eos, Oracle, EDGE_PATTERNS};
 use proptest::prelude::*;
 use sglr_fsm::{CompileLimits, TokenFsm};
 
@@ -75,11 +75,7 @@ fn check_walks(pattern: &str, multi: Vec<Vec<u8>>, seed: u64) -> Result<(), Test
     let fsm = TokenFsm::from_regex(pattern, vocab.clone(), &CompileLimits::default()).unwrap();
     let oracle = Oracle::new(pattern);
     let full = regex::bytes::Regex::new(&format!("^(?:{pattern})$")).unwrap();
-    let mut rng = seed;
-    let mut choose = |n: usize| {
-        rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        ((rng >> 33) as usize) % n.max(1)
-    };
+    let mut choose = chooser(seed);
     let mut words = vec![0i32; vocab.num_mask_words()];
     for _walk in 0..6 {
         let (mut state, mut oracle_state) = (fsm.start_state(), oracle.start);
@@ -117,11 +113,7 @@ fn check_completeness(pattern: &str, multi: Vec<Vec<u8>>, seed: u64) -> Result<(
     let (vocab, eos) = vocab_with_eos(&tokens);
     let fsm = TokenFsm::from_regex(pattern, vocab, &CompileLimits::default()).unwrap();
     let oracle = Oracle::new(pattern);
-    let mut rng = seed;
-    let mut choose = |n: usize| {
-        rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        ((rng >> 33) as usize) % n.max(1)
-    };
+    let mut choose = chooser(seed);
     for _ in 0..8 {
         let Some(text) = oracle.random_completion(oracle.start, 12, &alphabet(), &mut choose) else {
             continue;

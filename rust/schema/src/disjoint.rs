@@ -46,129 +46,12 @@ impl Shape {
     }
 }
 
-fn shape(reader: &SchemaReader, schema: &Value, path: &str) -> Result<Shape, FsmError> {
-    let map = match schema {
-        Value::Object(map) => map.clone(),
-        Value::Bool(true) => Map::new(),
-        Value::Bool(false) => return Ok(Shape::nothing()),
-        _ => return Err(invalid(path, "a schema must be an object or a boolean")),
-    };
-    let map = if map.contains_key("$ref") || map.contains_key("allOf") {
-        match merge_all_of(reader, &map, path)?.schema {
-            Some(merged) => merged,
-            None => return Ok(Shape::nothing()),
-        }
-    } else {
-        map
-    };
-    let mut types: Vec<&'static str> = reader.types(&map, path)?;
-    if types.contains(&"number") {
-        types.push("fraction");
-        types.push("integer");
-        types.retain(|t| *t != "number");
-    }
-    let values = literal_values(&map);
-    if let Some(values) = &values {
-        types.retain(|t| {
-            values.iter().any(|v| match *t {
-                "fraction" => v.as_f64().is_some_and(|f| f.fract() != 0.0),
-                t => value_has_type(v, t),
-            })
-        });
-    }
-    let required: Vec<&str> = match map.get("required") {
-        Some(Value::Array(names)) => names.iter().filter_map(Value::as_str).collect(),
-        _ => Vec::new(),
-    };
-    let mut discriminators = Vec::new();
-    if let Some(Value::Object(props)) = map.get("properties") {
-        for (name, prop) in props {
-            if !required.contains(&name.as_str()) {
-                continue;
-            }
-            let prop = match prop {
-                Value::Object(p) if p.contains_key("$ref") => match merge_all_of(reader, p, path)?.schema {
-                    Some(m) => m,
-                    None => continue,
-                },
-                Value::Object(p) => p.clone(),
-                _ => continue,
-            };
-            if let Some(values) = literal_values(&prop) {
-                discriminators.push((name.clone(), values));
-            }
-        }
-    }
-    let free = free_types(&map, &types);
-    Ok(Shape { types, values, discriminators, free, map })
-}
-
 fn disjoint_values(a: &[Value], b: &[Value]) -> bool {
     !a.iter().any(|v| b.contains(v))
 }
 
 /// Deepest nesting of properties the disjointness check compares.
 const MAX_PROPERTY_DEPTH: usize = 3;
-
-fn provably_disjoint(
-    reader: &SchemaReader,
-    a: &Shape,
-    b: &Shape,
-    path: &str,
-    depth: usize,
-) -> Result<bool, FsmError> {
-    let common: Vec<&str> = a.types.iter().copied().filter(|t| b.types.contains(t)).collect();
-    if common.is_empty() {
-        return Ok(true);
-    }
-    if let (Some(va), Some(vb)) = (&a.values, &b.values) {
-        if disjoint_values(va, vb) {
-            return Ok(true);
-        }
-    }
-    if common == ["object"] {
-        let discriminated = a.discriminators.iter().any(|(name, va)| {
-            b.discriminators.iter().any(|(other, vb)| other == name && disjoint_values(va, vb))
-        });
-        return Ok(discriminated
-            || requires_what_the_other_refuses(reader, a, b, path, depth)?
-            || requires_what_the_other_refuses(reader, b, a, path, depth)?);
-    }
-    Ok(false)
-}
-
-/// Whether every object `a` admits has a member `b` refuses: a name `a` requires that `b`
-/// forbids (closed to undeclared names, and matching none of its patterns), or declares with
-/// a schema provably disjoint from `a`'s for it.
-fn requires_what_the_other_refuses(
-    reader: &SchemaReader,
-    a: &Shape,
-    b: &Shape,
-    path: &str,
-    depth: usize,
-) -> Result<bool, FsmError> {
-    let Some(Value::Array(required)) = a.map.get("required") else { return Ok(false) };
-    let b_closed = match b.map.get("additionalProperties") {
-        Some(additional) => additional == &Value::Bool(false),
-        None => !reader.options().additional_properties_default,
-    };
-    for name in required.iter().filter_map(Value::as_str) {
-        match declared(b, name) {
-            None if b_closed && !matches_a_pattern(&b.map, name, path)? => return Ok(true),
-            Some(b_member) if depth < MAX_PROPERTY_DEPTH => {
-                let Some(a_member) = declared(a, name) else { continue };
-                let member_path = format!("{path}/properties/{name}");
-                let (a_shape, b_shape) =
-                    (shape(reader, a_member, &member_path)?, shape(reader, b_member, &member_path)?);
-                if provably_disjoint(reader, &a_shape, &b_shape, &member_path, depth + 1)? {
-                    return Ok(true);
-                }
-            }
-            _ => {}
-        }
-    }
-    Ok(false)
-}
 
 /// The schema a branch's `properties` give member `name`, if any.
 fn declared<'s>(shape: &'s Shape, name: &str) -> Option<&'s Value> {
@@ -200,7 +83,7 @@ impl SchemaReader<'_> {
         branches: Vec<(Value, String)>,
         path: &str,
     ) -> Result<Vec<(Value, String)>, FsmError> {
-        let excluded = check_disjoint(self, &branches, path)?;
+        let excluded = self.check_disjoint(&branches, path)?;
         Ok(if excluded.is_empty() { branches } else { without_types(branches, &excluded) })
     }
 }
@@ -221,55 +104,169 @@ fn without_types(branches: Vec<(Value, String)>, excluded: &[&str]) -> Vec<(Valu
         .collect()
 }
 
-/// `oneOf` is compiled as an alternation, which is exact only when no value can match two
-/// branches. Types that two branches leave entirely free hold no valid value: they are returned
-/// (as `type` names) for the caller to take out of every branch. The rest must be evidently
-/// disjoint (different types, different constants, or a required discriminator property with
-/// different constants); otherwise `oneOf` is refused.
-fn check_disjoint(
-    reader: &SchemaReader,
-    branches: &[(Value, String)],
-    path: &str,
-) -> Result<Vec<&'static str>, FsmError> {
-    let mut shapes: Vec<Shape> = branches
-        .iter()
-        .map(|(schema, branch_path)| shape(reader, schema, branch_path))
-        .collect::<Result<_, _>>()?;
-    let mut excluded: Vec<&'static str> = Vec::new();
-    for shape in &shapes {
-        for &ty in &shape.free {
-            if !excluded.contains(&ty) && shapes.iter().filter(|other| other.free.contains(&ty)).count() >= 2
-            {
-                excluded.push(ty);
+impl SchemaReader<'_> {
+    /// `oneOf` is compiled as an alternation, which is exact only when no value can match two
+    /// branches. Types that two branches leave entirely free hold no valid value: they are returned
+    /// (as `type` names) for the caller to take out of every branch. The rest must be evidently
+    /// disjoint (different types, different constants, or a required discriminator property with
+    /// different constants); otherwise `oneOf` is refused.
+    fn check_disjoint(
+        &self,
+        branches: &[(Value, String)],
+        path: &str,
+    ) -> Result<Vec<&'static str>, FsmError> {
+        let mut shapes: Vec<Shape> = branches
+            .iter()
+            .map(|(schema, branch_path)| self.shape(schema, branch_path))
+            .collect::<Result<_, _>>()?;
+        let mut excluded: Vec<&'static str> = Vec::new();
+        for shape in &shapes {
+            for &ty in &shape.free {
+                if !excluded.contains(&ty)
+                    && shapes.iter().filter(|other| other.free.contains(&ty)).count() >= 2
+                {
+                    excluded.push(ty);
+                }
             }
         }
-    }
-    for shape in &mut shapes {
-        shape.types.retain(|t| !excluded.contains(t));
-    }
-    for i in 0..shapes.len() {
-        for j in i + 1..shapes.len() {
-            if !provably_disjoint(reader, &shapes[i], &shapes[j], path, 0)? {
-                return Err(unsupported(
-                    "oneOf",
-                    path,
-                    &format!(
-                        "branches {i} and {j} may both match one value, so 'exactly one' cannot be enforced"
-                    ),
-                ));
+        for shape in &mut shapes {
+            shape.types.retain(|t| !excluded.contains(t));
+        }
+        for i in 0..shapes.len() {
+            for j in i + 1..shapes.len() {
+                if !self.provably_disjoint(&shapes[i], &shapes[j], path, 0)? {
+                    return Err(unsupported(
+                        "oneOf",
+                        path,
+                        &format!(
+                            "branches {i} and {j} may both match one value, so 'exactly one' cannot be enforced"
+                        ),
+                    ));
+                }
             }
         }
+        // NOTE: `type` cannot say "numbers that are not integers": excluded integers alone refuse.
+        // Excluded fractions are `number` taken out with `integer` kept: integers only.
+        if excluded.contains(&"integer") && !excluded.contains(&"fraction") {
+            return Err(unsupported(
+                "oneOf",
+                path,
+                "two branches admit every integer but not every number: 'exactly one' cannot be enforced",
+            ));
+        }
+        let names: Vec<&'static str> =
+            excluded.iter().map(|&t| if t == "fraction" { "number" } else { t }).collect();
+        Ok(names)
     }
-    // NOTE: `type` cannot say "numbers that are not integers": excluded integers alone refuse.
-    // Excluded fractions are `number` taken out with `integer` kept: integers only.
-    if excluded.contains(&"integer") && !excluded.contains(&"fraction") {
-        return Err(unsupported(
-            "oneOf",
-            path,
-            "two branches admit every integer but not every number: 'exactly one' cannot be enforced",
-        ));
+
+    fn shape(&self, schema: &Value, path: &str) -> Result<Shape, FsmError> {
+        let map = match schema {
+            Value::Object(map) => map.clone(),
+            Value::Bool(true) => Map::new(),
+            Value::Bool(false) => return Ok(Shape::nothing()),
+            _ => return Err(invalid(path, "a schema must be an object or a boolean")),
+        };
+        let map = if map.contains_key("$ref") || map.contains_key("allOf") {
+            match merge_all_of(self, &map, path)?.schema {
+                Some(merged) => merged,
+                None => return Ok(Shape::nothing()),
+            }
+        } else {
+            map
+        };
+        let mut types: Vec<&'static str> = self.types(&map, path)?;
+        if types.contains(&"number") {
+            types.push("fraction");
+            types.push("integer");
+            types.retain(|t| *t != "number");
+        }
+        let values = literal_values(&map);
+        if let Some(values) = &values {
+            types.retain(|t| {
+                values.iter().any(|v| match *t {
+                    "fraction" => v.as_f64().is_some_and(|f| f.fract() != 0.0),
+                    t => value_has_type(v, t),
+                })
+            });
+        }
+        let required: Vec<&str> = match map.get("required") {
+            Some(Value::Array(names)) => names.iter().filter_map(Value::as_str).collect(),
+            _ => Vec::new(),
+        };
+        let mut discriminators = Vec::new();
+        if let Some(Value::Object(props)) = map.get("properties") {
+            for (name, prop) in props {
+                if !required.contains(&name.as_str()) {
+                    continue;
+                }
+                let prop = match prop {
+                    Value::Object(p) if p.contains_key("$ref") => match merge_all_of(self, p, path)?.schema {
+                        Some(m) => m,
+                        None => continue,
+                    },
+                    Value::Object(p) => p.clone(),
+                    _ => continue,
+                };
+                if let Some(values) = literal_values(&prop) {
+                    discriminators.push((name.clone(), values));
+                }
+            }
+        }
+        let free = free_types(&map, &types);
+        Ok(Shape { types, values, discriminators, free, map })
     }
-    let names: Vec<&'static str> =
-        excluded.iter().map(|&t| if t == "fraction" { "number" } else { t }).collect();
-    Ok(names)
+
+    fn provably_disjoint(&self, a: &Shape, b: &Shape, path: &str, depth: usize) -> Result<bool, FsmError> {
+        let common: Vec<&str> = a.types.iter().copied().filter(|t| b.types.contains(t)).collect();
+        if common.is_empty() {
+            return Ok(true);
+        }
+        if let (Some(va), Some(vb)) = (&a.values, &b.values) {
+            if disjoint_values(va, vb) {
+                return Ok(true);
+            }
+        }
+        if common == ["object"] {
+            let discriminated = a.discriminators.iter().any(|(name, va)| {
+                b.discriminators.iter().any(|(other, vb)| other == name && disjoint_values(va, vb))
+            });
+            return Ok(discriminated
+                || self.requires_what_the_other_refuses(a, b, path, depth)?
+                || self.requires_what_the_other_refuses(b, a, path, depth)?);
+        }
+        Ok(false)
+    }
+
+    /// Whether every object `a` admits has a member `b` refuses: a name `a` requires that `b`
+    /// forbids (closed to undeclared names, and matching none of its patterns), or declares with
+    /// a schema provably disjoint from `a`'s for it.
+    fn requires_what_the_other_refuses(
+        &self,
+        a: &Shape,
+        b: &Shape,
+        path: &str,
+        depth: usize,
+    ) -> Result<bool, FsmError> {
+        let Some(Value::Array(required)) = a.map.get("required") else { return Ok(false) };
+        let b_closed = match b.map.get("additionalProperties") {
+            Some(additional) => additional == &Value::Bool(false),
+            None => !self.options().additional_properties_default,
+        };
+        for name in required.iter().filter_map(Value::as_str) {
+            match declared(b, name) {
+                None if b_closed && !matches_a_pattern(&b.map, name, path)? => return Ok(true),
+                Some(b_member) if depth < MAX_PROPERTY_DEPTH => {
+                    let Some(a_member) = declared(a, name) else { continue };
+                    let member_path = format!("{path}/properties/{name}");
+                    let (a_shape, b_shape) =
+                        (self.shape(a_member, &member_path)?, self.shape(b_member, &member_path)?);
+                    if self.provably_disjoint(&a_shape, &b_shape, &member_path, depth + 1)? {
+                        return Ok(true);
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(false)
+    }
 }

@@ -82,8 +82,7 @@ mod tests {
     use crate::dfa::{ByteDfa, CompileLimits};
 
     fn matches(pattern: &str, text: &str) -> bool {
-        let dfa = ByteDfa::build(pattern, &CompileLimits::default()).unwrap();
-        dfa.matches(text.as_bytes())
+        ByteDfa::build(pattern, &CompileLimits::default()).unwrap().matches(text.as_bytes())
     }
 
     #[test]

@@ -316,8 +316,7 @@ mod tests {
     use sglr_fsm::{ByteDfa, CompileLimits};
 
     fn matches(pattern: &str, text: &str) -> bool {
-        let dfa = ByteDfa::build(pattern, &CompileLimits::default()).unwrap();
-        dfa.matches(text.as_bytes())
+        ByteDfa::build(pattern, &CompileLimits::default()).unwrap().matches(text.as_bytes())
     }
 
     /// A `false` tuple position admits no item there, so none after it either (the rest's
