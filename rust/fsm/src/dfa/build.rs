@@ -71,7 +71,7 @@ impl ByteDfa {
             })
     }
 
-    /// `regex-automata`'s dense determinizer, for NFAs with look-around (`crate::subset`
+    /// `regex-automata`'s dense determinizer, for NFAs with look-around (`subset.rs`
     /// handles the rest).
     fn from_nfa_dense(nfa: &thompson::NFA, limits: &CompileLimits) -> Result<Self, FsmError> {
         let dfa = dense::Builder::new()
