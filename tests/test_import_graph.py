@@ -14,10 +14,12 @@ PACKAGE_ROOT = Path(__file__).resolve().parents[1] / "python"
 
 # A module of a layer may not import from these packages.
 FORBIDDEN = {
-    "sglr.kernels": ("sglr.model", "sglr.engine", "sglr.server", "sglr.lang"),
-    "sglr.model": ("sglr.engine", "sglr.server", "sglr.lang"),
-    "sglr.engine": ("sglr.router", "sglr.server", "sglr.lang"),
+    "sglr.kernels": ("sglr.model", "sglr.engine", "sglr.http", "sglr.server", "sglr.lang"),
+    "sglr.model": ("sglr.engine", "sglr.http", "sglr.server", "sglr.lang"),
+    "sglr.engine": ("sglr.router", "sglr.http", "sglr.server", "sglr.lang"),
     "sglr.router": ("sglr.server", "sglr.lang"),
+    # HTTP plumbing: knows no engine and neither program.
+    "sglr.http": ("sglr.kernels", "sglr.model", "sglr.engine", "sglr.router", "sglr.server", "sglr.lang"),
     "sglr.server": ("sglr.lang",),
 }
 

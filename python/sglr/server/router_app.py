@@ -19,26 +19,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import itertools
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import httpx
 from starlette.applications import Starlette
-from starlette.exceptions import HTTPException
-from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from sglr.errors import UnknownWorkerError
+from sglr.http.app import endpoint, json_app
+from sglr.http.errors import error_response
+from sglr.http.jsonout import JSONOut
 from sglr.router.workers import Worker, WorkerPool
-from sglr.server.auth import BearerAuthMiddleware
-from sglr.server.errors import as_api_error, error_response, handle_http_exception, handle_unexpected
-from sglr.server.jsonout import JSONOut
 from sglr.server.router_metrics import RouterMetrics
 from sglr.server.router_proxy import WORKER_HEADER, ProxyContext
 from sglr.server.router_upstream import UpstreamPools
@@ -102,47 +98,23 @@ async def router_lifespan(state: RouterState) -> AsyncIterator[None]:
             upstreams.close()
 
 
-Handler = Callable[[RouterState, Request], Awaitable[Response]]
-
-
 def build_router_app(pool: WorkerPool, settings: RouterSettings | None = None) -> Starlette:
     settings = settings or RouterSettings()
     state = RouterState(pool=pool, settings=settings, metrics=RouterMetrics(pool))
 
-    routes = [Route(path, _bind(state, _any_worker), methods=["GET"]) for path in ANY_WORKER_GET_PATHS]
-    routes.append(Route("/v1/models/{model:path}", _bind(state, _any_worker), methods=["GET"]))
-    routes += [Route(path, _bind(state, _every_worker), methods=["GET", "POST"]) for path in EVERY_WORKER_POST_PATHS]  # fmt: skip
+    routes = [Route(path, endpoint(state, _any_worker), methods=["GET"]) for path in ANY_WORKER_GET_PATHS]
+    routes.append(Route("/v1/models/{model:path}", endpoint(state, _any_worker), methods=["GET"]))
+    routes += [Route(path, endpoint(state, _every_worker), methods=["GET", "POST"]) for path in EVERY_WORKER_POST_PATHS]  # fmt: skip
     routes += [
-        Route("/health", _bind(state, _health), methods=["GET"]),
-        Route("/add_worker", _bind(state, _add_worker), methods=["POST"]),
-        Route("/remove_worker", _bind(state, _remove_worker), methods=["POST"]),
-        Route("/list_workers", _bind(state, _list_workers), methods=["GET"]),
-        Route("/metrics", _bind(state, _metrics), methods=["GET"]),
+        Route("/health", endpoint(state, _health), methods=["GET"]),
+        Route("/add_worker", endpoint(state, _add_worker), methods=["POST"]),
+        Route("/remove_worker", endpoint(state, _remove_worker), methods=["POST"]),
+        Route("/list_workers", endpoint(state, _list_workers), methods=["GET"]),
+        Route("/metrics", endpoint(state, _metrics), methods=["GET"]),
     ]
-    middleware = []
-    if settings.api_key is not None:
-        middleware.append(Middleware(BearerAuthMiddleware, api_key=settings.api_key))
-    app = Starlette(
-        routes=routes,
-        middleware=middleware,
-        exception_handlers={HTTPException: handle_http_exception, Exception: handle_unexpected},
-    )
+    app = json_app(routes, settings.api_key)
     app.state.sglr_router = state
     return app
-
-
-def _bind(state: RouterState, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
-    @functools.wraps(handler)
-    async def endpoint(request: Request) -> Response:
-        try:
-            return await handler(state, request)
-        except UnknownWorkerError as exc:
-            return error_response(404, str(exc), "url")
-        except Exception as exc:
-            error = as_api_error(exc)
-            return error_response(error.status, error.message, error.param)
-
-    return endpoint
 
 
 _rotation = itertools.count()

@@ -12,12 +12,11 @@ picks up where this one left off (its prefix trees start empty).
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from typing import Any
 
+from sglr.http.listen import LOG_LEVELS, Listener, configure_logging, listen, run_event_loop
 from sglr.router.policy import ROUTER_POLICIES, RouterConfig
-from sglr.server.launch import LOG_LEVELS, _bind, _run_event_loop
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -74,11 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    configure_logging(args.log_level)
     from sglr.errors import SglrError
     from sglr.router.workers import WorkerPool
     from sglr.server.router_app import RouterSettings, build_router_app
@@ -109,24 +104,23 @@ def main(argv: list[str] | None = None) -> int:
         request_timeout_s=args.request_timeout,
         api_key=args.api_key,
     )
-    sock = _bind(args.host, args.port, "sglr-router")
-    host, port = sock.getsockname()[:2]
-    url = f"http://{f'[{host}]' if ':' in host else host}:{port}"
+    listener = listen(args.host, args.port, "sglr-router")
     try:
-        _serve(build_router_app(pool, settings), sock, args, url, len(args.worker_urls))
+        _serve(build_router_app(pool, settings), listener, args, len(args.worker_urls))
     finally:
-        sock.close()
+        listener.close()
     print("sglr-router: shut down", flush=True)
     return 0
 
 
-def _serve(app: Any, sock: Any, args: argparse.Namespace, url: str, num_workers: int) -> None:
+def _serve(app: Any, listener: Listener, args: argparse.Namespace, num_workers: int) -> None:
     from sglr.server.router_server import serve_router
 
     def on_ready() -> None:
-        print(f"sglr-router: routing to {num_workers} workers on {url}", flush=True)
+        listener.announce(f"routing to {num_workers} workers")
 
-    _run_event_loop(serve_router(app, sock, shutdown_timeout_s=args.shutdown_timeout, on_ready=on_ready))
+    serving = serve_router(app, listener.sock, shutdown_timeout_s=args.shutdown_timeout, on_ready=on_ready)
+    run_event_loop(serving)
 
 
 if __name__ == "__main__":

@@ -28,13 +28,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from sglr.errors import NoReplicaAvailableError
+from sglr.http.errors import error_body
+from sglr.http.sse import DONE, sse_event
 from sglr.router.keys import routing_key, scan_ids_request
 from sglr.router.workers import Route, WorkerPool
-from sglr.server.errors import error_body
 from sglr.server.router_front import ClientConnection, ClientRequest
 from sglr.server.router_metrics import RouterMetrics
 from sglr.server.router_upstream import UpstreamConnection, UpstreamPools, WorkerBrokeOff
-from sglr.server.sse import DONE, sse_event
 
 logger = logging.getLogger("sglr.router")
 

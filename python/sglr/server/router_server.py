@@ -20,10 +20,10 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from sglr.http.auth import UNAUTHORIZED_MESSAGE, bearer_token_matches, key_digest
+from sglr.http.errors import error_body
+from sglr.http.jsonout import dumps
 from sglr.server.asgi_bridge import run_asgi
-from sglr.server.auth import UNAUTHORIZED_MESSAGE, bearer_token_matches, key_digest
-from sglr.server.errors import error_body
-from sglr.server.jsonout import dumps
 from sglr.server.router_app import GENERATION_PATHS, RouterState, router_lifespan
 from sglr.server.router_front import ClientConnection, ClientRequest, Dispatch
 from sglr.server.router_proxy import forward_generation

@@ -8,7 +8,7 @@ from typing import NamedTuple
 from starlette.requests import Request
 from starlette.responses import Response
 
-from sglr.server.native import (
+from sglr.server.native.control import (
     abort_request,
     concate_and_append_request,
     flush_cache,
@@ -18,10 +18,10 @@ from sglr.server.native import (
     root,
     server_info,
 )
-from sglr.server.native_generate import generate
-from sglr.server.openai_chat import chat_completions
-from sglr.server.openai_completions import completions
-from sglr.server.openai_models import get_model, list_models
+from sglr.server.native.generate import generate
+from sglr.server.openai.chat import chat_completions
+from sglr.server.openai.completions import completions
+from sglr.server.openai.models import get_model, list_models
 from sglr.server.state import ServerState
 
 Handler = Callable[[ServerState, Request], Awaitable[Response]]
