@@ -1,5 +1,5 @@
-"""`sglr-router` / `python -m sglr.server.router_launch`: a cache-aware router in front of
-running `sglr-server`s (any machines), as its own process.
+"""`sglr-router` / `python -m sglr.router`: a cache-aware router in front of running
+`sglr-server`s (any machines), as its own process.
 
     sglr-router --worker-urls http://10.0.0.1:30001 http://10.0.0.2:30001 --port 30000
 
@@ -75,8 +75,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     configure_logging(args.log_level)
     from sglr.errors import SglrError
+    from sglr.router.admin import build_router_app
+    from sglr.router.state import RouterSettings
     from sglr.router.workers import WorkerPool
-    from sglr.server.router_app import RouterSettings, build_router_app
 
     try:
         config = RouterConfig(
@@ -114,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _serve(app: Any, listener: Listener, args: argparse.Namespace, num_workers: int) -> None:
-    from sglr.server.router_server import serve_router
+    from sglr.router.server import serve_router
 
     def on_ready() -> None:
         listener.announce(f"routing to {num_workers} workers")

@@ -1,29 +1,20 @@
-"""`build_router_app(pool)`: `sglr-router`'s state and the Starlette application of its admin
-routes.
+"""`build_router_app(pool)`: the Starlette application of `sglr-router`'s admin routes.
 
-Generation (`/generate`, `/v1/completions`, `/v1/chat/completions`) does not pass through
-here: `sglr.server.router_server` sends it straight to the worker the policy picks
-(`sglr.server.router_proxy`) and hands every other request to this app. Model and server info
-go to any healthy worker;
-`/flush_cache` and `/abort_request` go to every healthy one. Run-time membership:
-`POST /add_worker?url=...` / `POST /remove_worker?url=...` (or `{"url": ...}` as the body),
-`GET /list_workers`. `/health` is 200 while some worker is healthy; `/metrics` is the
-router's (`sglr.server.router_metrics`).
-
-Health checks run in the background: every `health_check_interval_s` each worker's `/health`
-is probed; `health_failure_threshold` failures in a row take it out of routing, one success
-brings it back. A request a worker fails takes it out at once.
+Generation (`keys.GENERATION_PATHS`: `/generate`, `/v1/completions`, `/v1/chat/completions`)
+does not pass through here: `sglr.router.server` sends it straight to the worker the policy
+picks (`sglr.router.proxy`) and hands every other request to this app. Model and server info
+go to any healthy worker; `/flush_cache` and `/abort_request` go to every healthy one.
+Run-time membership: `POST /add_worker?url=...` / `POST /remove_worker?url=...` (or
+`{"url": ...}` as the body), `GET /list_workers`; a new worker is routable once it answers a
+health check (`sglr.router.health`). `/health` is 200 while some worker is healthy; `/metrics`
+is the router's (`sglr.router.metrics`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import json
-import logging
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
 
 import httpx
 from starlette.applications import Starlette
@@ -34,14 +25,12 @@ from starlette.routing import Route
 from sglr.http.app import endpoint, json_app
 from sglr.http.errors import error_response
 from sglr.http.jsonout import JSONOut
+from sglr.router.health import probe
+from sglr.router.metrics import RouterMetrics
+from sglr.router.proxy import WORKER_HEADER
+from sglr.router.state import RouterSettings, RouterState
 from sglr.router.workers import Worker, WorkerPool
-from sglr.server.router_metrics import RouterMetrics
-from sglr.server.router_proxy import WORKER_HEADER, ProxyContext
-from sglr.server.router_upstream import UpstreamPools
 
-logger = logging.getLogger("sglr.router")
-
-GENERATION_PATHS = ("/generate", "/v1/completions", "/v1/chat/completions")
 # Answered by any one worker: every worker serves the same model.
 ANY_WORKER_GET_PATHS = (
     "/health_generate",
@@ -52,50 +41,6 @@ ANY_WORKER_GET_PATHS = (
     "/get_server_info",
 )
 EVERY_WORKER_POST_PATHS = ("/flush_cache", "/abort_request")
-
-
-@dataclass(frozen=True)
-class RouterSettings:
-    health_check_interval_s: float = 2.0
-    health_check_timeout_s: float = 2.0
-    health_failure_threshold: int = 2
-    # Other workers a request may go to after one broke off before replying.
-    max_retries: int = 2
-    # None: a generation may take as long as it takes.
-    request_timeout_s: float | None = None
-    connect_timeout_s: float = 5.0
-    api_key: str | None = None
-
-
-@dataclass
-class RouterState:
-    pool: WorkerPool
-    settings: RouterSettings
-    metrics: RouterMetrics
-    client: httpx.AsyncClient | None = None
-    proxy: ProxyContext | None = None
-
-
-@contextlib.asynccontextmanager
-async def router_lifespan(state: RouterState) -> AsyncIterator[None]:
-    """The router's connections to its workers and its health checks, for as long as it runs."""
-    settings = state.settings
-    timeout = httpx.Timeout(settings.request_timeout_s, connect=settings.connect_timeout_s)
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=16)
-    upstreams = UpstreamPools(settings.connect_timeout_s)
-    async with httpx.AsyncClient(timeout=timeout, limits=limits) as client:
-        state.client = client
-        state.proxy = ProxyContext(
-            state.pool, upstreams, state.metrics, settings.max_retries, settings.request_timeout_s
-        )
-        checker = asyncio.create_task(_check_health_forever(state))
-        try:
-            yield
-        finally:
-            checker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await checker
-            upstreams.close()
 
 
 def build_router_app(pool: WorkerPool, settings: RouterSettings | None = None) -> Starlette:
@@ -185,7 +130,7 @@ async def _worker_url(request: Request) -> str:
 async def _add_worker(state: RouterState, request: Request) -> Response:
     worker = state.pool.add_worker(await _worker_url(request), healthy=False)
     # Routable as soon as it answers a health check: now if it is up, else from the checker.
-    await _probe(state, worker)
+    await probe(state, worker)
     return JSONOut(_describe_worker(state, worker))
 
 
@@ -224,33 +169,3 @@ def _path_and_query(request: Request) -> str:
 def _auth(request: Request) -> dict[str, str]:
     value = request.headers.get("authorization")
     return {"authorization": value} if value else {}
-
-
-async def _probe(state: RouterState, worker: Worker) -> None:
-    assert state.client is not None
-    settings = state.settings
-    try:
-        response = await state.client.get(worker.url + "/health", timeout=settings.health_check_timeout_s)
-        ok = response.status_code == 200
-        reason = f"health check answered {response.status_code}"
-    except httpx.HTTPError as exc:
-        ok = False
-        reason = f"health check failed: {type(exc).__name__}: {exc}"
-    was_healthy = worker.healthy
-    if ok:
-        state.pool.mark_healthy(worker)
-        if not was_healthy and worker.healthy:
-            logger.info("worker %s is healthy; routing to it", worker.url)
-    else:
-        state.pool.mark_failed(worker, reason, failure_threshold=settings.health_failure_threshold)
-        if was_healthy and not worker.healthy:
-            logger.warning("worker %s left routing: %s", worker.url, reason)
-
-
-async def _check_health_forever(state: RouterState) -> None:
-    while True:
-        await asyncio.sleep(state.settings.health_check_interval_s)
-        try:
-            await asyncio.gather(*(_probe(state, worker) for worker in state.pool.workers))
-        except Exception:  # never let one odd answer stop the checks
-            logger.exception("health check round failed")
