@@ -190,7 +190,7 @@ def engine_options(args: argparse.Namespace) -> dict[str, Any]:
 def _build_engine(args: argparse.Namespace, engine_class: Any) -> Any:
     if args.dp_size == 1:
         return engine_class(model_path=args.model_path, **engine_options(args))
-    from sglr.router.dp_engine import DataParallelEngine
+    from sglr.data_parallel import DataParallelEngine
     from sglr.router.policy import RouterConfig
 
     return DataParallelEngine(
