@@ -1,4 +1,8 @@
-"""The route tables: SGLang's native API and the OpenAI-compatible API."""
+"""The route tables: SGLang's native API (`native/`) and the OpenAI-compatible API (`openai/`).
+
+A route is a `RouteSpec` here and a handler `async (state, request) -> Response` in its API's
+package; `app.py` binds each handler to the app's state and maps what it raises to JSON errors.
+"""
 
 from __future__ import annotations
 
