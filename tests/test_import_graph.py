@@ -18,6 +18,7 @@ PACKAGE_ROOT = Path(__file__).resolve().parents[1] / "python"
 # them runs it).
 ROUTING_POLICY = ("sglr.router", "sglr.router.policy", "sglr.router.keys", "sglr.router.workers")
 _ABOVE_ENGINE = ("sglr.data_parallel", "sglr.http", "sglr.router", "sglr.server", "sglr.lang")
+_ENGINE_AND_BELOW = ("sglr.kernels", "sglr.model", "sglr.engine", "sglr.data_parallel")
 
 # A module of a layer may not import from these packages ...
 FORBIDDEN = {
@@ -26,24 +27,9 @@ FORBIDDEN = {
     "sglr.engine": _ABOVE_ENGINE,
     "sglr.data_parallel": ("sglr.http", "sglr.router", "sglr.server", "sglr.lang"),
     # HTTP plumbing: knows no engine and neither program.
-    "sglr.http": (
-        "sglr.kernels",
-        "sglr.model",
-        "sglr.engine",
-        "sglr.data_parallel",
-        "sglr.router",
-        "sglr.server",
-        "sglr.lang",
-    ),
+    "sglr.http": (*_ENGINE_AND_BELOW, "sglr.router", "sglr.server", "sglr.lang"),
     # sglr-router: its policy and the HTTP plumbing; no engine, nothing of sglr-server.
-    "sglr.router": (
-        "sglr.kernels",
-        "sglr.model",
-        "sglr.engine",
-        "sglr.data_parallel",
-        "sglr.server",
-        "sglr.lang",
-    ),
+    "sglr.router": (*_ENGINE_AND_BELOW, "sglr.server", "sglr.lang"),
     "sglr.server": ("sglr.router", "sglr.lang"),
 }
 # ... but for these modules of them.
