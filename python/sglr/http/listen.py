@@ -1,7 +1,8 @@
 """What `sglr-server` and `sglr-router` share around the port they serve.
 
-The port is bound first (`listen`: a busy port fails at once, before a model loads or a worker
-is asked anything); once requests are accepted the program announces where
+Both take `--host` and `--port` alike (`add_listen_arguments`). The port is bound first
+(`listen`: a busy port fails at once, before a model loads or a worker is asked anything);
+once requests are accepted the program announces where
 (`<prog>: <what> on http://host:port`, the line scripts and tests wait for); the event loop is
 uvloop's where it is installed (`run_event_loop`). Both command lines take the same log levels
 and log in the same format (`configure_logging`).
@@ -9,6 +10,7 @@ and log in the same format (`configure_logging`).
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import logging
 import socket
@@ -35,6 +37,12 @@ class Listener:
 
     def close(self) -> None:
         self.sock.close()
+
+
+def add_listen_arguments(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    add("--port", type=int, default=30000, help="port to listen on; 0 picks a free one (default: 30000)")
 
 
 def listen(host: str, port: int, prog: str) -> Listener:

@@ -15,7 +15,14 @@ import argparse
 import sys
 from typing import Any
 
-from sglr.http.listen import LOG_LEVELS, Listener, configure_logging, listen, run_event_loop
+from sglr.http.listen import (
+    LOG_LEVELS,
+    Listener,
+    add_listen_arguments,
+    configure_logging,
+    listen,
+    run_event_loop,
+)
 from sglr.router.policy import ROUTER_POLICIES, RouterConfig
 
 
@@ -28,8 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add = parser.add_argument
     add("--worker-urls", nargs="*", default=[], help="workers to start with (more: POST /add_worker?url=)")
-    add("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
-    add("--port", type=int, default=30000, help="port to listen on; 0 picks a free one (default: 30000)")
+    add_listen_arguments(parser)
     add("--policy", choices=ROUTER_POLICIES, default=defaults.policy, help="how workers share requests")
     add(
         "--balance-abs-threshold",

@@ -17,7 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from sglr.engine.config import SCHEDULE_POLICIES
-from sglr.http.listen import LOG_LEVELS, Listener, configure_logging, listen, run_event_loop
+from sglr.http.listen import (
+    LOG_LEVELS,
+    Listener,
+    add_listen_arguments,
+    configure_logging,
+    listen,
+    run_event_loop,
+)
 from sglr.router.policy import ROUTER_POLICIES
 
 CHATML_TEMPLATE = (
@@ -46,8 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="local model directory, .gguf file or Hub id (default: the embedded SmolLM2-135M-Instruct)",
     )
-    add("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
-    add("--port", type=int, default=30000, help="port to listen on; 0 picks a free one (default: 30000)")
+    add_listen_arguments(parser)
     add(
         "--api-key",
         default=None,
