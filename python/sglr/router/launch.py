@@ -13,16 +13,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
-from sglr.http.listen import (
-    LOG_LEVELS,
-    Listener,
-    add_listen_arguments,
-    configure_logging,
-    listen,
-    run_event_loop,
-)
+from sglr.http.listen import LOG_LEVELS, add_listen_arguments, configure_logging, listen, run_event_loop
 from sglr.router.policy import ROUTER_POLICIES, RouterConfig
 
 
@@ -82,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging(args.log_level)
     from sglr.errors import SglrError
     from sglr.router.admin import build_router_app
+    from sglr.router.server import serve_router
     from sglr.router.state import RouterSettings
     from sglr.router.workers import WorkerPool
 
@@ -111,23 +104,20 @@ def main(argv: list[str] | None = None) -> int:
         request_timeout_s=args.request_timeout,
         api_key=args.api_key,
     )
+    num_workers = len(args.worker_urls)
     listener = listen(args.host, args.port, "sglr-router")
     try:
-        _serve(build_router_app(pool, settings), listener, args, len(args.worker_urls))
+        serving = serve_router(
+            build_router_app(pool, settings),
+            listener.sock,
+            shutdown_timeout_s=args.shutdown_timeout,
+            on_ready=lambda: listener.announce(f"routing to {num_workers} workers"),
+        )
+        run_event_loop(serving)
     finally:
         listener.close()
     print("sglr-router: shut down", flush=True)
     return 0
-
-
-def _serve(app: Any, listener: Listener, args: argparse.Namespace, num_workers: int) -> None:
-    from sglr.router.server import serve_router
-
-    def on_ready() -> None:
-        listener.announce(f"routing to {num_workers} workers")
-
-    serving = serve_router(app, listener.sock, shutdown_timeout_s=args.shutdown_timeout, on_ready=on_ready)
-    run_event_loop(serving)
 
 
 if __name__ == "__main__":
