@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sglr.server.body import json_type
-from sglr.server.errors import ApiError
+from sglr.http.errors import ApiError
+from sglr.http.request import json_type
 from sglr.server.image_sources import check_image_source
 
 ROLES = ("system", "developer", "user", "assistant", "tool", "function")

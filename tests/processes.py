@@ -87,5 +87,5 @@ def start_worker(model_dir: Path, *extra: str) -> Process:
 
 
 def start_router(worker_urls: list[str], *extra: str) -> Process:
-    argv = ["-m", "sglr.server.router_launch", "--port", "0", "--log-level", "warning"]
+    argv = ["-m", "sglr.router", "--port", "0", "--log-level", "warning"]
     return start([*argv, "--health-check-interval", "0.5", "--worker-urls", *worker_urls, *extra])

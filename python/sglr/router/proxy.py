@@ -1,7 +1,7 @@
 """Forwarding one generation request from `sglr-router` to a worker, streams included.
 
 The request body goes to the worker byte for byte over a kept-alive connection
-(`sglr.server.router_upstream`); it is parsed here only for routing (its key, and whether it
+(`sglr.router.upstream`); it is parsed here only for routing (its key, and whether it
 asks for a stream). The worker's status and body come back as they are (errors included), with
 an `X-SGLR-Worker` header naming the worker; an event stream is relayed chunk by chunk as the
 worker writes it. A worker that breaks off (connection refused or reset, or 503 while it shuts
@@ -28,13 +28,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from sglr.errors import NoReplicaAvailableError
+from sglr.http.errors import error_body
+from sglr.http.sse import DONE, sse_event
+from sglr.router.front import ClientConnection, ClientRequest
 from sglr.router.keys import routing_key, scan_ids_request
+from sglr.router.metrics import RouterMetrics
+from sglr.router.upstream import UpstreamConnection, UpstreamPools, WorkerBrokeOff
 from sglr.router.workers import Route, WorkerPool
-from sglr.server.errors import error_body
-from sglr.server.router_front import ClientConnection, ClientRequest
-from sglr.server.router_metrics import RouterMetrics
-from sglr.server.router_upstream import UpstreamConnection, UpstreamPools, WorkerBrokeOff
-from sglr.server.sse import DONE, sse_event
 
 logger = logging.getLogger("sglr.router")
 

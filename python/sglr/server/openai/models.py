@@ -7,8 +7,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from sglr.server.errors import ApiError
-from sglr.server.jsonout import JSONOut
+from sglr.http.errors import ApiError
+from sglr.http.jsonout import JSONOut
 from sglr.server.state import ServerState
 
 

@@ -12,15 +12,18 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from sglr.server.body import read_json_object
-from sglr.server.errors import ApiError
-from sglr.server.fields import get_bool, get_int
+from sglr.http.errors import ApiError
+from sglr.http.request import get_bool, get_int, read_json_object
 from sglr.server.generation import start_generation
 from sglr.server.generation_response import json_response, stream_response
-from sglr.server.openai_common import completion_logprobs, finish_reason, matched_stop
-from sglr.server.openai_params import MAX_LOGPROBS, SAMPLING_FIELDS
-from sglr.server.openai_request import OpenAIRequest
-from sglr.server.openai_stream import OpenAIChunks
+from sglr.server.openai.protocol import (
+    OpenAIChunks,
+    OpenAIRequest,
+    completion_logprobs,
+    finish_reason,
+    matched_stop,
+)
+from sglr.server.openai.sampling import MAX_LOGPROBS, SAMPLING_FIELDS
 from sglr.server.state import ServerState
 
 _FIELDS = SAMPLING_FIELDS | {"prompt", "echo", "logprobs", "suffix", "best_of", "json_schema"}

@@ -24,8 +24,8 @@ from typing import cast
 
 import httptools
 
-from sglr.server.errors import error_body
-from sglr.server.jsonout import dumps
+from sglr.http.errors import error_body
+from sglr.http.jsonout import dumps
 
 logger = logging.getLogger("sglr.router")
 

@@ -1,11 +1,11 @@
 """`serve_router(app, sock)`: `sglr-router`'s HTTP server, one port for everything.
 
 Generation requests (`POST`/`PUT` on `/generate`, `/v1/completions`, `/v1/chat/completions`)
-take the fast path: parsed by `sglr.server.router_front`, authorized here, forwarded by
-`sglr.server.router_proxy` over kept-alive worker connections from protocol callbacks, with
+take the fast path: parsed by `sglr.router.front`, authorized here, forwarded by
+`sglr.router.proxy` over kept-alive worker connections from protocol callbacks, with
 no ASGI, no HTTP client library and no task per request (the Python HTTP hop through uvicorn
 and httpx cost ~2 ms a request; benches/results/router_dp_cpu.md). Everything else goes to
-the admin app (`sglr.server.router_app`) through `sglr.server.asgi_bridge`.
+the admin app (`sglr.router.admin`) through `sglr.router.asgi_bridge`.
 
 SIGTERM / SIGINT: the port stops accepting, idle connections close, requests in flight get
 `shutdown_timeout_s` to finish (a second SIGINT stops waiting), then the rest are cut.
@@ -14,19 +14,25 @@ SIGTERM / SIGINT: the port stops accepting, idle connections close, requests in 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import socket
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from sglr.server.asgi_bridge import run_asgi
-from sglr.server.auth import UNAUTHORIZED_MESSAGE, bearer_token_matches, key_digest
-from sglr.server.errors import error_body
-from sglr.server.jsonout import dumps
-from sglr.server.router_app import GENERATION_PATHS, RouterState, router_lifespan
-from sglr.server.router_front import ClientConnection, ClientRequest, Dispatch
-from sglr.server.router_proxy import forward_generation
+import httpx
+
+from sglr.http.auth import UNAUTHORIZED_MESSAGE, bearer_token_matches, key_digest
+from sglr.http.errors import error_body
+from sglr.http.jsonout import dumps
+from sglr.router.asgi_bridge import run_asgi
+from sglr.router.front import ClientConnection, ClientRequest, Dispatch
+from sglr.router.health import check_health_forever
+from sglr.router.keys import GENERATION_PATHS
+from sglr.router.proxy import ProxyContext, forward_generation
+from sglr.router.state import RouterState
+from sglr.router.upstream import UpstreamPools
 
 _GENERATION_PATHS = {path.encode(): path for path in GENERATION_PATHS}
 _GENERATION_METHODS = (b"POST", b"PUT")
@@ -55,6 +61,28 @@ def build_dispatch(app: Any, state: RouterState) -> Dispatch:
         return None
 
     return dispatch
+
+
+@contextlib.asynccontextmanager
+async def router_lifespan(state: RouterState) -> AsyncIterator[None]:
+    """The router's connections to its workers and its health checks, for as long as it runs."""
+    settings = state.settings
+    timeout = httpx.Timeout(settings.request_timeout_s, connect=settings.connect_timeout_s)
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=16)
+    upstreams = UpstreamPools(settings.connect_timeout_s)
+    async with httpx.AsyncClient(timeout=timeout, limits=limits) as client:
+        state.client = client
+        state.proxy = ProxyContext(
+            state.pool, upstreams, state.metrics, settings.max_retries, settings.request_timeout_s
+        )
+        checker = asyncio.create_task(check_health_forever(state))
+        try:
+            yield
+        finally:
+            checker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await checker
+            upstreams.close()
 
 
 async def serve_router(

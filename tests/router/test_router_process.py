@@ -17,6 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+
 from processes import Process, assert_gone, start_router, start_worker
 from sse_client import parse_sse
 

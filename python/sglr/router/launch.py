@@ -1,5 +1,5 @@
-"""`sglr-router` / `python -m sglr.server.router_launch`: a cache-aware router in front of
-running `sglr-server`s (any machines), as its own process.
+"""`sglr-router` / `python -m sglr.router`: a cache-aware router in front of running
+`sglr-server`s (any machines), as its own process.
 
     sglr-router --worker-urls http://10.0.0.1:30001 http://10.0.0.2:30001 --port 30000
 
@@ -12,12 +12,10 @@ picks up where this one left off (its prefix trees start empty).
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
-from typing import Any
 
+from sglr.http.listen import LOG_LEVELS, add_listen_arguments, configure_logging, listen, run_event_loop
 from sglr.router.policy import ROUTER_POLICIES, RouterConfig
-from sglr.server.launch import LOG_LEVELS, _bind, _run_event_loop
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -29,8 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add = parser.add_argument
     add("--worker-urls", nargs="*", default=[], help="workers to start with (more: POST /add_worker?url=)")
-    add("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
-    add("--port", type=int, default=30000, help="port to listen on; 0 picks a free one (default: 30000)")
+    add_listen_arguments(parser)
     add("--policy", choices=ROUTER_POLICIES, default=defaults.policy, help="how workers share requests")
     add(
         "--balance-abs-threshold",
@@ -74,14 +71,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    configure_logging(args.log_level)
     from sglr.errors import SglrError
+    from sglr.router.admin import build_router_app
+    from sglr.router.server import serve_router
+    from sglr.router.state import RouterSettings
     from sglr.router.workers import WorkerPool
-    from sglr.server.router_app import RouterSettings, build_router_app
 
     try:
         config = RouterConfig(
@@ -109,24 +104,20 @@ def main(argv: list[str] | None = None) -> int:
         request_timeout_s=args.request_timeout,
         api_key=args.api_key,
     )
-    sock = _bind(args.host, args.port, "sglr-router")
-    host, port = sock.getsockname()[:2]
-    url = f"http://{f'[{host}]' if ':' in host else host}:{port}"
+    num_workers = len(args.worker_urls)
+    listener = listen(args.host, args.port, "sglr-router")
     try:
-        _serve(build_router_app(pool, settings), sock, args, url, len(args.worker_urls))
+        serving = serve_router(
+            build_router_app(pool, settings),
+            listener.sock,
+            shutdown_timeout_s=args.shutdown_timeout,
+            on_ready=lambda: listener.announce(f"routing to {num_workers} workers"),
+        )
+        run_event_loop(serving)
     finally:
-        sock.close()
+        listener.close()
     print("sglr-router: shut down", flush=True)
     return 0
-
-
-def _serve(app: Any, sock: Any, args: argparse.Namespace, url: str, num_workers: int) -> None:
-    from sglr.server.router_server import serve_router
-
-    def on_ready() -> None:
-        print(f"sglr-router: routing to {num_workers} workers on {url}", flush=True)
-
-    _run_event_loop(serve_router(app, sock, shutdown_timeout_s=args.shutdown_timeout, on_ready=on_ready))
 
 
 if __name__ == "__main__":

@@ -12,8 +12,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from sglr.server.errors import ApiError
-from sglr.server.fields import get_bool, get_dict, get_int, get_int_list, get_number, get_stop, get_str
+from sglr.http.errors import ApiError
+from sglr.http.request import get_bool, get_dict, get_int, get_int_list, get_number, get_stop, get_str
 from sglr.server.param_names import ParamNames
 
 MAX_N = 128

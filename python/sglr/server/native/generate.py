@@ -18,9 +18,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from sglr.http.request import check_known_fields, get_bool, read_json_object, require_null
 from sglr.server.accumulate import EncodedAccumulator
-from sglr.server.body import read_json_object
-from sglr.server.fields import check_known_fields, get_bool, require_null
 from sglr.server.generation import Generation, start_generation
 from sglr.server.generation_response import DeltaRenderer, json_response, stream_response
 from sglr.server.image_sources import check_image_data

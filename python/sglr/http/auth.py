@@ -11,7 +11,7 @@ import hmac
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from sglr.server.errors import error_response
+from sglr.http.errors import error_response
 
 _EXEMPT_PREFIXES = ("/health", "/metrics")
 UNAUTHORIZED_MESSAGE = "Unauthorized: a valid 'Authorization: Bearer <api key>' header is required"

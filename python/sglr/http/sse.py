@@ -8,9 +8,9 @@ from typing import Any
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from sglr.server.disconnect import ClientDisconnected, run_until_disconnect
-from sglr.server.errors import ApiError, error_body
-from sglr.server.jsonout import dumps
+from sglr.http.disconnect import ClientDisconnected, run_until_disconnect
+from sglr.http.errors import ApiError, error_body
+from sglr.http.jsonout import dumps
 
 DONE = b"data: [DONE]\n\n"
 _HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}

@@ -1,5 +1,5 @@
-"""`sglr-router`'s fast path (`router_server` / `router_front` / `router_proxy` /
-`router_upstream`) against scripted workers: streams relayed chunk by chunk, a worker that
+"""`sglr-router`'s fast path (`sglr.router`'s `server` / `front` / `proxy` / `upstream`)
+against scripted workers: streams relayed chunk by chunk, a worker that
 dies mid-stream or before replying, keep-alive reuse of worker connections (and a retry when
 a reused one turns out closed), a client that leaves mid-stream, malformed HTTP, pipelining
 and auth. The router runs in this process on its own event loop thread; the workers are small
@@ -19,15 +19,16 @@ import httpx
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from sse_client import parse_sse
 
 from sglr.router import RouterConfig
+from sglr.router.admin import build_router_app
 from sglr.router.keys import routing_key, scan_ids_request
+from sglr.router.proxy import read_json_body
+from sglr.router.server import serve_router
+from sglr.router.state import RouterSettings
+from sglr.router.upstream import WorkerConnections
 from sglr.router.workers import WorkerPool
-from sglr.server.router_app import RouterSettings, build_router_app
-from sglr.server.router_proxy import read_json_body
-from sglr.server.router_server import serve_router
-from sglr.server.router_upstream import WorkerConnections
+from sse_client import parse_sse
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""Error responses: one JSON shape for every route, never a stack trace.
+"""Error responses: one JSON shape for every route of `sglr-server` and `sglr-router`, never a
+stack trace, and the one place where sglr's typed errors become HTTP statuses (`as_api_error`).
 
     {"error": {"message": "...", "type": "invalid_request_error", "param": "temperature", "code": 400}}
 
@@ -9,15 +10,13 @@ SGLang's native clients read `error.message`. `code` is always the HTTP status.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Protocol
 
 from starlette.requests import Request
 from starlette.responses import Response
 
-from sglr.engine.finish import FinishAbort, FinishReason
-from sglr.errors import EngineClosedError, EngineInternalError, InvalidRequestError
-from sglr.server.jsonout import JSONOut
-from sglr.server.param_names import ENGINE_NAMES, ParamNames
+from sglr.errors import EngineClosedError, EngineInternalError, InvalidRequestError, UnknownWorkerError
+from sglr.http.jsonout import JSONOut
 
 logger = logging.getLogger("sglr.server")
 
@@ -63,13 +62,19 @@ def error_response(status: int, message: str, param: str | None = None) -> Respo
     return JSONOut(error_body(status, message, param), status_code=status)
 
 
-def as_api_error(exc: BaseException, names: ParamNames = ENGINE_NAMES) -> ApiError:
-    """Maps an exception from the engine to what the client is told; `names` turns the engine's
-    name of a bad field into the request's."""
+class FieldNames(Protocol):
+    """How a request spelled the field the engine names in an error (`sglr.server.param_names`)."""
+
+    def client_name(self, engine_param: str | None) -> str | None: ...
+
+
+def as_api_error(exc: BaseException, names: FieldNames | None = None) -> ApiError:
+    """Maps an exception to what the client is told; `names` turns the engine's name of a bad
+    field into the request's (None: the request used the engine's names)."""
     if isinstance(exc, ApiError):
         return exc
     if isinstance(exc, InvalidRequestError):
-        param = names.client_name(exc.param)
+        param = exc.param if names is None else names.client_name(exc.param)
         message = exc.message
         if exc.param and param and param != exc.param:  # the message names the field as sent
             message = message.replace(exc.param, param)
@@ -78,19 +83,12 @@ def as_api_error(exc: BaseException, names: ParamNames = ENGINE_NAMES) -> ApiErr
         return ApiError(503, "the engine is not running")
     if isinstance(exc, EngineInternalError):
         return ApiError(500, str(exc))
+    if isinstance(exc, UnknownWorkerError):  # sglr-router's admin routes name workers by url
+        return ApiError(404, str(exc), "url")
     if isinstance(exc, ValueError):  # every sglr user mistake is a ValueError
         return ApiError(400, str(exc))
     logger.exception("unexpected error while serving a request", exc_info=exc)
     return ApiError(500, "internal server error (see the server log)")
-
-
-def abort_error(finish_reason: FinishReason | None, names: ParamNames = ENGINE_NAMES) -> ApiError | None:
-    """The error for a result the engine aborted on its own (a bad constraint, an engine failure);
-    None for a deliberate abort (`/abort_request`, a client that went away), whose partial result
-    is returned as is."""
-    if not isinstance(finish_reason, FinishAbort) or finish_reason.by_caller:
-        return None
-    return as_api_error(finish_reason.error, names)
 
 
 async def handle_http_exception(request: Request, exc: Exception) -> Response:

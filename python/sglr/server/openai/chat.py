@@ -15,16 +15,19 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from sglr.server.body import read_json_object
-from sglr.server.chat_messages import ImagePart, normalize_messages
-from sglr.server.errors import ApiError
-from sglr.server.fields import get_bool, get_dict, get_int
+from sglr.http.errors import ApiError
+from sglr.http.request import get_bool, get_dict, get_int, read_json_object
 from sglr.server.generation import start_generation
 from sglr.server.generation_response import json_response, stream_response
-from sglr.server.openai_common import chat_logprobs, finish_reason, matched_stop
-from sglr.server.openai_params import MAX_LOGPROBS, SAMPLING_FIELDS
-from sglr.server.openai_request import OpenAIRequest
-from sglr.server.openai_stream import OpenAIChunks
+from sglr.server.openai.messages import ImagePart, normalize_messages
+from sglr.server.openai.protocol import (
+    OpenAIChunks,
+    OpenAIRequest,
+    chat_logprobs,
+    finish_reason,
+    matched_stop,
+)
+from sglr.server.openai.sampling import MAX_LOGPROBS, SAMPLING_FIELDS
 from sglr.server.state import ServerState
 from sglr.server.tools.chat import ChatTools
 from sglr.server.tools.stream import ToolCallDeltas

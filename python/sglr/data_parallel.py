@@ -1,4 +1,6 @@
-"""`DataParallelEngine`: N engine replicas behind one `Engine`-compatible facade.
+"""`DataParallelEngine`: N engine replicas behind one `Engine`-compatible facade (what
+`sglr-server --dp-size N` serves). It sits above the engine and uses the routing policy
+(`sglr.router.policy`), nothing of the router's HTTP program.
 
 Each replica is a full `Engine` with its own worker-process group (its own tensor-parallel
 group of `tp_size` ranks, on GPU the devices `base_gpu_id + i * tp_size ...`), its own KV

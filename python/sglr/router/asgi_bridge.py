@@ -1,5 +1,5 @@
-"""Running an ASGI application for one request that `sglr.server.router_front` parsed: how
-`sglr-router` serves its admin routes (Starlette, `sglr.server.router_app`) from the same
+"""Running an ASGI application for one request that `sglr.router.front` parsed: how
+`sglr-router` serves its admin routes (Starlette, `sglr.router.admin`) from the same
 port as its fast path, without a second HTTP server.
 
 Enough of ASGI 3 for those routes: the body arrives whole, then `http.disconnect` when the
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sglr.server.router_front import ClientConnection, ClientRequest
+from sglr.router.front import ClientConnection, ClientRequest
 
 ASGIApp = Any
 

@@ -14,10 +14,9 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
-from sglr.server.body import read_json_object
-from sglr.server.errors import ApiError
-from sglr.server.fields import check_known_fields, get_bool, get_str
-from sglr.server.jsonout import JSONOut
+from sglr.http.errors import ApiError
+from sglr.http.jsonout import JSONOut
+from sglr.http.request import check_known_fields, get_bool, get_str, read_json_object
 from sglr.server.state import ServerState
 
 _FLUSHED = "Cache flushed.\n"
