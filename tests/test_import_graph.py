@@ -17,6 +17,7 @@ FORBIDDEN = {
     "sglr.kernels": ("sglr.model", "sglr.engine", "sglr.server", "sglr.lang"),
     "sglr.model": ("sglr.engine", "sglr.server", "sglr.lang"),
     "sglr.engine": ("sglr.router", "sglr.server", "sglr.lang"),
+    "sglr.engine.kv.pool": ("sglr.model",),  # the KV pool knows no model types
     "sglr.router": ("sglr.server", "sglr.lang"),
     "sglr.server": ("sglr.lang",),
 }

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from sglr.engine.kv.row_writes import PendingRowWrites
 from sglr.engine.request import Req
 from sglr.model.forward_batch import ExtendRequest, RowWrites
 from sglr.model.logprobs import TokenLogprobs, score_tokens
@@ -106,14 +107,15 @@ class BatchExecutor:
             sampled = {req.uid: token for req, token in zip(reqs, tokens, strict=True)}
         return ExtendOutcome(sampled, scores)
 
-    def decode(self, reqs: Sequence[Req], row_writes: RowWrites | None = None) -> list[SampledToken]:
-        """One token per request into its one reserved slot."""
+    def decode(self, reqs: Sequence[Req], row_writes: PendingRowWrites | None = None) -> list[SampledToken]:
+        """One token per request into its one reserved slot (and the row entries the pool
+        switched to other slots since the rows were written)."""
         output = self.runner.forward_decode(
             [req.kv.row for req in reqs],
             [req.output_ids[-1] for req in reqs],
             [req.num_computed + 1 for req in reqs],
             np.concatenate([req.kv.pending_slots() for req in reqs]),
-            row_writes,
+            None if row_writes is None else RowWrites(row_writes.rows, row_writes.cols, row_writes.slots),
         )
         return self._sample(reqs, output.next_token_logits)
 
