@@ -15,6 +15,7 @@ import torch
 
 from sglr.engine.kv.row_writes import PendingRowWrites
 from sglr.engine.request import Req
+from sglr.engine.scheduler.extend import ExtendItem
 from sglr.model.forward_batch import ExtendRequest, RowWrites
 from sglr.model.logprobs import TokenLogprobs, score_tokens
 from sglr.model.runner import ModelRunner
@@ -22,25 +23,6 @@ from sglr.model.sampler import sample
 from sglr.model.sampling import SamplingBatch
 
 TokenMasks = Callable[[Sequence[Req], int], "np.ndarray | None"]
-
-
-@dataclass
-class ExtendItem:
-    """Run `fill_ids[start:end]` of `req` into its reserved slots (its KV prefix is
-    `kv.slots[:start]`, the new tokens go to `kv.pending_slots()`).
-
-    sample: take the next token from the last position (the prompt, or a jump-forward run, is
-    complete). score_from: prompt position from which to return logprobs (see `prompt_logprobs`).
-    """
-
-    req: Req
-    start: int
-    sample: bool
-    score_from: int | None = None
-
-    @property
-    def end(self) -> int:
-        return self.req.kv.num_reserved
 
 
 @dataclass

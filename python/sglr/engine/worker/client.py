@@ -29,6 +29,7 @@ import zmq
 from sglr.engine.finish import FinishAbort
 from sglr.engine.output import OutputSink, push_all
 from sglr.engine.request import TokenizedRequest
+from sglr.engine.scheduler.handle import SchedulerHandle
 from sglr.engine.token_output import TokenOutput
 from sglr.engine.worker.ipc import Receiver, Sender
 from sglr.engine.worker.runner_info import RunnerInfo
@@ -43,7 +44,7 @@ _STOP_TIMEOUT_S = 30.0
 _LATE_REASON_S = 2.0
 
 
-class WorkerScheduler:
+class WorkerScheduler(SchedulerHandle):
     def __init__(
         self,
         engine_config: Any,
@@ -99,7 +100,7 @@ class WorkerScheduler:
         self._receiver = threading.Thread(target=self._receive_loop, name="sglr-worker-outputs", daemon=True)
         self._receiver.start()
 
-    # ----- the SchedulerLoop interface -----
+    # ----- the SchedulerHandle interface -----
 
     @property
     def is_alive(self) -> bool:

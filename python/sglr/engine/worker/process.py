@@ -98,7 +98,7 @@ def _load_runner(spec: WorkerSpec) -> Any:
 
 
 def _serve(spec: WorkerSpec, context: zmq.Context[Any], runner: Any, outputs: Sender) -> None:
-    from sglr.engine.loop import SchedulerLoop
+    from sglr.engine.scheduler.loop import SchedulerLoop
     from sglr.engine.tokenizer import EngineTokenizer
 
     batcher = OutputBatcher(outputs)
