@@ -25,6 +25,7 @@ FORBIDDEN = {
     "sglr.kernels": ("sglr.model", "sglr.engine", *_ABOVE_ENGINE),
     "sglr.model": ("sglr.engine", *_ABOVE_ENGINE),
     "sglr.engine": _ABOVE_ENGINE,
+    "sglr.engine.kv.pool": ("sglr.model",),  # the KV pool knows no model types
     "sglr.data_parallel": ("sglr.http", "sglr.router", "sglr.server", "sglr.lang"),
     # HTTP plumbing: knows no engine and neither program.
     "sglr.http": (*_ENGINE_AND_BELOW, "sglr.router", "sglr.server", "sglr.lang"),
