@@ -3,7 +3,7 @@ count of aten calls) and milliseconds per step, driving the model runner directl
 
 One prompt of `--prompt-len` tokens is prefilled, then `--steps` decode steps are timed and one
 more is profiled. The table lists the most frequent operations of that step. `--compare-attention`
-times the CPU decode attention kernel (rust/attn) against the SDPA path, alternating three rounds
+times the CPU decode attention kernel (rust/kernels' attn) against the SDPA path, alternating three rounds
 of each in one run (the fastest round counts).
 
     .venv/bin/python benches/decode_ops.py [--model default] [--dtype bfloat16] [--gguf-weights quantized]
@@ -95,7 +95,7 @@ def main() -> None:
             ops[kernel] = count_ops(runner, token, seq_len)[0]
         print(f"{args.model}: dtype {args.dtype}, weights {runner.weights_format}, {args.threads} thread(s)")
         print("| decode attention | ms/step | tok/s | aten ops/step |\n| --- | ---: | ---: | ---: |")
-        for kernel, name in ((False, "SDPA path"), (True, "rust/attn kernel")):
+        for kernel, name in ((False, "SDPA path"), (True, "rust attention kernel")):
             print(f"| {name} | {best[kernel]:.2f} | {1e3 / best[kernel]:.1f} | {ops[kernel]} |")
         print(f"kernel / SDPA step time: {best[True] / best[False]:.2f}")
         return

@@ -7,7 +7,7 @@ does: sglr packs prompts without padding and drops finished requests; transforme
 left-padded `generate`; decode time = time(N tokens) - time(1 token); best of `--repeats`;
 process CPU time with one thread unless `--clock wall --threads N`. `--ab` also times sglr with
 its float32 experts in the torch loop over oneDNN-prepacked weights (`SGLR_CPU_MOE_KERNEL=0`,
-the path before rust/moe), in turns with the rest of the run.
+the path before the rust expert kernel), in turns with the rest of the run.
 
     .venv/bin/python benches/moe_cpu.py [--quick] [--ab] [--layers 4] [--intermediate 1792] [--repeats 3]
 """

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import os
 import re
@@ -55,6 +56,17 @@ class Outcome:
     ttft_s: float = 0.0
     prompt_tokens: int = 0
     cached_tokens: int = 0
+
+
+def router_module(tree: str | None = None) -> str:
+    """What `python -m` starts `sglr-router` as in `tree` (a python/ source tree; None: the one
+    this process imports). Trees from before the router was its own package keep it in the
+    server, so benchmarks can still compare against them."""
+    if tree is not None:
+        new_layout = (Path(tree) / "sglr" / "router" / "launch.py").exists()
+    else:
+        new_layout = importlib.util.find_spec("sglr.router.launch") is not None
+    return "sglr.router" if new_layout else "sglr.server.router_launch"
 
 
 def spawn(argv: list[str], env: dict[str, str] | None = None) -> tuple[subprocess.Popen, str]:
@@ -126,7 +138,7 @@ def percentile(values: list[float], q: float) -> float:
 def run_policy(policy: str, worker_urls: list[str], requests: list[BenchRequest], concurrency: int) -> dict:
     for url in worker_urls:
         httpx.post(url + "/flush_cache", timeout=60).raise_for_status()
-    router_argv = ["-m", "sglr.server.router_launch", "--port", "0", "--log-level", "warning"]
+    router_argv = ["-m", router_module(), "--port", "0", "--log-level", "warning"]
     router, router_url = spawn([*router_argv, "--policy", policy, "--worker-urls", *worker_urls])
     try:
         outcomes, duration = asyncio.run(run_workload(router_url, requests, concurrency))
@@ -304,7 +316,7 @@ def main() -> None:
         for policy in ("cache-aware", "round-robin", "shortest-queue"):
             rows.append((f"dp=2 {policy}", run_policy(policy, worker_urls, requests, args.concurrency)))
         router, router_url = spawn(
-            ["-m", "sglr.server.router_launch", "--port", "0", "--log-level", "warning",
+            ["-m", router_module(), "--port", "0", "--log-level", "warning",
              "--worker-urls", worker_urls[0]]
         )  # fmt: skip
         try:
@@ -317,7 +329,7 @@ def main() -> None:
     instant, instant_url = spawn([str(Path(__file__).parent / "benchlib" / "instant_worker.py")])
     try:
         router, router_url = spawn(
-            ["-m", "sglr.server.router_launch", "--port", "0", "--log-level", "warning",
+            ["-m", router_module(), "--port", "0", "--log-level", "warning",
              "--worker-urls", instant_url]
         )  # fmt: skip
         try:

@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import httpx
 
 from benchlib.process_cpu import cpu_seconds
-from router_dp import spawn, stop
+from router_dp import router_module, spawn, stop
 
 
 def median_ms(client: httpx.Client, body: dict, num: int) -> float:
@@ -42,7 +42,7 @@ def median_ms(client: httpx.Client, body: dict, num: int) -> float:
 def measure(tree: str, worker_url: str, body: dict, num: int) -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": str(Path(tree).resolve())}
     router, router_url = spawn(
-        ["-m", "sglr.server.router_launch", "--port", "0", "--log-level", "warning",
+        ["-m", router_module(tree), "--port", "0", "--log-level", "warning",
          "--worker-urls", worker_url], env
     )  # fmt: skip
     try:

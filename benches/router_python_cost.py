@@ -42,11 +42,20 @@ class _Transport:
 
 async def _measure(prompt_len: int, num: int) -> dict[str, float]:
     from sglr.router.workers import WorkerPool
-    from sglr.server.router_app import RouterSettings, build_router_app
-    from sglr.server.router_front import ClientConnection
-    from sglr.server.router_proxy import ProxyContext
-    from sglr.server.router_server import build_dispatch
-    from sglr.server.router_upstream import UpstreamConnection, UpstreamPools
+
+    try:
+        from sglr.router.admin import build_router_app
+        from sglr.router.front import ClientConnection
+        from sglr.router.proxy import ProxyContext
+        from sglr.router.server import build_dispatch
+        from sglr.router.state import RouterSettings
+        from sglr.router.upstream import UpstreamConnection, UpstreamPools
+    except ImportError:  # a tree from before the router was its own package
+        from sglr.server.router_app import RouterSettings, build_router_app  # type: ignore[no-redef]
+        from sglr.server.router_front import ClientConnection  # type: ignore[no-redef]
+        from sglr.server.router_proxy import ProxyContext  # type: ignore[no-redef]
+        from sglr.server.router_server import build_dispatch  # type: ignore[no-redef]
+        from sglr.server.router_upstream import UpstreamConnection, UpstreamPools  # type: ignore[no-redef]
 
     body = json.dumps({"input_ids": list(range(1, prompt_len + 1)), "sampling_params": {"max_new_tokens": 1}})
     request = (

@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use sglr_benches::fsm_inputs::{random_walk, schema_patterns, synthetic_vocabulary, vocabulary_from_file};
-use sglr_fsm::{fill_bitmasks, CompileLimits, TokenFsm, Vocabulary};
+use sglr_fsm::{fill_bitmasks, CompileLimits, TokenFsm};
+use sglr_vocab::Vocabulary;
 
 fn vocabularies() -> Vec<(String, Arc<Vocabulary>)> {
     if let Ok(path) = std::env::var("SGLR_BENCH_VOCAB") {

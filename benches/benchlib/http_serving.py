@@ -15,8 +15,8 @@ _START_TIMEOUT_S = 60.0
 @contextlib.contextmanager
 def serve_engine(engine: Any) -> Iterator[str]:
     """Serves `engine` on a free loopback port; yields the base URL, stops the server at exit."""
+    from sglr.http.background import serve_in_background
     from sglr.server import build_app
-    from sglr.server.background import serve_in_background
 
     with serve_in_background(build_app(engine), start_timeout_s=_START_TIMEOUT_S) as url:
         yield url

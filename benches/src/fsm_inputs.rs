@@ -1,7 +1,8 @@
 //! Inputs for the FSM benchmarks: vocabularies, patterns and constrained random walks.
 
-use sglr_fsm::schema::{json_value_to_regex, JsonSchemaOptions};
-use sglr_fsm::{TokenFsm, Vocabulary};
+use sglr_fsm::TokenFsm;
+use sglr_schema::{json_value_to_regex, JsonSchemaOptions};
+use sglr_vocab::Vocabulary;
 
 /// Small deterministic generator (no extra dependency).
 struct Lcg(u64);

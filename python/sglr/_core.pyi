@@ -461,7 +461,7 @@ class Q8Matrix:
     def dequantize_rows(self, row_ids: IdArray, out: npt.NDArray[np.float32]) -> None: ...
 
 class CpuDecodeModel:
-    """A Llama-shaped model's whole decode step in one call (rust/decode)."""
+    """A Llama-shaped model's whole decode step in one call (rust/kernels' decode)."""
 
     def __init__(
         self,

@@ -29,7 +29,7 @@ def cpu_prepack() -> bool:
 
 
 def cpu_moe_kernel() -> bool:
-    """Whether float32 CPU expert MLPs run in `sglr._core.moe_expert_mlp` (rust/moe) on
+    """Whether float32 CPU expert MLPs run in `sglr._core.moe_expert_mlp` (rust/kernels' moe) on
     panel-packed weights; `SGLR_CPU_MOE_KERNEL=0`: the torch loop over oneDNN-prepacked experts."""
     return os.environ.get("SGLR_CPU_MOE_KERNEL", "1") not in ("", "0")
 

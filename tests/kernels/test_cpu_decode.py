@@ -1,4 +1,4 @@
-"""CPU decode attention through the Rust kernel (`kernels/cpu_decode.py`, rust/attn): the torch
+"""CPU decode attention through the Rust kernel (`kernels/cpu_decode.py`, rust/kernels' attn): the torch
 backend's decode path on the CPU, against the reference and against its own SDPA path, for
 fp32 and bf16 caches, GQA, ragged batches and sliding windows; soft-capped models keep SDPA."""
 

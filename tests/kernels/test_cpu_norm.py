@@ -1,4 +1,4 @@
-"""The CPU RMSNorm kernel (`kernels/cpu_norm.py`, rust/layers) against torch's path, and where
+"""The CPU RMSNorm kernel (`kernels/cpu_norm.py`, rust/kernels' norm) against torch's path, and where
 it applies."""
 
 from __future__ import annotations

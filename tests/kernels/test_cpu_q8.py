@@ -1,4 +1,4 @@
-"""The 8-bit output head (`sglr.kernels.cpu_q8`, rust/decode's matrix, rust/quant's f32 kernel): the product and the row lookups
+"""The 8-bit output head (`sglr.kernels.cpu_q8`, rust/kernels' Q8Matrix and its f32 kernel): the product and the row lookups
 equal float64 math on the stored levels and scales, GGUF Q8_0 blocks read exactly, and an
 embedding with a Q8 copy gives the dense path's logits."""
 

@@ -1,4 +1,4 @@
-"""The rust expert kernel (`sglr.kernels.moe_panels`, rust/moe) against a token-by-token
+"""The rust expert kernel (`sglr.kernels.moe_panels`, rust/kernels' moe) against a token-by-token
 reference, its panel layout, where it applies, and `expert_mlp` choosing it only for a few
 tokens per expert."""
 

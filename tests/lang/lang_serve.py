@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from sglr.server.background import serve_in_background
+from sglr.http.background import serve_in_background
 
 
 @contextlib.contextmanager

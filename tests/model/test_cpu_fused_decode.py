@@ -1,8 +1,8 @@
-"""The fused CPU decode step (`sglr.model.cpu_fused_decode`, rust/decode) on fully 4-bit tiny GGUF
-models: which models take it (by their layers: each family's), its logits against the exact fp32
-dequantized path (teacher-forced, so one step's error cannot change the next step's input), its
-greedy tokens against the layered path's, batched steps equal to unbatched ones bit for bit, the
-K/V it writes, and bad input refused before anything is written."""
+"""The fused CPU decode step (`sglr.model.cpu_fused_decode`, rust/kernels' decode) on fully 4-bit
+tiny GGUF models: which models take it (by their layers: each family's), its logits against the
+exact fp32 dequantized path (teacher-forced, so one step's error cannot change the next step's
+input), its greedy tokens against the layered path's, batched steps equal to unbatched ones bit for
+bit, the K/V it writes, and bad input refused before anything is written."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""GGUF K-quant matrices (Q4_K, Q5_K, Q6_K) kept as stored (`sglr._core.GgufMatrix`, rust/decode):
+"""GGUF K-quant matrices (Q4_K, Q5_K, Q6_K) kept as stored (`sglr._core.GgufMatrix`, rust/kernels):
 their bytes read as the `gguf` package reads them, the integer kernels against the dequantized
 weights, fused matrices mixing formats, typed refusals, and tiny Q4_K_M-shaped models (Q4_K, Q5_K,
 Q6_K layers, Q8_0 tied embeddings; or llama.cpp's Q5_0 / Q8_0 fallbacks with a Q6_K tied head)

@@ -147,13 +147,16 @@ def _teacher_forced(runner: ModelRunner, sequence: list[int], prompt_len: int) -
 def test_smollm2_quantized_tokens_and_logits():
     """The embedded model (Q4_1 layers, Q8_0 embeddings), teacher-forced along the exact fp32
     path's 12 greedy tokens on three chat prompts (prefill, then fused decode steps): every
-    logit within 1.5 of the exact path's (a logit range of ~32; measured up to 1.24, typically
-    0.5-0.8: the int8 activations of the fused step; the dequantized bf16 path, checked at 1.0,
-    measures up to 0.80), and the same next token wherever the exact path's top two logits are
-    at least 0.5 apart. Closer calls are coin tosses for any lower-precision path:
-    this prompt set has seven, two of them 0.02 and 0.08 apart, where bf16 and 4-bit greedy
-    runs part."""
-    from transformers import AutoTokenizer
+    logit within 1.5 of the exact path's (a logit range of ~32: the int8 activations of the
+    fused step), and the same next token wherever the exact path's top two logits are at least
+    0.5 apart. Closer calls are coin tosses for any lower-precision path: this prompt set has
+    seven, two of them 0.02 and 0.08 apart, where bf16 and 4-bit greedy runs part.
+
+    The dequantized bf16 path's bound comes from this machine: torch's own bf16 (`transformers`
+    on the same weights, same positions) sets the reference error, which moves with the CPU's
+    bf16 kernels (native bf16 instructions, AMX, or emulation); sglr's bf16 path stays within
+    1.5 times it."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from sglr.engine.offline import generate_token_ids
 
@@ -178,18 +181,27 @@ def test_smollm2_quantized_tokens_and_logits():
         for q in questions
     ]
     continuations = generate_token_ids(exact, prompts, 12)
+    torch_bf16 = AutoModelForCausalLM.from_pretrained(exact.model_dir, torch_dtype=torch.bfloat16)
     num_decided = 0
+    bf16_errors, reference_errors = [], []
     for prompt, continuation in zip(prompts, continuations, strict=True):
         sequence = prompt + continuation
         e = _teacher_forced(exact, sequence, len(prompt))
         top2 = e.topk(2).values
         decided = top2[:, 0] - top2[:, 1] >= 0.5
         num_decided += int(decided.sum())
+        with torch.no_grad():
+            reference = torch_bf16(torch.tensor([sequence])).logits[0, len(prompt) - 1 : -1].float()
+        reference_errors.append((reference - e).abs().max().item())
         for runner in (quantized, bf16):
             logits = _teacher_forced(runner, sequence, len(prompt))
-            bound = 1.0 if runner is bf16 else 1.5
-            assert (logits - e).abs().max().item() < bound, runner.weights_format
+            error = (logits - e).abs().max().item()
+            if runner is bf16:
+                bf16_errors.append(error)
+            else:
+                assert error < 1.5, runner.weights_format
             assert torch.equal(logits.argmax(-1)[decided], e.argmax(-1)[decided])
+    assert max(bf16_errors) < 1.5 * max(reference_errors), (bf16_errors, reference_errors)
     assert num_decided >= 24  # of 36 positions (29 measured): the check is not vacuous
 
 

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sglr.engine.engine import Engine
+from sglr.http.background import serve_in_background
 from sglr.server import ServerSettings, build_app
-from sglr.server.background import serve_in_background
 
 
 @dataclass

@@ -9,11 +9,11 @@ from pathlib import Path
 import httpx
 import pytest
 from server_harness import serve
-from sse_client import post_stream
 
-from sglr.router.dp_engine import DataParallelEngine
+from sglr.data_parallel import DataParallelEngine
 from sglr.router.policy import RouterConfig
 from sglr.server import build_app
+from sse_client import post_stream
 
 NUM_GROUPS = 4
 NUM_PER_GROUP = 4

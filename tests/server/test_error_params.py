@@ -10,11 +10,11 @@ import httpx
 import pytest
 from scripted_engine import ScriptedEngine, abort_delta, text_delta
 from server_harness import Served
-from sse_client import parse_sse
 from starlette.testclient import TestClient
 
 from sglr.errors import EngineClosedError, EngineInternalError, InvalidRequestError, RequestAbortedError
 from sglr.server import ServerSettings, build_app
+from sse_client import parse_sse
 
 CHAT = [{"role": "user", "content": "x"}]
 BAD_SCHEMA = {"type": "object", "properties": {"a": {"type": "no-such-type"}}}

@@ -144,12 +144,12 @@ def test_the_server_loop_is_uvloop_where_installed() -> None:
 
     import uvloop
 
-    from sglr.server.launch import _run_event_loop
+    from sglr.http.listen import run_event_loop
 
     seen = []
 
     async def main() -> None:
         seen.append(type(asyncio.get_running_loop()))
 
-    _run_event_loop(main())
+    run_event_loop(main())
     assert seen == [uvloop.Loop]

@@ -11,9 +11,9 @@ import random
 import httpx
 import pytest
 from server_harness import Served, served_engine
-from sse_client import parse_sse
 
 from sglr.server import ServerSettings
+from sse_client import parse_sse
 
 NUM_CLIENTS = 256
 TIME_LIMIT_S = 240

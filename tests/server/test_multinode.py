@@ -13,8 +13,8 @@ from pathlib import Path
 import httpx
 import psutil
 import pytest
-from processes import assert_gone, start_worker
 
+from processes import assert_gone, start_worker
 from sglr.engine.engine import Engine
 from sglr.errors import EngineConfigError
 

@@ -10,9 +10,9 @@ import time
 import httpx
 import pytest
 from server_harness import Served, served_engine
-from sse_client import post_stream
 
 from sglr.server import ServerSettings
+from sse_client import post_stream
 
 GREEDY = {"temperature": 0, "max_new_tokens": 12, "ignore_eos": True}
 PROMPTS = ["The quick brown fox", "def main():\n    return", "Return the value"]

@@ -7,6 +7,7 @@ import httpx
 import openai
 import pytest
 from server_harness import Served, served_engine
+
 from sse_client import post_stream
 
 MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Name a colour."}]

@@ -9,12 +9,11 @@ import pytest
 from starlette.testclient import TestClient
 
 from sglr.errors import EngineConfigError
+from sglr.http.jsonout import dumps
 from sglr.server.accumulate import EncodedAccumulator, SequenceAccumulator
-from sglr.server.jsonout import dumps
-from sglr.server.metrics import ServerMetrics
-from sglr.server.openai_common import ChoiceLayout, ResponseIds, usage
+from sglr.server.metrics import SequenceMetrics, ServerMetrics
+from sglr.server.openai.protocol import ChoiceLayout, ResponseIds, usage
 from sglr.server.param_names import ENGINE_NAMES, ParamNames
-from sglr.server.sequence_metrics import SequenceMetrics
 from sglr.server.settings import ServerSettings
 
 

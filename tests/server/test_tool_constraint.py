@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from sglr._core import GrammarConstraint, TokenFsm, Vocabulary
-from sglr.server.errors import ApiError
+from sglr.http.errors import ApiError
 from sglr.server.tools.constraint import forced_call_constraint
 from sglr.server.tools.formats import HERMES, LLAMA3, MISTRAL
 from sglr.server.tools.free_text import free_text_regex, free_text_rules

@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from sglr.engine.kv.row_writes import PendingRowWrites
 from sglr.engine.request import Req
+from sglr.engine.scheduler.extend import ExtendItem
 from sglr.model.forward_batch import ExtendRequest, RowWrites
 from sglr.model.logprobs import TokenLogprobs, score_tokens
 from sglr.model.runner import ModelRunner
@@ -21,25 +23,6 @@ from sglr.model.sampler import sample
 from sglr.model.sampling import SamplingBatch
 
 TokenMasks = Callable[[Sequence[Req], int], "np.ndarray | None"]
-
-
-@dataclass
-class ExtendItem:
-    """Run `fill_ids[start:end]` of `req` into its reserved slots (its KV prefix is
-    `kv.slots[:start]`, the new tokens go to `kv.pending_slots()`).
-
-    sample: take the next token from the last position (the prompt, or a jump-forward run, is
-    complete). score_from: prompt position from which to return logprobs (see `prompt_logprobs`).
-    """
-
-    req: Req
-    start: int
-    sample: bool
-    score_from: int | None = None
-
-    @property
-    def end(self) -> int:
-        return self.req.kv.num_reserved
 
 
 @dataclass
@@ -106,14 +89,15 @@ class BatchExecutor:
             sampled = {req.uid: token for req, token in zip(reqs, tokens, strict=True)}
         return ExtendOutcome(sampled, scores)
 
-    def decode(self, reqs: Sequence[Req], row_writes: RowWrites | None = None) -> list[SampledToken]:
-        """One token per request into its one reserved slot."""
+    def decode(self, reqs: Sequence[Req], row_writes: PendingRowWrites | None = None) -> list[SampledToken]:
+        """One token per request into its one reserved slot (and the row entries the pool
+        switched to other slots since the rows were written)."""
         output = self.runner.forward_decode(
             [req.kv.row for req in reqs],
             [req.output_ids[-1] for req in reqs],
             [req.num_computed + 1 for req in reqs],
             np.concatenate([req.kv.pending_slots() for req in reqs]),
-            row_writes,
+            None if row_writes is None else RowWrites(row_writes.rows, row_writes.cols, row_writes.slots),
         )
         return self._sample(reqs, output.next_token_logits)
 

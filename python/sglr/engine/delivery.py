@@ -12,51 +12,43 @@ from __future__ import annotations
 
 import queue
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Iterable, Iterator, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from sglr.engine.assembler import OutputAssembler
 from sglr.engine.output import AsyncInbox, QueueSink
+from sglr.engine.scheduler.handle import SchedulerHandle
 from sglr.engine.token_output import TokenOutput
 from sglr.errors import EngineClosedError
 
 _POLL_S = 1.0
 
 
-class Scheduler(Protocol):
-    """The side of the scheduler a caller sees."""
-
-    @property
-    def is_alive(self) -> bool: ...
-
-    @property
-    def fatal_error(self) -> BaseException | None: ...
-
-    def abort(self, rid: str) -> None: ...
-
-
-def abort_rids(loop: Scheduler, rids: Iterable[str]) -> None:
+def abort_rids(scheduler: SchedulerHandle, rids: Iterable[str]) -> None:
     # Aborting a request that has just finished is a no-op in the loop.
     for rid in rids:
-        loop.abort(rid)
+        scheduler.abort(rid)
 
 
-def wait_result(loop: Scheduler, sink: QueueSink, assembler: OutputAssembler) -> dict[str, Any]:
+def wait_result(scheduler: SchedulerHandle, sink: QueueSink, assembler: OutputAssembler) -> dict[str, Any]:
     while not assembler.finished:
-        out = _next_output(loop, sink, _POLL_S)
+        out = _next_output(scheduler, sink, _POLL_S)
         if out is not None:
             assembler.add(out)
     return assembler.result()
 
 
 def stream(
-    loop: Scheduler, sinks: Sequence[QueueSink], assemblers: Sequence[OutputAssembler], is_batch: bool
+    scheduler: SchedulerHandle,
+    sinks: Sequence[QueueSink],
+    assemblers: Sequence[OutputAssembler],
+    is_batch: bool,
 ) -> Iterator[dict[str, Any]]:
     pending = set(range(len(sinks)))
     try:
         while pending:
             for index in sorted(pending):
                 sink, assembler = sinks[index], assemblers[index]
-                out = _next_output(loop, sink, 0.001 if len(pending) > 1 else _POLL_S)
+                out = _next_output(scheduler, sink, 0.001 if len(pending) > 1 else _POLL_S)
                 while out is not None:
                     assembler.add(out)
                     out = sink.get_nowait()
@@ -66,20 +58,20 @@ def stream(
                 if assembler.finished:
                     pending.discard(index)
     finally:  # the caller stopped reading early: abort what is still running
-        abort_rids(loop, (assemblers[index].rid for index in pending))
+        abort_rids(scheduler, (assemblers[index].rid for index in pending))
 
 
-def _next_output(loop: Scheduler, sink: QueueSink, timeout: float) -> TokenOutput | None:
+def _next_output(scheduler: SchedulerHandle, sink: QueueSink, timeout: float) -> TokenOutput | None:
     try:
         return sink.get(timeout=timeout)
     except queue.Empty:
-        if not loop.is_alive and sink.queue.empty():
-            raise EngineClosedError(f"the engine stopped: {loop.fatal_error}") from None
+        if not scheduler.is_alive and sink.queue.empty():
+            raise EngineClosedError(f"the engine stopped: {scheduler.fatal_error}") from None
         return None
 
 
 async def async_results(
-    loop: Scheduler, outputs: AsyncInbox, assemblers: Sequence[OutputAssembler]
+    scheduler: SchedulerHandle, outputs: AsyncInbox, assemblers: Sequence[OutputAssembler]
 ) -> list[dict[str, Any]]:
     """Every sequence's result, in order; cancelling the wait aborts the unfinished ones."""
     unfinished = set(range(len(assemblers)))
@@ -90,13 +82,13 @@ async def async_results(
                 if assemblers[index].finished:
                     unfinished.discard(index)
     except BaseException:  # cancelled (e.g. the HTTP client went away): stop the work too
-        abort_rids(loop, (assemblers[index].rid for index in unfinished))
+        abort_rids(scheduler, (assemblers[index].rid for index in unfinished))
         raise
     return [assembler.result() for assembler in assemblers]
 
 
 async def async_stream(
-    loop: Scheduler,
+    scheduler: SchedulerHandle,
     outputs: AsyncInbox,
     assemblers: Sequence[OutputAssembler],
     is_batch: bool,
@@ -121,7 +113,7 @@ async def async_stream(
     finally:
         # Closed or cancelled before the end (a client that went away): free the slots now
         # instead of generating for nobody until max_new_tokens.
-        abort_rids(loop, (assemblers[index].rid for index in unfinished))
+        abort_rids(scheduler, (assemblers[index].rid for index in unfinished))
 
 
 class DeltaStream:

@@ -28,10 +28,11 @@ from sglr.engine.config import EngineConfig
 from sglr.engine.images.loading import ImageLimits
 from sglr.engine.images.prompt import ImagePrompter
 from sglr.engine.io import NormalizedInput, normalize_generate_input
-from sglr.engine.loop import SchedulerLoop
 from sglr.engine.output import AsyncInbox, AsyncQueueSink, OutputSink, QueueSink
 from sglr.engine.request import TokenizedRequest
 from sglr.engine.request_builder import RequestBuilder
+from sglr.engine.scheduler.handle import SchedulerHandle
+from sglr.engine.scheduler.loop import SchedulerLoop
 from sglr.engine.tokenizer import EngineTokenizer
 from sglr.errors import EngineClosedError, EngineConfigError
 
@@ -95,7 +96,7 @@ class Engine:
             runner_config.max_num_reqs,
         )
         chunk = cfg.chunked_prefill_size or (_GPU_CHUNK if on_gpu else _CPU_CHUNK)
-        scheduler: Any = None
+        scheduler: SchedulerHandle | None = None
         if runner is None and cfg.uses_workers:
             from sglr.engine.worker.client import WorkerScheduler
 
@@ -113,11 +114,12 @@ class Engine:
             # start and load the model: both wait otherwise.
             with ThreadPoolExecutor(1, thread_name_prefix="sglr-tokenizer") as pool:
                 tokenizer_load = pool.submit(EngineTokenizer, model_dir, cfg.chat_template)
-                scheduler = WorkerScheduler(
+                workers = WorkerScheduler(
                     cfg, resolved, self.max_running_requests, chunk, cfg.worker_start_timeout_s
                 )
                 tokenizer = tokenizer_load.result()
-            runner = scheduler.runner_info
+            runner = workers.runner_info
+            scheduler = workers
         else:
             if runner is None:
                 runner = ModelRunner(runner_config)
@@ -136,15 +138,16 @@ class Engine:
             _image_prompter(runner.model_dir, runner.vocab_size, cfg),
         )
         if scheduler is None:
-            scheduler = SchedulerLoop(
+            loop = SchedulerLoop(
                 cfg,
                 runner,
                 self.tokenizer,
                 max_running_requests=self.max_running_requests,
                 chunked_prefill_size=chunk,
             )
-            scheduler.start()
-        self._loop = scheduler
+            loop.start()
+            scheduler = loop
+        self._scheduler: SchedulerHandle = scheduler
         self._closed = False
         logger.info(
             "engine ready: model %s, %d KV slots, device %s%s",
@@ -176,9 +179,9 @@ class Engine:
         sinks = [QueueSink() for _ in requests]
         self._submit(requests, sinks)
         if stream:
-            return delivery.stream(self._loop, sinks, assemblers, batch.is_batch)
+            return delivery.stream(self._scheduler, sinks, assemblers, batch.is_batch)
         results = [
-            delivery.wait_result(self._loop, sink, assembler)
+            delivery.wait_result(self._scheduler, sink, assembler)
             for sink, assembler in zip(sinks, assemblers, strict=True)
         ]
         return results if batch.is_batch else results[0]
@@ -195,22 +198,22 @@ class Engine:
         outputs = AsyncInbox()
         self._submit(requests, [AsyncQueueSink(outputs, index) for index in range(len(requests))])
         if call.arguments["stream"]:
-            deltas = delivery.async_stream(self._loop, outputs, assemblers, batch.is_batch)
+            deltas = delivery.async_stream(self._scheduler, outputs, assemblers, batch.is_batch)
             return delivery.DeltaStream(deltas, [a.num_prompt_tokens for a in assemblers])
-        results = await delivery.async_results(self._loop, outputs, assemblers)
+        results = await delivery.async_results(self._scheduler, outputs, assemblers)
         return results if batch.is_batch else results[0]
 
     def abort(self, rid: str) -> None:
         """Ends request `rid` early; its result arrives with finish_reason type "abort"."""
-        self._loop.abort(rid)
+        self._scheduler.abort(rid)
 
     def flush_cache(self) -> bool:
         """Empties the prefix cache; False (nothing done) while requests are in flight."""
         self._check_open()
-        return self._loop.flush_cache().result(timeout=60)
+        return self._scheduler.flush_cache().result(timeout=60)
 
     def get_stats(self) -> dict[str, Any]:
-        return self._loop.get_stats()
+        return self._scheduler.get_stats()
 
     @property
     def takes_images(self) -> bool:
@@ -226,24 +229,24 @@ class Engine:
     @property
     def is_alive(self) -> bool:
         """Accepting requests: not shut down, and the scheduler loop is running."""
-        return not self._closed and self._loop.is_alive
+        return not self._closed and self._scheduler.is_alive
 
     @property
     def worker_pids(self) -> list[int]:
         """Process ids of the worker processes (empty for the in-process engine)."""
-        return list(getattr(self._loop, "worker_pids", []))
+        return self._scheduler.worker_pids
 
     def check_invariants(self) -> None:
         """KV and scheduler accounting (raises on any leak)."""
-        self._loop.check_invariants()
+        self._scheduler.check_invariants()
 
     def shutdown(self) -> None:
         if self._closed:
             return
         self._closed = True
-        self._loop.stop()
+        self._scheduler.stop()
         release = getattr(self.runner, "release_device_memory", None)
-        if self._owns_runner and release is not None and not self._loop.is_alive:
+        if self._owns_runner and release is not None and not self._scheduler.is_alive:
             # The weights and KV cache go now, not when the last reference to this object does:
             # a process that starts another engine on the same GPU needs that memory.
             release()
@@ -259,8 +262,8 @@ class Engine:
     def _check_open(self) -> None:
         if self._closed:
             raise EngineClosedError("the engine has been shut down")
-        if not self._loop.is_alive:
-            raise EngineClosedError(f"the engine's scheduler loop stopped: {self._loop.fatal_error}")
+        if not self._scheduler.is_alive:
+            raise EngineClosedError(f"the engine's scheduler loop stopped: {self._scheduler.fatal_error}")
 
     def _prepare(self, batch: NormalizedInput) -> tuple[list[TokenizedRequest], list[OutputAssembler]]:
         """Validates and tokenizes every sequence first: a bad item rejects the whole batch."""
@@ -270,7 +273,7 @@ class Engine:
 
     def _submit(self, requests: list[TokenizedRequest], sinks: list[OutputSink]) -> None:
         for request, sink in zip(requests, sinks, strict=True):
-            self._loop.submit(request, sink)
+            self._scheduler.submit(request, sink)
 
 
 def _image_prompter(model_dir: Any, vocab_size: int, cfg: EngineConfig) -> ImagePrompter | None:

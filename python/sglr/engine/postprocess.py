@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from sglr.engine.finish import FinishAbort, FinishLength, FinishStop
 from sglr.engine.output import OutputSink, push_all
-from sglr.engine.request import Phase, Req
+from sglr.engine.request import Req
 from sglr.engine.token_output import TokenOutput
 from sglr.errors import SglrError
 
@@ -45,8 +45,6 @@ class OutputProcessor:
         """Reports what is new since the last report to the request's sink (nothing when
         nothing is new and the request goes on)."""
         finished = req.finish_reason is not None
-        if finished:
-            req.phase = Phase.FINISHED
         new_ids = req.output_ids[req.num_sent_ids :]
         if not new_ids and not finished:
             return

@@ -28,6 +28,8 @@ from sglr.sampling_params import SamplingParams
 
 
 class Phase(enum.Enum):
+    """Where a request stands; only the scheduler's `RequestTable` changes it."""
+
     COMPILING = "compiling"  # waiting for its constraint to compile
     WAITING = "waiting"  # in the scheduler's queue
     PREFILLING = "prefilling"  # admitted; prompt chunks still to run

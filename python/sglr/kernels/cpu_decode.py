@@ -1,4 +1,4 @@
-"""CPU decode attention in one call per layer: `sglr._core.decode_attention` (rust/attn) reads
+"""CPU decode attention in one call per layer: `sglr._core.decode_attention` (rust/kernels' attn) reads
 each request's K/V rows straight from the slot pool (bf16 or fp32), one query per request,
 GQA by KV head, fp32 softmax, an optional sliding window.
 

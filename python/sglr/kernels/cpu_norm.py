@@ -1,4 +1,4 @@
-"""RMSNorm of a few CPU rows in one Rust call (`sglr._core.rms_norm`, rust/layers).
+"""RMSNorm of a few CPU rows in one Rust call (`sglr._core.rms_norm`, rust/kernels' norm).
 
 Why: torch's `rms_norm` on a bf16 row is a composite of ~8 ops (~30 us for SmolLM2's 576-wide
 row, one thread), 61 times per decode step. The kernel rounds as the reference does (normalize in

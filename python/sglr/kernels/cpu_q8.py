@@ -1,11 +1,11 @@
 """An 8-bit embedding and output head on the CPU: GGUF Q8_0 rows (int8 levels, one scale per 32)
-held by `sglr._core.Q8Matrix` (rust/decode owns the one copy; no dense copy is kept).
+held by `sglr._core.Q8Matrix` (rust/kernels owns the one copy; no dense copy is kept).
 
 Why: a batch-1 decode step of a small model spends a third of its time reading the output head
 (SmolLM2: 49,152 x 576), and the dense bf16 rows are 56 MB more resident memory (112 MB once
 oneDNN's prepacked copy for many-row logits exists). Read as int8 they are half the bytes of bf16.
-`q8_logits`: up to `Q8_MAX_KERNEL_ROWS` rows in f32 from the exact levels and scales (rust/quant's
-kernel, more exact than a bf16 copy); more rows quantize the activations to int8 per block of 32
+`q8_logits`: up to `Q8_MAX_KERNEL_ROWS` rows in f32 from the exact levels and scales (the matrix's
+f32 kernel, more exact than a bf16 copy); more rows quantize the activations to int8 per block of 32
 and use the integer kernel, which unpacks each weight block once per four rows (as the fused CPU
 decode step, `sglr.model.cpu_fused_decode`, does for its head). Lookups (`q8_rows`) dequantize the
 rows asked for.

@@ -1,5 +1,5 @@
 """Quantized linear layers on the CPU: a GGUF file's blocks (Q4_0 / Q4_1, Q5_0 / Q5_1, Q8_0, and the
-K-quants Q4_K / Q5_K / Q6_K) held as stored by `sglr._core.GgufMatrix` (rust/decode) and multiplied as such (`q4_matrix`
+K-quants Q4_K / Q5_K / Q6_K) held as stored by `sglr._core.GgufMatrix` (rust/kernels) and multiplied as such (`q4_matrix`
 builds a 4-bit one from levels, scales and zeros).
 
 Few rows (decode batches, short prefill chunks) run the integer kernels: the activations are

@@ -1,5 +1,5 @@
 """Routed expert MLPs on the CPU in one call per MoE block: `sglr._core.moe_expert_mlp`
-(rust/moe) over expert weights packed once in column panels.
+(rust/kernels' moe) over expert weights packed once in column panels.
 
 Why: a decode step gives each expert a handful of tokens, and the cost is reading every
 expert's weights. oneDNN's prepacked GEMM (`cpu_linear`) reads them at about half the machine's
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-# Output columns per packed panel (rust/moe's `PANEL`; the binding checks the shapes).
+# Output columns per packed panel (rust/kernels' `moe::PANEL`; the binding checks the shapes).
 PANEL = 16
 
 

@@ -1,4 +1,4 @@
-"""A CPU decode step in one Rust call (`sglr._core.CpuDecodeModel`, rust/decode) for Llama-shaped
+"""A CPU decode step in one Rust call (`sglr._core.CpuDecodeModel`, rust/kernels' decode) for Llama-shaped
 models whose matrices are all kept quantized (a GGUF checkpoint in Q4_0 / Q4_1, Q5_0 / Q5_1, Q8_0
 or the K-quants Q4_K / Q5_K / Q6_K).
 

@@ -1,7 +1,7 @@
 """Keeping a GGUF checkpoint's quantized matrices quantized in memory: every linear layer whose
 checkpoint matrices (each shard of a fused one) are all in a block format the CPU kernels run
 (`QUANTIZED_TYPE_NAMES`: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K) gets a
-`sglr._core.GgufMatrix` built from the file's bytes as stored (rust/decode keeps them; the parts
+`sglr._core.GgufMatrix` built from the file's bytes as stored (rust/kernels keeps them; the parts
 of a fused matrix may differ in format, as a Q4_K_M file's Q6_K values beside Q4_K queries, or
 its Q5_0 / Q8_0 fallbacks for rows whose length is not a multiple of 256) and drops its dense
 weight. The output head (or tied embeddings) stays quantized too: Q8_0 through
@@ -29,7 +29,7 @@ from sglr.model.gguf.tensor_types import raw_tensor_bytes, read_tensor_table
 from sglr.model.layers import FUSED_PROJECTIONS, Linear
 from sglr.model.registry import family_of
 
-# Block formats kept as stored (rust/decode's kernels multiply them as such).
+# Block formats kept as stored (rust/kernels' quant kernels multiply them as such).
 QUANTIZED_TYPE_NAMES = ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "Q5_K", "Q6_K")
 # Formats whose presence makes `gguf_weights="auto"` run quantized: 4 to 6 bits per weight, where
 # reading fewer bytes per decode step pays (files of Q8_0 layers alone: `runs_quantized_by_default`).

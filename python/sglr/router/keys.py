@@ -16,6 +16,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 Key = Sequence[int] | str
+# The generation routes: the ones whose bodies route by key (the rest go to the admin app).
+GENERATION_PATHS = ("/generate", "/v1/completions", "/v1/chat/completions")
 # The prefix trees hold u32 ids; anything else is not a valid token id anyway.
 _U32 = "I" if array("I").itemsize == 4 else "L"
 _INT_ONLY = {int}

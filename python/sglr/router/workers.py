@@ -6,7 +6,8 @@ load count and prefix tree). A worker that fails a request or its health checks 
 back under a fresh replica id once healthy again: its cache is presumed gone, so is its tree,
 and a late `finish` of a request sent before can never lower the new id's count.
 
-No I/O here: the HTTP front (`sglr.server.router_app`) probes, forwards and reports outcomes.
+No I/O here: the program above it probes (`sglr.router.health`), forwards (`sglr.router.proxy`)
+and reports outcomes.
 """
 
 from __future__ import annotations

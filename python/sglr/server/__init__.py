@@ -2,6 +2,11 @@
 
 Programmatic use: `build_app(engine, ServerSettings(...))` gives a Starlette app; the command
 line is `sglr-server --model-path DIR` (or `python -m sglr ...`).
+
+Layout: the route table (`routes.py`) over one package per API (`native/`, `openai/`; tool
+calls in `tools/`), the generation every generating route shares (`generation.py`, answered by
+`generation_response.py`), the app (`app.py`, `state.py`, `settings.py`, `metrics.py`) and the
+command line (`launch.py`). The HTTP plumbing it shares with `sglr-router` is `sglr.http`.
 """
 
 from __future__ import annotations

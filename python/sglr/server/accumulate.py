@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from sglr.engine.assembler import INCREMENTAL_META_KEYS
-from sglr.server.jsonout import dumps
+from sglr.http.jsonout import dumps
 
 
 class SequenceAccumulator:

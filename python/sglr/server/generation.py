@@ -14,12 +14,13 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
+from sglr.engine.finish import FinishAbort
 from sglr.engine.io import normalize_generate_input
 from sglr.errors import InvalidRequestError
+from sglr.http.errors import ApiError, as_api_error
 from sglr.server.accumulate import SequenceAccumulator
-from sglr.server.errors import ApiError, abort_error, as_api_error
+from sglr.server.metrics import SequenceMetrics
 from sglr.server.param_names import ENGINE_NAMES, ParamNames
-from sglr.server.sequence_metrics import SequenceMetrics
 
 if TYPE_CHECKING:
     from sglr.server.state import ServerState
@@ -120,8 +121,13 @@ class Generation:
         return delta
 
     def abort_error(self, delta: dict[str, Any]) -> ApiError | None:
-        """The error to tell the client when the engine aborted this delta's sequence on its own."""
-        return abort_error(delta.get("meta_info", {}).get("finish_reason"), self.names)
+        """The error to tell the client when the engine aborted this delta's sequence on its own
+        (a bad constraint, an engine failure); None for a deliberate abort (`/abort_request`, a
+        client that went away), whose partial result is returned as is."""
+        reason = delta.get("meta_info", {}).get("finish_reason")
+        if not isinstance(reason, FinishAbort) or reason.by_caller:
+            return None
+        return as_api_error(reason.error, self.names)
 
     def api_error(self, exc: BaseException) -> ApiError:
         """What the client is told about an exception raised while generating."""

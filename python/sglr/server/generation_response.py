@@ -15,10 +15,10 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from sglr.server.disconnect import ClientDisconnected, run_until_disconnect
+from sglr.http.disconnect import ClientDisconnected, run_until_disconnect
+from sglr.http.jsonout import JSONOut
+from sglr.http.sse import DONE, EventStreamResponse, sse_error, sse_event
 from sglr.server.generation import Generation, collect
-from sglr.server.jsonout import JSONOut
-from sglr.server.sse import DONE, EventStreamResponse, sse_error, sse_event
 
 _CLIENT_CLOSED_REQUEST = 499  # nobody reads it; the status shows in access logs
 

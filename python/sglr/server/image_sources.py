@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from sglr.engine.images.loading import source_kind
-from sglr.server.errors import ApiError
+from sglr.http.errors import ApiError
 
 _INLINE = ("data_url", "base64")
 _WITH_URLS = (*_INLINE, "url", "file")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import signal
 import socket
 import sys
@@ -18,9 +17,16 @@ from pathlib import Path
 from typing import Any
 
 from sglr.engine.config import SCHEDULE_POLICIES
+from sglr.http.listen import (
+    LOG_LEVELS,
+    Listener,
+    add_listen_arguments,
+    configure_logging,
+    listen,
+    run_event_loop,
+)
 from sglr.router.policy import ROUTER_POLICIES
 
-LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 CHATML_TEMPLATE = (
     "{%- for message in messages %}"
     "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
@@ -47,8 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="local model directory, .gguf file or Hub id (default: the embedded SmolLM2-135M-Instruct)",
     )
-    add("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
-    add("--port", type=int, default=30000, help="port to listen on; 0 picks a free one (default: 30000)")
+    add_listen_arguments(parser)
     add(
         "--api-key",
         default=None,
@@ -191,7 +196,7 @@ def engine_options(args: argparse.Namespace) -> dict[str, Any]:
 def _build_engine(args: argparse.Namespace, engine_class: Any) -> Any:
     if args.dp_size == 1:
         return engine_class(model_path=args.model_path, **engine_options(args))
-    from sglr.router.dp_engine import DataParallelEngine
+    from sglr.data_parallel import DataParallelEngine
     from sglr.router.policy import RouterConfig
 
     return DataParallelEngine(
@@ -232,32 +237,12 @@ def _run_follower_node(args: argparse.Namespace) -> int:
     return code
 
 
-def _bind(host: str, port: int, prog: str = "sglr-server") -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        raise SystemExit(f"{prog}: cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-    sock.listen(2048)
-    sock.set_inheritable(True)
-    return sock
-
-
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    configure_logging(args.log_level)
     if args.node_rank != 0:
         return _run_follower_node(args)
-    sock = _bind(args.host, args.port)
-    host, port = sock.getsockname()[:2]
-    url = f"http://{f'[{host}]' if ':' in host else host}:{port}"
+    listener = listen(args.host, args.port, "sglr-server")
 
     from sglr.engine.engine import Engine
     from sglr.errors import SglrError
@@ -275,20 +260,20 @@ def main(argv: list[str] | None = None) -> int:
             launch_args=vars(args),
         )
     except (SglrError, ValueError, OSError) as exc:
-        sock.close()
+        listener.close()
         print(f"sglr-server: {exc}", file=sys.stderr)
         return 2
     try:
         app = build_app(engine, settings)
-        _serve(app, sock, args, url, engine.served_model_name)
+        _serve(app, listener, args, engine.served_model_name)
     finally:
         engine.shutdown()
-        sock.close()
+        listener.close()
     print("sglr-server: shut down", flush=True)
     return 0
 
 
-def _serve(app: Any, sock: socket.socket, args: argparse.Namespace, url: str, model_name: str) -> None:
+def _serve(app: Any, listener: Listener, args: argparse.Namespace, model_name: str) -> None:
     import uvicorn
 
     from sglr.engine.startup_heap import freeze_startup_heap
@@ -298,7 +283,7 @@ def _serve(app: Any, sock: socket.socket, args: argparse.Namespace, url: str, mo
             await super().startup(sockets)
             if not self.should_exit:
                 freeze_startup_heap()
-                print(f"sglr-server: serving {model_name} on {url}", flush=True)
+                listener.announce(f"serving {model_name}")
 
         def handle_exit(self, sig: int, frame: Any) -> None:
             # Not recorded in uvicorn's captured signals: uvicorn would re-raise them after
@@ -320,18 +305,7 @@ def _serve(app: Any, sock: socket.socket, args: argparse.Namespace, url: str, mo
         timeout_graceful_shutdown=args.shutdown_timeout + _ABORT_GRACE_S,
         access_log=args.log_level == "debug",
     )
-    _run_event_loop(Server(config).serve(sockets=[sock]))
-
-
-def _run_event_loop(main: Any) -> None:
-    """Runs `main` on uvloop where it is installed (its C transports cost a streamed token
-    noticeably less CPU than asyncio's selector loop), else on asyncio's loop."""
-    try:
-        import uvloop
-    except ImportError:
-        asyncio.run(main)
-        return
-    uvloop.run(main)
+    run_event_loop(Server(config).serve(sockets=[listener.sock]))
 
 
 if __name__ == "__main__":

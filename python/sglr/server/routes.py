@@ -1,4 +1,8 @@
-"""The route tables: SGLang's native API and the OpenAI-compatible API."""
+"""The route tables: SGLang's native API (`native/`) and the OpenAI-compatible API (`openai/`).
+
+A route is a `RouteSpec` here and a handler `async (state, request) -> Response` in its API's
+package; `app.py` binds each handler to the app's state and maps what it raises to JSON errors.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ from typing import NamedTuple
 from starlette.requests import Request
 from starlette.responses import Response
 
-from sglr.server.native import (
+from sglr.server.native.control import (
     abort_request,
     concate_and_append_request,
     flush_cache,
@@ -18,10 +22,10 @@ from sglr.server.native import (
     root,
     server_info,
 )
-from sglr.server.native_generate import generate
-from sglr.server.openai_chat import chat_completions
-from sglr.server.openai_completions import completions
-from sglr.server.openai_models import get_model, list_models
+from sglr.server.native.generate import generate
+from sglr.server.openai.chat import chat_completions
+from sglr.server.openai.completions import completions
+from sglr.server.openai.models import get_model, list_models
 from sglr.server.state import ServerState
 
 Handler = Callable[[ServerState, Request], Awaitable[Response]]

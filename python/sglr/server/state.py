@@ -1,17 +1,51 @@
-"""`ServerState`: everything one app instance serves from (no module-level state anywhere)."""
+"""`ServerState`: everything one app instance serves from (no module-level state anywhere), and
+the request ids of the generations in flight through it (`InflightRequests`).
+
+`/abort_request` with `abort_all` aborts those; a new request that reuses an id still in flight
+is refused (an id must name one request, or aborting by id would hit the wrong one).
+"""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from sglr.server.inflight import InflightRequests
+from sglr.http.errors import ApiError
 from sglr.server.settings import ServerSettings
 
 if TYPE_CHECKING:
     from sglr.engine.engine import Engine
     from sglr.server.metrics import ServerMetrics
+
+
+class InflightRequests:
+    """Used from the event loop thread only (no locking)."""
+
+    def __init__(self) -> None:
+        self._rids: set[str] = set()
+
+    def add(self, rids: list[str]) -> None:
+        """Registers all of `rids` or none; 400 when one is already in flight."""
+        busy = sorted(r for r in rids if r in self._rids)
+        if busy:
+            raise ApiError.bad_request(
+                f"request id {busy[0]!r} is already in use by a running request", "rid"
+            )
+        self._rids.update(rids)
+
+    def discard(self, rids: Iterable[str]) -> None:
+        self._rids.difference_update(rids)
+
+    def __contains__(self, rid: str) -> bool:
+        return rid in self._rids
+
+    def __len__(self) -> int:
+        return len(self._rids)
+
+    def snapshot(self) -> list[str]:
+        return sorted(self._rids)
 
 
 @dataclass

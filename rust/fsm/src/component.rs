@@ -13,11 +13,12 @@
 //! exit edge from the actual exit target.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
+use sglr_vocab::{TokenTrie, Vocabulary};
 
 use crate::dfa::{ByteDfa, DEAD};
-use crate::vocab::trie::TokenTrie;
 use crate::walk::{allow_tokens_at, walk_below};
 
 /// Longest cycle through s (in bytes) that puts a state into K(s): a `\uXXXX` escape is 6.
@@ -126,6 +127,28 @@ pub(crate) fn local_component(dfa: &ByteDfa, state: u32) -> Option<Component> {
         }
     }
     Some(Component { states, signature })
+}
+
+/// The live tokens of a state in `component` (set in `mask`, all zero on entry; returns how
+/// many), from the vocabulary's shared walk of the component's signature (walked here on first
+/// use).
+pub(crate) fn shared_component_row(
+    dfa: &ByteDfa,
+    vocab: &Vocabulary,
+    component: &Component,
+    mask: &mut [u32],
+) -> usize {
+    let walk = shared_walk(vocab, &component.signature);
+    row_from_component(dfa, vocab.trie(), component, &walk, mask)
+}
+
+/// The vocabulary's walk of a component signature, shared by every automaton over it.
+fn shared_walk(vocab: &Vocabulary, signature: &[u16]) -> Arc<ComponentWalk> {
+    // SAFETY: a `u16` slice read as its bytes (any alignment and bit pattern is valid for u8).
+    let key = unsafe { std::slice::from_raw_parts(signature.as_ptr().cast::<u8>(), signature.len() * 2) };
+    vocab.shared_walk(key, ComponentWalk::memory_bytes, || {
+        walk_component(vocab.trie(), signature, vocab.num_mask_words())
+    })
 }
 
 /// Tokens that leave K by one (canonical state, byte) edge, keyed by what follows that byte.

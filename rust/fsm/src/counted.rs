@@ -6,7 +6,8 @@
 //! character, escapes and UTF-8 included), the count of units read so far and the unit's own state
 //! are all a DFA needs to know, so the table is written row by row in time linear in its size.
 
-use crate::dfa::{classes_by_signature, ByteClasses, ByteDfa, DEAD};
+use crate::dfa::classes::{classes_by_signature, ByteClasses};
+use crate::dfa::{ByteDfa, DEAD};
 use crate::error::FsmError;
 
 impl ByteDfa {
@@ -156,8 +157,7 @@ mod tests {
     }
 
     fn full_match(dfa: &ByteDfa, text: &[u8]) -> bool {
-        let state = dfa.walk(dfa.start(), text);
-        state != DEAD && dfa.is_accepting(state)
+        dfa.matches(text)
     }
 
     fn regex_of(min: usize, max: Option<usize>) -> String {

@@ -8,7 +8,7 @@
 //! instead of a whole-vocabulary walk.
 
 use crate::dfa::{ByteDfa, DEAD};
-use crate::vocab::Vocabulary;
+use sglr_vocab::Vocabulary;
 
 /// Fewest first bytes worth delegating.
 const MIN_DELEGATED_BYTES: usize = 48;
@@ -89,7 +89,7 @@ pub(crate) fn delegated_row(
     mask: &mut [u32],
 ) -> usize {
     mask.copy_from_slice(donor_words);
-    let trie = &vocab.trie;
+    let trie = vocab.trie();
     let nodes = &trie.nodes;
     let token_ids = &trie.token_ids;
     let mut own = vec![DEAD; trie.max_depth + 1];
@@ -165,7 +165,7 @@ mod tests {
         let mut tokens: Vec<Option<Vec<u8>>> = texts.iter().map(|t| Some(t.as_bytes().to_vec())).collect();
         tokens.push(None);
         let vocab = Vocabulary::new(tokens, vec![texts.len() as u32]).unwrap();
-        let dfa = crate::schema::undeclared_key_dfa(&["abc", "é"], 1 << 16).unwrap();
+        let dfa = crate::json::undeclared_key_dfa(&["abc", "é"], 1 << 16).unwrap();
         let inside_name = dfa.walk(dfa.start(), b"\"ab");
         let found = delegation(&dfa, inside_name).expect("a declared name's prefix delegates");
         assert!(found.contains(0xE6) && found.contains(u16::from(b'"')), "lead byte and quote handed over");
@@ -178,9 +178,9 @@ mod tests {
             let Some(found) = delegation(&dfa, state) else { continue };
             delegating += 1;
             let mut plain = vec![0u32; vocab.num_mask_words()];
-            crate::walk::walk_allowed(&dfa, &vocab.trie, state, &mut plain, None);
+            crate::walk::walk_allowed(&dfa, vocab.trie(), state, &mut plain, None);
             let mut donor_words = vec![0u32; vocab.num_mask_words()];
-            crate::walk::walk_allowed(&dfa, &vocab.trie, found.donor, &mut donor_words, None);
+            crate::walk::walk_allowed(&dfa, vocab.trie(), found.donor, &mut donor_words, None);
             let mut mask = vec![u32::MAX; vocab.num_mask_words()];
             let counted = delegated_row(&dfa, &vocab, state, &found, &donor_words, &mut mask);
             assert_eq!(mask, plain, "state {state}");

@@ -45,3 +45,11 @@ pub enum FsmError {
     #[error("FSM invariant violated: {0}")]
     Invariant(String),
 }
+
+impl From<sglr_vocab::VocabError> for FsmError {
+    fn from(error: sglr_vocab::VocabError) -> Self {
+        match error {
+            sglr_vocab::VocabError::InvalidVocabulary(message) => Self::InvalidVocabulary(message),
+        }
+    }
+}

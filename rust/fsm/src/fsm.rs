@@ -8,15 +8,16 @@
 
 use std::sync::{Arc, OnceLock};
 
-use crate::component::{local_component, row_from_component, walk_component};
+use sglr_vocab::{TokenId, Vocabulary};
+
+use crate::component::{local_component, shared_component_row};
 use crate::delegate::{delegated_row, delegation, is_donor};
 use crate::dfa::{ByteDfa, CompileLimits, DEAD};
 use crate::error::FsmError;
 use crate::jump::{forced_continuation, JumpForward};
 use crate::row::{Row, RowStore};
-use crate::vocab::Vocabulary;
 use crate::walk::{walk_allowed, Successors};
-use crate::{StateId, TokenId};
+use crate::StateId;
 
 /// Sizes of a compiled FSM, for reports and cache accounting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -290,12 +291,8 @@ impl TokenFsm {
         let Some(component) = local_component(&self.dfa, state) else {
             return self.plain_row(state, None);
         };
-        let num_words = self.vocab.num_mask_words();
-        let walk = self.vocab.component_walk(&component.signature, || {
-            walk_component(&self.vocab.trie, &component.signature, num_words)
-        });
-        let mut mask = vec![0u32; num_words];
-        let num_allowed = row_from_component(&self.dfa, &self.vocab.trie, &component, &walk, &mut mask);
+        let mut mask = vec![0u32; self.vocab.num_mask_words()];
+        let num_allowed = shared_component_row(&self.dfa, &self.vocab, &component, &mut mask);
         self.store.make_row(mask, num_allowed)
     }
 
@@ -303,7 +300,7 @@ impl TokenFsm {
     /// must agree with).
     fn plain_row(&self, state: StateId, successors: Successors<'_>) -> Row {
         let mut mask = vec![0u32; self.vocab.num_mask_words()];
-        let num_allowed = walk_allowed(&self.dfa, &self.vocab.trie, state, &mut mask, successors);
+        let num_allowed = walk_allowed(&self.dfa, self.vocab.trie(), state, &mut mask, successors);
         self.store.make_row(mask, num_allowed)
     }
 

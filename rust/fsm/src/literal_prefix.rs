@@ -3,7 +3,8 @@
 //! small automaton, where a regex build (parse, Thompson NFA, subset construction) cost about
 //! 15 µs a key, paid by the first mask of every object.
 
-use crate::dfa::{classes_refined, ByteDfa, DEAD};
+use crate::dfa::classes::classes_refined;
+use crate::dfa::{ByteDfa, DEAD};
 use crate::error::FsmError;
 
 impl ByteDfa {
@@ -52,8 +53,7 @@ mod tests {
     use crate::dfa::CompileLimits;
 
     fn matches(dfa: &ByteDfa, text: &[u8]) -> bool {
-        let state = dfa.walk(dfa.start(), text);
-        state != DEAD && dfa.is_accepting(state)
+        dfa.matches(text)
     }
 
     proptest! {

@@ -4,10 +4,11 @@
 //!
 //! [`TokenFsm`]: crate::TokenFsm
 
-use crate::component::{local_component, row_from_component, walk_component, Component};
+use sglr_vocab::Vocabulary;
+
+use crate::component::{local_component, shared_component_row};
 use crate::delegate::{delegated_row, delegation, is_donor, Delegation};
 use crate::dfa::{ByteDfa, DEAD};
-use crate::vocab::Vocabulary;
 use crate::walk::{walk_allowed, walk_below_visiting};
 
 /// Sets in `mask` (exactly `vocab.num_mask_words()` words, all zero on entry) the bit of every
@@ -16,17 +17,8 @@ pub fn live_tokens(dfa: &ByteDfa, vocab: &Vocabulary, state: u32, mask: &mut [u3
     assert_eq!(mask.len(), vocab.num_mask_words(), "mask length");
     match local_component(dfa, state) {
         Some(component) => shared_component_row(dfa, vocab, &component, mask),
-        None => walk_allowed(dfa, &vocab.trie, state, mask, None),
+        None => walk_allowed(dfa, vocab.trie(), state, mask, None),
     }
-}
-
-/// The live tokens of a state in `component`, from the vocabulary's shared walk of it.
-fn shared_component_row(dfa: &ByteDfa, vocab: &Vocabulary, component: &Component, mask: &mut [u32]) -> usize {
-    let num_words = vocab.num_mask_words();
-    let walk = vocab.component_walk(&component.signature, || {
-        walk_component(&vocab.trie, &component.signature, num_words)
-    });
-    row_from_component(dfa, &vocab.trie, component, &walk, mask)
 }
 
 /// [`live_tokens`], and when no shared walk holds them (the trie is walked here) also the
@@ -45,7 +37,7 @@ pub fn live_tokens_and_ends(
         shared_component_row(dfa, vocab, &component, mask);
         return None;
     }
-    let trie = &vocab.trie;
+    let trie = vocab.trie();
     let mut ends = Vec::new();
     let mut stack = vec![DEAD; trie.max_depth + 1];
     walk_below_visiting(dfa, trie, 0, state, mask, &mut stack, None, |index, next| {
@@ -104,11 +96,11 @@ mod tests {
             let mut shared = vec![0u32; vocab.num_mask_words()];
             let mut plain = vec![0u32; vocab.num_mask_words()];
             let counted = live_tokens(&dfa, &vocab, state, &mut shared);
-            walk_allowed(&dfa, &vocab.trie, state, &mut plain, None);
+            walk_allowed(&dfa, vocab.trie(), state, &mut plain, None);
             assert_eq!(shared, plain, "state {state}");
             assert_eq!(counted, plain.iter().map(|w| w.count_ones() as usize).sum::<usize>());
         }
-        assert!(vocab.num_cached_components() > 0, "string bodies went through components");
+        assert!(vocab.num_shared_walks() > 0, "string bodies went through components");
     }
 
     #[test]
@@ -121,7 +113,7 @@ mod tests {
         let mut delegating = 0;
         for state in 0..dfa.num_states() as u32 {
             let mut plain = vec![0u32; vocab.num_mask_words()];
-            walk_allowed(&dfa, &vocab.trie, state, &mut plain, None);
+            walk_allowed(&dfa, vocab.trie(), state, &mut plain, None);
             let Some(found) = live_tokens_donor(&dfa, state) else { continue };
             let donor = found.donor;
             assert!(live_tokens_donor(&dfa, donor).is_none(), "a donor has no donor");
@@ -138,7 +130,7 @@ mod tests {
     /// Every trie node (by its path's bytes) where the DFA run from `state` accepts and some
     /// token goes on: the definition of a lexeme's ends, checked node by node.
     fn ends_by_definition(dfa: &ByteDfa, vocab: &Vocabulary, state: u32) -> Vec<u32> {
-        let trie = &vocab.trie;
+        let trie = vocab.trie();
         let mut paths: Vec<Vec<u8>> = vec![Vec::new(); trie.nodes.len()];
         let mut ends = Vec::new();
         for index in 1..trie.nodes.len() - 1 {
@@ -172,7 +164,7 @@ mod tests {
                 let mut mask = vec![0u32; vocab.num_mask_words()];
                 let mut plain = vec![0u32; vocab.num_mask_words()];
                 let ends = live_tokens_and_ends(&dfa, &vocab, state, &distances, &mut mask);
-                walk_allowed(&dfa, &vocab.trie, state, &mut plain, None);
+                walk_allowed(&dfa, vocab.trie(), state, &mut plain, None);
                 assert_eq!(mask, plain, "{pattern} state {state}");
                 if let Some(ends) = ends {
                     walked += 1;

@@ -5,7 +5,7 @@
 //! (free text inside a string) touch about every node once.
 
 use crate::dfa::{ByteDfa, DEAD};
-use crate::vocab::trie::TokenTrie;
+use sglr_vocab::TokenTrie;
 
 /// Optional collection of the distinct states that allowed tokens lead to: the list, and one
 /// scratch flag per DFA state (all false on entry and on return).

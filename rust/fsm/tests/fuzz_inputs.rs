@@ -5,8 +5,8 @@ mod common;
 
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
-use sglr_fsm::schema::{json_schema_to_regex, json_value_to_regex, JsonSchemaOptions};
 use sglr_fsm::{CompileLimits, FsmError, TokenFsm};
+use sglr_schema::{json_schema_to_regex, json_value_to_regex, JsonSchemaOptions};
 
 fn small_limits() -> CompileLimits {
     CompileLimits {

@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{vocab_with_eos, Oracle, EDGE_PATTERNS};
+use common::{chooser, vocab_with_eos, Oracle, EDGE_PATTERNS};
 use proptest::prelude::*;
 use sglr_fsm::{CompileLimits, TokenFsm};
 
@@ -48,11 +48,7 @@ fn check_jumps(pattern: &str, seed: u64) -> Result<(), TestCaseError> {
     let (vocab, eos) = vocab_with_eos(&tokens);
     let fsm = TokenFsm::from_regex(pattern, vocab, &CompileLimits::default()).unwrap();
     let oracle = Oracle::new(pattern);
-    let mut rng = seed;
-    let mut choose = |n: usize| {
-        rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        ((rng >> 33) as usize) % n.max(1)
-    };
+    let mut choose = chooser(seed);
     for _ in 0..4 {
         let (mut state, mut oracle_state) = (fsm.start_state(), oracle.start);
         for _ in 0..16 {

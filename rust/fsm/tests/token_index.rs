@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{mask_ids, vocab_with_eos, Oracle, EDGE_PATTERNS};
+use common::{chooser, mask_ids, vocab_with_eos, Oracle, EDGE_PATTERNS};
 use proptest::prelude::*;
 use sglr_fsm::{CompileLimits, TokenFsm};
 
@@ -75,11 +75,7 @@ fn check_walks(pattern: &str, multi: Vec<Vec<u8>>, seed: u64) -> Result<(), Test
     let fsm = TokenFsm::from_regex(pattern, vocab.clone(), &CompileLimits::default()).unwrap();
     let oracle = Oracle::new(pattern);
     let full = regex::bytes::Regex::new(&format!("^(?:{pattern})$")).unwrap();
-    let mut rng = seed;
-    let mut choose = |n: usize| {
-        rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        ((rng >> 33) as usize) % n.max(1)
-    };
+    let mut choose = chooser(seed);
     let mut words = vec![0i32; vocab.num_mask_words()];
     for _walk in 0..6 {
         let (mut state, mut oracle_state) = (fsm.start_state(), oracle.start);
@@ -117,11 +113,7 @@ fn check_completeness(pattern: &str, multi: Vec<Vec<u8>>, seed: u64) -> Result<(
     let (vocab, eos) = vocab_with_eos(&tokens);
     let fsm = TokenFsm::from_regex(pattern, vocab, &CompileLimits::default()).unwrap();
     let oracle = Oracle::new(pattern);
-    let mut rng = seed;
-    let mut choose = |n: usize| {
-        rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        ((rng >> 33) as usize) % n.max(1)
-    };
+    let mut choose = chooser(seed);
     for _ in 0..8 {
         let Some(text) = oracle.random_completion(oracle.start, 12, &alphabet(), &mut choose) else {
             continue;
@@ -212,7 +204,7 @@ fn special_tokens_are_never_allowed_and_eos_only_when_accepting() {
         Some(b"<|x|>".to_vec()),
         Some(b"x".to_vec()),
     ];
-    let vocab = std::sync::Arc::new(sglr_fsm::Vocabulary::new(tokens, vec![3]).unwrap());
+    let vocab = std::sync::Arc::new(sglr_vocab::Vocabulary::new(tokens, vec![3]).unwrap());
     let fsm = TokenFsm::from_regex("[0-9]+", vocab, &CompileLimits::default()).unwrap();
     assert_eq!(fsm.allowed_token_ids(fsm.start_state()).unwrap(), vec![0, 1]);
     let after = fsm.advance(fsm.start_state(), 1).unwrap();
@@ -253,10 +245,10 @@ fn string_bodies_share_one_component_walk() {
     let second_body = fsm.advance_bytes(first_body, br#"x", "b": ""#).unwrap().unwrap();
     assert_ne!(first_body, second_body);
     fsm.fill_bitmask(first_body, &mut words).unwrap();
-    let cached = vocab.num_cached_components();
+    let cached = vocab.num_shared_walks();
     assert!(cached >= 1);
     fsm.fill_bitmask(second_body, &mut words).unwrap();
-    assert_eq!(vocab.num_cached_components(), cached, "the second body reuses the first walk");
+    assert_eq!(vocab.num_shared_walks(), cached, "the second body reuses the first walk");
     // Rows built through the shared walk equal fresh whole-trie walks.
     fsm.check_invariants().unwrap();
     let closing = tokens.iter().position(|t| t == b"\",").unwrap() as u32;

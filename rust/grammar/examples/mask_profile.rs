@@ -16,9 +16,10 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::sync::Arc;
 use std::time::Instant;
 
-use sglr_fsm::schema::JsonSchemaOptions;
-use sglr_fsm::{CompileLimits, Vocabulary};
+use sglr_fsm::CompileLimits;
 use sglr_grammar::{json_schema_to_grammar, GrammarMatcher, ParserLimits};
+use sglr_schema::JsonSchemaOptions;
+use sglr_vocab::Vocabulary;
 
 fn hex(text: &str) -> Vec<u8> {
     (0..text.len()).step_by(2).map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap()).collect()

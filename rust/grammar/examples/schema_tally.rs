@@ -3,9 +3,9 @@
 //! each refusal and error.
 use std::collections::BTreeMap;
 
-use sglr_fsm::schema::{json_schema_to_regex, JsonSchemaOptions};
 use sglr_fsm::FsmError;
 use sglr_grammar::{json_schema_to_grammar, GrammarError};
+use sglr_schema::{json_schema_to_regex, JsonSchemaOptions};
 
 fn main() {
     let dir = std::env::args().nth(1).unwrap_or("/work/shared/data/maskbench-dev".into());

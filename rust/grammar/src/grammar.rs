@@ -7,7 +7,7 @@
 use std::borrow::Cow;
 
 use rustc_hash::FxHashMap;
-use sglr_fsm::schema::{json_string_regex, key_not_in};
+use sglr_fsm::json::{json_string_regex, key_not_in};
 
 use crate::error::GrammarError;
 
@@ -47,20 +47,20 @@ pub enum Lexeme {
     },
     /// JSON strings (with quotes) of `min_len` to `max_len` characters that every one of `all`
     /// also matches: the length counted, not unrolled in a regex. Alone, the count is kept
-    /// beside the character's state (`sglr_fsm::schema::json_string_counter`: constant size
+    /// beside the character's state (`sglr_fsm::json::json_string_counter`: constant size
     /// whatever the bound); next to a regex, a table linear in the bound
-    /// (`sglr_fsm::schema::json_string_of_length`) in the product.
+    /// (`sglr_fsm::json::json_string_of_length`) in the product.
     CountedString {
         min_len: usize,
         max_len: Option<usize>,
         all: Vec<String>,
         /// An optional space before the opening quote (only with `all` empty: a value that
-        /// takes the space after its key's colon, `sglr_fsm::schema::json_string_counter_after_space`).
+        /// takes the space after its key's colon, `sglr_fsm::json::json_string_counter_after_space`).
         space_before: bool,
     },
     /// JSON keys (with quotes) whose decoded text is none of `declared`, in any spelling. Its
     /// regex is `key_not_in`'s (printed as EBNF); its DFA, any key minus the declared names'
-    /// spellings (`key_in`), is built directly (`sglr_fsm::schema::undeclared_key_dfa`),
+    /// spellings (`key_in`), is built directly (`sglr_fsm::json::undeclared_key_dfa`),
     /// several times smaller and faster to build than that regex's DFA.
     UndeclaredKey {
         declared: Vec<String>,

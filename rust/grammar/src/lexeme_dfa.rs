@@ -5,7 +5,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use sglr_fsm::schema::TwinnedKeyDfa;
+use sglr_fsm::json::TwinnedKeyDfa;
 use sglr_fsm::{ByteDfa, CountedDfa, CountedWindow, FsmError, DEAD};
 
 // NOTE: the table is stepped on every byte of every mask walk: the variant told by a tag at

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use rustc_hash::FxHashMap;
 
-use sglr_fsm::schema::{
+use sglr_fsm::json::{
     json_string_counter, json_string_counter_after_space, json_string_of_length,
     undeclared_key_dfa_and_twins, TwinnedKeyDfa,
 };

@@ -5,7 +5,7 @@
 //! `lexeme_dfa.rs`) the first time the parser needs it. An Earley parser runs over
 //! lexemes with every lexeme boundary allowed (see `earley.rs`), one set per byte, so the
 //! state after any byte string is a single chart ([`ParseState`]). Token masks walk the
-//! vocabulary trie against the chart (`mask.rs`). Grammar text comes from EBNF/GBNF
+//! vocabulary trie against the chart (`mask/`). Grammar text comes from EBNF/GBNF
 //! (`ebnf`). Pure Rust, integer ids, typed errors, bounded memory ([`ParserLimits`]).
 
 mod earley;
@@ -27,4 +27,4 @@ pub use grammar::{
     BuilderCheckpoint, Grammar, GrammarBuilder, Lexeme, LexemeId, NonterminalId, Rule, Symbol,
 };
 pub use matcher::{GrammarMatcher, ParseState};
-pub use schema::{json_schema_to_grammar, schema_is_recursive};
+pub use schema::json_schema_to_grammar;

@@ -3,7 +3,8 @@
 use std::sync::Arc;
 
 use rustc_hash::FxHashSet;
-use sglr_fsm::{CompileLimits, Vocabulary, DEAD};
+use sglr_fsm::{CompileLimits, DEAD};
+use sglr_vocab::Vocabulary;
 
 use crate::earley::{initial_set, is_accepting_set, scan, Chart, Item, ParserLimits, ScanScratch, NO_LEX};
 use crate::error::GrammarError;

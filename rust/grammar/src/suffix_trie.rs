@@ -1,7 +1,7 @@
 //! One walk for many boundaries where a lexeme ends in the same state.
 //!
-//! A boundary walk (`mask.rs`) steps the parser through the subtree of every trie node where a
-//! lexeme may end with more bytes to come. Inside a string value that is about 90 nodes (every
+//! A boundary walk (`mask/boundary_walk.rs`) steps the parser through the subtree of every trie
+//! node where a lexeme may end with more bytes to come. Inside a string value that is about 90 nodes (every
 //! token with a closing quote part-way: `",`, `ing"}`, `")`, ...) and 600 Earley steps, after a
 //! number about 110 (`1,`, `25}`, ...), and it is redone for every new parse context: the
 //! commonest slow mask. Yet at all boundaries where the lexeme's DFA ends in one state, the
@@ -16,7 +16,8 @@
 //! of any schema with the same group (every string body's closing quotes) share one.
 
 use rustc_hash::FxHashMap;
-use sglr_fsm::{ByteDfa, TokenTrie, DEAD};
+use sglr_fsm::{ByteDfa, DEAD};
+use sglr_vocab::TokenTrie;
 
 /// Most tokens a suffix trie holds (past it the boundaries are walked one by one).
 const MAX_SUFFIX_TOKENS: usize = 1 << 16;

@@ -1,5 +1,5 @@
-//! Memo of the boundary walk (`mask.rs`): the tokens that end a lexeme part-way and go on in
-//! the grammar, by parse *context*.
+//! Memo of the boundary walk (`mask/boundary_walk.rs`): the tokens that end a lexeme part-way and
+//! go on in the grammar, by parse *context*.
 //!
 //! That walk reads the last Earley set and, through completions, only the sets its items'
 //! origins reach (and theirs, transitively). Two charts whose reachable sets are the same items

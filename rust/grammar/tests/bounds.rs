@@ -1,7 +1,8 @@
 //! Laziness, bounds and typed errors.
 
-use sglr_fsm::{CompileLimits, Vocabulary};
+use sglr_fsm::CompileLimits;
 use sglr_grammar::{GrammarBuilder, GrammarError, GrammarMatcher, ParserLimits, Symbol};
+use sglr_vocab::Vocabulary;
 
 #[test]
 fn first_mask_builds_only_the_lexemes_it_reaches() {

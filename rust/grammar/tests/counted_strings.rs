@@ -2,9 +2,10 @@
 //! pattern or format): counted lexemes, exact against the unrolled regex's language.
 
 use proptest::prelude::*;
-use sglr_fsm::schema::JsonSchemaOptions;
-use sglr_fsm::{CompileLimits, Vocabulary};
+use sglr_fsm::CompileLimits;
 use sglr_grammar::{json_schema_to_grammar, GrammarMatcher, ParseState, ParserLimits};
+use sglr_schema::JsonSchemaOptions;
+use sglr_vocab::Vocabulary;
 
 fn matcher(schema: &str, max_unrolled_length: Option<usize>) -> GrammarMatcher {
     let options = JsonSchemaOptions { max_unrolled_length, ..JsonSchemaOptions::default() };

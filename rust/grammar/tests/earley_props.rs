@@ -4,8 +4,9 @@
 mod reference;
 
 use proptest::prelude::*;
-use sglr_fsm::{CompileLimits, Vocabulary};
+use sglr_fsm::CompileLimits;
 use sglr_grammar::{GrammarBuilder, GrammarMatcher, ParserLimits, Symbol};
+use sglr_vocab::Vocabulary;
 
 use reference::Reference;
 

@@ -4,9 +4,10 @@
 //! across depths, leaves decided without closing a set) must give exactly the advanced tokens.
 
 use serde_json::json;
-use sglr_fsm::schema::JsonSchemaOptions;
-use sglr_fsm::{CompileLimits, Vocabulary};
+use sglr_fsm::CompileLimits;
 use sglr_grammar::{json_schema_to_grammar, GrammarMatcher, Lexeme, ParserLimits};
+use sglr_schema::JsonSchemaOptions;
+use sglr_vocab::Vocabulary;
 
 /// Every printable ASCII byte, pairs of common bytes, and tokens spanning lexeme ends.
 fn vocabulary() -> Vocabulary {

@@ -3,11 +3,11 @@
 //! random byte strings; a printed grammar embeds in a larger one under its own name.
 
 use proptest::prelude::*;
-use sglr_fsm::schema::JsonSchemaOptions;
 use sglr_fsm::CompileLimits;
 use sglr_grammar::{
     grammar_to_ebnf, json_schema_to_grammar, parse_ebnf, Grammar, GrammarMatcher, ParserLimits,
 };
+use sglr_schema::JsonSchemaOptions;
 
 const TREE: &str = r##"{
   "$defs": {"node": {"type": "object", "properties": {

@@ -1,11 +1,12 @@
-//! `sglr-attn`'s decode attention over numpy views of torch tensors: the KV cache layers are
+//! `sglr-kernels`' decode attention over numpy views of torch tensors: the KV cache layers are
 //! borrowed in place (bf16 arrives as int16, its bit pattern), the GIL is released while the
 //! kernel runs, and the caller's output array is written directly.
 
 use numpy::{PyReadonlyArray1, PyReadonlyArray2, PyReadonlyArray3, PyReadwriteArray3, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use sglr_attn::{AttnError, Bf16, DecodeShape, KvElement};
+use sglr_kernels::attn::{store_rows, AttnError, DecodeShape};
+use sglr_kernels::element::{Bf16, Element};
 
 fn attn_error(error: AttnError) -> PyErr {
     PyValueError::new_err(error.to_string())
@@ -91,7 +92,7 @@ fn bf16_slice(bits: &[i16]) -> &[Bf16] {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn run<T: KvElement>(
+fn run<T: Element>(
     py: Python<'_>,
     shape: DecodeShape,
     queries: &[f32],
@@ -105,7 +106,18 @@ fn run<T: KvElement>(
     num_threads: usize,
 ) -> PyResult<()> {
     py.detach(|| {
-        sglr_attn::decode_attention(shape, queries, k, v, table, lens, scale, window, out, num_threads)
+        sglr_kernels::attn::decode_attention(
+            shape,
+            queries,
+            k,
+            v,
+            table,
+            lens,
+            scale,
+            window,
+            out,
+            num_threads,
+        )
     })
     .map_err(attn_error)
 }
@@ -158,5 +170,5 @@ fn store<T: numpy::Element + Copy>(
     }
     let rows = rows.as_slice().map_err(|_| not_contiguous("new rows"))?;
     let cache = cache.as_slice_mut().map_err(|_| not_contiguous("cache"))?;
-    sglr_attn::store_rows(cache, row_len, rows, slots).map_err(attn_error)
+    store_rows(cache, row_len, rows, slots).map_err(attn_error)
 }

@@ -1,4 +1,4 @@
-//! `sglr-decode` for Python: the quantized matrices (owned by Rust, held by the model's layers)
+//! `sglr-kernels` for Python: the quantized matrices (owned by Rust, held by the model's layers)
 //! and the fused CPU decode step over numpy views of torch tensors (bf16 arrives as int16 bits).
 
 use std::sync::Arc;
@@ -10,11 +10,13 @@ use numpy::{
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use rayon::ThreadPool;
-use sglr_attn::Bf16;
-use sglr_decode::{
-    dequantize_bf16_into, dequantize_into, gguf_matrix, matmul, shared_pool, CacheElement, DecodeError,
-    DecodeModel, GgufPart, LayerWeights, ModelShape, Q4Matrix, Q8Matrix, QuantizedRows, QuantizedWeight,
-    RotaryTables, SharedWeight, StepBatch,
+use sglr_kernels::decode::{DecodeModel, LayerWeights, ModelShape, RotaryTables, StepBatch};
+use sglr_kernels::element::{Bf16, Element};
+use sglr_kernels::error::DecodeError;
+use sglr_kernels::gemm::{dequantize_bf16_into, dequantize_into, matmul, shared_pool};
+use sglr_kernels::isa::Isa;
+use sglr_kernels::quant::{
+    gguf_matrix, GgufPart, Q4Matrix, Q8Matrix, QuantizedRows, QuantizedWeight, SharedWeight,
 };
 
 use crate::buffers::IdArray;
@@ -59,7 +61,7 @@ fn run_matmul<W: QuantizedWeight + ?Sized>(
     py.detach(|| {
         let mut quantized = QuantizedRows::new();
         quantized.quantize(inputs, cols)?;
-        let isa = sglr_decode::Isa::detect();
+        let isa = Isa::detect();
         pool.install(|| matmul(isa, weight, &quantized, out, &mut Vec::new()))
     })
     .map_err(decode_error)
@@ -191,7 +193,7 @@ fn dequantize_rows_into<W: QuantizedWeight + ?Sized>(
         return Err(PyValueError::new_err(format!("row id {bad} outside the matrix's {rows} rows")));
     }
     let out = out.as_slice_mut().map_err(|_| PyValueError::new_err("out must be C-contiguous"))?;
-    let isa = sglr_decode::Isa::detect();
+    let isa = Isa::detect();
     for (&id, dest) in ids.iter().zip(out.chunks_exact_mut(cols)) {
         matrix.dequantize_row(isa, id as usize, dest);
     }
@@ -253,15 +255,11 @@ impl PyQ8Matrix {
         mut out: PyReadwriteArray2<'_, f32>,
         num_threads: usize,
     ) -> PyResult<()> {
-        let (rows, cols) = (self.inner.rows(), self.inner.cols());
         let num_inputs = inputs.shape()[0];
-        let matrix = sglr_quant::Q8Matrix::new(self.inner.levels(), self.inner.scales(), rows, cols)
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
         let inputs = slice(&inputs, "inputs")?;
         let out =
             out.as_slice_mut().map_err(|_| PyValueError::new_err("out must be a C-contiguous array"))?;
-        py.detach(|| matrix.matmul_transposed(inputs, num_inputs, out, num_threads))
-            .map_err(|e| PyValueError::new_err(e.to_string()))
+        py.detach(|| self.inner.matmul_transposed(inputs, num_inputs, out, num_threads)).map_err(decode_error)
     }
 
     /// `out[i, r] = inputs[i] . W[r]` with the inputs quantized to int8 per block of 32.
@@ -293,7 +291,7 @@ type LayerTuple<'py> = (
     Option<usize>,
 );
 
-/// A Llama-shaped model's decode step in one call (`sglr-decode`). Layers are tuples
+/// A Llama-shaped model's decode step in one call (`sglr-kernels`' `decode`). Layers are tuples
 /// `(input_norm, qkv, qkv_bias | None, o, post_norm, gate_up, down, sliding_window | None)`,
 /// norms float32, matrices `GgufMatrix`; `head` a `Q8Matrix`, `GgufMatrix` or None
 /// (then `step` returns the final-normalized hidden states); `rope_cos`, `rope_sin` `[positions, head_dim / 2]` float32.
@@ -431,7 +429,7 @@ impl PyCpuDecodeModel {
 }
 
 impl PyCpuDecodeModel {
-    fn run<T: CacheElement>(
+    fn run<T: Element>(
         &self,
         py: Python<'_>,
         hidden: &mut [f32],

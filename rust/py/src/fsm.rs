@@ -7,8 +7,9 @@ use numpy::{PyArray1, PyReadwriteArray1, PyReadwriteArray2};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
-use sglr_fsm::schema::{json_schema_to_regex, JsonSchemaOptions, DEFAULT_MAX_UNROLLED_LENGTH};
-use sglr_fsm::{CompileLimits, TokenEncoding, TokenFsm, Vocabulary};
+use sglr_fsm::{CompileLimits, TokenFsm};
+use sglr_schema::{json_schema_to_regex, JsonSchemaOptions, DEFAULT_MAX_UNROLLED_LENGTH};
+use sglr_vocab::{TokenEncoding, Vocabulary};
 
 use crate::buffers::IdArray;
 use crate::errors::fsm_error;
@@ -30,7 +31,7 @@ impl PyVocabulary {
         eos_token_ids: &Bound<'_, PyAny>,
         encoding: &str,
     ) -> PyResult<Self> {
-        let encoding = TokenEncoding::from_name(encoding).map_err(|e| fsm_error(py, e))?;
+        let encoding = TokenEncoding::from_name(encoding).map_err(|e| fsm_error(py, e.into()))?;
         let eos = IdArray::extract(eos_token_ids, "eos_token_ids")?.as_slice().to_vec();
         let mut raw: Vec<Option<Vec<u8>>> = Vec::new();
         let mut text: Vec<(usize, String)> = Vec::new();
@@ -53,7 +54,7 @@ impl PyVocabulary {
             }
             Vocabulary::new(raw, eos)
         });
-        Ok(Self { inner: Arc::new(built.map_err(|e| fsm_error(py, e))?) })
+        Ok(Self { inner: Arc::new(built.map_err(|e| fsm_error(py, e.into()))?) })
     }
 
     /// Number of token ids (mask width in bits).

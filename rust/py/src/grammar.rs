@@ -8,12 +8,13 @@ use numpy::{PyReadwriteArray1, PyReadwriteArray2};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
-use sglr_fsm::schema::JsonSchemaOptions;
-use sglr_fsm::{CompileLimits, Vocabulary};
+use sglr_fsm::CompileLimits;
 use sglr_grammar::{
     grammar_to_ebnf, json_schema_to_grammar, parse_ebnf, GrammarError, GrammarMatcher, ParseState,
     ParserLimits,
 };
+use sglr_schema::JsonSchemaOptions;
+use sglr_vocab::Vocabulary;
 
 use crate::buffers::IdArray;
 use crate::errors::{fsm_error, sglr_error};
@@ -256,7 +257,7 @@ pub(crate) fn fill_grammar_bitmasks(
 /// to any depth.
 #[pyfunction]
 pub(crate) fn json_schema_is_recursive(py: Python<'_>, schema: String) -> bool {
-    py.detach(|| sglr_grammar::schema_is_recursive(&schema))
+    py.detach(|| sglr_schema::schema_is_recursive(&schema))
 }
 
 /// A JSON schema's grammar as GBNF rules whose start rule is `name` (other rules `name_<id>`),

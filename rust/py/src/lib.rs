@@ -6,8 +6,8 @@ mod decode;
 mod errors;
 mod fsm;
 mod grammar;
-mod layers;
 mod moe;
+mod norm;
 mod radix;
 mod router;
 mod sched;
@@ -41,7 +41,7 @@ fn _core(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(grammar::json_schema_to_ebnf, module)?)?;
     module.add_function(wrap_pyfunction!(attn::decode_attention, module)?)?;
     module.add_function(wrap_pyfunction!(attn::store_kv_rows, module)?)?;
-    module.add_function(wrap_pyfunction!(layers::rms_norm, module)?)?;
+    module.add_function(wrap_pyfunction!(norm::rms_norm, module)?)?;
     module.add_function(wrap_pyfunction!(moe::moe_expert_mlp, module)?)?;
     module.add_class::<decode::PyQ8Matrix>()?;
     module.add_class::<decode::PyGgufMatrix>()?;

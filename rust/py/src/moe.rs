@@ -1,11 +1,11 @@
-//! `sglr-moe`'s routed expert MLPs over numpy views of torch tensors: the packed expert weights
+//! `sglr-kernels`' routed expert MLPs over numpy views of torch tensors: the packed expert weights
 //! are borrowed in place, the GIL is released while the kernel runs, and the caller's output
 //! array is written directly.
 
 use numpy::{PyReadonlyArray2, PyReadonlyArray4, PyReadwriteArray2, PyUntypedArrayMethods};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use sglr_moe::{ExpertWeights, MoeError, PANEL};
+use sglr_kernels::moe::{expert_mlp, ExpertWeights, MoeError, PANEL};
 
 fn moe_error(error: MoeError) -> PyErr {
     PyValueError::new_err(error.to_string())
@@ -56,6 +56,5 @@ pub(crate) fn moe_expert_mlp(
     let ids = topk_ids.as_slice().map_err(|_| not_contiguous("topk_ids"))?;
     let routing = topk_weights.as_slice().map_err(|_| not_contiguous("topk_weights"))?;
     let out = out.as_slice_mut().map_err(|_| not_contiguous("out"))?;
-    py.detach(|| sglr_moe::expert_mlp(&weights, hidden, ids, routing, top_k, out, num_threads))
-        .map_err(moe_error)
+    py.detach(|| expert_mlp(&weights, hidden, ids, routing, top_k, out, num_threads)).map_err(moe_error)
 }

@@ -20,6 +20,7 @@ mod index;
 mod order;
 mod queue;
 mod ratio;
+mod rng;
 mod scheduler;
 mod trie;
 

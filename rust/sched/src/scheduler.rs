@@ -9,9 +9,9 @@ use crate::config::SchedConfig;
 use crate::decision::Decision;
 use crate::error::SchedError;
 use crate::index::PrefixIndex;
-use crate::order::SplitMix64;
 use crate::queue::{Entry, Queue};
 use crate::ratio::NewTokenRatio;
+use crate::rng::SplitMix64;
 use crate::trie::WaitingTrie;
 use crate::ReqId;
 

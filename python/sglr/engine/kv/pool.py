@@ -28,10 +28,10 @@ import numpy as np
 
 from sglr.engine.kv.prefix_index import NullIndex, RadixIndex
 from sglr.engine.kv.request_kv import RequestKV
+from sglr.engine.kv.row_writes import PendingRowWrites
 from sglr.engine.kv.rows import RowAllocator
 from sglr.engine.kv.slots import KVSlotAllocator
 from sglr.errors import SlotAccountingError
-from sglr.model.forward_batch import RowWrites
 
 
 class KVPool:
@@ -133,7 +133,7 @@ class KVPool:
             kv.stale_cols = changed if kv.stale_cols is None else np.union1d(kv.stale_cols, changed)
         kv.num_tree_owned = matched
 
-    def take_row_writes(self, kvs: Sequence[RequestKV]) -> RowWrites | None:
+    def take_row_writes(self, kvs: Sequence[RequestKV]) -> PendingRowWrites | None:
         """Row entries of `kvs` that changed since their rows were written (see `share`); a
         batch that rewrites whole rows (an extend) may drop them."""
         rows, cols, slots = [], [], []
@@ -146,7 +146,7 @@ class KVPool:
                 kv.stale_cols = None
         if not rows:
             return None
-        return RowWrites(np.concatenate(rows), np.concatenate(cols), np.concatenate(slots))
+        return PendingRowWrites(np.concatenate(rows), np.concatenate(cols), np.concatenate(slots))
 
     def release(self, kv: RequestKV, token_ids: np.ndarray, namespace: str | None, keep: bool) -> None:
         """Ends `kv`'s hold. `keep` (finished, retracted): the written KV of `token_ids`

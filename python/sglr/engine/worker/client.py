@@ -21,6 +21,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
@@ -29,7 +30,9 @@ import zmq
 from sglr.engine.finish import FinishAbort
 from sglr.engine.output import OutputSink, push_all
 from sglr.engine.request import TokenizedRequest
+from sglr.engine.scheduler.handle import SchedulerHandle
 from sglr.engine.token_output import TokenOutput
+from sglr.engine.worker import messages
 from sglr.engine.worker.ipc import Receiver, Sender
 from sglr.engine.worker.runner_info import RunnerInfo
 from sglr.engine.worker.spec import WorkerSpec
@@ -43,7 +46,7 @@ _STOP_TIMEOUT_S = 30.0
 _LATE_REASON_S = 2.0
 
 
-class WorkerScheduler:
+class WorkerScheduler(SchedulerHandle):
     def __init__(
         self,
         engine_config: Any,
@@ -61,6 +64,9 @@ class WorkerScheduler:
         self._sinks_lock = threading.Lock()
         self._replies: dict[int, Future[Any]] = {}
         self._tokens = itertools.count()
+        self._undelivered: list[TokenOutput] = []  # outputs read, not handed to sinks yet
+        self._runner_info: RunnerInfo | None = None  # from rank 0's `Ready`
+        self._start_failure: str | None = None  # from rank 0's `Failed` before `Ready`
         self._watchdog_timeout_s = engine_config.watchdog_timeout_s
         self._last_heard = time.monotonic()  # any message from rank 0
         self._progress = (-1, time.monotonic())  # (steps it reported, since when)
@@ -99,7 +105,7 @@ class WorkerScheduler:
         self._receiver = threading.Thread(target=self._receive_loop, name="sglr-worker-outputs", daemon=True)
         self._receiver.start()
 
-    # ----- the SchedulerLoop interface -----
+    # ----- the SchedulerHandle interface -----
 
     @property
     def is_alive(self) -> bool:
@@ -116,20 +122,20 @@ class WorkerScheduler:
                 sink.push(_aborted(request.uid, self._fatal_error))
                 return
             self._sinks[request.uid] = sink
-        self._commands.send(("add", request))
+        self._commands.send(messages.AddRequest(request))
 
     def abort(self, rid: str) -> None:
         if self.is_alive:
-            self._commands.send(("abort", rid))
+            self._commands.send(messages.AbortRequest(rid))
 
     def flush_cache(self) -> Future[bool]:
-        return self._request("flush")
+        return self._ask(messages.FlushCache)
 
     def get_stats(self) -> dict[str, Any]:
-        return self._request("stats").result(timeout=_REPLY_TIMEOUT_S)
+        return self._ask(messages.GetStats).result(timeout=_REPLY_TIMEOUT_S)
 
     def check_invariants(self) -> None:
-        self._request("check_invariants").result(timeout=_REPLY_TIMEOUT_S)
+        self._ask(messages.CheckInvariants).result(timeout=_REPLY_TIMEOUT_S)
 
     def stop(self, timeout: float | None = _STOP_TIMEOUT_S) -> None:
         """Asks rank 0 to stop (requests in flight end with `EngineClosedError`), waits for
@@ -138,7 +144,7 @@ class WorkerScheduler:
             return
         self._stopping = True  # workers that exit from now on are not failures
         if self._fatal_error is None:
-            self._commands.send(("stop", None))
+            self._commands.send(messages.StopWorkers())
         deadline = time.monotonic() + (timeout or 0.0)
         for proc in self._procs:
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -151,14 +157,15 @@ class WorkerScheduler:
 
     # ----- internals -----
 
-    def _request(self, kind: str) -> Future[Any]:
+    def _ask(self, query: Callable[[int], messages.Query]) -> Future[Any]:
+        """Sends `query(token)`; the future gets rank 0's `Reply` with that token."""
         future: Future[Any] = Future()
         if not self.is_alive:
             future.set_exception(self._fatal_error or EngineClosedError("the engine has been shut down"))
             return future
         token = next(self._tokens)
         self._replies[token] = future
-        self._commands.send((kind, token))
+        self._commands.send(query(token))
         return future
 
     def _wait_ready(self, timeout_s: float) -> RunnerInfo:
@@ -166,17 +173,18 @@ class WorkerScheduler:
         while time.monotonic() < deadline:
             message = self._outputs.receive(_POLL_S)
             if message is not None:
-                kind, payload = message
-                if kind == "ready":
-                    return payload
-                if kind == "failed":
-                    raise WorkerError(f"the engine's worker failed to start: {payload}")
+                self._handle(message)
+            if self._runner_info is not None:
+                return self._runner_info
+            if self._start_failure is not None:
+                raise WorkerError(f"the engine's worker failed to start: {self._start_failure}")
             dead = self._dead_worker()
             if dead is not None:
                 # The reason rank 0 sent may still be on its way: it says more than an exit code.
                 late = self._outputs.receive(_LATE_REASON_S)
-                reason = late[1] if late is not None and late[0] == "failed" else dead
-                raise WorkerError(f"the engine's worker failed to start: {reason}")
+                if late is not None:
+                    self._handle(late)
+                raise WorkerError(f"the engine's worker failed to start: {self._start_failure or dead}")
         raise WorkerError(f"the engine's workers were not ready within {timeout_s:.0f} s")
 
     def _receive_loop(self) -> None:
@@ -193,39 +201,46 @@ class WorkerScheduler:
             self._last_heard = time.monotonic()
             # Everything that has arrived goes out together: a front that fell behind catches
             # up with one hand-over per event loop, not one per step.
-            outputs: list[TokenOutput] = []
             while message is not None:
-                if message[0] == "outputs":
-                    outputs.extend(message[1])
-                else:  # in order: the outputs before it first
-                    self._dispatch(outputs)
-                    outputs = []
-                    self._handle(message)
+                self._handle(message)
                 message = self._outputs.receive(0.0)
-            self._dispatch(outputs)
+            self._dispatch()
 
-    def _handle(self, message: tuple[Any, ...]) -> None:
-        kind, *payload = message
-        if kind == "reply":
-            token, value = payload
-            future = self._replies.pop(token, None)
-            if future is not None:
-                if isinstance(value, BaseException):
-                    future.set_exception(value)
+    def _handle(self, message: messages.WorkerMessage) -> None:
+        """The one place rank 0's messages are read. `Outputs` wait in `_undelivered` for
+        `_dispatch`; anything else first hands over the outputs that came before it."""
+        if type(message) is messages.Outputs:
+            self._undelivered.extend(message.outputs)
+            return
+        self._dispatch()
+        match message:
+            case messages.Ready(runner_info):
+                self._runner_info = runner_info
+            case messages.Failed(reason):
+                if self._runner_info is None:
+                    self._start_failure = reason
                 else:
-                    future.set_result(value)
-        elif kind == "heartbeat":
-            num_steps, has_work = payload[0]
-            if num_steps != self._progress[0] or not has_work:
-                self._progress = (num_steps, time.monotonic())
-            elif self._hung_worker() is not None and self._fatal_error is None and not self._stopping:
-                self._fail(f"the engine's worker {self._hung_worker()}")
-        elif kind == "failed":
-            self._fail(f"the engine's scheduler failed: {payload[0]}")
-        elif kind == "stopped":
-            self._closing = True  # rank 0 exits next: not a failure
+                    self._fail(f"the engine's scheduler failed: {reason}")
+            case messages.Reply(token, value):
+                future = self._replies.pop(token, None)
+                if future is not None:
+                    if isinstance(value, BaseException):
+                        future.set_exception(value)
+                    else:
+                        future.set_result(value)
+            case messages.Heartbeat(num_steps, has_work):
+                if num_steps != self._progress[0] or not has_work:
+                    self._progress = (num_steps, time.monotonic())
+                elif self._hung_worker() is not None and self._fatal_error is None and not self._stopping:
+                    self._fail(f"the engine's worker {self._hung_worker()}")
+            case messages.Stopped():
+                self._closing = True  # rank 0 exits next: not a failure
 
-    def _dispatch(self, outputs: list[TokenOutput]) -> None:
+    def _dispatch(self) -> None:
+        """Hands the outputs read so far to their sinks."""
+        if not self._undelivered:
+            return
+        outputs, self._undelivered = self._undelivered, []
         deliveries = []
         with self._sinks_lock:
             for out in outputs:

@@ -19,12 +19,7 @@ class Sender:
     """A PUSH socket; `send` may be called from several threads."""
 
     def __init__(self, context: zmq.Context[Any], endpoint: str, bind: bool) -> None:
-        self._socket = context.socket(zmq.PUSH)
-        self._socket.setsockopt(zmq.LINGER, 0)
-        if bind:
-            self._socket.bind(endpoint)
-        else:
-            self._socket.connect(endpoint)
+        self._socket = _open(context, zmq.PUSH, endpoint, bind)
         self._lock = threading.Lock()
 
     def send(self, message: Any) -> None:
@@ -42,12 +37,7 @@ class Receiver:
     """A PULL socket read by one thread; `receive` returns None when `timeout_s` passes first."""
 
     def __init__(self, context: zmq.Context[Any], endpoint: str, bind: bool) -> None:
-        self._socket = context.socket(zmq.PULL)
-        self._socket.setsockopt(zmq.LINGER, 0)
-        if bind:
-            self._socket.bind(endpoint)
-        else:
-            self._socket.connect(endpoint)
+        self._socket = _open(context, zmq.PULL, endpoint, bind)
 
     def receive(self, timeout_s: float | None = None) -> Any:
         if timeout_s is not None and not self._socket.poll(int(timeout_s * 1000)):
@@ -56,3 +46,13 @@ class Receiver:
 
     def close(self) -> None:
         self._socket.close(linger=0)
+
+
+def _open(context: zmq.Context[Any], kind: int, endpoint: str, bind: bool) -> zmq.Socket[Any]:
+    socket = context.socket(kind)
+    socket.setsockopt(zmq.LINGER, 0)
+    if bind:
+        socket.bind(endpoint)
+    else:
+        socket.connect(endpoint)
+    return socket

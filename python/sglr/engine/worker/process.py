@@ -15,16 +15,20 @@ import signal
 import sys
 import time
 import traceback
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import zmq
 
 from sglr.engine.startup_heap import freeze_startup_heap
 from sglr.engine.token_output import TokenOutput
+from sglr.engine.worker import messages
 from sglr.engine.worker.ipc import Receiver, Sender
 from sglr.engine.worker.orphans import die_with_parent
 from sglr.engine.worker.runner_info import RunnerInfo
 from sglr.engine.worker.spec import WorkerSpec
+
+if TYPE_CHECKING:
+    from sglr.engine.scheduler.loop import SchedulerLoop
 
 logger = logging.getLogger("sglr.worker")
 
@@ -45,7 +49,7 @@ class OutputBatcher:
     def flush(self) -> None:
         if self._outputs:
             outputs, self._outputs = self._outputs, []
-            self._sender.send(("outputs", outputs))
+            self._sender.send(messages.Outputs(outputs))
 
 
 def run_worker(spec: WorkerSpec) -> None:
@@ -65,7 +69,7 @@ def run_worker(spec: WorkerSpec) -> None:
     except BaseException as exc:
         logger.error("worker rank %d failed:\n%s", spec.rank, traceback.format_exc())
         if outputs is not None:
-            outputs.send(("failed", f"{type(exc).__name__}: {exc}"))
+            outputs.send(messages.Failed(f"{type(exc).__name__}: {exc}"))
             outputs.close(linger_s=_LINGER_S)
         os._exit(1)
     if outputs is not None:
@@ -98,7 +102,7 @@ def _load_runner(spec: WorkerSpec) -> Any:
 
 
 def _serve(spec: WorkerSpec, context: zmq.Context[Any], runner: Any, outputs: Sender) -> None:
-    from sglr.engine.loop import SchedulerLoop
+    from sglr.engine.scheduler.loop import SchedulerLoop
     from sglr.engine.tokenizer import EngineTokenizer
 
     batcher = OutputBatcher(outputs)
@@ -113,48 +117,54 @@ def _serve(spec: WorkerSpec, context: zmq.Context[Any], runner: Any, outputs: Se
     loop.start()
     commands = Receiver(context, spec.commands_endpoint, bind=False)
     freeze_startup_heap()
-    outputs.send(("ready", RunnerInfo.of(runner)))
+    outputs.send(messages.Ready(RunnerInfo.of(runner)))
     last_beat = 0.0
     while True:
         message = commands.receive(_BEAT_S)
         if time.monotonic() - last_beat >= _BEAT_S:
-            # For the front's watchdog: is the loop stepping while it has work?
-            outputs.send(("heartbeat", (loop.stats.num_steps, loop.has_work)))
+            outputs.send(messages.Heartbeat(loop.stats.num_steps, loop.has_work))
             last_beat = time.monotonic()
         if message is None:
             if not loop.is_alive:
                 raise RuntimeError(f"the scheduler loop stopped: {loop.fatal_error}")
             continue
-        kind, payload = message
-        if kind == "add":
-            loop.submit(payload, batcher)
-        elif kind == "abort":
-            loop.abort(payload)
-        elif kind == "stop":
-            loop.stop()
+        if not _handle_command(message, loop, batcher, outputs):
             if spec.tp_size > 1:
                 runner.stop_followers()
-            outputs.send(("stopped", None))
+            outputs.send(messages.Stopped())
             return
-        else:
-            _answer(kind, payload, loop, outputs)
 
 
-def _answer(kind: str, token: int, loop: Any, outputs: Sender) -> None:
-    """Requests that want a reply: `("reply", token, value or exception)`."""
+def _handle_command(
+    message: messages.Command, loop: SchedulerLoop, batcher: OutputBatcher, outputs: Sender
+) -> bool:
+    """The one place the front's commands are read; False once asked to stop (the loop has
+    stopped). A query's answer leaves as a `Reply` when the loop thread has it."""
 
-    def reply(future: Any) -> None:
-        error = future.exception()
-        outputs.send(("reply", token, error if error is not None else future.result()))
+    def reply_to(token: int) -> Any:
+        def reply(future: Any) -> None:
+            error = future.exception()
+            outputs.send(messages.Reply(token, error if error is not None else future.result()))
 
-    if kind == "flush":
-        loop.flush_cache().add_done_callback(reply)
-    elif kind == "stats":
-        loop.call(loop.get_stats).add_done_callback(reply)
-    elif kind == "check_invariants":
-        loop.call(loop.check_invariants).add_done_callback(reply)
-    else:
-        outputs.send(("reply", token, ValueError(f"unknown command {kind!r}")))
+        return reply
+
+    match message:
+        case messages.AddRequest(request):
+            loop.submit(request, batcher)
+        case messages.AbortRequest(rid):
+            loop.abort(rid)
+        case messages.FlushCache(token):
+            loop.flush_cache().add_done_callback(reply_to(token))
+        case messages.GetStats(token):
+            loop.call(loop.get_stats).add_done_callback(reply_to(token))
+        case messages.CheckInvariants(token):
+            loop.call(loop.check_invariants).add_done_callback(reply_to(token))
+        case messages.StopWorkers():
+            loop.stop()
+            return False
+        case messages.Query(token):  # a query this rank does not know: an error back, never a hang
+            outputs.send(messages.Reply(token, ValueError(f"unknown command {type(message).__name__}")))
+    return True
 
 
 if __name__ == "__main__":

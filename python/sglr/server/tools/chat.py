@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from sglr.server.errors import ApiError
+from sglr.http.errors import ApiError
 from sglr.server.tools.constraint import CallConstraint, check_schemas, forced_call_constraint
 from sglr.server.tools.fallback_prompt import history_as_text, with_fallback_prompt
 from sglr.server.tools.formats import ToolFormat, detect_tool_format

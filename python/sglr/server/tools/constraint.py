@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from sglr._core import json_schema_is_recursive, json_schema_to_ebnf, json_schema_to_regex
 from sglr.errors import ConstraintTooLargeError, UnsupportedSchemaError
-from sglr.server.errors import ApiError
+from sglr.http.errors import ApiError
 from sglr.server.tools.formats import ToolFormat
 from sglr.server.tools.free_text import free_text_regex, free_text_rules
 from sglr.server.tools.request import ToolRequest, ToolSpec

@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from sglr.server.errors import ApiError
+from sglr.http.errors import ApiError
 
 NAMED = "named"
 

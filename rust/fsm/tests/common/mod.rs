@@ -12,7 +12,7 @@ use regex_automata::dfa::{dense, Automaton, StartKind};
 use regex_automata::util::primitives::StateID;
 use regex_automata::util::start;
 use regex_automata::{Anchored, MatchKind};
-use sglr_fsm::Vocabulary;
+use sglr_vocab::Vocabulary;
 
 pub struct Oracle {
     dfa: dense::DFA<Vec<u32>>,
@@ -156,3 +156,12 @@ pub const EDGE_PATTERNS: &[&str] = &[
     r#""[^"]+""#,
     r#"\{(?:"name"|"nam[^"]*"|"[^"]*"): 1\}"#,
 ];
+
+/// A seeded choice of an index below `n` (0 for `n` = 0), for random walks the tests repeat.
+pub fn chooser(seed: u64) -> impl FnMut(usize) -> usize {
+    let mut rng = seed;
+    move |n: usize| {
+        rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        ((rng >> 33) as usize) % n.max(1)
+    }
+}

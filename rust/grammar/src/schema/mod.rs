@@ -21,10 +21,11 @@
 
 use rustc_hash::FxHashMap;
 use serde_json::{Map, Value};
-use sglr_fsm::schema::{
-    is_annotation, json_value_to_regex, percent_decode, JsonSchemaOptions, SchemaAnalysis, NEVER_REGEX,
+use sglr_fsm::FsmError;
+use sglr_schema::{
+    branches_with_siblings, is_annotation, json_value_to_regex, non_negative_integer, pointer,
+    value_is_recursive, JsonSchemaOptions, SchemaReader, NEVER_REGEX,
 };
-use sglr_fsm::{ByteDfa, FsmError, DEAD};
 
 use crate::error::GrammarError;
 use crate::grammar::{Grammar, GrammarBuilder, Lexeme, NonterminalId, Symbol, OPTIONAL_SPACE};
@@ -75,7 +76,7 @@ pub fn json_schema_to_grammar(schema: &str, options: &JsonSchemaOptions) -> Resu
     let mut compiler = SchemaGrammar {
         root: &root,
         options,
-        analysis: SchemaAnalysis::new(&root, options),
+        reader: SchemaReader::new(&root, options),
         ws: format!("(?:{})", options.whitespace_pattern),
         builder: GrammarBuilder::new(),
         references: FxHashMap::default(),
@@ -98,42 +99,6 @@ pub fn json_schema_to_grammar(schema: &str, options: &JsonSchemaOptions) -> Resu
     compiler.builder.build(start)
 }
 
-/// Whether a schema has a `$ref` cycle (the regex path can only unroll those to a depth).
-pub fn schema_is_recursive(schema: &str) -> bool {
-    let Ok(root) = serde_json::from_str::<Value>(schema) else { return false };
-    let mut visiting = Vec::new();
-    has_cycle(&root, &root, &mut visiting)
-}
-
-fn has_cycle<'a>(root: &'a Value, value: &'a Value, visiting: &mut Vec<&'a str>) -> bool {
-    match value {
-        Value::Object(map) => map.iter().any(|(key, child)| match (key.as_str(), child) {
-            ("$ref", Value::String(reference)) => {
-                if visiting.contains(&reference.as_str()) {
-                    return true;
-                }
-                let Some(target) = pointer(root, reference) else { return false };
-                visiting.push(reference);
-                let found = has_cycle(root, target, visiting);
-                visiting.pop();
-                found
-            }
-            _ => has_cycle(root, child, visiting),
-        }),
-        Value::Array(items) => items.iter().any(|item| has_cycle(root, item, visiting)),
-        _ => false,
-    }
-}
-
-fn pointer<'a>(root: &'a Value, reference: &str) -> Option<&'a Value> {
-    let path = reference.strip_prefix('#')?;
-    if path.is_empty() {
-        Some(root)
-    } else {
-        root.pointer(&percent_decode(path))
-    }
-}
-
 pub(super) fn contains_reference(value: &Value) -> bool {
     match value {
         Value::Object(map) => map.iter().any(|(key, child)| key == "$ref" || contains_reference(child)),
@@ -154,7 +119,7 @@ pub(super) enum Piece {
 pub(super) struct SchemaGrammar<'a> {
     pub(super) root: &'a Value,
     pub(super) options: &'a JsonSchemaOptions,
-    pub(super) analysis: SchemaAnalysis<'a>,
+    pub(super) reader: SchemaReader<'a>,
     pub(super) ws: String,
     pub(super) builder: GrammarBuilder,
     pub(super) references: FxHashMap<String, NonterminalId>,
@@ -202,15 +167,16 @@ pub(super) fn is_trivial(schema: &Value) -> bool {
     }
 }
 
-/// `oneOf` whose branches only list `required` names (next to object keywords): branch i
-/// holds and no other does exactly when i's names are present and, for each other branch,
-/// the one name it needs beyond them is absent. `None` (refused) when another branch needs
-/// two or more further names, or the siblings hide which properties they declare.
-fn exclusive_required(
-    branches: &[Value],
-    siblings: &Map<String, Value>,
-    path: &str,
-) -> Option<Vec<(Value, String)>> {
+/// `oneOf` (an array, in `map`) whose branches only list `required` names (next to object
+/// keywords): branch i holds and no other does exactly when i's names are present and, for
+/// each other branch, the one name it needs beyond them is absent. `None` (refused) when
+/// another branch needs two or more further names, or the siblings hide which properties they
+/// declare.
+fn exclusive_required(map: &Map<String, Value>, path: &str) -> Option<Vec<(Value, String)>> {
+    let Some(Value::Array(branches)) = map.get("oneOf") else { return None };
+    let mut siblings = map.clone();
+    siblings.remove("oneOf");
+    let siblings = &siblings;
     let names = |value: Option<&Value>| -> Option<Vec<String>> {
         match value {
             None => Some(Vec::new()),
@@ -293,14 +259,19 @@ fn is_container(schema: &Value) -> bool {
 fn is_plain_bounded_string(schema: &Value) -> bool {
     let Value::Object(map) = schema else { return false };
     map.get("type").is_some_and(|t| t == "string")
-        && scalar::counts_length(map)
+        && counts_length(map)
         && map.keys().all(|k| matches!(k.as_str(), "type" | "minLength" | "maxLength") || is_annotation(k))
 }
 
-/// Whether a (small) regex's DFA matches `text` exactly.
-pub(super) fn full_match(dfa: &ByteDfa, text: &[u8]) -> bool {
-    let state = dfa.walk(dfa.start(), text);
-    state != DEAD && dfa.is_accepting(state)
+/// Whether a string schema's length is counted on the grammar path (a counted lexeme): it has a
+/// length bound, every bound is valid (else the regex path names it in a typed error), and no
+/// pattern or format (their shapes come first).
+pub(super) fn counts_length(map: &Map<String, Value>) -> bool {
+    let bounds = [map.get("minLength"), map.get("maxLength")];
+    bounds.iter().any(Option::is_some)
+        && bounds.iter().flatten().all(|value| non_negative_integer(value).is_some())
+        && !map.contains_key("pattern")
+        && !map.contains_key("format")
 }
 
 impl<'a> SchemaGrammar<'a> {
@@ -541,7 +512,7 @@ impl<'a> SchemaGrammar<'a> {
             Value::Object(map) => map,
             _ => return Err(invalid(path, "a schema must be an object or a boolean")),
         };
-        let overriding_ref = map.contains_key("$ref") && self.analysis.ref_overrides_siblings();
+        let overriding_ref = map.contains_key("$ref") && self.reader.ref_overrides_siblings();
         if (map.contains_key("enum") || map.contains_key("const")) && !overriding_ref {
             return self.literals(map, path);
         }
@@ -555,7 +526,7 @@ impl<'a> SchemaGrammar<'a> {
                 return Err(invalid(path, "'$ref' must be a string"));
             };
             let has_siblings = map.keys().any(|k| k != "$ref" && !is_annotation(k));
-            if has_siblings && !self.analysis.ref_overrides_siblings() {
+            if has_siblings && !self.reader.ref_overrides_siblings() {
                 return self.merged(map, path);
             }
             let nonterminal = match self.references.get(reference) {
@@ -585,7 +556,7 @@ impl<'a> SchemaGrammar<'a> {
         if map.contains_key("not") {
             return self.negation(map, path);
         }
-        let types = self.analysis.types(map, path)?;
+        let types = self.reader.types(map, path)?;
         let mut alternatives = Vec::new();
         for ty in types {
             alternatives.push(match ty {
@@ -603,8 +574,8 @@ impl<'a> SchemaGrammar<'a> {
     /// `enum` / `const`: the values that meet every other keyword of `map` (checked here, where
     /// references resolve), written by the regex path as literals (they hold no references).
     fn literals(&mut self, map: &Map<String, Value>, path: &str) -> Result<Vec<Piece>, GrammarError> {
-        let types = self.analysis.types(map, path)?;
-        let admitted = self.analysis.admitted_literals(map, &types, path)?;
+        let types = self.reader.types(map, path)?;
+        let admitted = self.reader.admitted_literals(map, &types, path)?;
         let mut literal = Map::new();
         literal.insert("enum".into(), Value::Array(admitted));
         literal
@@ -615,7 +586,7 @@ impl<'a> SchemaGrammar<'a> {
 
     /// `allOf` / `$ref` with siblings: one merged schema.
     fn merged(&mut self, map: &Map<String, Value>, path: &str) -> Result<Vec<Piece>, GrammarError> {
-        match self.analysis.merge_all_of(map, path)? {
+        match self.reader.merge_all_of(map, path)? {
             None => Ok(vec![Piece::Rule(self.never())]),
             Some(merged) => self.schema(&Value::Object(merged), path),
         }
@@ -628,28 +599,11 @@ impl<'a> SchemaGrammar<'a> {
         keyword: &str,
         path: &str,
     ) -> Result<Vec<Piece>, GrammarError> {
-        let Some(Value::Array(branches)) = map.get(keyword) else {
-            return Err(invalid(path, &format!("'{keyword}' must be an array")));
-        };
-        let mut siblings = map.clone();
-        siblings.remove(keyword);
-        let has_siblings = siblings.keys().any(|k| !is_annotation(k));
-        let merged: Vec<(Value, String)> = branches
-            .iter()
-            .enumerate()
-            .map(|(index, branch)| {
-                let branch = if has_siblings {
-                    all_of(vec![Value::Object(siblings.clone()), branch.clone()])
-                } else {
-                    branch.clone()
-                };
-                (branch, format!("{path}/{keyword}/{index}"))
-            })
-            .collect();
+        let merged = branches_with_siblings(map, keyword, path)?;
         let merged = match keyword {
-            "oneOf" => match self.analysis.one_of_branches(merged.clone(), path) {
+            "oneOf" => match self.reader.one_of_branches(merged.clone(), path) {
                 Ok(branches) => branches,
-                Err(error) => match exclusive_required(branches, &siblings, path) {
+                Err(error) => match exclusive_required(map, path) {
                     Some(branches) => branches,
                     None => return self.one_of_by_negation(merged, error.into()),
                 },
@@ -673,7 +627,7 @@ impl<'a> SchemaGrammar<'a> {
     ) -> Result<Vec<Piece>, GrammarError> {
         // NOTE: in a recursive document a reference may lead back here, and each level would
         // spell every branch again, twice.
-        let recursive = || has_cycle(self.root, self.root, &mut Vec::new());
+        let recursive = || value_is_recursive(self.root);
         if branches.len() > MAX_NEGATED_BRANCHES
             || self.num_open_one_ofs >= MAX_OPEN_ONE_OFS
             || branches.iter().any(|(branch, _)| contains_reference(branch)) && recursive()

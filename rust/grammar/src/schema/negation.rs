@@ -4,7 +4,7 @@
 //! one's), for an object `required` names and `properties` (objects lacking one of the names,
 //! or holding a member that fails its schema). Anything else refuses `not` by name.
 use serde_json::{Map, Value};
-use sglr_fsm::schema::{is_annotation, json_value_to_regex, keyword_type, NEVER_REGEX};
+use sglr_schema::{is_annotation, json_value_to_regex, keyword_type, NEVER_REGEX};
 
 use super::{all_of, unsupported, Piece, SchemaGrammar};
 use crate::error::GrammarError;
@@ -46,7 +46,7 @@ impl SchemaGrammar<'_> {
         if negated.contains_key("not") && negated.keys().all(|k| k == "not" || is_annotation(k)) {
             return self.schema(&all_of(vec![Value::Object(rest), negated["not"].clone()]), path);
         }
-        let negated = match self.analysis.merge_all_of(&negated, path)? {
+        let negated = match self.reader.merge_all_of(&negated, path)? {
             Some(merged) => merged,
             None => return self.schema(&Value::Object(rest), path),
         };
@@ -62,7 +62,7 @@ impl SchemaGrammar<'_> {
             let entry = match entry {
                 Value::Bool(true) => return Ok(vec![Piece::Rule(self.never())]),
                 Value::Bool(false) => continue,
-                Value::Object(entry) => match self.analysis.merge_all_of(&entry, path)? {
+                Value::Object(entry) => match self.reader.merge_all_of(&entry, path)? {
                     Some(merged) => merged,
                     None => continue,
                 },
@@ -75,11 +75,11 @@ impl SchemaGrammar<'_> {
                     "only a schema of keywords (no combinators) can be negated",
                 ));
             }
-            let types = self.analysis.types(&entry, path)?;
+            let types = self.reader.types(&entry, path)?;
             negations.push((entry, types));
         }
         let mut alternatives = Vec::new();
-        for ty in self.analysis.types(&rest, path)? {
+        for ty in self.reader.types(&rest, path)? {
             let mut typed = rest.clone();
             typed.insert("type".into(), Value::String(ty.into()));
             // What each negated schema takes from this type: the regexes a scalar must avoid,

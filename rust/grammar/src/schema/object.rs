@@ -3,12 +3,13 @@
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
-use sglr_fsm::schema::{string_literal, NEVER_REGEX};
+use sglr_fsm::json::string_literal;
 use sglr_fsm::{ByteDfa, CompileLimits, FsmError};
+use sglr_schema::NEVER_REGEX;
 
 use super::{
-    all_of, contains_reference, full_match, invalid, is_trivial, unsupported, Piece, SchemaGrammar,
-    MAX_COUNT_STATES, MAX_PATTERNS,
+    all_of, contains_reference, invalid, is_trivial, unsupported, Piece, SchemaGrammar, MAX_COUNT_STATES,
+    MAX_PATTERNS,
 };
 use crate::error::GrammarError;
 use crate::grammar::{Lexeme, NonterminalId, Symbol};
@@ -122,10 +123,10 @@ impl SchemaGrammar<'_> {
             }
         };
         let matches_any = |dfa: &Option<Arc<ByteDfa>>, name: &str| {
-            spellings(name).iter().any(|s| dfa.as_ref().is_some_and(|dfa| full_match(dfa, s.as_bytes())))
+            spellings(name).iter().any(|s| dfa.as_ref().is_some_and(|dfa| dfa.matches(s.as_bytes())))
         };
         let matches_all = |dfa: &Option<Arc<ByteDfa>>, name: &str| {
-            spellings(name).iter().all(|s| dfa.as_ref().is_some_and(|dfa| full_match(dfa, s.as_bytes())))
+            spellings(name).iter().all(|s| dfa.as_ref().is_some_and(|dfa| dfa.matches(s.as_bytes())))
         };
 
         // Declared members (declared properties, then required names without a schema).

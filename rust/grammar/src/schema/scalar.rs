@@ -2,10 +2,10 @@
 //! intersection lexeme) and integers with `multipleOf` (a remainder automaton intersected with
 //! the bounds).
 use serde_json::{Map, Value};
-use sglr_fsm::schema::{json_value_to_regex, split_decimal, JsonSchemaOptions, NEVER_REGEX};
 use sglr_fsm::{CompileLimits, FsmError};
+use sglr_schema::{json_value_to_regex, non_negative_integer, split_decimal, JsonSchemaOptions, NEVER_REGEX};
 
-use super::{unsupported, Piece, SchemaGrammar, MAX_MULTIPLE_OF, SCALAR_KEYWORDS};
+use super::{counts_length, unsupported, Piece, SchemaGrammar, MAX_MULTIPLE_OF, SCALAR_KEYWORDS};
 use crate::error::GrammarError;
 use crate::grammar::Lexeme;
 
@@ -27,7 +27,7 @@ impl SchemaGrammar<'_> {
         if ty == "string" && counts_length(&single) {
             // NOTE: counted, not unrolled as the regex path would (`{0,20}` of a character):
             // between characters its masks come from the vocabulary's table (see
-            // `sglr_fsm::schema::CountedBody`), where each unrolled count walked the vocabulary.
+            // `sglr_fsm::json::CountedBody`), where each unrolled count walked the vocabulary.
             return self.counted_pieces(single);
         }
         let error = match json_value_to_regex(&Value::Object(single.clone()), self.options) {
@@ -62,7 +62,7 @@ impl SchemaGrammar<'_> {
     /// or past `max_unrolled_length`): a counted lexeme, restricted to the shape's regex when
     /// there is one. `None`: no string matches.
     fn counted_string(&self, mut single: Map<String, Value>) -> Result<Option<Lexeme>, GrammarError> {
-        let mut bound = |keyword: &str| single.remove(keyword).as_ref().and_then(length_bound);
+        let mut bound = |keyword: &str| single.remove(keyword).as_ref().and_then(non_negative_integer);
         let min_len = bound("minLength").map_or(0, |n| n as usize);
         let max_len = bound("maxLength").map(|n| n as usize);
         if max_len.is_some_and(|max| max < min_len) {
@@ -238,20 +238,4 @@ fn gcd(a: u64, b: u64) -> u64 {
     } else {
         gcd(b, a % b)
     }
-}
-
-/// Whether a string schema's length is counted on the grammar path (a counted lexeme): it has a
-/// length bound, every bound is valid (else the regex path names it in a typed error), and no
-/// pattern or format (their shapes come first).
-pub(super) fn counts_length(map: &Map<String, Value>) -> bool {
-    let bounds = [map.get("minLength"), map.get("maxLength")];
-    bounds.iter().any(Option::is_some)
-        && bounds.iter().flatten().all(|value| length_bound(value).is_some())
-        && !map.contains_key("pattern")
-        && !map.contains_key("format")
-}
-
-/// A length bound's value: a non-negative integer, as JSON Schema requires (`2.0` counts).
-fn length_bound(value: &Value) -> Option<u64> {
-    value.as_u64().or_else(|| value.as_f64().filter(|f| f.fract() == 0.0 && *f >= 0.0).map(|f| f as u64))
 }

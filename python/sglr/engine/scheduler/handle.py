@@ -1,0 +1,57 @@
+"""`SchedulerHandle`: the scheduler as the engine's front sees it, wherever it runs.
+
+Two implementations: `SchedulerLoop` (`loop.py`, the scheduler thread in this process) and
+`WorkerScheduler` (`engine/worker/client.py`, the scheduler in a worker process, over IPC).
+`Engine` and `delivery.py` use only what is declared here. Every method may be called from any
+thread; outputs reach each request's sink on the scheduler's (or the IPC receiver's) thread.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from concurrent.futures import Future
+from typing import Any
+
+from sglr.engine.output import OutputSink
+from sglr.engine.request import TokenizedRequest
+
+
+class SchedulerHandle(ABC):
+    @property
+    @abstractmethod
+    def is_alive(self) -> bool:
+        """Accepting requests: started and not stopped, and nothing fatal happened."""
+
+    @property
+    @abstractmethod
+    def fatal_error(self) -> BaseException | None:
+        """What stopped the scheduler, when something did."""
+
+    @property
+    @abstractmethod
+    def worker_pids(self) -> list[int]:
+        """The worker processes' ids (empty when the scheduler runs in this process)."""
+
+    @abstractmethod
+    def submit(self, request: TokenizedRequest, sink: OutputSink) -> None:
+        """Queues a request; its `TokenOutput`s go to `sink`, the last with its finish reason."""
+
+    @abstractmethod
+    def abort(self, rid: str) -> None:
+        """Ends request `rid` early (a no-op when it has finished)."""
+
+    @abstractmethod
+    def flush_cache(self) -> Future[bool]:
+        """Drops the prefix cache; False while requests are in flight."""
+
+    @abstractmethod
+    def get_stats(self) -> dict[str, Any]:
+        """The engine's counters, KV usage and queue lengths."""
+
+    @abstractmethod
+    def check_invariants(self) -> None:
+        """KV and scheduler accounting (raises on any leak)."""
+
+    @abstractmethod
+    def stop(self, timeout: float | None = 30.0) -> None:
+        """Ends every request in flight with `EngineClosedError` and stops."""

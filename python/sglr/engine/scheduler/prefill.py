@@ -1,0 +1,139 @@
+"""`PrefillQueue`: the requests waiting for admission, and the admissions of each extend pass.
+
+The waiting requests are held by the Rust scheduler, which ranks them cache-aware (longest
+cached prefix first by default), budgets each pass's prefill against free + evictable KV,
+chunks long prompts and locks the admitted prefixes in the tree (GIL released). It never frees
+memory: the KV pool takes over each lock, gives the request a row and reserves the slots the
+pass computes, evicting what the decision needs. This class alone adds to, takes from and
+reorders the queue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+import numpy as np
+
+from sglr._core import Scheduler
+from sglr.engine.config import EngineConfig
+from sglr.engine.kv import KVPool
+from sglr.engine.prompt_logprobs import logprob_start
+from sglr.engine.request import Req
+from sglr.engine.scheduler.extend import ExtendItem, ExtendKind, start_extend
+from sglr.engine.scheduler.table import RequestTable
+from sglr.engine.stats import EngineStats
+
+
+class PrefillQueue:
+    def __init__(
+        self,
+        config: EngineConfig,
+        max_running_requests: int,
+        chunked_prefill_size: int,
+        context_len: int,
+        pool: KVPool,
+        table: RequestTable,
+        stats: EngineStats,
+    ) -> None:
+        self._scheduler = Scheduler(
+            config.schedule_policy,
+            max_prefill_tokens=chunked_prefill_size,
+            max_running_requests=max_running_requests,
+            starvation_guard=config.starvation_guard,
+            max_wait_s=config.max_wait_s,
+            max_request_tokens=context_len,
+            seed=config.seed,
+        )
+        self._pool = pool
+        self._table = table
+        self._stats = stats
+        self.last_stop_reason = ""  # why the last selection stopped admitting ("memory", ...)
+
+    def __len__(self) -> int:
+        return len(self._scheduler)
+
+    # ----- the queue -----
+
+    def add(self, req: Req) -> None:
+        self._table.to_waiting(req)
+        self._scheduler.add_request(
+            req.uid,
+            req.fill_keys(),
+            req.max_new_tokens,
+            req.spec.namespace,
+            arrival_time=req.arrival_time,
+            max_prefix_len=logprob_start(req),
+        )
+
+    def requeue(self, req: Req) -> None:
+        """Back at the head of the queue (retracted, or admitted without a free row)."""
+        self._table.to_waiting(req)
+        self._scheduler.requeue(
+            req.uid,
+            req.fill_keys(),
+            max(req.tokens_left, 1),
+            req.spec.namespace,
+            arrival_time=req.arrival_time,
+            max_prefix_len=logprob_start(req),
+        )
+
+    def remove(self, uid: int) -> None:
+        self._scheduler.remove(uid)
+
+    # ----- admission -----
+
+    def next_extend(self, running: Collection[Req]) -> list[ExtendItem]:
+        """This pass's admissions: new requests and prompt chunks, their slots reserved."""
+        running_left = np.array([req.tokens_left for req in running], dtype=np.int32)
+        decision = self._scheduler.select(self._pool.tree, self._pool.num_free_slots, running_left)
+        self.last_stop_reason = decision.stop_reason
+        items = []
+        for i, admission in enumerate(decision.admitted):
+            req = self._table.by_uid(admission.rid)
+            if not admission.is_continuation and not self._take(
+                req, decision.prefix_slots_of(i), admission.node
+            ):
+                continue
+            assert req.num_computed == admission.prefix_len, "scheduler and engine disagree on progress"
+            if not self._pool.reserve([req.kv], [admission.extend_len]):
+                raise RuntimeError("the scheduler admitted more prefill than the KV pool holds")
+            items.append(
+                start_extend(self._pool, req, _kind(req, admission.is_prompt_done), logprob_start(req))
+            )
+        return items
+
+    def _take(self, req: Req, prefix_slots: object, node: int | None) -> bool:
+        """A new admission: row and prefix from the pool; False (requeued) when no row is free."""
+        if not self._pool.admit(req.kv, prefix_slots, node):  # type: ignore[arg-type]
+            self.remove(req.uid)
+            self.requeue(req)
+            return False
+        if req.cached_tokens is None:
+            req.cached_tokens = min(req.num_computed, req.prompt_len)
+        if not req.has_prefilled:
+            self._stats.num_prompt_tokens += req.prompt_len
+            self._stats.num_cached_prompt_tokens += req.cached_tokens
+        self._table.to_prefilling(req)
+        return True
+
+    # ----- the scheduler's estimate of what running requests still need -----
+
+    def on_retract(self, running: Collection[Req]) -> None:
+        decoded = sum(len(r.output_ids) for r in running)
+        max_new = sum(r.max_new_tokens for r in running)
+        self._scheduler.on_retract(decoded, max_new, len(running))
+
+    def on_decode_step(self) -> None:
+        self._scheduler.decay_new_token_ratio()
+
+    def on_idle(self) -> None:
+        self._scheduler.reset_new_token_ratio()
+
+    def check_invariants(self) -> None:
+        self._scheduler.check_invariants()
+
+
+def _kind(req: Req, is_prompt_done: bool) -> ExtendKind:
+    if not is_prompt_done:
+        return ExtendKind.PROMPT_CHUNK
+    return ExtendKind.RESUME if req.has_prefilled else ExtendKind.PROMPT_END

@@ -1,0 +1,114 @@
+"""Applying what a forward pass produced: KV commits, prompt scores, sampled tokens, finishes.
+
+After an extend, the pool commits the written KV, and each item is applied by its kind
+(`extend.py`): a prompt chunk shares its KV with the prefix cache (later chunks and other
+requests reuse it); a prompt's last chunk shares it too and the request starts (or resumes)
+decoding with its first sampled token; a jump-forward run takes its next token. After a decode,
+every request takes its token. Taking a token means: its logprob, the constraint (which may add
+a jump-forward run), the finish checks, then either `finish` or publishing the new tokens.
+"""
+
+from __future__ import annotations
+
+from sglr.engine.batch_executor import ExtendOutcome, SampledToken
+from sglr.engine.constraints.runtime import Constraints
+from sglr.engine.finish import FinishLength, FinishStop
+from sglr.engine.kv import KVPool
+from sglr.engine.postprocess import OutputProcessor
+from sglr.engine.prompt_logprobs import record_output_logprob, record_prompt_scores
+from sglr.engine.request import Req
+from sglr.engine.scheduler.endings import RequestEndings
+from sglr.engine.scheduler.extend import ExtendItem, ExtendKind
+from sglr.engine.scheduler.running import RunningSet
+from sglr.engine.stats import EngineStats
+from sglr.errors import EngineInternalError
+
+
+class StepResults:
+    def __init__(
+        self,
+        pool: KVPool,
+        running: RunningSet,
+        endings: RequestEndings,
+        out: OutputProcessor,
+        constraints: Constraints,
+        stats: EngineStats,
+    ) -> None:
+        self._pool = pool
+        self._running = running
+        self._endings = endings
+        self._out = out
+        self._constraints = constraints
+        self._stats = stats
+
+    def after_extend(self, items: list[ExtendItem], outcome: ExtendOutcome) -> None:
+        stats = self._stats
+        stats.num_extend_passes += 1
+        stats.num_extend_tokens += sum(item.end - item.start for item in items)
+        stats.num_extend_seqs += len(items)
+        for item in items:
+            self._pool.commit(item.req.kv)
+        for item in items:
+            req = item.req
+            if item.score_from is not None:
+                record_prompt_scores(req, item.score_from, outcome.prompt_scores.get(req.uid))
+            match item.kind:
+                case ExtendKind.PROMPT_CHUNK:
+                    self._share(req)  # later chunks and other requests reuse it
+                case ExtendKind.PROMPT_END:
+                    req.has_prefilled = True
+                    self._start_decoding(req)
+                    if req.max_new_tokens == 0:  # prefill (and cache) only
+                        req.finish_reason = FinishLength(0)
+                        self._endings.finish(req)
+                    else:
+                        self.accept(req, outcome.sampled[req.uid])
+                case ExtendKind.RESUME:
+                    self._start_decoding(req)
+                    self.accept(req, outcome.sampled[req.uid])
+                case ExtendKind.JUMP_FORWARD:
+                    self.accept(req, outcome.sampled[req.uid])
+
+    def after_decode(self, reqs: list[Req], sampled: list[SampledToken]) -> None:
+        stats = self._stats
+        stats.num_decode_passes += 1
+        stats.num_decode_seqs += len(reqs)
+        stats.max_decode_batch_size = max(stats.max_decode_batch_size, len(reqs))
+        for req in reqs:
+            self._pool.commit(req.kv)
+        for req, token in zip(reqs, sampled, strict=True):
+            self.accept(req, token)
+
+    def accept(self, req: Req, token: SampledToken) -> None:
+        """Applies one sampled token: logprob, constraint and jump-forward, finish checks, publish."""
+        record_output_logprob(req, token.logprob, token.token_id, token.top)
+        token_ids = self._constraints.accept(req, token.token_id)
+        if token_ids is None:
+            self._out.mark_aborted(
+                req, EngineInternalError("the sampled token violates the output constraint")
+            )
+            self._endings.finish(req)
+            return
+        num_taken = 0
+        for token_id in token_ids:
+            self._out.append_token(req, token_id)
+            num_taken += 1
+            if req.finish_reason is not None:
+                break
+        self._stats.num_generated_tokens += num_taken
+        self._stats.num_jump_forward_tokens += len(token_ids) - 1
+        if req.finish_reason is None and req.constraint is not None and req.constraint.is_complete:
+            # The constraint took EOS: nothing may follow, even with ignore_eos.
+            req.finish_reason = FinishStop(token_ids[-1])
+        if req.finish_reason is not None:
+            self._endings.finish(req)
+        else:
+            self._out.publish(req)
+
+    def _start_decoding(self, req: Req) -> None:
+        """Its prompt has run: the KV goes to the prefix cache and the request decodes."""
+        self._share(req)
+        self._running.start(req)
+
+    def _share(self, req: Req) -> None:
+        self._pool.share(req.kv, req.computed_keys(), req.spec.namespace)

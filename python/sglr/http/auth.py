@@ -1,0 +1,57 @@
+"""Bearer-token auth (pure ASGI middleware, so streams are untouched).
+
+With an API key set, every request needs `Authorization: Bearer <key>`, compared in constant
+time. Exempt: `/health*` and `/metrics` (probes and scrapers), and CORS preflight `OPTIONS`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from sglr.http.errors import error_response
+
+_EXEMPT_PREFIXES = ("/health", "/metrics")
+UNAUTHORIZED_MESSAGE = "Unauthorized: a valid 'Authorization: Bearer <api key>' header is required"
+
+
+class BearerAuthMiddleware:
+    def __init__(self, app: ASGIApp, api_key: str) -> None:
+        self.app = app
+        self._expected_digest = key_digest(api_key.encode())
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or self._is_exempt(scope) or self._is_authorized(scope):
+            await self.app(scope, receive, send)
+            return
+        response = error_response(401, UNAUTHORIZED_MESSAGE)
+        response.headers["WWW-Authenticate"] = "Bearer"
+        await response(scope, receive, send)
+
+    @staticmethod
+    def _is_exempt(scope: Scope) -> bool:
+        return scope.get("method") == "OPTIONS" or scope["path"].startswith(_EXEMPT_PREFIXES)
+
+    def _is_authorized(self, scope: Scope) -> bool:
+        for name, value in scope.get("headers", ()):
+            if name == b"authorization":
+                return bearer_token_matches(value, self._expected_digest)
+        return bearer_token_matches(None, self._expected_digest)
+
+
+def bearer_token_matches(authorization: bytes | None, expected_digest: bytes) -> bool:
+    """Whether an `Authorization` header value carries the key whose `key_digest` is given."""
+    token = b""
+    if authorization is not None:
+        scheme, _, rest = authorization.strip().partition(b" ")
+        if scheme.lower() == b"bearer":
+            token = rest.strip()
+    # Fixed-length digests compared with compare_digest: the time taken reveals neither
+    # where the token differs nor how long the key is.
+    return hmac.compare_digest(key_digest(token), expected_digest)
+
+
+def key_digest(value: bytes) -> bytes:
+    return hashlib.sha256(value).digest()

@@ -1,0 +1,171 @@
+"""`build_router_app(pool)`: the Starlette application of `sglr-router`'s admin routes.
+
+Generation (`keys.GENERATION_PATHS`: `/generate`, `/v1/completions`, `/v1/chat/completions`)
+does not pass through here: `sglr.router.server` sends it straight to the worker the policy
+picks (`sglr.router.proxy`) and hands every other request to this app. Model and server info
+go to any healthy worker; `/flush_cache` and `/abort_request` go to every healthy one.
+Run-time membership: `POST /add_worker?url=...` / `POST /remove_worker?url=...` (or
+`{"url": ...}` as the body), `GET /list_workers`; a new worker is routable once it answers a
+health check (`sglr.router.health`). `/health` is 200 while some worker is healthy; `/metrics`
+is the router's (`sglr.router.metrics`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+
+import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from sglr.http.app import endpoint, json_app
+from sglr.http.errors import error_response
+from sglr.http.jsonout import JSONOut
+from sglr.router.health import probe
+from sglr.router.metrics import RouterMetrics
+from sglr.router.proxy import WORKER_HEADER
+from sglr.router.state import RouterSettings, RouterState
+from sglr.router.workers import Worker, WorkerPool
+
+# Answered by any one worker: every worker serves the same model.
+ANY_WORKER_GET_PATHS = (
+    "/health_generate",
+    "/v1/models",
+    "/model_info",
+    "/get_model_info",
+    "/server_info",
+    "/get_server_info",
+)
+EVERY_WORKER_POST_PATHS = ("/flush_cache", "/abort_request")
+
+
+def build_router_app(pool: WorkerPool, settings: RouterSettings | None = None) -> Starlette:
+    settings = settings or RouterSettings()
+    state = RouterState(pool=pool, settings=settings, metrics=RouterMetrics(pool))
+
+    routes = [Route(path, endpoint(state, _any_worker), methods=["GET"]) for path in ANY_WORKER_GET_PATHS]
+    routes.append(Route("/v1/models/{model:path}", endpoint(state, _any_worker), methods=["GET"]))
+    routes += [Route(path, endpoint(state, _every_worker), methods=["GET", "POST"]) for path in EVERY_WORKER_POST_PATHS]  # fmt: skip
+    routes += [
+        Route("/health", endpoint(state, _health), methods=["GET"]),
+        Route("/add_worker", endpoint(state, _add_worker), methods=["POST"]),
+        Route("/remove_worker", endpoint(state, _remove_worker), methods=["POST"]),
+        Route("/list_workers", endpoint(state, _list_workers), methods=["GET"]),
+        Route("/metrics", endpoint(state, _metrics), methods=["GET"]),
+    ]
+    app = json_app(routes, settings.api_key)
+    app.state.sglr_router = state
+    return app
+
+
+_rotation = itertools.count()
+
+
+async def _any_worker(state: RouterState, request: Request) -> Response:
+    assert state.client is not None
+    workers = state.pool.healthy_workers()
+    if workers:
+        start = next(_rotation) % len(workers)
+        workers = workers[start:] + workers[:start]
+    for worker in workers:
+        try:
+            upstream = await state.client.get(worker.url + _path_and_query(request), headers=_auth(request))
+        except httpx.TransportError as exc:
+            state.pool.mark_failed(worker, f"{type(exc).__name__}: {exc}")
+            continue
+        return Response(
+            upstream.content,
+            status_code=upstream.status_code,
+            headers={WORKER_HEADER: worker.url},
+            media_type=upstream.headers.get("content-type"),
+        )
+    return error_response(503, "no healthy worker is available")
+
+
+async def _every_worker(state: RouterState, request: Request) -> Response:
+    assert state.client is not None
+    body = await request.body()
+    workers = state.pool.healthy_workers()
+    if not workers:
+        return error_response(503, "no healthy worker is available")
+    headers = {**_auth(request), "content-type": request.headers.get("content-type", "application/json")}
+
+    async def one(worker: Worker) -> tuple[str, int]:
+        try:
+            upstream = await state.client.request(request.method, worker.url + _path_and_query(request), content=body, headers=headers)  # fmt: skip
+        except httpx.TransportError as exc:
+            state.pool.mark_failed(worker, f"{type(exc).__name__}: {exc}")
+            return worker.url, 502
+        return worker.url, upstream.status_code
+
+    statuses = dict(await asyncio.gather(*(one(worker) for worker in workers)))
+    status = 200 if all(code == 200 for code in statuses.values()) else max(statuses.values())
+    return JSONOut({"workers": statuses}, status_code=status)
+
+
+async def _health(state: RouterState, request: Request) -> Response:
+    num_healthy = len(state.pool.healthy_workers())
+    if num_healthy == 0:
+        return error_response(503, "no healthy worker")
+    return JSONOut({"num_healthy_workers": num_healthy})
+
+
+async def _worker_url(request: Request) -> str:
+    url = request.query_params.get("url")
+    if url is None:
+        try:
+            body = json.loads(await request.body() or b"{}")
+        except ValueError:
+            body = None
+        url = body.get("url") if isinstance(body, dict) else None
+    if not isinstance(url, str) or not url:
+        raise ValueError('give the worker as ?url=http://host:port or a JSON body {"url": ...}')
+    return url
+
+
+async def _add_worker(state: RouterState, request: Request) -> Response:
+    worker = state.pool.add_worker(await _worker_url(request), healthy=False)
+    # Routable as soon as it answers a health check: now if it is up, else from the checker.
+    await probe(state, worker)
+    return JSONOut(_describe_worker(state, worker))
+
+
+async def _remove_worker(state: RouterState, request: Request) -> Response:
+    worker = state.pool.remove_worker(await _worker_url(request))
+    if state.proxy is not None:
+        state.proxy.upstreams.discard(worker.url)
+    return JSONOut(_describe_worker(state, worker))
+
+
+async def _list_workers(state: RouterState, request: Request) -> Response:
+    return JSONOut({"workers": [_describe_worker(state, worker) for worker in state.pool.workers]})
+
+
+async def _metrics(state: RouterState, request: Request) -> Response:
+    body, content_type = state.metrics.render()
+    return Response(body, media_type=content_type)
+
+
+def _describe_worker(state: RouterState, worker: Worker) -> dict:
+    return {
+        "url": worker.url,
+        "healthy": worker.healthy,
+        "num_in_flight": state.pool.num_in_flight(worker),
+        "num_routed": worker.num_routed,
+        "num_failed": worker.num_failed,
+        "last_error": worker.last_error,
+    }
+
+
+def _path_and_query(request: Request) -> str:
+    query = request.url.query
+    return request.url.path + (f"?{query}" if query else "")
+
+
+def _auth(request: Request) -> dict[str, str]:
+    value = request.headers.get("authorization")
+    return {"authorization": value} if value else {}

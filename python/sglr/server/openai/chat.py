@@ -1,0 +1,204 @@
+"""`POST /v1/chat/completions`: OpenAI's chat API over the engine.
+
+Messages are rendered with the chat template; `max_completion_tokens` (or the older
+`max_tokens`) bounds the reply, by default up to the context length; `logprobs` and
+`top_logprobs`; `response_format` json_schema / json_object and the `regex` extension constrain
+the reply. Streams send a role chunk per choice, content deltas, a finish chunk per choice,
+then (with `stream_options.include_usage`) a usage chunk, and `data: [DONE]`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from sglr.http.errors import ApiError
+from sglr.http.request import get_bool, get_dict, get_int, read_json_object
+from sglr.server.generation import start_generation
+from sglr.server.generation_response import json_response, stream_response
+from sglr.server.openai.messages import ImagePart, normalize_messages
+from sglr.server.openai.protocol import (
+    OpenAIChunks,
+    OpenAIRequest,
+    chat_logprobs,
+    finish_reason,
+    matched_stop,
+)
+from sglr.server.openai.sampling import MAX_LOGPROBS, SAMPLING_FIELDS
+from sglr.server.state import ServerState
+from sglr.server.tools.chat import ChatTools
+from sglr.server.tools.stream import ToolCallDeltas
+
+_FIELDS = SAMPLING_FIELDS | {
+    "messages", "max_completion_tokens", "logprobs", "top_logprobs", "tools", "tool_choice",
+    "parallel_tool_calls", "functions", "function_call", "chat_template_kwargs", "reasoning_effort",
+    "modalities", "audio", "prediction",
+}  # fmt: skip
+_UNSUPPORTED = {
+    "functions": "the legacy functions field is not supported; use tools",
+    "function_call": "the legacy function_call field is not supported; use tool_choice",
+    "audio": "audio output is not supported",
+    "prediction": "predicted outputs are not supported",
+}
+
+
+class _ChatRequest(OpenAIRequest):
+    """A validated chat request, rendered to prompt token ids."""
+
+    def __init__(self, state: ServerState, body: dict[str, Any]) -> None:
+        super().__init__(state, body, _FIELDS, _UNSUPPORTED, "the chat completions request")
+        self.tools = ChatTools(body, state.engine.tokenizer.chat_template)
+        modalities = body.get("modalities")
+        if modalities is not None and modalities != ["text"]:
+            raise ApiError.bad_request("only the text modality is supported", "modalities")
+        self.images: list[ImagePart] = []
+        messages = normalize_messages(
+            body.get("messages"),
+            self.images if state.engine.takes_images else None,
+            state.settings.allow_image_urls,
+        )
+        messages, tool_kwargs = self.tools.render_inputs(messages)
+        template_kwargs = {**(get_dict(body, "chat_template_kwargs") or {}), **tool_kwargs}
+        text = state.engine.tokenizer.apply_chat_template(
+            messages, add_generation_prompt=True, **template_kwargs
+        )
+        self.prompt_ids = state.engine.tokenizer.encode(text, add_special_tokens=False)
+        if not self.prompt_ids:
+            raise ApiError.bad_request("the messages render to an empty prompt", "messages")
+        max_tokens_field = "max_completion_tokens"
+        max_tokens = get_int(body, max_tokens_field, None, 1)
+        if max_tokens is None and body.get("max_tokens") is not None:
+            max_tokens_field = "max_tokens"
+            max_tokens = get_int(body, max_tokens_field, None, 1)
+        self.logprobs = bool(get_bool(body, "logprobs", False))
+        self.top_logprobs = get_int(body, "top_logprobs", 0, 0, MAX_LOGPROBS)
+        if self.top_logprobs and not self.logprobs:
+            raise ApiError.bad_request("top_logprobs requires logprobs to be true", "top_logprobs")
+        self._read_sampling(body, max_tokens, max_tokens_field)
+        self.tools.constrain(self.params)
+        if self.tools.active:
+            self.tools.keep_special_tokens(self.params, state.engine.tokenizer.is_special_token_text)
+        if self.images:  # engine errors about image k name its content part
+            self.names = dataclasses.replace(self.names, images=tuple(image.where for image in self.images))
+        self._number_choices(body, num_prompts=1, id_prefix="chatcmpl")
+
+    def engine_kwargs(self) -> dict[str, Any]:
+        return {
+            "input_ids": [self.prompt_ids],
+            "sampling_params": self.params,
+            "rid": self.ids.request_ids(self.layout.num_sequences),
+            "return_logprob": self.logprobs,
+            "top_logprobs_num": self.top_logprobs,
+            "return_text_in_logprobs": True,
+            "image_data": [[image.url for image in self.images]] if self.images else None,
+        }
+
+    def header(self, kind: str) -> dict[str, Any]:
+        return {**super().header(kind), "system_fingerprint": None}
+
+    def logprobs_of(self, meta: dict[str, Any]) -> dict[str, Any] | None:
+        if not self.logprobs:
+            return None
+        tops = meta.get("output_top_logprobs") if self.top_logprobs else None
+        return chat_logprobs(meta.get("output_token_logprobs", []), tops, self.top_logprobs)
+
+
+async def chat_completions(state: ServerState, request: Request) -> Response:
+    body = await read_json_object(request, state.settings.max_body_bytes)
+    req = _ChatRequest(state, body)
+    gen = await start_generation(state, req.engine_kwargs(), req.names)
+    if req.stream:
+        return await stream_response(request, gen, _ChatChunks(req))
+    return await json_response(request, gen, lambda results: _response(req, results))
+
+
+def _response(req: _ChatRequest, results: list[dict[str, Any]]) -> dict[str, Any]:
+    called: set[int] = set()
+
+    def content(sequence: int, result: dict[str, Any]) -> dict[str, Any]:
+        message, has_calls = req.tools.message(result["text"])
+        if has_calls:
+            called.add(req.layout.choice_of(sequence))
+        return {"message": message, "logprobs": req.logprobs_of(result["meta_info"])}
+
+    response = req.whole_response("chat.completion", results, content)
+    for choice in response["choices"]:
+        if choice["index"] in called and choice["finish_reason"] == "stop":
+            choice["finish_reason"] = "tool_calls"
+    return response
+
+
+class _ChatChunks(OpenAIChunks):
+    """A role chunk per choice first, then content deltas, then a finish chunk per choice."""
+
+    def __init__(self, req: _ChatRequest) -> None:
+        super().__init__(req, "chat.completion.chunk")
+        self.chat = req
+        self.tool_deltas = [ToolCallDeltas(req.tools) for _ in range(req.layout.num_sequences)]
+
+    def opening(self) -> list[Any]:
+        role = {"role": "assistant", "content": ""}
+        return [
+            self.chunk(
+                {
+                    "index": self.req.layout.choice_of(s),
+                    "delta": role,
+                    "logprobs": None,
+                    "finish_reason": None,
+                }
+            )
+            for s in range(self.req.layout.num_sequences)
+        ]
+
+    def choices_of(self, sequence: int, delta: dict[str, Any]) -> list[dict[str, Any]]:
+        index = self.req.layout.choice_of(sequence)
+        logprobs = self.chat.logprobs_of(delta["meta_info"])
+        reason = delta["meta_info"].get("finish_reason")
+        if self.chat.tools.active:
+            return self._tool_choices(index, sequence, delta["text"], reason)
+        choices = []
+        if delta["text"] or (logprobs is not None and logprobs["content"]):
+            choices.append(
+                {
+                    "index": index,
+                    "delta": {"content": delta["text"]},
+                    "logprobs": logprobs,
+                    "finish_reason": None,
+                }
+            )
+        if reason is not None:
+            choices.append(
+                {
+                    "index": index,
+                    "delta": {},
+                    "logprobs": None,
+                    "finish_reason": finish_reason(reason),
+                    "matched_stop": matched_stop(reason),
+                }
+            )
+        return choices
+
+    def _tool_choices(
+        self, index: int, sequence: int, text: str, reason: dict[str, Any] | None
+    ) -> list[dict[str, Any]]:
+        """With tools shown, deltas come from the sequence's tool-call stream parser."""
+        deltas = self.tool_deltas[sequence]
+        out = deltas.feed(text)
+        if reason is not None:
+            out += deltas.finish()
+        choices = [{"index": index, "delta": d, "logprobs": None, "finish_reason": None} for d in out]
+        if reason is not None:
+            why = finish_reason(reason)
+            choices.append(
+                {
+                    "index": index,
+                    "delta": {},
+                    "logprobs": None,
+                    "finish_reason": "tool_calls" if deltas.num_calls and why == "stop" else why,
+                    "matched_stop": matched_stop(reason),
+                }
+            )
+        return choices
