@@ -1,5 +1,5 @@
-"""A CPU decode step in one Rust call (`sglr._core.CpuDecodeModel`, rust/kernels' decode) for Llama-shaped
-models whose matrices are all kept quantized (a GGUF checkpoint in Q4_0 / Q4_1, Q5_0 / Q5_1, Q8_0
+"""A CPU decode step in one Rust call (`sglr._core.CpuDecodeModel`, rust/kernels' decode) for
+pre-norm decoders whose matrices are all kept quantized (a GGUF checkpoint in Q4_0 / Q4_1, Q5_0 / Q5_1, Q8_0
 or the K-quants Q4_K / Q5_K / Q6_K).
 
 Why: a small model's batch-1 decode step run layer by layer from Python is a few hundred small
@@ -12,12 +12,12 @@ the quantized matrices are shared, not copied).
 
 Which models take it is decided by their layers, not their class (`unsupported_reason`): a
 decoder on the CPU without tensor parallelism whose every layer is pre-norm RMSNorm, attention
-without q/k norms or soft-capping (one attention scale for all layers, windows allowed) and a
-SiLU gated MLP, every q/k/v, o, gate/up and down matrix quantized, bias only on q/k/v, plain
-token embeddings, one RoPE table, no final soft-cap, a bf16 or f32 KV cache. Llama, Mistral and
-Qwen2 files qualify; the others fall back to the layered path with the reason logged (Qwen3:
-the Rust step has no per-head q/k norms; Gemma: offset and sandwich norms, GeLU, soft-caps;
-mixture-of-experts blocks; Phi-3 files, whose fused q/k/v matrix stays dequantized).
+without soft-capping (one attention scale for all layers; windows and per-head RMSNorm q/k norms
+allowed) and a SiLU gated MLP, every q/k/v, o, gate/up and down matrix quantized, bias only on
+q/k/v, plain token embeddings, one RoPE table, no final soft-cap, a bf16 or f32 KV cache. Llama,
+Mistral, Qwen2 and Qwen3 files qualify; the others fall back to the layered path with the reason
+logged (Gemma: offset and sandwich norms, GeLU, soft-caps; mixture-of-experts blocks; Phi-3
+files, whose fused q/k/v matrix stays dequantized).
 `SGLR_CPU_FUSED_DECODE=0` turns it off (benchmarks compare the two).
 """
 
@@ -72,8 +72,10 @@ def _layer_unsupported_reason(layer: torch.nn.Module) -> str | None:
     if not all(isinstance(n, RMSNorm) for n in (layer.input_layernorm, layer.post_attention_layernorm)):
         return "offset norms"
     attn, mlp = layer.self_attn, layer.ffn
-    if attn.q_norm is not None:
-        return "q/k norms per head (the Rust step normalizes only the residual stream)"
+    if attn.q_norm is not None and not (
+        isinstance(attn.q_norm, RMSNorm) and isinstance(attn.k_norm, RMSNorm)
+    ):
+        return "offset q/k norms per head"
     if attn.variant.logit_softcap is not None:
         return "soft-capped attention scores"
     if not isinstance(mlp, GatedMLP):
@@ -88,6 +90,12 @@ def _layer_unsupported_reason(layer: torch.nn.Module) -> str | None:
         if linear.bias is not None and name != "qkv_proj":
             return f"a bias on {name}"
     return None
+
+
+def _head_norms(attn: torch.nn.Module) -> tuple[np.ndarray, np.ndarray, float] | None:
+    if attn.q_norm is None:
+        return None
+    return _f32(attn.q_norm.weight), _f32(attn.k_norm.weight), float(attn.q_norm.eps)
 
 
 def _f32(t: torch.Tensor) -> np.ndarray:
@@ -115,6 +123,7 @@ class CpuFusedDecode:
                     mlp.gate_up_proj.quantized,
                     mlp.down_proj.quantized,
                     attn.variant.sliding_window,
+                    _head_norms(attn),
                 )
             )
         head_module = model.model.embed_tokens if model.lm_head is None else model.lm_head
