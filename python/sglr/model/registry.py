@@ -1,6 +1,7 @@
 """The model families sglr runs, found in `sglr.model.families`: every module there declares one
-`FAMILY` (a `sglr.model.family.Family`), so a new family is one new module. The modules are imported the first time a family is looked up, not when this
-module is; none imports torch (`sglr.model.build` builds a family's model).
+`FAMILY` (a `sglr.model.family.Family`), so a new family is one new module. The modules are
+imported the first time a family is looked up, not when this module is; none imports torch
+(`sglr.model.build` builds a family's model).
 """
 
 from __future__ import annotations
