@@ -244,7 +244,7 @@ def main() -> None:
     args = parser.parse_args()
     args.clock = time.perf_counter if args.clock == "wall" else time.process_time
     if args.model == "tiny":
-        from sglr.model.tiny import tiny_model_path
+        from sglr.testing.tiny import tiny_model_path
 
         args.model_path = str(tiny_model_path("llama"))
     else:

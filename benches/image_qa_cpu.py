@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 import numpy as np
 
 from sglr.engine.engine import Engine
-from sglr.model.tiny_llava import write_llava_checkpoint
+from sglr.testing.tiny_llava import write_llava_checkpoint
 
 SYSTEMS = {"cache": {}, "no-cache": {"disable_radix_cache": True}}
 FAMILIES = {"image": "llava", "video": "llava_next_video"}

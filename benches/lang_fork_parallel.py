@@ -54,7 +54,7 @@ def main() -> None:
     args = parser.parse_args()
     model_path = args.model_path
     if args.tiny:
-        from sglr.model.tiny import tiny_model_path
+        from sglr.testing.tiny import tiny_model_path
 
         model_path = str(tiny_model_path("llama"))
     engine = sgl.Engine(model_path=model_path, device=args.device)

@@ -27,7 +27,7 @@ import torch
 
 from sglr.engine.offline import generate_token_ids as generate
 from sglr.model.runner import ModelRunner, RunnerConfig
-from sglr.model.tiny import tiny_model_path
+from sglr.testing.tiny import tiny_model_path
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """CPU: a Mixtral-shaped mixture-of-experts model, sglr's model runner vs `transformers`, in one run.
 
-The model is a `transformers`-written Mixtral with random weights (`sglr.model.tiny_families`):
+The model is a `transformers`-written Mixtral with random weights (`sglr.testing.tiny_families`):
 hidden 512, 8 experts, top-2, a few layers, the tiny tokenizer's 4096-token vocabulary. Prefill
 and decode tokens/s at batch 1 and at batch 32 (ragged), measured as `benches/model_cpu.py`
 does: sglr packs prompts without padding and drops finished requests; transformers runs one
@@ -28,7 +28,7 @@ import torch
 from model_cpu import Workload, best_times, hf_generate
 from sglr.engine.offline import generate_token_ids as generate
 from sglr.model.runner import ModelRunner, RunnerConfig
-from sglr.model.tiny_families import write_family_checkpoint
+from sglr.testing.tiny_families import write_family_checkpoint
 
 
 def workloads(seed: int, quick: bool) -> list[Workload]:

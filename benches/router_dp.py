@@ -262,7 +262,7 @@ LLAMA3_8B_BODY = {
 
 def worker_model(body: str) -> tuple[Path, list[str]]:
     """The model directory the workers serve and the extra server flags it needs."""
-    from sglr.model.tiny import tiny_model_path
+    from sglr.testing.tiny import tiny_model_path
 
     tiny_dir = Path(tiny_model_path("llama"))
     if body == "tiny":

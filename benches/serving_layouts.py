@@ -176,7 +176,7 @@ def main() -> None:
     add("--pin-worker", action="store_true", help="the worker process alone on the last CPU")
     args = parser.parse_args()
     from sglr.model.default_model import resolve_model_path
-    from sglr.model.tiny import tiny_model_path
+    from sglr.testing.tiny import tiny_model_path
 
     model_path = str(
         tiny_model_path("llama")

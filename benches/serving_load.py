@@ -274,7 +274,7 @@ def _cpu_seconds(pid: int) -> tuple[float, float] | None:
 def _server_argv(extra: str) -> list[str]:
     argv = extra.split()
     if "tiny" in argv:  # "--model-path tiny": the seeded tiny test model
-        from sglr.model.tiny import tiny_model_path
+        from sglr.testing.tiny import tiny_model_path
 
         argv[argv.index("tiny")] = str(tiny_model_path("llama"))
     return argv

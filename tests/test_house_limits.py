@@ -18,9 +18,7 @@ MAX_PYTHON_LINES = 350
 
 # Places that break a limit today; each entry goes when its code is reshaped.
 KNOWN_RUST_CYCLES: list[list[str]] = []
-KNOWN_LONG_FILES: set[str] = {
-    "python/sglr/model/runner.py",
-}
+KNOWN_LONG_FILES: set[str] = set()
 
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 _PATH = re.compile(rf"\b(?:crate|super|self)(?:::{_IDENT})+")

@@ -17,21 +17,23 @@ PACKAGE_ROOT = Path(__file__).resolve().parents[1] / "python"
 # modules, sglr.errors and sglr._core (the package's __init__ is part of it: importing any of
 # them runs it).
 ROUTING_POLICY = ("sglr.router", "sglr.router.policy", "sglr.router.keys", "sglr.router.workers")
-_ABOVE_ENGINE = ("sglr.data_parallel", "sglr.http", "sglr.router", "sglr.server", "sglr.lang")
+_ABOVE_ENGINE = ("sglr.data_parallel", "sglr.http", "sglr.router", "sglr.server", "sglr.lang", "sglr.testing")
 _ENGINE_AND_BELOW = ("sglr.kernels", "sglr.model", "sglr.engine", "sglr.data_parallel")
 
-# A module of a layer may not import from these packages ...
+# A module of a layer may not import from these packages (`sglr.testing`, fixtures for tests and
+# benchmarks, is above every layer: none imports it) ...
 FORBIDDEN = {
     "sglr.kernels": ("sglr.model", "sglr.engine", *_ABOVE_ENGINE),
     "sglr.model": ("sglr.engine", *_ABOVE_ENGINE),
     "sglr.engine": _ABOVE_ENGINE,
     "sglr.engine.kv.pool": ("sglr.model",),  # the KV pool knows no model types
-    "sglr.data_parallel": ("sglr.http", "sglr.router", "sglr.server", "sglr.lang"),
+    "sglr.data_parallel": ("sglr.http", "sglr.router", "sglr.server", "sglr.lang", "sglr.testing"),
     # HTTP plumbing: knows no engine and neither program.
-    "sglr.http": (*_ENGINE_AND_BELOW, "sglr.router", "sglr.server", "sglr.lang"),
+    "sglr.http": (*_ENGINE_AND_BELOW, "sglr.router", "sglr.server", "sglr.lang", "sglr.testing"),
     # sglr-router: its policy and the HTTP plumbing; no engine, nothing of sglr-server.
-    "sglr.router": (*_ENGINE_AND_BELOW, "sglr.server", "sglr.lang"),
-    "sglr.server": ("sglr.router", "sglr.lang"),
+    "sglr.router": (*_ENGINE_AND_BELOW, "sglr.server", "sglr.lang", "sglr.testing"),
+    "sglr.server": ("sglr.router", "sglr.lang", "sglr.testing"),
+    "sglr.lang": ("sglr.testing",),
 }
 # ... but for these modules of them.
 ALLOWED = {

@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-#: Seeded test models by name (`sglr.model.tiny.TinyModelSpec` overrides), all with room for the
+#: Seeded test models by name (`sglr.testing.tiny.TinyModelSpec` overrides), all with room for the
 #: multi-turn-long workload (4 turns of up to 512 + 512 tokens).
 TINY_MODELS = {
     # The 64-wide test model: fastest; the smoke profile runs it.
@@ -36,7 +36,7 @@ DUMMY_TOKENIZER_VOCAB = 4096
 
 
 def tiny_model_dir(name: str) -> str:
-    from sglr.model.tiny import tiny_model_path
+    from sglr.testing.tiny import tiny_model_path
 
     return str(tiny_model_path("llama", **TINY_MODELS[name]))
 
@@ -45,7 +45,7 @@ def dummy_model_dir(preset_name: str) -> str:
     """A config-and-tokenizer directory for a `benches/model_gpu.py` preset (built once, cached)."""
     from model_gpu import PRESETS
     from sglr.envs import cache_dir
-    from sglr.model.tiny import write_tiny_model
+    from sglr.testing.tiny import write_tiny_model
 
     preset = PRESETS[preset_name]
     target = cache_dir() / "bench-models" / f"{preset_name}-dummy"

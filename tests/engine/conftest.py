@@ -12,7 +12,7 @@ from sglr.engine.engine import Engine
 
 @pytest.fixture(scope="session")
 def tiny_dir() -> Path:
-    from sglr.model.tiny import tiny_model_path
+    from sglr.testing.tiny import tiny_model_path
 
     return tiny_model_path("llama")
 

@@ -121,7 +121,7 @@ def test_engine_tokenizer_decode_equals_transformers_decode(tmp_path, clean_up_s
     import shutil
 
     from sglr.engine.tokenizer import EngineTokenizer
-    from sglr.model.tiny import tiny_model_path
+    from sglr.testing.tiny import tiny_model_path
 
     model_dir = tmp_path / "m"
     shutil.copytree(tiny_model_path("qwen2"), model_dir)
@@ -145,7 +145,7 @@ def test_a_one_line_template_longer_than_a_file_name_is_template_text(tmp_path) 
     """`chat_template` is a path or Jinja text; text over the 255-byte file-name limit is not
     a path (stat would raise), and a file path still reads the file."""
     from sglr.engine.tokenizer import EngineTokenizer
-    from sglr.model.tiny import tiny_model_path
+    from sglr.testing.tiny import tiny_model_path
 
     long_template = "{% for m in messages %}" + "{{ m.content }}" * 40 + "{% endfor %}"
     assert len(long_template) > 255
@@ -157,7 +157,7 @@ def test_a_one_line_template_longer_than_a_file_name_is_template_text(tmp_path) 
 
 def test_special_token_texts_are_recognised() -> None:
     from sglr.engine.tokenizer import EngineTokenizer
-    from sglr.model.tiny import tiny_model_path
+    from sglr.testing.tiny import tiny_model_path
 
     tok = EngineTokenizer(tiny_model_path("llama"))
     assert tok.is_special_token_text("<|im_end|>")

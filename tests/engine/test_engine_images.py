@@ -18,7 +18,7 @@ import torch
 
 from sglr.engine.engine import Engine
 from sglr.errors import InvalidRequestError
-from sglr.model.tiny_llava import write_llava_checkpoint
+from sglr.testing.tiny_llava import write_llava_checkpoint
 
 NUM_NEW = 6
 GREEDY = {"max_new_tokens": NUM_NEW, "temperature": 0.0, "ignore_eos": True}

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from sglr.errors import EngineClosedError
-from sglr.model.tiny import tiny_model_path
+from sglr.testing.tiny import tiny_model_path
 
 GREEDY = {"temperature": 0, "max_new_tokens": 12, "ignore_eos": True}
 PROMPTS = ["The quick brown fox jumps over", "def main():\n    return", "Once upon a time there was"]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from sglr.model.tiny_families import write_family_checkpoint
+from sglr.testing.tiny_families import write_family_checkpoint
 
 GREEDY = {"temperature": 0, "max_new_tokens": 8, "ignore_eos": True}
 PROMPTS = ["The quick brown fox jumps over", "def main():\n    return", "Once upon a time there was"]

@@ -11,7 +11,7 @@ from lang_engine import make_tiny_engine
 
 @pytest.fixture(scope="session")
 def tiny_llama_dir() -> Path:
-    from sglr.model.tiny import tiny_model_path
+    from sglr.testing.tiny import tiny_model_path
 
     return tiny_model_path("llama")
 

@@ -10,7 +10,7 @@ import pytest
 import sglr as sgl
 from sglr.engine.engine import Engine
 from sglr.lang.backend.engine_backend import EngineBackend
-from sglr.model.tiny_llava import write_llava_checkpoint
+from sglr.testing.tiny_llava import write_llava_checkpoint
 
 
 def picture(seed: int):  # a PIL image

@@ -13,7 +13,7 @@ if not torch.cuda.is_available():
     # Triton reads this when a kernel module is imported; set it before any test imports one.
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-from sglr.model.tiny import tiny_model_path
+from sglr.testing.tiny import tiny_model_path
 
 
 @pytest.fixture

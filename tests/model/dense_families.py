@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from sglr.model.tiny_tokenizer import trained_tokenizer_json
+from sglr.testing.tiny_tokenizer import trained_tokenizer_json
 
 WINDOW = 8
 VOCAB_SIZE = 512  # the smallest vocabulary sglr's tiny tokenizer trains

@@ -12,7 +12,7 @@ from sglr.errors import BatchError, KVCacheCapacityError, ModelConfigError
 from sglr.model.forward_batch import BatchLimits, ExtendRequest, ForwardBatch, ForwardMode, RowWrites
 from sglr.model.kv_cache import KVCache, KVCacheShape, kv_slots_for_memory_fraction
 from sglr.model.runner import ModelRunner, RunnerConfig
-from sglr.model.tiny import tiny_model_path
+from sglr.testing.tiny import tiny_model_path
 
 LIMITS = BatchLimits(vocab_size=100, num_slots=50, max_num_reqs=4, max_context_len=16)
 

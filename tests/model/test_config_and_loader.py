@@ -14,7 +14,7 @@ from sglr.model.config import ModelConfig, load_model_config
 from sglr.model.loader import resolve_checkpoint_dir
 from sglr.model.rope import compute_inv_freq
 from sglr.model.runner import ModelRunner, RunnerConfig
-from sglr.model.tiny import write_tiny_model
+from sglr.testing.tiny import write_tiny_model
 
 LLAMA3_8B = {
     "architectures": ["LlamaForCausalLM"],

@@ -1,17 +1,25 @@
-"""The fused CPU decode step (`sglr.model.cpu_fused_decode`, rust/kernels' decode) on fully 4-bit tiny GGUF
-models: which models take it, its logits against the exact fp32 dequantized path (teacher-forced,
-so one step's error cannot change the next step's input), batched steps equal to unbatched ones
-bit for bit, the K/V it writes, and bad input refused before anything is written."""
+"""The fused CPU decode step (`sglr.model.cpu_fused_decode`, rust/kernels' decode) on fully 4-bit
+tiny GGUF models: which models take it (by their layers: each family's), its logits against the
+exact fp32 dequantized path (teacher-forced, so one step's error cannot change the next step's
+input), its greedy tokens against the layered path's, batched steps equal to unbatched ones bit for
+bit, the K/V it writes, and bad input refused before anything is written."""
 
 from __future__ import annotations
+
+import logging
 
 import numpy as np
 import pytest
 import torch
+from gguf import GGMLQuantizationType
 from gguf_testing import ALL_4BIT, TinySpec, write_tiny_gguf
 
+from sglr.engine.offline import generate_token_ids
 from sglr.model.forward_batch import ExtendRequest
 from sglr.model.runner import ModelRunner, RunnerConfig
+from sglr.testing.tiny import tiny_model_path
+from sglr.testing.tiny_families import write_family_checkpoint
+from sglr.testing.tiny_gguf import write_quantized_gguf
 
 EMPTY = np.zeros(0, dtype=np.int64)
 
@@ -47,14 +55,50 @@ def test_which_runners_take_the_fused_step(gguf_cache, monkeypatch):
     assert _runner(path, gguf_weights="quantized").fused_decode is None
 
 
-@pytest.mark.parametrize("architecture", ["llama", "qwen2"])
-def test_fused_logits_match_the_exact_path_as_closely_as_the_layered_one(
-    gguf_cache, monkeypatch, architecture
-):
-    """Qwen2 adds q/k/v biases. The fused step's error against fp32 dequantized weights stays
-    within the layered 4-bit path's (bf16 activations there, int8 activations here) plus a
-    margin; a wrong rotary, KV slot or residual would be off by the logits' own size."""
-    path = _tiny(gguf_cache, architecture)
+def _family_gguf(gguf_cache, family):
+    """A Q4_0 GGUF file of `family`'s tiny checkpoint."""
+    hf_dir = (
+        write_family_checkpoint(gguf_cache / "hf", family) if family == "qwen3" else tiny_model_path(family)
+    )
+    return write_quantized_gguf(hf_dir, gguf_cache / f"{family}.gguf", "Q4_0")
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2", "qwen3"])
+def test_each_dense_family_takes_the_fused_step_by_its_layers(gguf_cache, monkeypatch, family):
+    """Llama, Qwen2 (q/k/v biases) and Qwen3 (per-head q/k norms) layers take the fused step;
+    Llama and Qwen2 generate the layered path's greedy tokens (Qwen3's tiny random model has
+    near-ties that int8 activations may flip: its accuracy is checked on logits below)."""
+    path = _family_gguf(gguf_cache, family)
+    runner = _runner(path, gguf_weights="quantized")
+    assert runner.weights_format == "quantized"
+    assert runner.fused_decode is not None
+    if family == "qwen3":
+        return
+    prompts = [np.random.default_rng(4).integers(3, 4000, size=n).tolist() for n in (9, 26)]
+    tokens = generate_token_ids(runner, prompts, 16)
+    monkeypatch.setenv("SGLR_CPU_FUSED_DECODE", "0")
+    assert generate_token_ids(_runner(path, gguf_weights="quantized"), prompts, 16) == tokens
+
+
+def test_a_layer_it_cannot_run_keeps_the_layered_path_with_the_reason_logged(gguf_cache, caplog):
+    spec = TinySpec(
+        tensor_types={**ALL_4BIT, "ffn_down.weight": GGMLQuantizationType.F16}, intermediate_size=128
+    )
+    path = gguf_cache / "f16-down.gguf"
+    write_tiny_gguf(path, spec, seed=3)
+    with caplog.at_level(logging.INFO, logger="sglr.model.cpu_fused_decode"):
+        runner = _runner(path, gguf_weights="quantized")
+    assert runner.fused_decode is None
+    assert "layer 0: down_proj is not kept quantized" in caplog.text
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2", "qwen3"])
+def test_fused_logits_match_the_exact_path_as_closely_as_the_layered_one(gguf_cache, monkeypatch, family):
+    """Qwen2 adds q/k/v biases, Qwen3 per-head q/k norms. The fused step's error against fp32
+    dequantized weights stays within the layered 4-bit path's (bf16 activations there, int8
+    activations here) plus a margin; a wrong rotary, norm, KV slot or residual would be off by
+    the logits' own size."""
+    path = _tiny(gguf_cache, family) if family != "qwen3" else _family_gguf(gguf_cache, family)
     rng = np.random.default_rng(1)
     prompt = rng.integers(3, 200, size=23).tolist()
     forced = rng.integers(3, 200, size=6).tolist()

@@ -8,9 +8,9 @@ import torch
 import torch.nn.functional as F
 
 from sglr.kernels.cpu_linear import pack_weight
+from sglr.model.build import build_model
 from sglr.model.config import ModelConfig
 from sglr.model.layers import Linear, VocabParallelEmbedding
-from sglr.model.registry import build_model
 
 
 @pytest.mark.parametrize("bias", [True, False])

@@ -19,7 +19,7 @@ from sglr.engine.kv import KVSlotAllocator
 from sglr.engine.offline import generate_token_ids as generate
 from sglr.model.forward_batch import ExtendRequest
 from sglr.model.runner import ModelRunner, RunnerConfig
-from sglr.model.tiny_families import FAMILIES, write_family_checkpoint
+from sglr.testing.tiny_families import FAMILIES, write_family_checkpoint
 
 NUM_NEW = 10
 LOGIT_ATOL = 1e-4

@@ -11,9 +11,9 @@ import torch
 from dense_families import family_config, write_family_checkpoint
 
 from sglr.errors import ModelConfigError
+from sglr.model.build import build_model
 from sglr.model.config import ModelConfig, load_model_config
 from sglr.model.parallel import TensorParallel
-from sglr.model.registry import build_model
 from sglr.model.runner import ModelRunner, RunnerConfig
 
 

@@ -17,7 +17,8 @@ from kquant_testing import K_TYPES, quantize_k
 from sglr.kernels.cpu_quantized import MAX_KERNEL_ROWS, dequantize_matrix, gguf_matrix, quantized_linear
 from sglr.model.forward_batch import ExtendRequest
 from sglr.model.layers import Linear
-from sglr.model.runner import ModelRunner, RunnerConfig, runs_quantized_by_default
+from sglr.model.runner import ModelRunner, RunnerConfig
+from sglr.model.weights_policy import runs_quantized_by_default
 
 EMPTY = np.zeros(0, dtype=np.int64)
 # The mix a Q4_K_M file uses: 4-bit most places, 6-bit values and down projections.

@@ -18,7 +18,7 @@ from sglr.engine.offline import generate_token_ids as generate
 from sglr.errors import GGUFFormatError
 from sglr.model.gguf import convert_gguf
 from sglr.model.runner import ModelRunner, RunnerConfig
-from sglr.model.tiny_families import write_family_checkpoint
+from sglr.testing.tiny_families import write_family_checkpoint
 
 # family -> GGUF architecture
 ARCHITECTURES = {"qwen3": "qwen3", "mixtral": "llama", "qwen2_moe": "qwen2moe", "qwen3_moe": "qwen3moe"}

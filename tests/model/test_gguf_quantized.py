@@ -263,7 +263,7 @@ def test_worker_engine_runs_a_quantized_gguf_like_the_in_process_one(gguf_cache)
 def test_auto_converts_to_the_dtype_each_layout_computes_in(gguf_cache):
     """One rank keeps the 4-bit blocks and loads a bf16 conversion; tensor-parallel ranks run
     dequantized, in float32 on the CPU, and must load a float32 conversion."""
-    from sglr.model.runner import resolve_model_dir
+    from sglr.model.weights_policy import resolve_model_dir
 
     write_tiny_gguf(gguf_cache / "t.gguf", TinySpec(tensor_types=ALL_INT4))
     config = RunnerConfig(gguf_cache / "t.gguf", device="cpu")

@@ -9,7 +9,7 @@ from gguf_testing import TinySpec, write_tiny_gguf
 from sglr.errors import GGUFFormatError
 from sglr.model.gguf.reader import read_gguf
 from sglr.model.gguf.tensor_types import gguf_tensor_types, raw_tensor_bytes, read_tensor_table
-from sglr.model.runner import runs_quantized_by_default
+from sglr.model.weights_policy import runs_quantized_by_default
 
 
 def test_types_equal_the_full_parsers(tmp_path) -> None:

@@ -9,12 +9,12 @@ import torch
 from safetensors import safe_open
 
 from sglr.model import loader
+from sglr.model.build import build_model
 from sglr.model.config import load_model_config
 from sglr.model.lazy_tensor import LazyTensor
 from sglr.model.loader import iter_checkpoint_tensors
 from sglr.model.parallel import TensorParallel
-from sglr.model.registry import build_model
-from sglr.model.tiny import write_tiny_model
+from sglr.testing.tiny import write_tiny_model
 
 
 def test_lazy_tensor_slices_read_only_the_slice() -> None:

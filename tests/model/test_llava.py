@@ -20,7 +20,7 @@ from sglr.model.config import ModelConfig
 from sglr.model.forward_batch import ExtendRequest
 from sglr.model.image_processor import load_image_processor
 from sglr.model.runner import ModelRunner, RunnerConfig
-from sglr.model.tiny_llava import write_llava_checkpoint
+from sglr.testing.tiny_llava import write_llava_checkpoint
 
 NUM_NEW = 8
 LOGIT_ATOL = 1e-4

@@ -11,9 +11,8 @@ from sglr.errors import CheckpointError, ModelConfigError
 from sglr.kernels.cpu_linear import pack_weight
 from sglr.kernels.moe_grouped import grouped_expert_mlp
 from sglr.kernels.reference import moe_experts_reference
-from sglr.model.config import ModelConfig
+from sglr.model.config import ModelConfig, read_moe_config
 from sglr.model.moe import FusedExperts, load_moe_weights, route_tokens
-from sglr.model.moe_config import read_moe_config
 from sglr.model.parallel import check_tensor_parallel
 
 

@@ -16,7 +16,7 @@ from sglr.engine.kv import KVSlotAllocator
 from sglr.engine.offline import generate_token_ids as generate
 from sglr.model.forward_batch import ExtendRequest
 from sglr.model.runner import ModelRunner, RunnerConfig
-from sglr.model.tiny import write_tiny_model
+from sglr.testing.tiny import write_tiny_model
 
 NUM_NEW = 12
 LOGIT_ATOL = 1e-4

@@ -13,7 +13,7 @@ from sglr.server import ServerSettings
 
 @pytest.fixture(scope="session")
 def tiny_dir() -> Path:
-    from sglr.model.tiny import tiny_model_path
+    from sglr.testing.tiny import tiny_model_path
 
     return tiny_model_path("llama")
 

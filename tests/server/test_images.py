@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from server_harness import Served, served_engine
 
-from sglr.model.tiny_llava import write_llava_checkpoint
 from sglr.server import ServerSettings
+from sglr.testing.tiny_llava import write_llava_checkpoint
 
 GREEDY = {"max_new_tokens": 5, "temperature": 0.0, "ignore_eos": True}
 

@@ -2,7 +2,8 @@
 
 Both config dialects are accepted: the classic one (`rope_theta` + `rope_scaling`, `torch_dtype`)
 and the newer `rope_parameters` / `dtype` form, so checkpoints written by any `transformers`
-version (or by our own converters) load the same way.
+version (or by our own converters) load the same way. What a family reads beyond the Llama
+fields (windows, soft-caps, biases, experts) its declaration says (`sglr.model.families`).
 """
 
 from __future__ import annotations
@@ -13,37 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from sglr.errors import ModelConfigError
+from sglr.model.family import Family
 from sglr.model.family_options import FamilyOptions, read_family_options
-from sglr.model.moe_config import MOE_ARCHITECTURES, MoEConfig, read_moe_config
-from sglr.model.vision_config import VISION_ARCHITECTURES, VisionConfig, read_vision_config
+from sglr.model.moe_config import MoEConfig
+from sglr.model.registry import architecture_of_model_type, family_of, find_family
+from sglr.model.vision_config import VisionConfig, read_vision_config
 
-# Architectures with an implementation in sglr.model (see `sglr.model.registry`).
-SUPPORTED_ARCHITECTURES = (
-    "LlamaForCausalLM",
-    "Qwen2ForCausalLM",
-    "MistralForCausalLM",
-    "Gemma2ForCausalLM",
-    "Gemma3ForCausalLM",
-    "Phi3ForCausalLM",
-    "Qwen3ForCausalLM",
-    *MOE_ARCHITECTURES,
-    *VISION_ARCHITECTURES,
-)
-# Decoders a LLaVA checkpoint's `text_config` may name (all computed by the Llama blocks).
-_LLAVA_TEXT_ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM")
-# config.json "model_type" -> architecture, for configs without an "architectures" list.
-_ARCHITECTURE_OF_MODEL_TYPE = {
-    "llama": "LlamaForCausalLM",
-    "qwen2": "Qwen2ForCausalLM",
-    "mistral": "MistralForCausalLM",
-    "gemma2": "Gemma2ForCausalLM",
-    "gemma3_text": "Gemma3ForCausalLM",
-    "phi3": "Phi3ForCausalLM",
-    "qwen3": "Qwen3ForCausalLM",
-    "mixtral": "MixtralForCausalLM",
-    "qwen2_moe": "Qwen2MoeForCausalLM",
-    "qwen3_moe": "Qwen3MoeForCausalLM",
-}
 _ROPE_TYPES = ("default", "linear", "llama3")
 
 
@@ -98,13 +74,10 @@ class ModelConfig:
     vision: VisionConfig | None = None  # the image tower of a LLaVA-style architecture
 
     def __post_init__(self) -> None:
-        if self.architecture not in SUPPORTED_ARCHITECTURES:
-            raise ModelConfigError(
-                f"unsupported architecture {self.architecture!r}; sglr supports {SUPPORTED_ARCHITECTURES}"
-            )
-        if (self.moe is not None) != (self.architecture in MOE_ARCHITECTURES):
+        family = family_of(self.architecture)
+        if (self.moe is not None) != (family.experts is not None):
             raise ModelConfigError(f"{self.architecture} needs experts exactly when it is a MoE architecture")
-        if (self.vision is not None) != (self.architecture in VISION_ARCHITECTURES):
+        if (self.vision is not None) != (family.vision is not None):
             raise ModelConfigError(f"{self.architecture} needs a vision config exactly when it takes images")
         for name in (
             "vocab_size",
@@ -166,13 +139,14 @@ class ModelConfig:
         """Reads a `config.json` dict (either `transformers` dialect)."""
         architectures = raw.get("architectures") or []
         if not architectures:
-            model_type = raw.get("model_type")
-            if model_type not in _ARCHITECTURE_OF_MODEL_TYPE:
+            by_type = architecture_of_model_type(raw.get("model_type"))
+            if by_type is None:
                 raise ModelConfigError("config.json names no architecture (no 'architectures' field)")
-            architectures = [_ARCHITECTURE_OF_MODEL_TYPE[model_type]]
+            architectures = [by_type]
         architecture = architectures[0]
-        if architecture in VISION_ARCHITECTURES:
-            return _read_llava(raw, architecture)
+        multimodal = find_family(architecture)
+        if multimodal is not None and multimodal.vision is not None:
+            return _read_llava(raw, architecture, multimodal.vision.text_architectures)
         try:
             hidden_size = int(raw["hidden_size"])
             num_heads = int(raw["num_attention_heads"])
@@ -181,10 +155,7 @@ class ModelConfig:
             num_layers = int(raw["num_hidden_layers"])
         except KeyError as exc:
             raise ModelConfigError(f"config.json lacks required field {exc.args[0]!r}") from None
-        if architecture not in SUPPORTED_ARCHITECTURES:  # before reading family-specific fields
-            raise ModelConfigError(
-                f"unsupported architecture {architecture!r}; sglr supports {SUPPORTED_ARCHITECTURES}"
-            )
+        family = family_of(architecture)  # before reading family-specific fields
         head_dim = raw.get("head_dim") or hidden_size // num_heads
         rope_theta, rope_scaling = _read_rope(raw)
         eos = raw.get("eos_token_id")
@@ -203,30 +174,40 @@ class ModelConfig:
             rope_scaling=rope_scaling,
             max_position_embeddings=int(raw.get("max_position_embeddings", 2048)),
             tie_word_embeddings=bool(raw.get("tie_word_embeddings", False)),
-            # Qwen2 always has q/k/v biases, Qwen2-MoE unless `qkv_bias` is false; Llama and Qwen3
-            # have them only when `attention_bias` says so.
-            attention_bias=architecture == "Qwen2ForCausalLM"
-            or (architecture == "Qwen2MoeForCausalLM" and bool(raw.get("qkv_bias", True)))
-            or bool(raw.get("attention_bias", False)),
+            attention_bias=family.config.attention_bias(raw),
             mlp_bias=bool(raw.get("mlp_bias", False)),
             torch_dtype=str(raw.get("torch_dtype") or raw.get("dtype") or "float32"),
             bos_token_id=raw.get("bos_token_id"),
             eos_token_ids=eos_ids,
-            family=read_family_options(raw, architecture, num_layers),
-            moe=read_moe_config(raw, architecture),
+            family=read_family_options(raw, family.config, num_layers),
+            moe=_read_experts(raw, architecture, family),
         )
 
 
-def _read_llava(raw: dict[str, Any], architecture: str) -> ModelConfig:
+def read_moe_config(raw: dict[str, Any], architecture: str) -> MoEConfig | None:
+    """The mixture-of-experts part of a `config.json` dict; None for a dense architecture."""
+    return _read_experts(raw, architecture, family_of(architecture))
+
+
+def _read_experts(raw: dict[str, Any], architecture: str, family: Family) -> MoEConfig | None:
+    if family.experts is None:
+        return None
+    try:
+        return family.experts(raw)
+    except KeyError as exc:
+        raise ModelConfigError(f"{architecture} config.json lacks required field {exc.args[0]!r}") from None
+
+
+def _read_llava(raw: dict[str, Any], architecture: str, text_architectures: tuple[str, ...]) -> ModelConfig:
     """A LLaVA config: the decoder from `text_config`, the tower and projector beside it."""
     text = dict(raw.get("text_config") or {})
     text_model_type = text.get("model_type", "llama")
-    text_architecture = (text.get("architectures") or [None])[0] or _ARCHITECTURE_OF_MODEL_TYPE.get(
+    text_architecture = (text.get("architectures") or [None])[0] or architecture_of_model_type(
         text_model_type
     )
-    if text_architecture not in _LLAVA_TEXT_ARCHITECTURES:
+    if text_architecture not in text_architectures:
         raise ModelConfigError(
-            f"unsupported LLaVA text model {text_model_type!r}; sglr supports {_LLAVA_TEXT_ARCHITECTURES}"
+            f"unsupported LLaVA text model {text_model_type!r}; sglr supports {text_architectures}"
         )
     text["architectures"] = [text_architecture]
     text.setdefault("torch_dtype", raw.get("torch_dtype") or raw.get("dtype"))

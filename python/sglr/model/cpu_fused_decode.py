@@ -1,5 +1,5 @@
-"""A CPU decode step in one Rust call (`sglr._core.CpuDecodeModel`, rust/kernels' decode) for Llama-shaped
-models whose matrices are all kept quantized (a GGUF checkpoint in Q4_0 / Q4_1, Q5_0 / Q5_1, Q8_0
+"""A CPU decode step in one Rust call (`sglr._core.CpuDecodeModel`, rust/kernels' decode) for
+pre-norm decoders whose matrices are all kept quantized (a GGUF checkpoint in Q4_0 / Q4_1, Q5_0 / Q5_1, Q8_0
 or the K-quants Q4_K / Q5_K / Q6_K).
 
 Why: a small model's batch-1 decode step run layer by layer from Python is a few hundred small
@@ -10,22 +10,31 @@ splits every matmul over one persistent thread pool. The runner uses it for deco
 to `FUSED_MAX_BATCH` requests; prefill and larger batches keep the layered path (same weights:
 the quantized matrices are shared, not copied).
 
-Eligible: a `LlamaForCausalLM` (or a family class that keeps its layers: Qwen2, Mistral) on the
-CPU without tensor parallelism, every layer Llama's attention and SiLU MLP, every q/k/v, o,
-gate/up and down matrix quantized, bias only on q/k/v, no logit soft-capping, a bf16 or f32 KV cache.
+Which models take it is decided by their layers, not their class (`unsupported_reason`): a
+decoder on the CPU without tensor parallelism whose every layer is pre-norm RMSNorm, attention
+without soft-capping (one attention scale for all layers; windows and per-head RMSNorm q/k norms
+allowed) and a SiLU gated MLP, every q/k/v, o, gate/up and down matrix quantized, bias only on
+q/k/v, plain token embeddings, one RoPE table, no final soft-cap, a bf16 or f32 KV cache. Llama,
+Mistral, Qwen2 and Qwen3 files qualify; the others fall back to the layered path with the reason
+logged (Gemma: offset and sandwich norms, GeLU, soft-caps; mixture-of-experts blocks; Phi-3
+files, whose fused q/k/v matrix stays dequantized).
 `SGLR_CPU_FUSED_DECODE=0` turns it off (benchmarks compare the two).
 """
 
 from __future__ import annotations
+
+import logging
 
 import numpy as np
 import torch
 
 from sglr.envs import cpu_decode_threads, cpu_fused_decode
 from sglr.kernels.numpy_views import BIT_VIEWS, numpy_view
+from sglr.model.decoder import DecoderForCausalLM, DecoderLayer
+from sglr.model.feed_forward import GatedMLP
 from sglr.model.forward_batch import ForwardBatch
 from sglr.model.kv_cache import KVCache
-from sglr.model.llama import LlamaAttention, LlamaDecoderLayer, LlamaForCausalLM, LlamaMLP
+from sglr.model.layers import RMSNorm
 from sglr.model.rope import compute_inv_freq
 
 # Decode batches up to this size take the fused step: its integer matmuls unpack each weight
@@ -35,26 +44,58 @@ from sglr.model.rope import compute_inv_freq
 # 171 / 307, 428 / 417.
 FUSED_MAX_BATCH = 64
 
+logger = logging.getLogger(__name__)
 
-def _eligible(model: torch.nn.Module, kv_cache: KVCache) -> bool:
-    if not isinstance(model, LlamaForCausalLM) or kv_cache.dtype not in BIT_VIEWS:
-        return False
-    if kv_cache.k_buffer.device.type != "cpu" or model.config.family.hidden_act != "silu":
-        return False
-    for layer in model.model.layers:
-        attn, mlp = layer.self_attn, layer.mlp
-        if (
-            type(layer) is not LlamaDecoderLayer
-            or type(attn) is not LlamaAttention
-            or type(mlp) is not LlamaMLP
-        ):
-            return False
-        linears = (attn.qkv_proj, attn.o_proj, mlp.gate_up_proj, mlp.down_proj)
-        if any(linear.quantized is None for linear in linears):
-            return False
-        if any(linear.bias is not None for linear in linears[1:]) or attn.variant.logit_softcap is not None:
-            return False
-    return True
+
+def unsupported_reason(model: torch.nn.Module, kv_cache: KVCache) -> str | None:
+    """Why the fused step cannot run `model` over `kv_cache` (None: it can)."""
+    if not isinstance(model, DecoderForCausalLM):
+        return f"{type(model).__name__} is not a decoder"
+    if kv_cache.dtype not in BIT_VIEWS or kv_cache.k_buffer.device.type != "cpu":
+        return f"a {kv_cache.dtype} KV cache on {kv_cache.k_buffer.device.type}"
+    if model.embed_scale is not None or model.final_logit_softcap is not None:
+        return "scaled embeddings or soft-capped logits"
+    if model.local_rope is not None or not isinstance(model.model.norm, RMSNorm):
+        return "a RoPE table of its own for local layers, or an offset final norm"
+    if len({layer.self_attn.variant.scale for layer in model.model.layers}) > 1:
+        return "attention scales that differ by layer"
+    for layer_id, layer in enumerate(model.model.layers):
+        reason = _layer_unsupported_reason(layer)
+        if reason is not None:
+            return f"layer {layer_id}: {reason}"
+    return None
+
+
+def _layer_unsupported_reason(layer: torch.nn.Module) -> str | None:
+    if not isinstance(layer, DecoderLayer) or layer.sandwich_norms:
+        return "not a pre-norm decoder layer"
+    if not all(isinstance(n, RMSNorm) for n in (layer.input_layernorm, layer.post_attention_layernorm)):
+        return "offset norms"
+    attn, mlp = layer.self_attn, layer.ffn
+    if attn.q_norm is not None and not (
+        isinstance(attn.q_norm, RMSNorm) and isinstance(attn.k_norm, RMSNorm)
+    ):
+        return "offset q/k norms per head"
+    if attn.variant.logit_softcap is not None:
+        return "soft-capped attention scores"
+    if not isinstance(mlp, GatedMLP):
+        return f"a {type(mlp).__name__} feed-forward module"
+    if mlp.hidden_act != "silu":
+        return f"a {mlp.hidden_act} MLP"
+    linears = {"qkv_proj": attn.qkv_proj, "o_proj": attn.o_proj}
+    linears.update(gate_up_proj=mlp.gate_up_proj, down_proj=mlp.down_proj)
+    for name, linear in linears.items():
+        if linear.quantized is None:
+            return f"{name} is not kept quantized"
+        if linear.bias is not None and name != "qkv_proj":
+            return f"a bias on {name}"
+    return None
+
+
+def _head_norms(attn: torch.nn.Module) -> tuple[np.ndarray, np.ndarray, float] | None:
+    if attn.q_norm is None:
+        return None
+    return _f32(attn.q_norm.weight), _f32(attn.k_norm.weight), float(attn.q_norm.eps)
 
 
 def _f32(t: torch.Tensor) -> np.ndarray:
@@ -64,13 +105,13 @@ def _f32(t: torch.Tensor) -> np.ndarray:
 class CpuFusedDecode:
     """The model's decode step over the runner's KV cache and request table."""
 
-    def __init__(self, model: LlamaForCausalLM, kv_cache: KVCache, req_to_token: torch.Tensor) -> None:
+    def __init__(self, model: DecoderForCausalLM, kv_cache: KVCache, req_to_token: torch.Tensor) -> None:
         from sglr._core import CpuDecodeModel
 
         config = model.config
         layers = []
         for layer in model.model.layers:
-            attn, mlp = layer.self_attn, layer.mlp
+            attn, mlp = layer.self_attn, layer.ffn
             bias = attn.qkv_proj.bias
             layers.append(
                 (
@@ -82,6 +123,7 @@ class CpuFusedDecode:
                     mlp.gate_up_proj.quantized,
                     mlp.down_proj.quantized,
                     attn.variant.sliding_window,
+                    _head_norms(attn),
                 )
             )
         head_module = model.model.embed_tokens if model.lm_head is None else model.lm_head
@@ -116,8 +158,13 @@ class CpuFusedDecode:
     def build(
         cls, model: torch.nn.Module, kv_cache: KVCache, req_to_token: torch.Tensor
     ) -> CpuFusedDecode | None:
-        """The fused step for `model`, or None where it does not apply (or is turned off)."""
-        if not cpu_fused_decode() or not _eligible(model, kv_cache):
+        """The fused step for `model`, or None where it does not apply (the reason logged) or is
+        turned off."""
+        if not cpu_fused_decode():
+            return None
+        reason = unsupported_reason(model, kv_cache)
+        if reason is not None:
+            logger.info("fused CPU decode off for %s: %s", model.config.architecture, reason)
             return None
         return cls(model, kv_cache, req_to_token)
 

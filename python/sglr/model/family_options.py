@@ -1,4 +1,5 @@
-"""`FamilyOptions`: what a model family adds to the Llama shape, read from `config.json`.
+"""`FamilyOptions`: what a model family adds to the Llama shape, read from `config.json` by the
+rules its declaration gives (`ConfigRules`, in its module under `sglr.model.families`).
 
 Mistral, Qwen2 (optionally), Phi-3 and Gemma slide an attention window over some or all layers;
 Gemma also scales attention by `query_pre_attn_scalar`, soft-caps attention and final logits,
@@ -8,6 +9,7 @@ default is the Llama behaviour, so a Llama config yields `FamilyOptions()`.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,10 +18,7 @@ from sglr.kernels.attention_variant import AttentionVariant
 
 ACTIVATIONS = ("silu", "gelu_pytorch_tanh")
 _LAYER_TYPES = ("full_attention", "sliding_attention")
-# transformers' class defaults, for configs that leave the key out.
-_DEFAULT_SOFTCAPS = {"Gemma2ForCausalLM": (50.0, 30.0)}
-_GEMMA = ("Gemma2ForCausalLM", "Gemma3ForCausalLM")
-_GEMMA3_SLIDING_PATTERN = 6
+RawConfig = Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -52,29 +51,56 @@ class FamilyOptions:
         return AttentionVariant(scalar**-0.5, self.layer_window(layer_id), self.attn_logit_softcap)
 
 
-def read_family_options(raw: dict[str, Any], architecture: str, num_layers: int) -> FamilyOptions:
-    """The options of `architecture` from a `config.json` dict."""
+def every_layer(raw: RawConfig, num_layers: int) -> list[bool]:
+    """Which layers a config's `sliding_window` covers: all of them (Mistral, Phi-3, Mixtral)."""
+    return [True] * num_layers
+
+
+def attention_bias_key(raw: RawConfig) -> bool:
+    """q/k/v (and o) biases exactly when `attention_bias` says so."""
+    return bool(raw.get("attention_bias", False))
+
+
+@dataclass(frozen=True)
+class ConfigRules:
+    """How a family reads its options from `config.json`; the defaults are Llama's."""
+
+    attention_bias: Callable[[RawConfig], bool] = attention_bias_key
+    # Which layers slide the config's `sliding_window` when it names no `layer_types`.
+    sliding_layers: Callable[[RawConfig, int], list[bool]] = every_layer
+    # A key that must be true for `sliding_window` to count (the Qwen families keep a window
+    # size in their configs even when it is off).
+    window_switch: str | None = None
+    # The family scales attention by `query_pre_attn_scalar ** -0.5`, this when the key is absent.
+    query_pre_attn_scalar: float | None = None
+    # The attention and final logit soft-caps when the config leaves them out.
+    default_softcaps: tuple[float | None, float | None] = (None, None)
+    # The sliding-window layers have a RoPE base of their own (Gemma 3).
+    local_rope_theta: bool = False
+
+
+def read_family_options(raw: RawConfig, rules: ConfigRules, num_layers: int) -> FamilyOptions:
+    """A family's options from a `config.json` dict, read by its `rules`."""
     if float(raw.get("partial_rotary_factor") or _rope_dict(raw).get("partial_rotary_factor") or 1.0) != 1.0:
         raise ModelConfigError("partial rotary embeddings (partial_rotary_factor < 1) are not supported")
-    attn_cap, final_cap = _DEFAULT_SOFTCAPS.get(architecture, (None, None))
-    gemma = architecture in _GEMMA
+    attn_cap, final_cap = rules.default_softcaps
+    scalar = rules.query_pre_attn_scalar
     return FamilyOptions(
-        layer_windows=_layer_windows(raw, architecture, num_layers),
-        query_pre_attn_scalar=_optional_float(raw.get("query_pre_attn_scalar", 256)) if gemma else None,
+        layer_windows=_layer_windows(raw, rules, num_layers),
+        query_pre_attn_scalar=None
+        if scalar is None
+        else _optional_float(raw.get("query_pre_attn_scalar", scalar)),
         attn_logit_softcap=_optional_float(raw.get("attn_logit_softcapping", attn_cap)),
         final_logit_softcap=_optional_float(raw.get("final_logit_softcapping", final_cap)),
         hidden_act=str(raw.get("hidden_activation") or raw.get("hidden_act") or "silu"),
-        rope_local_theta=_local_rope_theta(raw) if architecture == "Gemma3ForCausalLM" else None,
+        rope_local_theta=_local_rope_theta(raw) if rules.local_rope_theta else None,
     )
 
 
-_QWEN = ("Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM")
-
-
-def _layer_windows(raw: dict[str, Any], architecture: str, num_layers: int) -> tuple[int | None, ...]:
+def _layer_windows(raw: RawConfig, rules: ConfigRules, num_layers: int) -> tuple[int | None, ...]:
     window = raw.get("sliding_window")
-    if architecture in _QWEN and not raw.get("use_sliding_window"):
-        window = None  # the Qwen families keep a window size in their configs even when it is off
+    if rules.window_switch is not None and not raw.get(rules.window_switch):
+        window = None
     if window is None:
         return ()
     window = int(window)
@@ -83,26 +109,18 @@ def _layer_windows(raw: dict[str, Any], architecture: str, num_layers: int) -> t
         if len(layer_types) != num_layers or any(t not in _LAYER_TYPES for t in layer_types):
             raise ModelConfigError(f"layer_types must list {num_layers} of {_LAYER_TYPES}, got {layer_types}")
         sliding = [t == "sliding_attention" for t in layer_types]
-    elif architecture == "Gemma2ForCausalLM":
-        sliding = [i % 2 == 0 for i in range(num_layers)]
-    elif architecture == "Gemma3ForCausalLM":
-        pattern = int(raw.get("sliding_window_pattern", _GEMMA3_SLIDING_PATTERN))
-        sliding = [(i + 1) % pattern != 0 for i in range(num_layers)]
-    elif architecture in _QWEN:
-        first = int(raw.get("max_window_layers", num_layers))
-        sliding = [i >= first for i in range(num_layers)]
-    else:  # Mistral, Phi-3, Mixtral: every layer
-        sliding = [True] * num_layers
+    else:
+        sliding = rules.sliding_layers(raw, num_layers)
     windows = tuple(window if s else None for s in sliding)
     return windows if any(w is not None for w in windows) else ()
 
 
-def _local_rope_theta(raw: dict[str, Any]) -> float:
+def _local_rope_theta(raw: RawConfig) -> float:
     local = _rope_dict(raw, "sliding_attention")
     return float(local.get("rope_theta") or raw.get("rope_local_base_freq") or 10_000.0)
 
 
-def _rope_dict(raw: dict[str, Any], layer_type: str = "full_attention") -> dict[str, Any]:
+def _rope_dict(raw: RawConfig, layer_type: str = "full_attention") -> Mapping[str, Any]:
     """`rope_parameters` (newer configs), per layer type where the config splits it that way."""
     params = raw.get("rope_parameters")
     if not isinstance(params, dict):

@@ -27,6 +27,7 @@ from sglr.model.gguf.q8_blocks import q8_0_levels_scales
 from sglr.model.gguf.reader import GGUFTensor
 from sglr.model.gguf.tensor_types import raw_tensor_bytes, read_tensor_table
 from sglr.model.layers import FUSED_PROJECTIONS, Linear
+from sglr.model.registry import family_of
 
 # Block formats kept as stored (rust/kernels' quant kernels multiply them as such).
 QUANTIZED_TYPE_NAMES = ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "Q5_K", "Q6_K")
@@ -40,13 +41,15 @@ def load_quantized_linears(model: torch.nn.Module, gguf_path: Path) -> set[str]:
     (Hugging Face) tensor names consumed, which the dense loader must then skip."""
     # The tensor table and raw bytes only: the metadata (vocabulary) was read at conversion.
     table = read_tensor_table(gguf_path)
-    architecture = table.architecture
-    if architecture is None:
+    if table.architecture is None:
         raise GGUFFormatError(f"{gguf_path}: no general.architecture in the GGUF metadata")
+    layout = family_of(model.config.architecture).gguf
+    if layout is None:
+        raise GGUFFormatError(f"{gguf_path}: {model.config.architecture} models have no GGUF layout")
     raw = raw_tensor_bytes(gguf_path, table)
     by_name: dict[str, GGUFTensor] = {}
     for entry in table.entries:
-        hf_name = hf_tensor_name(entry.name, architecture)
+        hf_name = hf_tensor_name(entry.name, layout)
         if hf_name is not None:
             shape = tuple(int(dim) for dim in reversed(entry.dims))
             by_name[hf_name] = GGUFTensor(
@@ -69,7 +72,7 @@ def load_quantized_linears(model: torch.nn.Module, gguf_path: Path) -> set[str]:
         parts = []
         for name, tensor in zip(names, tensors, strict=True):
             projection = name.rsplit(".", 2)[-2]
-            heads = rope_heads.get(projection) if architecture == "llama" else None
+            heads = rope_heads.get(projection) if layout.rope_rows_permuted else None
             parts.append((tensor.type_name, _row_blocks(tensor, heads)))
         module.use_quantized(_matrix(gguf_path, names, parts, module.in_features))
         consumed.update(names)

@@ -38,6 +38,25 @@ class RMSNorm(torch.nn.Module):
         return self.weight * F.rms_norm(x, shape, eps=self.eps)
 
 
+class OffsetRMSNorm(torch.nn.Module):
+    """RMSNorm whose weight is an offset from 1 (Gemma): normalized and scaled in fp32, then cast
+    back."""
+
+    def __init__(self, size: int, eps: float, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = torch.nn.Parameter(torch.zeros(size, dtype=dtype), requires_grad=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x32 = x.float()
+        normed = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
+        return (normed * (1.0 + self.weight.float())).to(x.dtype)
+
+
+# `DecoderOptions.norm` -> the norm module.
+NORMS: dict[str, type[torch.nn.Module]] = {"rms": RMSNorm, "offset": OffsetRMSNorm}
+
+
 class Linear(torch.nn.Module):
     """`y = x W^T (+ b)`. A fused linear stacks several checkpoint matrices along the output dim;
     `shard_offsets` names each one's row range so the loader can place it.

@@ -2,7 +2,7 @@
 
 An image stands in the prompt as `num_image_tokens` copies of the image token; the decoder sees
 the projected patch features at those positions instead of the token's embedding. Everything
-after the embeddings is the text model's (`LlamaForCausalLM`), so decode steps, the KV cache and
+after the embeddings is the text model's (a Llama-family `DecoderForCausalLM`), so decode steps, the KV cache and
 the attention backends do not know images exist.
 
 Checkpoint names come in two layouts, both read: the published one
@@ -20,10 +20,10 @@ import torch.nn.functional as F
 from sglr.errors import ModelConfigError
 from sglr.model.clip_vision import VISION_ACTIVATIONS, ClipVisionTower
 from sglr.model.config import ModelConfig
+from sglr.model.decoder import DecoderForCausalLM
 from sglr.model.image_input import ImageInput, ImageSpan
 from sglr.model.layers import Linear, load_named_weights
 from sglr.model.lazy_tensor import LazyTensor
-from sglr.model.llama import LlamaForCausalLM
 from sglr.model.parallel import TensorParallel
 from sglr.model.vision_config import VisionConfig, best_resolution, unpadded_shape
 
@@ -56,7 +56,7 @@ class MultiModalProjector(torch.nn.Module):
         return self.linear_2(self.act(self.linear_1(x)))
 
 
-class LlavaForConditionalGeneration(LlamaForCausalLM):
+class LlavaForConditionalGeneration(DecoderForCausalLM):
     def __init__(
         self, config: ModelConfig, dtype: torch.dtype, max_positions: int, tp: TensorParallel | None = None
     ) -> None:

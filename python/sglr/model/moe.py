@@ -27,7 +27,7 @@ from sglr.kernels.moe_grouped import CpuExperts, expert_mlp
 from sglr.kernels.moe_panels import pack_expert_panels
 from sglr.model.config import ModelConfig
 from sglr.model.layers import Linear, load_named_weights
-from sglr.model.parallel import TensorParallel
+from sglr.model.parallel import TensorParallel, rank_and_size
 
 # One expert's projection: `<block>.experts.<N>.<proj>.weight`.
 _PER_EXPERT = re.compile(
@@ -72,7 +72,7 @@ class FusedExperts(torch.nn.Module):
         tp: TensorParallel | None,
     ) -> None:
         super().__init__()
-        rank, num_ranks = (tp.rank, tp.size) if tp is not None else (0, 1)
+        rank, num_ranks = rank_and_size(tp)
         if intermediate_size % num_ranks:
             raise ModelConfigError(
                 f"expert intermediate size {intermediate_size} does not split over tp_size={num_ranks}"
@@ -134,7 +134,7 @@ class SharedExpert(torch.nn.Module):
         self, hidden_size: int, intermediate_size: int, dtype: torch.dtype, tp: TensorParallel | None
     ) -> None:
         super().__init__()
-        rank, num_ranks = (tp.rank, tp.size) if tp is not None else (0, 1)
+        rank, num_ranks = rank_and_size(tp)
         if intermediate_size % num_ranks:
             raise ModelConfigError(
                 f"shared expert intermediate size {intermediate_size} does not split over tp_size={num_ranks}"

@@ -1,20 +1,18 @@
 """`MoEConfig`: the mixture-of-experts facts of a `config.json` (Mixtral, Qwen2-MoE, Qwen3-MoE).
 
-Each family names the same facts differently: Mixtral calls its experts `num_local_experts` and
-sizes them with `intermediate_size`, and always renormalizes the top-k routing weights; the Qwen
-families use `num_experts` and `moe_intermediate_size` (keeping `intermediate_size` for their
-dense layers), renormalize only when `norm_topk_prob` says so, and may interleave dense layers
+Each family names the same facts differently and reads them itself (its declaration's `experts`,
+in `sglr.model.families`): Mixtral calls its experts `num_local_experts` and sizes them with
+`intermediate_size`, and always renormalizes the top-k routing weights; the Qwen families use
+`num_experts` and `moe_intermediate_size` (keeping `intermediate_size` for their dense layers),
+renormalize only when `norm_topk_prob` says so, and may interleave dense layers
 (`decoder_sparse_step`, `mlp_only_layers`). Qwen2-MoE adds a shared expert behind a sigmoid gate.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from sglr.errors import ModelConfigError
-
-MOE_ARCHITECTURES = ("MixtralForCausalLM", "Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM")
 
 
 @dataclass(frozen=True)
@@ -50,36 +48,3 @@ class MoEConfig:
         return sizes + (
             (self.shared_expert_intermediate_size,) if self.shared_expert_intermediate_size else ()
         )
-
-
-def read_moe_config(raw: dict[str, Any], architecture: str) -> MoEConfig | None:
-    """The MoE part of a `config.json` dict; None for a dense architecture."""
-    if architecture not in MOE_ARCHITECTURES:
-        return None
-    try:
-        num_experts_per_tok = int(raw["num_experts_per_tok"])
-        if architecture == "MixtralForCausalLM":
-            return MoEConfig(
-                num_experts=int(raw["num_local_experts"]),
-                num_experts_per_tok=num_experts_per_tok,
-                expert_intermediate_size=int(raw["intermediate_size"]),
-                norm_topk_prob=True,
-            )
-        # transformers writes `num_experts` for Qwen2-MoE and `num_local_experts` for Qwen3-MoE.
-        num_experts = raw.get("num_experts", raw.get("num_local_experts"))
-        if num_experts is None:
-            raise KeyError("num_experts")
-        shared = 0
-        if architecture == "Qwen2MoeForCausalLM":
-            shared = int(raw["shared_expert_intermediate_size"])
-        return MoEConfig(
-            num_experts=int(num_experts),
-            num_experts_per_tok=num_experts_per_tok,
-            expert_intermediate_size=int(raw["moe_intermediate_size"]),
-            norm_topk_prob=bool(raw.get("norm_topk_prob", False)),
-            shared_expert_intermediate_size=shared,
-            decoder_sparse_step=int(raw.get("decoder_sparse_step", 1)),
-            mlp_only_layers=tuple(int(i) for i in raw.get("mlp_only_layers") or ()),
-        )
-    except KeyError as exc:
-        raise ModelConfigError(f"{architecture} config.json lacks required field {exc.args[0]!r}") from None

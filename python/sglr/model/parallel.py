@@ -53,6 +53,11 @@ class TensorParallel:
         return int(tensor.item())
 
 
+def rank_and_size(tp: TensorParallel | None) -> tuple[int, int]:
+    """(this rank, number of ranks); (0, 1) without tensor parallelism."""
+    return (tp.rank, tp.size) if tp is not None else (0, 1)
+
+
 def init_tensor_parallel(rank: int, size: int, init_method: str, device: torch.device) -> TensorParallel:
     """Joins the group of `size` ranks meeting at `init_method` (`tcp://host:port`)."""
     backend = "nccl" if device.type == "cuda" else "gloo"

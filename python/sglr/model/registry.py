@@ -1,78 +1,77 @@
-"""Architecture name (`config.json` "architectures") -> model class."""
+"""The model families sglr runs, found in `sglr.model.families`: every module there declares one
+`FAMILY` (a `sglr.model.family.Family`), so a new family is one new module. The modules are
+imported the first time a family is looked up, not when this module is; none imports torch
+(`sglr.model.build` builds a family's model).
+"""
 
 from __future__ import annotations
 
-import torch
+import functools
+import importlib
+import pkgutil
 
 from sglr.errors import ModelConfigError
-from sglr.model.config import ModelConfig
-from sglr.model.parallel import TensorParallel
+from sglr.model.family import Family
+
+FAMILIES_PACKAGE = "sglr.model.families"
 
 
-def model_class(architecture: str) -> type[torch.nn.Module]:
-    if architecture == "LlamaForCausalLM":
-        from sglr.model.llama import LlamaForCausalLM
-
-        return LlamaForCausalLM
-    if architecture == "Qwen2ForCausalLM":
-        from sglr.model.qwen2 import Qwen2ForCausalLM
-
-        return Qwen2ForCausalLM
-    if architecture == "MistralForCausalLM":
-        from sglr.model.mistral import MistralForCausalLM
-
-        return MistralForCausalLM
-    if architecture == "Gemma2ForCausalLM":
-        from sglr.model.gemma2 import Gemma2ForCausalLM
-
-        return Gemma2ForCausalLM
-    if architecture == "Gemma3ForCausalLM":
-        from sglr.model.gemma3 import Gemma3ForCausalLM
-
-        return Gemma3ForCausalLM
-    if architecture == "Phi3ForCausalLM":
-        from sglr.model.phi3 import Phi3ForCausalLM
-
-        return Phi3ForCausalLM
-    if architecture == "Qwen3ForCausalLM":
-        from sglr.model.qwen3 import Qwen3ForCausalLM
-
-        return Qwen3ForCausalLM
-    if architecture == "MixtralForCausalLM":
-        from sglr.model.mixtral import MixtralForCausalLM
-
-        return MixtralForCausalLM
-    if architecture == "Qwen2MoeForCausalLM":
-        from sglr.model.qwen2_moe import Qwen2MoeForCausalLM
-
-        return Qwen2MoeForCausalLM
-    if architecture == "Qwen3MoeForCausalLM":
-        from sglr.model.qwen3_moe import Qwen3MoeForCausalLM
-
-        return Qwen3MoeForCausalLM
-    if architecture == "LlavaForConditionalGeneration":
-        from sglr.model.llava import LlavaForConditionalGeneration
-
-        return LlavaForConditionalGeneration
-    if architecture == "LlavaNextForConditionalGeneration":
-        from sglr.model.llava import LlavaNextForConditionalGeneration
-
-        return LlavaNextForConditionalGeneration
-    if architecture == "LlavaNextVideoForConditionalGeneration":
-        from sglr.model.llava import LlavaNextVideoForConditionalGeneration
-
-        return LlavaNextVideoForConditionalGeneration
-    raise ModelConfigError(f"no sglr implementation for architecture {architecture!r}")
+@functools.cache
+def _declared() -> dict[str, Family]:
+    """Module name -> its family, in module name order."""
+    package = importlib.import_module(FAMILIES_PACKAGE)
+    declared = {}
+    for module_info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"{FAMILIES_PACKAGE}.{module_info.name}")
+        family = getattr(module, "FAMILY", None)
+        if not isinstance(family, Family):
+            raise TypeError(f"{module.__name__} declares no FAMILY (a sglr.model.family.Family)")
+        declared[module_info.name] = family
+    return declared
 
 
-def build_model(
-    config: ModelConfig,
-    dtype: torch.dtype,
-    device: torch.device,
-    max_positions: int,
-    tp: TensorParallel | None = None,
-) -> torch.nn.Module:
-    """An uninitialized model (parameters hold garbage until weights are loaded) on `device`,
-    holding this rank's shard under tensor parallelism."""
-    with torch.device(device):
-        return model_class(config.architecture)(config, dtype, max_positions, tp).eval()
+def families() -> tuple[Family, ...]:
+    """Every declared family, by module name."""
+    return tuple(_declared().values())
+
+
+@functools.cache
+def _by_architecture() -> dict[str, Family]:
+    by_name: dict[str, Family] = {}
+    owner: dict[str, str] = {}
+    for module_name, family in _declared().items():
+        for architecture in family.architectures:
+            if architecture in by_name:
+                raise TypeError(
+                    f"{architecture} is declared by families.{owner[architecture]} and {module_name}"
+                )
+            by_name[architecture], owner[architecture] = family, module_name
+    return by_name
+
+
+def supported_architectures() -> tuple[str, ...]:
+    return tuple(_by_architecture())
+
+
+def find_family(architecture: str) -> Family | None:
+    return _by_architecture().get(architecture)
+
+
+def family_of(architecture: str) -> Family:
+    """The family of `architecture`; `ModelConfigError` naming it when sglr has none."""
+    family = find_family(architecture)
+    if family is None:
+        raise ModelConfigError(
+            f"unsupported architecture {architecture!r}; sglr supports {supported_architectures()}"
+        )
+    return family
+
+
+def architecture_of_model_type(model_type: object) -> str | None:
+    """The architecture a `config.json` without an "architectures" list means by `model_type`."""
+    if model_type is None:
+        return None
+    for architecture, family in _by_architecture().items():
+        if family.architectures[architecture] == model_type:
+            return architecture
+    return None

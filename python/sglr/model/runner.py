@@ -15,109 +15,43 @@ from __future__ import annotations
 import dataclasses
 import gc
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
 from sglr.envs import cpu_decode_threads
-from sglr.errors import ModelConfigError
-from sglr.kernels.attention import ATTENTION_BACKENDS, create_attention_backend
+from sglr.kernels.attention import create_attention_backend
 from sglr.kernels.attention_metadata import AttentionMetadata
 from sglr.kernels.attention_variant import AttentionVariant
+from sglr.model.build import build_model
 from sglr.model.config import ModelConfig, load_model_config
 from sglr.model.cpu_fused_decode import CpuFusedDecode
 from sglr.model.cuda_graph import DecodeCudaGraphs
 from sglr.model.forward_batch import BatchLimits, ExtendRequest, ForwardBatch, IntArrayLike, RowWrites
-from sglr.model.gguf_quantized import load_quantized_linears, without_names
 from sglr.model.kv_cache import KVCache, KVCacheShape, kv_slots_for_memory_fraction
-from sglr.model.loader import (
-    fill_dummy_weights,
-    iter_checkpoint_tensors,
-    release_freed_heap,
-    resolve_checkpoint_dir,
-)
+from sglr.model.loader import release_freed_heap
 from sglr.model.logprobs import TokenLogprobs, score_tokens
 from sglr.model.parallel import TensorParallel
-from sglr.model.registry import build_model
 from sglr.model.req_to_token import ReqToTokenTable
+from sglr.model.runner_config import RunnerConfig
+from sglr.model.weights_policy import (
+    load_weights,
+    quantized_gguf_source,
+    resolve_device,
+    resolve_model_dir,
+    run_dtype,
+)
 
 # After a CPU extend batch of at least this many tokens the freed heap goes back to the OS: its
 # activations are tens of MB that glibc would keep for reuse (SmolLM2, 16 prompts of 128 tokens:
 # 60 MB), for the price of faulting some of them in again at the next large batch.
 _TRIM_AFTER_TOKENS = 512
 
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-GGUF_WEIGHTS = ("auto", "quantized", "dequantized")
 _CPU_DEFAULT_KV_TOKENS = 65536
 _GPU_DEFAULT_MEM_FRACTION = 0.85
 _LOGPROB_CHUNK = 512
-
-
-@dataclass(frozen=True)
-class RunnerConfig:
-    """How to load and run a model.
-
-    model_path: a Hugging Face-format directory, a `.gguf` file (converted once, cached), None for
-        the embedded default model, or a Hub id when a network is there.
-    dtype: "auto" = the checkpoint's dtype on CUDA, float32 on CPU.
-    device: "auto" = "cuda" when available, else "cpu".
-    kv_num_tokens / mem_fraction: KV cache size as a token count, or as the fraction of device
-        memory the process may use in total (weights included). Default: 0.85 on CUDA,
-        65536 tokens on CPU. Give at most one.
-    max_num_reqs: rows of the request table (requests in flight at once).
-    max_context_len: longest sequence; default the model's `max_position_embeddings`.
-    attention_backend: "auto" | "torch" | "triton" | "flashinfer".
-    load_format: "auto" (safetensors, or .bin) | "dummy" (seeded random weights; needs only
-        config.json).
-    cuda_graph_max_bs: capture decode CUDA graphs up to this batch size (0 disables them).
-    gguf_weights: for a GGUF checkpoint on the CPU, "quantized" keeps its Q4_0 / Q4_1 / Q8_0 /
-        Q4_K / Q5_K / Q6_K matrices as stored in memory and multiplies them as such
-        (`sglr.kernels.cpu_quantized`, and decode steps in one Rust call,
-        `sglr.model.cpu_fused_decode`; the run dtype is bfloat16); "dequantized" converts every
-        weight to the run dtype; "auto" is quantized where it applies (a GGUF file with 4- to
-        6-bit matrices, or with only quantized layer matrices, on the CPU, one rank, dtype auto or
-        bfloat16; `runs_quantized_by_default`), dequantized otherwise: on SmolLM2 (Q4_1)
-        quantized decodes ~3x faster than bf16 at ~0.95x its prefill speed, and a Q8_0 file
-        decodes ~4x and prefills ~1.5x faster than its float32 conversion
-        (benches/results/smollm2_cpu_gguf.md).
-    """
-
-    model_path: str | Path | None
-    dtype: str = "auto"
-    device: str = "auto"
-    kv_num_tokens: int | None = None
-    mem_fraction: float | None = None
-    max_num_reqs: int = 256
-    max_context_len: int | None = None
-    attention_backend: str = "auto"
-    load_format: str = "auto"
-    seed: int = 0
-    cuda_graph_max_bs: int = 256
-    cuda_graph_batch_sizes: tuple[int, ...] = field(default=())
-    gguf_weights: str = "auto"
-
-    def __post_init__(self) -> None:
-        if self.dtype != "auto" and self.dtype not in _DTYPES:
-            raise ModelConfigError(f"dtype must be 'auto' or one of {sorted(_DTYPES)}, got {self.dtype!r}")
-        if self.kv_num_tokens is not None and self.mem_fraction is not None:
-            raise ModelConfigError("give kv_num_tokens or mem_fraction, not both")
-        if self.kv_num_tokens is not None and self.kv_num_tokens < 1:
-            raise ModelConfigError(f"kv_num_tokens must be >= 1, got {self.kv_num_tokens}")
-        if self.mem_fraction is not None and not 0.0 < self.mem_fraction <= 1.0:
-            raise ModelConfigError(f"mem_fraction must be in (0, 1], got {self.mem_fraction}")
-        if self.max_num_reqs < 1 or (self.max_context_len is not None and self.max_context_len < 1):
-            raise ModelConfigError("max_num_reqs and max_context_len must be >= 1")
-        if self.attention_backend not in ATTENTION_BACKENDS:
-            raise ModelConfigError(f"attention_backend must be one of {ATTENTION_BACKENDS}")
-        if self.load_format not in ("auto", "dummy"):
-            raise ModelConfigError(f"load_format must be 'auto' or 'dummy', got {self.load_format!r}")
-        if self.cuda_graph_max_bs < 0:
-            raise ModelConfigError("cuda_graph_max_bs must be >= 0")
-        if self.gguf_weights not in GGUF_WEIGHTS:
-            raise ModelConfigError(f"gguf_weights must be one of {GGUF_WEIGHTS}, got {self.gguf_weights!r}")
 
 
 @dataclass(frozen=True)
@@ -145,23 +79,10 @@ class ModelRunner:
         self.weights_format = "quantized" if quantized_source is not None else "dequantized"
         self.model_dir = resolve_model_dir(config, tp is not None)
         self.config: ModelConfig = load_model_config(self.model_dir)
-        self.dtype = (
-            torch.bfloat16
-            if quantized_source is not None
-            else _resolve_dtype(config.dtype, self.config, self.device)
-        )
+        self.dtype = run_dtype(config.dtype, self.config, self.device, quantized_source)
         self.max_context_len = config.max_context_len or self.config.max_position_embeddings
         self.model = build_model(self.config, self.dtype, self.device, self.max_context_len, tp)
-        if config.load_format == "dummy":
-            fill_dummy_weights(self.model, seed=config.seed + (tp.rank if tp else 0))
-        elif quantized_source is not None:
-            consumed = load_quantized_linears(self.model, quantized_source)
-            # Lazy: the dense copies of the quantized matrices in the converted directory are never read.
-            self.model.load_weights(
-                without_names(iter_checkpoint_tensors(self.model_dir, lazy=True), consumed)
-            )
-        else:
-            self.model.load_weights(iter_checkpoint_tensors(self.model_dir, lazy=tp is not None))
+        load_weights(self.model, config, self.model_dir, quantized_source, tp)
         release_freed_heap()
         num_kv_heads = self.model.model.layers[0].self_attn.num_kv_heads  # this rank's
         shape = KVCacheShape(self.config.num_hidden_layers, num_kv_heads, self.config.head_dim, self.dtype)
@@ -179,7 +100,7 @@ class ModelRunner:
         )
         self.fused_decode = (
             CpuFusedDecode.build(self.model, self.kv_cache, self.req_to_token.table)
-            if tp is None and self.device.type == "cpu"
+            if tp is None and self.device.type == "cpu" and quantized_source is not None
             else None
         )
         self.vocab_size = self.config.vocab_size
@@ -344,86 +265,3 @@ def _without_idle_windows(variants: list[AttentionVariant], max_context_len: int
         else v
         for v in variants
     ]
-
-
-def resolve_model_dir(config: RunnerConfig, tensor_parallel: bool = False) -> Path:
-    """The Hugging Face-format directory the runner loads (a GGUF file is converted once, to
-    the dtype the device computes in: bf16 when its quantized matrices stay so, which never
-    happens under tensor parallelism)."""
-    device = resolve_device(config.device)
-    gguf_dtype = (
-        config.dtype if config.dtype != "auto" else ("bfloat16" if device.type == "cuda" else "float32")
-    )
-    if quantized_gguf_source(config, tensor_parallel) is not None:
-        gguf_dtype = "bfloat16"
-    return resolve_checkpoint_dir(config.model_path, gguf_dtype)
-
-
-def quantized_gguf_source(config: RunnerConfig, tensor_parallel: bool) -> Path | None:
-    """The GGUF file to load quantized matrices from when `config` runs quantized, else None. Raises
-    `ModelConfigError` when "quantized" is asked for where it cannot apply."""
-    if config.gguf_weights == "dequantized" or config.load_format == "dummy":
-        return None
-    from sglr.model.default_model import gguf_source_path
-
-    path = config.model_path
-    source = None if path is not None and not Path(path).expanduser().exists() else gguf_source_path(path)
-    problem = None
-    if source is None:
-        problem = "the model is not a GGUF file"
-    elif resolve_device(config.device).type != "cpu":
-        problem = "quantized GGUF weights run on the CPU only"
-    elif tensor_parallel:
-        problem = "quantized GGUF weights do not support tensor parallelism"
-    elif config.dtype not in ("auto", "bfloat16"):
-        problem = f"quantized GGUF weights compute in bfloat16, not {config.dtype}"
-    elif config.gguf_weights == "auto" and not runs_quantized_by_default(source):
-        problem = "float matrices"  # "auto" keeps the file's precision
-    if problem is None:
-        return source
-    if config.gguf_weights == "quantized":
-        raise ModelConfigError(f"gguf_weights='quantized': {problem}")
-    return None
-
-
-def runs_quantized_by_default(gguf_path: Path) -> bool:
-    """Whether `gguf_weights="auto"` keeps the file's matrices quantized (reads the header only):
-    when any matrix is 4- to 6-bit (Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K), or when every layer
-    matrix is in a kernel format (a Q8_0 file: then nothing finer than 8 bits is lost, and the
-    8-bit kernels beat the float32 conversion at prefill, decode and memory; a file with float
-    matrices keeps its precision)."""
-    from gguf import GGMLQuantizationType
-
-    from sglr.model.gguf.tensor_types import gguf_tensor_types
-    from sglr.model.gguf_quantized import LOW_BIT_TYPE_NAMES, QUANTIZED_TYPE_NAMES
-
-    types = {name: GGMLQuantizationType(code).name for name, code in gguf_tensor_types(gguf_path).items()}
-    if any(kind in LOW_BIT_TYPE_NAMES for kind in types.values()):
-        return True
-    # Layer matrices: not norms, not MoE routers (kept in float by llama.cpp).
-    matrices = [
-        kind
-        for name, kind in types.items()
-        if name.startswith("blk.")
-        and name.endswith(".weight")
-        and "norm" not in name
-        and "gate_inp" not in name
-    ]
-    return bool(matrices) and all(kind in QUANTIZED_TYPE_NAMES for kind in matrices)
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(name)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ModelConfigError("device 'cuda' requested but CUDA is not available")
-    return device
-
-
-def _resolve_dtype(name: str, config: ModelConfig, device: torch.device) -> torch.dtype:
-    if name != "auto":
-        return _DTYPES[name]
-    if device.type != "cuda":
-        return torch.float32
-    return _DTYPES.get(config.torch_dtype, torch.bfloat16)

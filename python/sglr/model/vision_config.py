@@ -20,11 +20,6 @@ from typing import Any
 
 from sglr.errors import ModelConfigError
 
-VISION_ARCHITECTURES = (
-    "LlavaForConditionalGeneration",
-    "LlavaNextForConditionalGeneration",
-    "LlavaNextVideoForConditionalGeneration",
-)
 _POOL_MODES = ("average", "max")
 _SELECT_STRATEGIES = ("default", "full")
 _ACTIVATIONS = ("quick_gelu", "gelu", "gelu_pytorch_tanh")

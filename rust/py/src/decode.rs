@@ -10,7 +10,7 @@ use numpy::{
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use rayon::ThreadPool;
-use sglr_kernels::decode::{DecodeModel, LayerWeights, ModelShape, RotaryTables, StepBatch};
+use sglr_kernels::decode::{DecodeModel, HeadNorms, LayerWeights, ModelShape, RotaryTables, StepBatch};
 use sglr_kernels::element::{Bf16, Element};
 use sglr_kernels::error::DecodeError;
 use sglr_kernels::gemm::{dequantize_bf16_into, dequantize_into, matmul, shared_pool};
@@ -289,10 +289,12 @@ type LayerTuple<'py> = (
     Bound<'py, PyAny>,
     Bound<'py, PyAny>,
     Option<usize>,
+    Option<(PyReadonlyArray1<'py, f32>, PyReadonlyArray1<'py, f32>, f32)>,
 );
 
-/// A Llama-shaped model's decode step in one call (`sglr-kernels`' `decode`). Layers are tuples
-/// `(input_norm, qkv, qkv_bias | None, o, post_norm, gate_up, down, sliding_window | None)`,
+/// A pre-norm decoder's decode step in one call (`sglr-kernels`' `decode`). Layers are tuples
+/// `(input_norm, qkv, qkv_bias | None, o, post_norm, gate_up, down, sliding_window | None,
+/// (q_norm, k_norm, eps) | None)`,
 /// norms float32, matrices `GgufMatrix`; `head` a `Q8Matrix`, `GgufMatrix` or None
 /// (then `step` returns the final-normalized hidden states); `rope_cos`, `rope_sin` `[positions, head_dim / 2]` float32.
 #[pyclass(frozen, name = "CpuDecodeModel", module = "sglr._core")]
@@ -332,7 +334,12 @@ impl PyCpuDecodeModel {
             attention_scale,
         };
         let mut weights = Vec::with_capacity(layers.len());
-        for (input_norm, qkv, qkv_bias, o, post_norm, gate_up, down, sliding_window) in layers {
+        for (input_norm, qkv, qkv_bias, o, post_norm, gate_up, down, sliding_window, head_norms) in layers {
+            let head_norms = head_norms
+                .map(|(q, k, eps)| -> PyResult<HeadNorms> {
+                    Ok(HeadNorms { q: slice(&q, "q_norm")?.to_vec(), k: slice(&k, "k_norm")?.to_vec(), eps })
+                })
+                .transpose()?;
             weights.push(LayerWeights {
                 input_norm: slice(&input_norm, "input_norm")?.to_vec(),
                 qkv: shared_weight(&qkv)?,
@@ -342,6 +349,7 @@ impl PyCpuDecodeModel {
                 gate_up: shared_weight(&gate_up)?,
                 down: shared_weight(&down)?,
                 sliding_window,
+                head_norms,
             });
         }
         let rotary = RotaryTables {

@@ -7,11 +7,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from sglr.errors import GGUFFormatError
+from sglr.model.family import GGUF_EXPERT, GgufLayout
 from sglr.model.gguf.dequant import check_supported, dequantize
-from sglr.model.gguf.families import restore_values
-from sglr.model.gguf.hf_config import build_generation_config, build_hf_config, check_architecture
-from sglr.model.gguf.moe import EXPERT
+from sglr.model.gguf.hf_config import build_generation_config, build_hf_config, gguf_family
 from sglr.model.gguf.names import expected_hf_shape, hf_tensor_name, unpermute_rope_rows
 from sglr.model.gguf.reader import GGUFCheckpoint, read_gguf
 from sglr.model.gguf.tokenizer import build_tokenizer_files
@@ -39,13 +40,13 @@ def convert_gguf(gguf_path: str | Path, out_dir: str | Path, *, dtype: str = "fl
     so an unsupported file fails fast. Not atomic: `sglr.model.gguf.cache` makes it so."""
     check_run_dtype(dtype)
     checkpoint = read_gguf(gguf_path)
-    check_architecture(checkpoint)
+    _, layout = gguf_family(checkpoint)
     for tensor in checkpoint.tensors:
         check_supported(tensor)
-        hf_tensor_name(tensor.name, checkpoint.architecture)
+        hf_tensor_name(tensor.name, layout)
     config = build_hf_config(checkpoint, dtype)
     tokenizer_json, tokenizer_config = build_tokenizer_files(checkpoint)
-    state_dict = convert_tensors(checkpoint, config, dtype)
+    state_dict = convert_tensors(checkpoint, layout, config, dtype)
 
     from safetensors.torch import save_file
 
@@ -60,15 +61,18 @@ def convert_gguf(gguf_path: str | Path, out_dir: str | Path, *, dtype: str = "fl
         _fsync(out_dir / name)
 
 
-def convert_tensors(checkpoint: GGUFCheckpoint, config: dict[str, Any], dtype: str) -> dict[str, Any]:
-    """Hugging Face name -> torch tensor in `dtype`, query/key rows restored for `llama`."""
+def convert_tensors(
+    checkpoint: GGUFCheckpoint, layout: GgufLayout, config: dict[str, Any], dtype: str
+) -> dict[str, Any]:
+    """Hugging Face name -> torch tensor in `dtype`: query/key rows put back where the file's
+    converter reordered them, `1 + w` norm weights back to `w`."""
     import torch
 
     torch_dtype = getattr(torch, dtype)
-    restore_rope_rows = checkpoint.architecture == "llama"
+    restore_rope_rows = layout.rope_rows_permuted
     state_dict = {}
     for tensor in checkpoint.tensors:
-        hf_name = hf_tensor_name(tensor.name, checkpoint.architecture)
+        hf_name = hf_tensor_name(tensor.name, layout)
         if hf_name is None:
             continue
         expected_shape = expected_hf_shape(hf_name, config)
@@ -82,10 +86,11 @@ def convert_tensors(checkpoint: GGUFCheckpoint, config: dict[str, Any], dtype: s
             values = unpermute_rope_rows(values, config["num_attention_heads"])
         elif restore_rope_rows and ".k_proj." in hf_name:
             values = unpermute_rope_rows(values, config["num_key_value_heads"])
-        values = restore_values(checkpoint.architecture, hf_name, values)
-        if EXPERT in hf_name:  # stacked experts: one tensor each
+        if layout.norm_offset and hf_name.endswith("norm.weight"):
+            values = values - np.float32(1.0)
+        if GGUF_EXPERT in hf_name:  # stacked experts: one tensor each
             for expert, expert_values in enumerate(values):
-                state_dict[hf_name.replace(EXPERT, str(expert))] = torch.from_numpy(expert_values).to(
+                state_dict[hf_name.replace(GGUF_EXPERT, str(expert))] = torch.from_numpy(expert_values).to(
                     torch_dtype
                 )
             continue

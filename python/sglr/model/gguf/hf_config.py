@@ -5,55 +5,45 @@ from __future__ import annotations
 from typing import Any
 
 from sglr.errors import GGUFFormatError, GGUFUnsupportedError
+from sglr.model.family import Family, GgufLayout, GgufShape
 from sglr.model.gguf.dequant import dequantize
-from sglr.model.gguf.families import family_config_fields
-from sglr.model.gguf.moe import MOE_ARCHITECTURES, moe_config_fields
 from sglr.model.gguf.names import check_layers_complete
 from sglr.model.gguf.reader import GGUFCheckpoint
 from sglr.model.gguf.rope import llama3_rope_scaling, metadata_rope_scaling
-
-# GGUF architecture -> (Hugging Face model_type, class name)
-SUPPORTED_ARCHITECTURES = {
-    "llama": ("llama", "LlamaForCausalLM"),
-    "qwen2": ("qwen2", "Qwen2ForCausalLM"),
-    "gemma2": ("gemma2", "Gemma2ForCausalLM"),
-    "gemma3": ("gemma3_text", "Gemma3ForCausalLM"),
-    "phi3": ("phi3", "Phi3ForCausalLM"),
-    "qwen3": ("qwen3", "Qwen3ForCausalLM"),
-    "qwen2moe": ("qwen2_moe", "Qwen2MoeForCausalLM"),
-    "qwen3moe": ("qwen3_moe", "Qwen3MoeForCausalLM"),
-}
-# A `llama` file with experts is a Mixtral model.
-_MIXTRAL = ("mixtral", "MixtralForCausalLM")
+from sglr.model.registry import families
 
 # llama.cpp's defaults where a file leaves a key out.
 _DEFAULT_ROPE_THETA = 10_000.0
 
 
-def check_architecture(checkpoint: GGUFCheckpoint) -> str:
-    """The file's architecture; raises `GGUFUnsupportedError` naming any other."""
+def gguf_family(checkpoint: GGUFCheckpoint) -> tuple[Family, GgufLayout]:
+    """The family the file's architecture (and whether it has experts) declares, and its layout;
+    raises `GGUFUnsupportedError` naming any other. A `llama` file with experts is a Mixtral."""
     architecture = checkpoint.architecture
-    if architecture not in SUPPORTED_ARCHITECTURES:
+    declared = [(family, family.gguf) for family in families() if family.gguf is not None]
+    candidates = [(family, layout) for family, layout in declared if layout.architecture == architecture]
+    if not candidates:
+        supported = dict.fromkeys(layout.architecture for _, layout in declared)
         raise GGUFUnsupportedError(
             f"{checkpoint.path}: GGUF architecture {architecture!r} is not supported "
-            f"(supported: {', '.join(SUPPORTED_ARCHITECTURES)})"
+            f"(supported: {', '.join(supported)})"
         )
     num_experts = int(checkpoint.arch_get("expert_count", 0) or 0)
-    if num_experts > 0 and architecture not in MOE_ARCHITECTURES:
+    with_experts = [c for c in candidates if c[0].experts is not None]
+    if num_experts > 0 and not with_experts:
         raise GGUFUnsupportedError(
             f"{checkpoint.path}: mixture-of-experts {architecture!r} models ({num_experts} experts) are not supported"
         )
-    return architecture
+    dense = [c for c in candidates if c[0].experts is None]
+    # A MoE family's file without experts is refused by its own fields (no expert_count).
+    return with_experts[0] if num_experts > 0 or not dense else dense[0]
 
 
 def build_hf_config(checkpoint: GGUFCheckpoint, torch_dtype: str) -> dict[str, Any]:
     """The `config.json` of the converted checkpoint; validates the architecture, the attention
     geometry and that every layer's tensors are present."""
-    architecture = check_architecture(checkpoint)
-    num_experts = int(checkpoint.arch_get("expert_count", 0) or 0)
-    model_type, class_name = SUPPORTED_ARCHITECTURES[architecture]
-    if architecture == "llama" and num_experts > 0:
-        model_type, class_name = _MIXTRAL
+    family, layout = gguf_family(checkpoint)
+    class_name = family.main_architecture
     path = checkpoint.path
     tensors = {tensor.name: tensor for tensor in checkpoint.tensors}
 
@@ -70,7 +60,7 @@ def build_hf_config(checkpoint: GGUFCheckpoint, torch_dtype: str) -> dict[str, A
         raise GGUFUnsupportedError(f"{path}: key head dim {head_dim} differs from value head dim {value_dim}")
     if rotary_dim != head_dim:
         raise GGUFUnsupportedError(f"{path}: partial RoPE (rotary dim {rotary_dim} of head dim {head_dim})")
-    check_layers_complete(checkpoint.tensor_names(), num_layers, path, architecture)
+    check_layers_complete(checkpoint.tensor_names(), num_layers, path, layout)
 
     vocab_size = tensors["token_embd.weight"].shape[0]
     rope_theta = float(checkpoint.arch_get("rope.freq_base", _DEFAULT_ROPE_THETA))
@@ -87,7 +77,7 @@ def build_hf_config(checkpoint: GGUFCheckpoint, torch_dtype: str) -> dict[str, A
 
     config: dict[str, Any] = {
         "architectures": [class_name],
-        "model_type": model_type,
+        "model_type": family.architectures[class_name],
         "vocab_size": vocab_size,
         "hidden_size": hidden_size,
         "intermediate_size": _intermediate_size(checkpoint),
@@ -107,19 +97,7 @@ def build_hf_config(checkpoint: GGUFCheckpoint, torch_dtype: str) -> dict[str, A
         "torch_dtype": torch_dtype,
         **_special_token_ids(checkpoint),
     }
-    if architecture == "llama":
-        config["attention_bias"] = _llama_attention_bias(checkpoint, num_layers)
-        config["mlp_bias"] = False
-    elif architecture in ("qwen2", "qwen2moe"):
-        _require_qwen2_biases(checkpoint, num_layers)
-        config["use_sliding_window"] = False
-        config["sliding_window"] = None
-        config["max_window_layers"] = num_layers
-    else:
-        config.update(
-            family_config_fields(architecture, checkpoint, num_layers, hidden_size, num_heads, head_dim)
-        )
-    config.update(moe_config_fields(architecture, checkpoint, num_layers))
+    config.update(layout.config_fields(checkpoint, GgufShape(num_layers, hidden_size, num_heads, head_dim)))
     return config
 
 
@@ -161,25 +139,3 @@ def _special_token_ids(checkpoint: GGUFCheckpoint) -> dict[str, int]:
         if token_id is not None:
             ids[name] = int(token_id)
     return ids
-
-
-def _llama_attention_bias(checkpoint: GGUFCheckpoint, num_layers: int) -> bool:
-    """Hugging Face Llama biases all four attention projections or none of them."""
-    names = checkpoint.tensor_names()
-    suffixes = ("attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_output.bias")
-    present = [f"blk.{i}.{suffix}" in names for i in range(num_layers) for suffix in suffixes]
-    if any(present) and not all(present):
-        raise GGUFUnsupportedError(
-            f"{checkpoint.path}: a llama model with biases on some attention projections but not all"
-        )
-    return all(present) and bool(present)
-
-
-def _require_qwen2_biases(checkpoint: GGUFCheckpoint, num_layers: int) -> None:
-    names = checkpoint.tensor_names()
-    for i in range(num_layers):
-        for suffix in ("attn_q.bias", "attn_k.bias", "attn_v.bias"):
-            if f"blk.{i}.{suffix}" not in names:
-                raise GGUFFormatError(f"{checkpoint.path}: qwen2 GGUF file has no tensor 'blk.{i}.{suffix}'")
-        if f"blk.{i}.attn_output.bias" in names:
-            raise GGUFUnsupportedError(f"{checkpoint.path}: qwen2 model with an output projection bias")

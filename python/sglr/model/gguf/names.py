@@ -1,5 +1,5 @@
-"""GGUF tensor names -> Hugging Face (Llama / Qwen2 module) names, and undoing llama.cpp's
-reordering of the query and key rows.
+"""GGUF tensor names -> Hugging Face (Llama module) names, with each family's own names from its
+`GgufLayout`, and undoing llama.cpp's reordering of the query and key rows.
 
 Hugging Face Llama checkpoints apply RoPE to the two halves of each head ("rotate half");
 llama.cpp rotates adjacent pairs instead, so its converter reorders the rows of `q_proj` and
@@ -16,9 +16,8 @@ import re
 import numpy as np
 
 from sglr.errors import GGUFFormatError, GGUFUnsupportedError
-from sglr.model.gguf.families import LAYER_NAME_OVERRIDES, MOE_LAYER_REQUIRED, hf_shape_override
-from sglr.model.gguf.families import REQUIRED_LAYER_SUFFIXES as FAMILY_REQUIRED_LAYER_SUFFIXES
-from sglr.model.gguf.moe import is_sparse_layer, moe_layer_name, stored_moe_shape
+from sglr.model.family import GGUF_ATTENTION_REQUIRED, GgufLayout
+from sglr.model.gguf.moe import is_sparse_layer, stored_moe_shape
 
 _GLOBAL_NAMES = {
     "token_embd.weight": "model.embed_tokens.weight",
@@ -26,7 +25,9 @@ _GLOBAL_NAMES = {
     "output.weight": "lm_head.weight",
 }
 
-_LAYER_NAMES = {
+# GGUF layer suffix -> Hugging Face layer suffix, for the Llama tensors (`GgufLayout.layer_names`
+# adds a family's own).
+LLAMA_LAYER_NAMES = {
     "attn_norm.weight": "input_layernorm.weight",
     "ffn_norm.weight": "post_attention_layernorm.weight",
     "attn_q.weight": "self_attn.q_proj.weight",
@@ -42,18 +43,8 @@ _LAYER_NAMES = {
     "ffn_down.weight": "mlp.down_proj.weight",
 }
 
-# Every layer of a Llama or Qwen2 checkpoint has these (biases come on top).
-REQUIRED_LAYER_SUFFIXES = (
-    "attn_norm.weight",
-    "ffn_norm.weight",
-    "attn_q.weight",
-    "attn_k.weight",
-    "attn_v.weight",
-    "attn_output.weight",
-    "ffn_gate.weight",
-    "ffn_up.weight",
-    "ffn_down.weight",
-)
+# A MoE layer's tensors besides its attention's own (q/k norms): its norms, attention and router.
+_MOE_LAYER_REQUIRED = (*GGUF_ATTENTION_REQUIRED, "ffn_gate_inp.weight")
 
 # Tensors llama.cpp derives and Hugging Face does not store: precomputed RoPE frequency factors
 # (folded into the config as `rope_scaling`) and old files' rotary tables.
@@ -63,10 +54,10 @@ _DERIVED_LAYER_SUFFIXES = {"attn_rot_embd"}
 _LAYER_RE = re.compile(r"^blk\.(\d+)\.(.+)$")
 
 
-def hf_tensor_name(gguf_name: str, architecture: str = "llama") -> str | None:
-    """The Hugging Face name for a GGUF tensor of `architecture`, or None for a tensor that has
-    no counterpart in a Hugging Face checkpoint. Raises `GGUFUnsupportedError` for a tensor sglr
-    does not know (e.g. mixture-of-experts weights), rather than silently dropping it."""
+def hf_tensor_name(gguf_name: str, layout: GgufLayout) -> str | None:
+    """The Hugging Face name for a GGUF tensor of a family laid out as `layout`, or None for a
+    tensor that has no counterpart in a Hugging Face checkpoint. Raises `GGUFUnsupportedError`
+    for a tensor sglr does not know, rather than silently dropping it."""
     if gguf_name in _GLOBAL_NAMES:
         return _GLOBAL_NAMES[gguf_name]
     if gguf_name in _DERIVED_NAMES:
@@ -74,30 +65,29 @@ def hf_tensor_name(gguf_name: str, architecture: str = "llama") -> str | None:
     match = _LAYER_RE.match(gguf_name)
     if match is not None:
         layer_id, suffix = int(match.group(1)), match.group(2)
-        layer_names = {**_LAYER_NAMES, **LAYER_NAME_OVERRIDES.get(architecture, {})}
-        if suffix in layer_names:
-            return f"model.layers.{layer_id}.{layer_names[suffix]}"
-        moe_name = moe_layer_name(architecture, suffix)
-        if moe_name is not None:
-            return f"model.layers.{layer_id}.{moe_name}"
+        name = layout.layer_names.get(suffix, LLAMA_LAYER_NAMES.get(suffix))
+        if name is None and layout.layer_name is not None:
+            name = layout.layer_name(suffix)
+        if name is not None:
+            return f"model.layers.{layer_id}.{name}"
         if suffix.rsplit(".", 1)[0] in _DERIVED_LAYER_SUFFIXES:
             return None
     raise GGUFUnsupportedError(
-        f"GGUF tensor {gguf_name!r} has no counterpart in sglr's {architecture} modules"
+        f"GGUF tensor {gguf_name!r} has no counterpart in sglr's {layout.architecture} modules"
     )
 
 
 def check_layers_complete(
-    tensor_names: frozenset[str], num_layers: int, path: object, architecture: str = "llama"
+    tensor_names: frozenset[str], num_layers: int, path: object, layout: GgufLayout
 ) -> None:
     """Raises `GGUFFormatError` naming the first missing tensor, so a damaged file fails here
     rather than as a shape error at load time."""
-    suffixes = FAMILY_REQUIRED_LAYER_SUFFIXES.get(architecture, REQUIRED_LAYER_SUFFIXES)
+    suffixes = layout.required
+    qk_norms = tuple(s for s in suffixes if s.startswith(("attn_q_norm", "attn_k_norm")))
     required = ["token_embd.weight", "output_norm.weight"]
     for i in range(num_layers):
         if is_sparse_layer(tensor_names, i):
-            qk_norms = tuple(s for s in suffixes if s.startswith(("attn_q_norm", "attn_k_norm")))
-            required += [f"blk.{i}.{suffix}" for suffix in (*MOE_LAYER_REQUIRED, *qk_norms)]
+            required += [f"blk.{i}.{suffix}" for suffix in (*_MOE_LAYER_REQUIRED, *qk_norms)]
             if f"blk.{i}.ffn_gate_exps.weight" not in tensor_names:
                 required.append(f"blk.{i}.ffn_gate.0.weight")  # older files: one tensor per expert
         else:
@@ -132,14 +122,16 @@ def expected_hf_shape(hf_name: str, config: dict) -> tuple[int, ...]:
     moe_shape = stored_moe_shape(hf_name, config)
     if moe_shape is not None:
         return moe_shape
-    family_shape = hf_shape_override(hf_name, config)
-    if family_shape is not None:
-        return family_shape
     hidden = config["hidden_size"]
     q_len = config["num_attention_heads"] * config["head_dim"]
     kv_len = config["num_key_value_heads"] * config["head_dim"]
     ffn = config["intermediate_size"]
-    by_suffix = {
+    by_suffix = {  # first match wins: "qkv_proj.weight" also ends with "v_proj.weight"
+        # Per-head q/k norms (Qwen3, Gemma 3); Phi-3's fused tensors.
+        "q_norm.weight": (config["head_dim"],),
+        "k_norm.weight": (config["head_dim"],),
+        "qkv_proj.weight": (q_len + 2 * kv_len, hidden),
+        "gate_up_proj.weight": (2 * ffn, hidden),
         "embed_tokens.weight": (config["vocab_size"], hidden),
         "lm_head.weight": (config["vocab_size"], hidden),
         "norm.weight": (hidden,),

@@ -1,4 +1,4 @@
-//! A whole decode step of a Llama-shaped model on the CPU, over weights kept as GGUF stores them
+//! A whole decode step of a pre-norm decoder (Llama, Qwen2, Qwen3, Mistral, ...) on the CPU, over weights kept as GGUF stores them
 //! (Q4_0 / Q4_1, Q5_0 / Q5_1, Q8_0 and the K-quants Q4_K, Q5_K, Q6_K; an 8-bit output head), in
 //! one call.
 //!
@@ -17,4 +17,4 @@
 mod model;
 mod silu;
 
-pub use model::{DecodeModel, LayerWeights, ModelShape, RotaryTables, StepBatch};
+pub use model::{DecodeModel, HeadNorms, LayerWeights, ModelShape, RotaryTables, StepBatch};

@@ -1,6 +1,6 @@
-//! The decode step: every layer of a Llama-shaped model (RMSNorm, fused q/k/v, rotary, KV write,
-//! attention, o, residual, RMSNorm, fused gate/up, SiLU, down, residual), the final norm and an
-//! 8-bit head, in one call. The residual stream stays f32; each matmul input is quantized to
+//! The decode step: every layer of a pre-norm decoder (RMSNorm, fused q/k/v, optional per-head
+//! q/k RMSNorm, rotary, KV write, attention, o, residual, RMSNorm, fused gate/up, SiLU, down,
+//! residual), the final norm and an 8-bit head, in one call. The residual stream stays f32; each matmul input is quantized to
 //! int8 per block of 32 once and shared by all of that matmul's rows.
 
 use rayon::prelude::*;
@@ -45,6 +45,15 @@ pub struct LayerWeights {
     pub gate_up: SharedWeight,
     pub down: SharedWeight,
     pub sliding_window: Option<usize>,
+    /// RMSNorm weights applied to every q head and every k head before rotary (Qwen3).
+    pub head_norms: Option<HeadNorms>,
+}
+
+/// One weight per head dimension, shared by all heads of its kind.
+pub struct HeadNorms {
+    pub q: Vec<f32>,
+    pub k: Vec<f32>,
+    pub eps: f32,
 }
 
 /// Rotary tables: `cos[p * head_dim / 2 + i]`, `sin[...]` for position p, frequency i.
@@ -104,6 +113,10 @@ impl DecodeModel {
             check_len(&format!("layer {i} post-attention norm"), layer.post_norm.len(), hidden_size)?;
             if let Some(bias) = &layer.qkv_bias {
                 check_len(&format!("layer {i} qkv bias"), bias.len(), qkv_rows)?;
+            }
+            if let Some(norms) = &layer.head_norms {
+                check_len(&format!("layer {i} q norm"), norms.q.len(), head_dim)?;
+                check_len(&format!("layer {i} k norm"), norms.k.len(), head_dim)?;
             }
         }
         check_len("final norm", final_norm.len(), hidden_size)?;
@@ -168,6 +181,7 @@ impl DecodeModel {
         let mut activated = vec![0.0f32; num_requests * shape.intermediate_size];
         let mut new_keys = vec![T::from_f32(0.0); num_requests * kv_size];
         let mut new_values = vec![T::from_f32(0.0); num_requests * kv_size];
+        let mut heads = vec![0.0f32; q_size];
         for (index, layer) in self.layers.iter().enumerate() {
             let k_layer = &mut k_cache[index * layer_len..(index + 1) * layer_len];
             let v_layer = &mut v_cache[index * layer_len..(index + 1) * layer_len];
@@ -177,6 +191,10 @@ impl DecodeModel {
             for (b, row) in qkv.chunks_exact_mut(q_size + 2 * kv_size).enumerate() {
                 if let Some(bias) = &layer.qkv_bias {
                     row.iter_mut().zip(bias).for_each(|(v, b)| *v += b);
+                }
+                if let Some(norms) = &layer.head_norms {
+                    normalize_heads(&mut row[..q_size], &norms.q, norms.eps, &mut heads)?;
+                    normalize_heads(&mut row[q_size..q_size + kv_size], &norms.k, norms.eps, &mut heads)?;
                 }
                 self.rotate(&mut row[..q_size + kv_size], batch.positions[b] as usize);
                 queries[b * q_size..(b + 1) * q_size].copy_from_slice(&row[..q_size]);
@@ -324,6 +342,13 @@ impl DecodeModel {
         )?;
         Ok(())
     }
+}
+
+/// RMSNorm of each `weight.len()`-wide head of `row`, in place (`scratch` holds a copy).
+fn normalize_heads(row: &mut [f32], weight: &[f32], eps: f32, scratch: &mut [f32]) -> Result<(), DecodeError> {
+    let copy = &mut scratch[..row.len()];
+    copy.copy_from_slice(row);
+    Ok(rms_norm(copy, weight, eps, row)?)
 }
 
 fn dims(matrix: &SharedWeight) -> (usize, usize) {

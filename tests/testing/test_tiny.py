@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from sglr.model.config import load_model_config
-from sglr.model.tiny import TinyModelSpec, tiny_model_path, write_tiny_model
+from sglr.testing.tiny import TinyModelSpec, tiny_model_path, write_tiny_model
 
 
 def test_same_arguments_write_identical_files(tmp_path: Path) -> None:

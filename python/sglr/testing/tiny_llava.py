@@ -11,7 +11,7 @@ processor) saved beside it; or the same as LLaVA-NeXT (tiles on a grid of up to 
 The video family's processor is saved as LLaVA-NeXT's (images only): `transformers`' video
 processor needs torchvision. Frames are preprocessed like images (CLIP steps, one tile each).
 
-Weights are redrawn at unit activation scale (as `sglr.model.tiny_families` does), so greedy
+Weights are redrawn at unit activation scale (as `sglr.testing.tiny_families` does), so greedy
 choices are not near-ties and image features move the logits.
 """
 
@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from sglr.model.tiny import tiny_model_path
+from sglr.testing.tiny import tiny_model_path
 
 IMAGE_TOKEN = "<image>"
 VIDEO_TOKEN = "<video>"

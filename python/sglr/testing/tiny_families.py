@@ -1,11 +1,11 @@
 """Tiny random-weight checkpoints of the Qwen3 and mixture-of-experts families, written by
 `transformers` itself (`save_pretrained`, so it must be installed), so the tensor names and
 config fields are exactly the ones it writes. The tokenizer is the seeded tiny model's
-(`sglr.model.tiny`, vocabulary 4096), so engines load them. For tests and benchmarks:
+(`sglr.testing.tiny`, vocabulary 4096), so engines load them. For tests and benchmarks:
 
     path = write_family_checkpoint(tmp_path, "mixtral", seed=1, hidden_size=512)
 
-Weights are redrawn at unit activation scale (as `sglr.model.tiny` does): `transformers`'
+Weights are redrawn at unit activation scale (as `sglr.testing.tiny` does): `transformers`'
 initializer (std 0.02) gives near-uniform logits, whose greedy ties would make comparisons flaky.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from sglr.model.tiny import tiny_model_path
+from sglr.testing.tiny import tiny_model_path
 
 _COMMON: dict[str, Any] = {
     "vocab_size": 4096,

@@ -10,7 +10,7 @@ The tokenizer is a byte-level BPE trained with `tokenizers` on the Python standa
 own source text (every machine with Python has it), so any string round-trips. Output is
 deterministic for a given Python installation and `tokenizers` version.
 
-    from sglr.model.tiny import tiny_model_path
+    from sglr.testing.tiny import tiny_model_path
     path = tiny_model_path("qwen2")            # cached, built on first use
     path = write_tiny_model(tmp_path, "llama", seed=1, num_layers=3, tie_word_embeddings=True)
 """
@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from sglr.envs import cache_dir
-from sglr.model.tiny_tokenizer import SPECIAL_TOKENS, corpus_key, trained_tokenizer_json
+from sglr.testing.tiny_tokenizer import SPECIAL_TOKENS, corpus_key, trained_tokenizer_json
 
 # Bump when the files written change, so cached copies are rebuilt.
 FACTORY_VERSION = 2
