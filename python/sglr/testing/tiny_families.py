@@ -19,7 +19,8 @@ import torch
 
 from sglr.testing.tiny import tiny_model_path
 
-_COMMON: dict[str, Any] = {
+# The text shape every tiny family checkpoint shares (tiny_llava starts its text model from it).
+TEXT_CONFIG: dict[str, Any] = {
     "vocab_size": 4096,
     "hidden_size": 64,
     "num_hidden_layers": 2,
@@ -75,7 +76,7 @@ def write_family_checkpoint(
     import transformers
 
     config_name, model_name, fields = FAMILIES[family]
-    config = getattr(transformers, config_name)(**{**_COMMON, **fields, **overrides})
+    config = getattr(transformers, config_name)(**{**TEXT_CONFIG, **fields, **overrides})
     torch.manual_seed(seed)
     model = getattr(transformers, model_name)(config).eval()
     generator = torch.Generator().manual_seed(seed)

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from sglr.testing.tiny import tiny_model_path
+from sglr.testing.tiny_families import TEXT_CONFIG
 
 IMAGE_TOKEN = "<image>"
 VIDEO_TOKEN = "<video>"
@@ -49,17 +50,8 @@ CHAT_TEMPLATE = (
     "{%- endfor %}"
     "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
 )
-_TEXT: dict[str, Any] = {
-    "vocab_size": 4160,
-    "hidden_size": 64,
-    "intermediate_size": 96,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "max_position_embeddings": 4096,
-    "rms_norm_eps": 1e-6,
-    "tie_word_embeddings": False,
-}
+# The tiny text shape, with room for the image and video tokens in the vocabulary.
+_TEXT: dict[str, Any] = {**TEXT_CONFIG, "vocab_size": 4160, "intermediate_size": 96}
 _VISION: dict[str, Any] = {
     "hidden_size": 32,
     "intermediate_size": 64,
