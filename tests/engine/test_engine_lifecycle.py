@@ -135,6 +135,21 @@ def test_a_request_that_can_never_fit_is_aborted_as_an_invalid_request(tiny_dir,
     assert "more KV cache than the engine has" in reason["message"]
 
 
+def test_a_chunked_prompt_that_can_never_fit_is_aborted_not_left_waiting(tiny_dir, make_engine) -> None:
+    """Its chunks hold the KV its last chunk and output would need; nothing else can free it."""
+    small = make_engine(tiny_dir, max_total_tokens=256, chunked_prefill_size=64)
+    try:
+        result = small.generate(
+            input_ids=[5] * 200, sampling_params={"max_new_tokens": 200, "ignore_eos": True}
+        )
+        small.check_invariants()
+    finally:
+        small.shutdown()
+    reason = result["meta_info"]["finish_reason"]
+    assert reason["type"] == "abort" and reason["err_type"] == "invalid_request"
+    assert "more KV cache than the engine has (256 tokens)" in reason["message"]
+
+
 def test_encode_can_leave_special_tokens_out(engine: Engine) -> None:
     tokenizer = engine.tokenizer
     text = "<|im_start|>user\nhi<|im_end|>"

@@ -66,11 +66,16 @@ class RequestEndings:
         self.finish(req)
 
     def abort_unfittable(self, num_kv_slots: int) -> None:
-        """Nothing runs and nothing can be admitted: the head request can never fit."""
-        waiting = self._table.waiting()
-        if waiting:
+        """Nothing runs and nothing can be admitted: the request at the head can never fit. A
+        prompt admitted in chunks comes first: its next chunk (with the output it reserves) needs
+        more than its own chunks leave free, and nothing else will ever release KV for it."""
+        prefilling = sorted(
+            (r for r in self._table if r.phase is Phase.PREFILLING), key=lambda r: r.arrival_time
+        )
+        stuck = prefilling or self._table.waiting()
+        if stuck:
             self.abort(
-                waiting[0].rid,
+                stuck[0].rid,
                 InvalidRequestError(
                     f"the request needs more KV cache than the engine has ({num_kv_slots} tokens); "
                     "lower max_new_tokens or raise max_total_tokens",
