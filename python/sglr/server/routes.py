@@ -14,6 +14,7 @@ from starlette.responses import Response
 
 from sglr.server.native.control import (
     abort_request,
+    check_invariants,
     concate_and_append_request,
     flush_cache,
     health,
@@ -51,6 +52,7 @@ NATIVE_ROUTES = (
     RouteSpec("/flush_cache", flush_cache, ("GET", "POST")),
     RouteSpec("/abort_request", abort_request, _POST),
     RouteSpec("/concate_and_append_request", concate_and_append_request, _POST),
+    RouteSpec("/debug/check_invariants", check_invariants, _GET),
     RouteSpec("/", root, _GET),
 )
 

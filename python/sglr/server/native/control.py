@@ -1,5 +1,6 @@
 """SGLang's native routes besides `/generate`: health, model and server info, cache flush,
-abort, and the KV-join route that SGLang's `RuntimeEndpoint` still calls."""
+abort, and the KV-join route that SGLang's `RuntimeEndpoint` still calls; and sglr's
+`/debug/check_invariants`."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
+from sglr.errors import EngineInternalError, SglrError
 from sglr.http.errors import ApiError
 from sglr.http.jsonout import JSONOut
 from sglr.http.request import check_known_fields, get_bool, get_str, read_json_object
@@ -165,6 +167,21 @@ async def concate_and_append_request(state: ServerState, request: Request) -> Re
     if not isinstance(body.get("dst_rid"), str):
         raise ApiError.bad_request("dst_rid must be a string", "dst_rid")
     return Response(status_code=200)
+
+
+async def check_invariants(state: ServerState, request: Request) -> Response:
+    """The engine's KV and scheduler accounting checked now (`Engine.check_invariants`: slots,
+    rows, the prefix tree, the owners of the request collections), with its stats. For soak
+    runs and operators; a violation is a 500 naming it."""
+    engine = state.engine
+    try:
+        await asyncio.to_thread(engine.check_invariants)
+    except SglrError:
+        raise
+    except Exception as exc:  # a violated invariant is an engine bug: say which
+        raise EngineInternalError(f"invariant violated: {type(exc).__name__}: {exc}") from exc
+    stats = await asyncio.to_thread(engine.get_stats)
+    return JSONOut({"ok": True, "stats": stats})
 
 
 async def root(state: ServerState, request: Request) -> Response:
