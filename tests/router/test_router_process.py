@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from processes import Process, assert_gone, start_router, start_worker
+from sglr.testing.processes import Process, assert_gone, start_router, start_worker
 from sse_client import parse_sse
 
 WORKER_HEADER = "x-sglr-worker"

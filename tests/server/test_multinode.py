@@ -14,9 +14,9 @@ import httpx
 import psutil
 import pytest
 
-from processes import assert_gone, start_worker
 from sglr.engine.engine import Engine
 from sglr.errors import EngineConfigError
+from sglr.testing.processes import assert_gone, start_worker
 
 PROMPT = "The quick brown fox"
 
