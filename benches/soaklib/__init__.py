@@ -1,0 +1,1 @@
+"""The soak and chaos harness behind benches/soak.py."""
