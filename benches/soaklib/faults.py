@@ -83,15 +83,21 @@ async def restart_router(cluster: Cluster, windows: list[FaultWindow]) -> None:
     window.ended = time.monotonic()
 
 
-SCHEDULE = ((0.12, kill_worker), (0.28, restart_router), (0.40, suspend_worker))
+# Where in a cycle each fault starts; the cycles fill the first half of the run, one per 10
+# minutes of run (at least one). A fault starts no earlier than the previous one's recovery.
+CYCLE = ((0.24, kill_worker), (0.56, restart_router), (0.80, suspend_worker))
+CYCLE_EVERY_S = 600.0
 
 
 async def inject_faults(
     cluster: Cluster, started: float, duration_s: float, windows: list[FaultWindow]
 ) -> None:
-    for fraction, fault in SCHEDULE:
-        delay = started + fraction * duration_s - time.monotonic()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        await fault(cluster, windows)
-        cluster.remember()
+    num_cycles = max(1, int(duration_s // CYCLE_EVERY_S))
+    cycle_s = duration_s / 2 / num_cycles
+    for cycle in range(num_cycles):
+        for fraction, fault in CYCLE:
+            delay = started + (cycle + fraction) * cycle_s - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            await fault(cluster, windows)
+            cluster.remember()
