@@ -115,21 +115,27 @@ async def send(client: httpx.AsyncClient, base_url: str, call: Call, behaviour: 
         behaviour = "leave"  # OpenAI routes take no rid: leaving the stream aborts it
 
     async def abort() -> None:
-        await client.post(f"{base_url}/abort_request", json={"rid": rid}, timeout=10)
+        # A connection of its own: the stream holds one of the client's, and httpx's pool can
+        # keep a slot after a cancelled exchange (the "leave" behaviour below).
+        async with httpx.AsyncClient(timeout=30) as aborter:
+            await aborter.post(f"{base_url}/abort_request", json={"rid": rid})
 
     started = time.monotonic()
     headers = {"content-type": call.content_type}
     num_retries = 0
     for _ in range(200):
         try:
-            exchange = _exchange(client, base_url, call, body, headers, behaviour, rng, abort)
             if behaviour == "leave" and not call.stream:
-                # Gone before the answer: the connection closes while the server generates.
-                try:
-                    verdict, status, detail = await asyncio.wait_for(exchange, rng.uniform(0.01, 0.5))
-                except TimeoutError:
-                    verdict, status, detail = "left", None, "left before the answer"
+                # Gone before the answer: the connection closes while the server generates. A
+                # client of its own, closed after, so the cancelled exchange leaves nothing behind.
+                async with httpx.AsyncClient(timeout=timeout_s) as leaving:
+                    exchange = _exchange(leaving, base_url, call, body, headers, behaviour, rng, abort)
+                    try:
+                        verdict, status, detail = await asyncio.wait_for(exchange, rng.uniform(0.01, 0.5))
+                    except TimeoutError:
+                        verdict, status, detail = "left", None, "left before the answer"
             else:
+                exchange = _exchange(client, base_url, call, body, headers, behaviour, rng, abort)
                 verdict, status, detail = await asyncio.wait_for(exchange, timeout_s)
             break
         except (httpx.ConnectError, _NoResponse):
