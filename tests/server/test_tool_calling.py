@@ -4,7 +4,6 @@ and validate against the schema, streams assemble to the same calls, 400s name t
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,10 +12,6 @@ import jsonschema
 import openai
 import pytest
 from server_harness import Served, served_engine
-
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("sglr.engine.constraints") is None, reason="needs constrained decoding"
-)
 
 TEMPLATE = (
     "{% if tools %}<|system|>Tools:{% for t in tools %} {{ t.function.name }}{% endfor %}."
