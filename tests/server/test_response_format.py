@@ -31,6 +31,7 @@ def client(served: Served) -> openai.OpenAI:
     return openai.OpenAI(base_url=served.url + "/v1", api_key="unused", max_retries=0, timeout=120)
 
 
+@pytest.mark.tp2
 def test_chat_json_schema_output_validates(client: openai.OpenAI) -> None:
     for seed in range(3):
         reply = client.chat.completions.create(
@@ -46,6 +47,7 @@ def test_chat_json_schema_output_validates(client: openai.OpenAI) -> None:
         jsonschema.validate(json.loads(choice.message.content), SCHEMA)
 
 
+@pytest.mark.tp2
 def test_streamed_json_schema_output_validates(client: openai.OpenAI) -> None:
     chunks = client.chat.completions.create(
         model="default",
@@ -59,6 +61,7 @@ def test_streamed_json_schema_output_validates(client: openai.OpenAI) -> None:
     jsonschema.validate(json.loads(text), SCHEMA)
 
 
+@pytest.mark.tp2
 def test_json_object_and_regex(client: openai.OpenAI) -> None:
     reply = client.chat.completions.create(
         model="default",
@@ -92,6 +95,7 @@ def test_json_object_and_regex(client: openai.OpenAI) -> None:
     assert re.fullmatch(pattern, chat.choices[0].message.content)
 
 
+@pytest.mark.tp2
 def test_native_regex_and_json_schema(served: Served) -> None:
     with httpx.Client(base_url=served.url, timeout=120) as http:
         out = http.post(
