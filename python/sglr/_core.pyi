@@ -417,6 +417,11 @@ def scan_id_prompt(body: bytes, field: str) -> tuple[npt.NDArray[np.uint32], boo
     integer literals in u32 range (`stream`: the member `stream` is `true`), read without building
     Python objects; None for any other body (parse it instead)."""
 
+def cpu_isa() -> tuple[str, str, str | None]:
+    """`(isa, cpu, requested)`: the instruction set the CPU kernels use, the best this CPU offers
+    and the `SGLR_CPU_ISA` cap (None when unset), read once per process. ValueError when
+    `SGLR_CPU_ISA` is not `portable`, `avx2` or `avx512vnni`."""
+
 class GgufMatrix:
     """A matrix in a GGUF file's block formats, kept as stored and owned by Rust: Q4_0, Q4_1,
     Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K; parts of different formats stacked by rows."""
@@ -482,7 +487,8 @@ class CpuDecodeModel:
     @property
     def output_width(self) -> int: ...
     @property
-    def isa(self) -> str: ...
+    def isa(self) -> str:
+        """The instruction set its step uses: `portable`, `avx2` or `avx512vnni`."""
     def step(
         self,
         hidden: npt.NDArray[np.float32],

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+import logging
 import os
 from pathlib import Path
+
+logger = logging.getLogger(__name__)
 
 
 def cache_dir() -> Path:
@@ -51,3 +55,19 @@ def cpu_decode_threads() -> int | None:
     except ValueError:
         raise ValueError(f"SGLR_CPU_DECODE_THREADS must be an integer, got {value!r}") from None
     return threads if threads > 0 else None
+
+
+@functools.cache
+def cpu_isa() -> str:
+    """The instruction set of the Rust CPU kernels (`portable`, `avx2` or `avx512vnni`): the best
+    this CPU offers, capped by `SGLR_CPU_ISA` (to run a lesser CPU's code paths, e.g. in tests).
+    rust/kernels reads the variable once per process; a cap above the CPU's is lowered to it
+    (logged once: vector code the CPU lacks never runs); another value raises ValueError."""
+    from sglr._core import cpu_isa as kernels_isa
+
+    isa, cpu, requested = kernels_isa()
+    if requested is not None and requested != isa:
+        logger.warning(
+            "SGLR_CPU_ISA=%s: this CPU offers at most %s; the CPU kernels use %s", requested, cpu, isa
+        )
+    return isa

@@ -144,18 +144,31 @@ def _teacher_forced(runner: ModelRunner, sequence: list[int], prompt_len: int) -
     return torch.stack([out.next_token_logits[0].clone() for out in logits])
 
 
+def _rms(errors: list[torch.Tensor]) -> float:
+    return torch.cat([e.flatten() for e in errors]).pow(2).mean().sqrt().item()
+
+
 def test_smollm2_quantized_tokens_and_logits():
     """The embedded model (Q4_1 layers, Q8_0 embeddings), teacher-forced along the exact fp32
-    path's 12 greedy tokens on three chat prompts (prefill, then fused decode steps): every
-    logit within 1.5 of the exact path's (a logit range of ~32: the int8 activations of the
-    fused step), and the same next token wherever the exact path's top two logits are at least
-    0.5 apart. Closer calls are coin tosses for any lower-precision path: this prompt set has
-    seven, two of them 0.02 and 0.08 apart, where bf16 and 4-bit greedy runs part.
+    path's 12 greedy tokens on three chat prompts (prefill, then fused decode steps), against the
+    exact path: the same next token wherever the exact path's top two logits are at least 0.5
+    apart (closer calls are coin tosses for any lower-precision path: this prompt set has seven,
+    two of them 0.02 and 0.08 apart, where bf16 and 4-bit greedy runs part), and logits as close
+    as a reference measured on this machine allows.
 
-    The dequantized bf16 path's bound comes from this machine: torch's own bf16 (`transformers`
-    on the same weights, same positions) sets the reference error, which moves with the CPU's
-    bf16 kernels (native bf16 instructions, AMX, or emulation); sglr's bf16 path stays within
-    1.5 times it."""
+    The reference is torch's own bf16 (`transformers` on the same weights, same positions): its
+    error moves with the CPU's bf16 kernels (native bf16 instructions, AMX, or emulation), and
+    sglr's bf16 path runs those same kernels on the same bf16 weights, rounding at the same
+    points up to fusion (fused q/k/v and gate/up round each output once, as separate matmuls
+    do). Independent rounding errors add in variance, so even twice as many rounding points
+    would give sqrt(2) times the reference's RMS error: that bounds the RMS (a stable statistic:
+    ~1.8M logits). The largest error is one sample of a heavy-tailed distribution (~1.1 on a
+    logit range of ~32): half as much again as the reference's largest allows for that.
+
+    The 4-bit path keeps the bf16 reference's kinds of error (prefill, bf16 activations and
+    KV cache) and adds the int8 activations of the fused decode steps (an integer kernel on
+    every CPU: no CPU-specific error) in place of the bf16 rounding of the weights (the 4-bit
+    values are exact): an error of the reference's size, held to the same two bounds."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from sglr.engine.offline import generate_token_ids
@@ -183,7 +196,7 @@ def test_smollm2_quantized_tokens_and_logits():
     continuations = generate_token_ids(exact, prompts, 12)
     torch_bf16 = AutoModelForCausalLM.from_pretrained(exact.model_dir, torch_dtype=torch.bfloat16)
     num_decided = 0
-    bf16_errors, reference_errors = [], []
+    errors: dict[str, list[torch.Tensor]] = {"reference": [], "bf16": [], "quantized": []}
     for prompt, continuation in zip(prompts, continuations, strict=True):
         sequence = prompt + continuation
         e = _teacher_forced(exact, sequence, len(prompt))
@@ -192,16 +205,16 @@ def test_smollm2_quantized_tokens_and_logits():
         num_decided += int(decided.sum())
         with torch.no_grad():
             reference = torch_bf16(torch.tensor([sequence])).logits[0, len(prompt) - 1 : -1].float()
-        reference_errors.append((reference - e).abs().max().item())
-        for runner in (quantized, bf16):
+        errors["reference"].append(reference - e)
+        for name, runner in (("quantized", quantized), ("bf16", bf16)):
             logits = _teacher_forced(runner, sequence, len(prompt))
-            error = (logits - e).abs().max().item()
-            if runner is bf16:
-                bf16_errors.append(error)
-            else:
-                assert error < 1.5, runner.weights_format
-            assert torch.equal(logits.argmax(-1)[decided], e.argmax(-1)[decided])
-    assert max(bf16_errors) < 1.5 * max(reference_errors), (bf16_errors, reference_errors)
+            errors[name].append(logits - e)
+            assert torch.equal(logits.argmax(-1)[decided], e.argmax(-1)[decided]), name
+    largest = {name: max(e.abs().max().item() for e in errs) for name, errs in errors.items()}
+    rms = {name: _rms(errs) for name, errs in errors.items()}
+    for name in ("bf16", "quantized"):
+        assert rms[name] <= 2**0.5 * rms["reference"], (name, rms)
+        assert largest[name] < 1.5 * largest["reference"], (name, largest)
     assert num_decided >= 24  # of 36 positions (29 measured): the check is not vacuous
 
 

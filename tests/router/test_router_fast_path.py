@@ -12,6 +12,7 @@ import json
 import re
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -388,8 +389,10 @@ def test_an_error_inside_the_router_gets_500_and_the_router_keeps_serving(
 
 def test_route_times_are_a_prometheus_histogram(harness: Harness) -> None:
     with httpx.Client(base_url=harness.url, timeout=30) as client:
+        started = time.perf_counter()
         for i in range(5):
             generate(client, f"q{i}")
+        seconds = time.perf_counter() - started
         metrics = client.get("/metrics").text
     samples = dict(
         line.rsplit(" ", 1) for line in metrics.splitlines() if line.startswith("sglr_router:route_seconds")
@@ -398,7 +401,8 @@ def test_route_times_are_a_prometheus_histogram(harness: Harness) -> None:
     buckets = [float(value) for name, value in samples.items() if "_bucket{" in name]
     assert buckets == sorted(buckets) and buckets[-1] == 5
     assert samples['sglr_router:route_seconds_bucket{le="+Inf"}'] == "5.0"
-    assert 0 < float(samples["sglr_router:route_seconds_sum"]) < 5
+    # Routing is a part of each request: its time, within the requests' own.
+    assert 0 < float(samples["sglr_router:route_seconds_sum"]) <= seconds
 
 
 def test_a_worker_request_is_its_head_then_the_body_byte_for_byte() -> None:

@@ -3,6 +3,7 @@ cache-aware routing concentrates a shared-prefix batch's cache hits compared wit
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -35,16 +36,19 @@ def dp_engine(model_dir: Path, policy: str) -> DataParallelEngine:
     )
 
 
-@pytest.fixture(scope="module", params=["cache-aware", "round-robin"])
-def served_dp(
-    request: pytest.FixtureRequest, tiny_dir: Path
-) -> Iterator[tuple[str, DataParallelEngine, str]]:
-    engine = dp_engine(tiny_dir, request.param)
-    try:
-        with serve(build_app(engine)) as url:
-            yield request.param, engine, url
-    finally:
-        engine.shutdown()
+POLICIES = ("cache-aware", "round-robin")
+
+
+@pytest.fixture(scope="module")
+def dp_fronts(tiny_dir: Path) -> Iterator[dict[str, tuple[DataParallelEngine, str]]]:
+    """One `--dp-size 2` front per policy: `{policy: (engine, url)}`."""
+    with contextlib.ExitStack() as stack:
+        fronts = {}
+        for policy in POLICIES:
+            engine = dp_engine(tiny_dir, policy)
+            stack.callback(engine.shutdown)
+            fronts[policy] = (engine, stack.enter_context(serve(build_app(engine))))
+        yield fronts
 
 
 def total_cached_tokens(url: str) -> int:
@@ -63,8 +67,9 @@ def total_cached_tokens(url: str) -> int:
     return cached
 
 
-def test_dp_front_generates_streams_and_uses_both_replicas(served_dp) -> None:
-    policy, engine, url = served_dp
+@pytest.mark.parametrize("policy", POLICIES)
+def test_dp_front_generates_streams_and_uses_both_replicas(dp_fronts, policy: str) -> None:
+    engine, url = dp_fronts[policy]
     assert len(engine.worker_pids) == 2  # one worker process per replica (tp 1)
     with httpx.Client(base_url=url, timeout=120) as client:
         assert client.get("/health").status_code == 200
@@ -74,20 +79,21 @@ def test_dp_front_generates_streams_and_uses_both_replicas(served_dp) -> None:
             {"text": "Hello there", "sampling_params": {"max_new_tokens": 3}, "stream": True},
         )
         assert events[-1]["meta_info"]["completion_tokens"] == 3
-    cached = total_cached_tokens(url)
+    before = [replica["num_finished"] for replica in engine.get_stats()["replicas"]]
+    total_cached_tokens(url)
     stats = engine.get_stats()
-    served_counts = [replica["num_finished"] for replica in stats["replicas"]]
+    served_counts = [
+        replica["num_finished"] - n for replica, n in zip(stats["replicas"], before, strict=True)
+    ]
     assert all(count > 0 for count in served_counts), served_counts
     assert stats["dp_size"] == 2 and stats["replica_num_in_flight"] == {0: 0, 1: 0}
-    CACHED_BY_POLICY[policy] = cached
-    engine.flush_cache()
 
 
-CACHED_BY_POLICY: dict[str, int] = {}
-
-
-def test_cache_aware_concentrates_hits(tiny_dir: Path) -> None:
-    if len(CACHED_BY_POLICY) < 2:
-        pytest.skip("needs both policies' runs above")
-    # Cache-aware: one miss per group; round-robin: one miss per group on each replica.
-    assert CACHED_BY_POLICY["cache-aware"] > CACHED_BY_POLICY["round-robin"]
+def test_cache_aware_concentrates_hits(dp_fronts) -> None:
+    """Cache-aware: one miss per group; round-robin: one miss per group on each replica (from
+    empty caches, whatever ran on these fronts before)."""
+    cached = {}
+    for policy, (engine, url) in dp_fronts.items():
+        assert engine.flush_cache()
+        cached[policy] = total_cached_tokens(url)
+    assert cached["cache-aware"] > cached["round-robin"] > 0, cached

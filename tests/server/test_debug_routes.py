@@ -8,6 +8,7 @@ import pytest
 from server_harness import Served
 
 
+@pytest.mark.tp2
 def test_check_invariants_after_requests_reports_an_idle_engine(served: Served) -> None:
     body = {"text": "Hello", "sampling_params": {"max_new_tokens": 4, "temperature": 0}}
     assert httpx.post(f"{served.url}/generate", json=body, timeout=60).status_code == 200

@@ -7,6 +7,7 @@ import socket
 import time
 
 import httpx
+import pytest
 from server_harness import Served
 
 LONG = {"max_new_tokens": 3000, "ignore_eos": True}
@@ -23,6 +24,7 @@ def _wait_for(predicate, timeout: float = 10.0) -> None:
         time.sleep(0.01)
 
 
+@pytest.mark.tp2
 def test_disconnect_mid_stream_aborts_and_frees_slots(served: Served) -> None:
     before = _num_aborted(served)
     for route, body in (
@@ -52,6 +54,7 @@ def test_disconnect_mid_stream_aborts_and_frees_slots(served: Served) -> None:
     served.assert_no_leaks()
 
 
+@pytest.mark.tp2
 def test_disconnect_of_a_non_stream_request_aborts_it(served: Served) -> None:
     before = _num_aborted(served)
     with httpx.Client(base_url=served.url) as client:
@@ -65,6 +68,7 @@ def test_disconnect_of_a_non_stream_request_aborts_it(served: Served) -> None:
     served.assert_no_leaks()
 
 
+@pytest.mark.tp2
 def test_disconnect_while_queued_aborts_before_running(served: Served) -> None:
     """A raw socket that sends a request and closes at once: the server notices without having
     to write anything first."""

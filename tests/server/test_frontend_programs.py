@@ -20,6 +20,7 @@ def backend(served: Served):
     endpoint.shutdown()
 
 
+@pytest.mark.tp2
 def test_program_with_gen_select_and_fork(served: Served, backend) -> None:
     @sgl.function
     def program(s, topic):
@@ -44,6 +45,7 @@ def test_program_with_gen_select_and_fork(served: Served, backend) -> None:
     served.assert_no_leaks()
 
 
+@pytest.mark.tp2
 def test_select_picks_the_highest_scoring_choice(served: Served, backend) -> None:
     prompt = "The answer is"
     choices = [" yes", " no", " maybe"]

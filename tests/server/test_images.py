@@ -60,6 +60,7 @@ def test_model_info_says_it_understands_images(served: Served) -> None:
     assert httpx.get(f"{served.url}/get_model_info").json()["has_image_understanding"] is True
 
 
+@pytest.mark.tp2
 def test_native_generate_with_image_data_gives_the_engine_tokens(served: Served) -> None:
     image = picture(1)
     expected = served.engine.generate("About <image>:", GREEDY, image_data=image)["output_ids"]
@@ -74,6 +75,7 @@ def test_native_generate_with_image_data_gives_the_engine_tokens(served: Served)
     assert results[0]["meta_info"]["cached_tokens"] == results[0]["meta_info"]["prompt_tokens"] - 1
 
 
+@pytest.mark.tp2
 def test_chat_image_url_parts_and_cached_image_tokens(served: Served) -> None:
     url = data_url(png(picture(2)))
     first = httpx.post(f"{served.url}/v1/chat/completions", json=chat_body(url), timeout=30)
@@ -155,6 +157,7 @@ def test_a_program_with_images_over_runtime_endpoint(served: Served) -> None:
     assert state["verdict"] in ("yes", "no")
 
 
+@pytest.mark.tp2
 def test_videos_over_generate_and_runtime_endpoint(tmp_path_factory: pytest.TempPathFactory) -> None:
     import sglr as sgl
 

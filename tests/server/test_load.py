@@ -98,6 +98,7 @@ async def _run_all(served: Served, specs: list[dict]) -> list[dict]:
     return results[:-1]
 
 
+@pytest.mark.tp2
 def test_256_concurrent_streaming_clients(loaded: Served) -> None:
     specs = _specs(seed=3)
     done = asyncio.run(asyncio.wait_for(_run_all(loaded, specs), TIME_LIMIT_S))

@@ -24,6 +24,7 @@ def client(served: Served):
         yield c
 
 
+@pytest.mark.tp2
 def test_generate_text_matches_the_engine(served: Served, client: httpx.Client) -> None:
     response = client.post("/generate", json={"text": PROMPTS[0], "sampling_params": GREEDY})
     assert response.status_code == 200
@@ -42,6 +43,7 @@ def test_put_is_accepted_like_sglang(client: httpx.Client) -> None:
     assert response.status_code == 200 and response.json()["meta_info"]["completion_tokens"] == 12
 
 
+@pytest.mark.tp2
 def test_batches_of_text_and_ids_keep_request_order(served: Served, client: httpx.Client) -> None:
     alone = [client.post("/generate", json={"text": p, "sampling_params": GREEDY}).json() for p in PROMPTS]
     batch = client.post("/generate", json={"text": PROMPTS, "sampling_params": GREEDY}).json()
@@ -53,6 +55,7 @@ def test_batches_of_text_and_ids_keep_request_order(served: Served, client: http
     assert isinstance(one, dict) and one["output_ids"] == alone[1]["output_ids"]
 
 
+@pytest.mark.tp2
 def test_n_fans_out_sample_major_with_distinct_seeded_samples(client: httpx.Client) -> None:
     params = {"temperature": 1.0, "max_new_tokens": 8, "ignore_eos": True, "n": 3, "seed": 11}
     out = client.post("/generate", json={"text": PROMPTS[:2], "sampling_params": params}).json()
@@ -65,6 +68,7 @@ def test_n_fans_out_sample_major_with_distinct_seeded_samples(client: httpx.Clie
     assert [r["output_ids"] for r in again] == [r["output_ids"] for r in out]
 
 
+@pytest.mark.tp2
 def test_max_new_tokens_zero_prefills_only(client: httpx.Client) -> None:
     out = client.post("/generate", json={"text": PROMPTS[2], "sampling_params": {"max_new_tokens": 0}}).json()
     assert out["text"] == "" and out["output_ids"] == []
@@ -72,6 +76,7 @@ def test_max_new_tokens_zero_prefills_only(client: httpx.Client) -> None:
     assert out["meta_info"]["finish_reason"] == {"type": "length", "length": 0}
 
 
+@pytest.mark.tp2
 def test_input_logprobs_align_with_the_prompt(served: Served, client: httpx.Client) -> None:
     prompt = PROMPTS[1]
     body = {
@@ -107,6 +112,7 @@ def test_stop_string_is_trimmed_and_reported(client: httpx.Client) -> None:
     assert out["text"] == free[: free.index(stop)]
 
 
+@pytest.mark.tp2
 def test_stream_is_cumulative_by_default_and_ends_with_done(client: httpx.Client) -> None:
     body = {"text": PROMPTS[0], "sampling_params": GREEDY, "return_logprob": True}
     final = client.post("/generate", json=body).json()
@@ -162,6 +168,7 @@ def test_request_id_is_used_and_must_be_unique_while_running(served: Served, cli
     served.assert_no_leaks()
 
 
+@pytest.mark.tp2
 def test_model_and_server_info(served: Served, client: httpx.Client) -> None:
     info = client.get("/get_model_info").json()
     assert info == client.get("/model_info").json()
@@ -182,6 +189,7 @@ def test_health_routes(client: httpx.Client) -> None:
     assert client.get("/health_generate").status_code == 200
 
 
+@pytest.mark.tp2
 def test_flush_cache_empties_the_prefix_cache_and_refuses_while_busy(
     served: Served, client: httpx.Client
 ) -> None:
@@ -203,6 +211,7 @@ def test_flush_cache_empties_the_prefix_cache_and_refuses_while_busy(
     served.assert_no_leaks()
 
 
+@pytest.mark.tp2
 def test_abort_request_ends_a_running_request_with_its_partial_output(
     served: Served, client: httpx.Client
 ) -> None:

@@ -31,6 +31,7 @@ def test_models_list_and_retrieve(served: Served, client: openai.OpenAI) -> None
         client.models.retrieve("no-such-model")
 
 
+@pytest.mark.tp2
 def test_chat_matches_the_engine_on_the_templated_prompt(served: Served, client: openai.OpenAI) -> None:
     reply = client.chat.completions.create(model="default", messages=MESSAGES, max_tokens=10, temperature=0)
     ids = chat_prompt_ids(served, MESSAGES)
@@ -53,6 +54,7 @@ def test_chat_matches_the_engine_on_the_templated_prompt(served: Served, client:
     )
 
 
+@pytest.mark.tp2
 def test_chat_stream_reassembles_to_the_non_stream_reply(client: openai.OpenAI) -> None:
     args = {"model": "default", "messages": MESSAGES, "max_tokens": 16, "temperature": 0}
     full = client.chat.completions.create(**args)
@@ -76,6 +78,7 @@ def test_chat_stream_sse_framing(served: Served) -> None:
     assert sorted(finished) == [0, 1]
 
 
+@pytest.mark.tp2
 def test_chat_n_logprobs_and_top_logprobs(client: openai.OpenAI) -> None:
     reply = client.chat.completions.create(
         model="default",
@@ -101,6 +104,7 @@ def test_chat_n_logprobs_and_top_logprobs(client: openai.OpenAI) -> None:
     assert reply.usage.prompt_tokens == reply.usage.total_tokens - 18  # counted once, not per choice
 
 
+@pytest.mark.tp2
 def test_chat_stop_and_seed(client: openai.OpenAI) -> None:
     free = client.chat.completions.create(model="default", messages=MESSAGES, max_tokens=12, temperature=0)
     text = free.choices[0].message.content
@@ -116,6 +120,7 @@ def test_chat_stop_and_seed(client: openai.OpenAI) -> None:
     assert first.choices[0].message.content == again.choices[0].message.content
 
 
+@pytest.mark.tp2
 def test_completions_batch_and_n_number_choices_prompt_major(served: Served, client: openai.OpenAI) -> None:
     prompts = ["Once upon a time", "import os\n"]
     reply = client.completions.create(model="default", prompt=prompts, max_tokens=5, n=2, temperature=0)
@@ -138,6 +143,7 @@ def test_completions_stream_with_usage(client: openai.OpenAI) -> None:
     assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == full.choices[0].finish_reason
 
 
+@pytest.mark.tp2
 def test_completions_echo_with_logprobs_scores_the_prompt(served: Served, client: openai.OpenAI) -> None:
     prompt = "The capital of France is"
     reply = client.completions.create(

@@ -4,7 +4,6 @@ and validate against the schema, streams assemble to the same calls, 400s name t
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,10 +12,6 @@ import jsonschema
 import openai
 import pytest
 from server_harness import Served, served_engine
-
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("sglr.engine.constraints") is None, reason="needs constrained decoding"
-)
 
 TEMPLATE = (
     "{% if tools %}<|system|>Tools:{% for t in tools %} {{ t.function.name }}{% endfor %}."
@@ -90,6 +85,7 @@ def _stream(client, **kwargs):
     return content, [calls[i] for i in sorted(calls)], reasons
 
 
+@pytest.mark.tp2
 def test_named_tool_choice_forces_a_valid_call(client):
     kwargs = dict(
         model="default", messages=MESSAGES, tools=[WEATHER, TIME], max_tokens=200, temperature=0,
@@ -156,6 +152,7 @@ TREE = {
 PLANT = {"type": "function", "function": {"name": "plant", "parameters": TREE}}
 
 
+@pytest.mark.tp2
 def test_recursive_parameters_are_constrained_through_the_grammar(client):
     """A `$ref` cycle in a tool's parameters: the call goes through the grammar engine and
     validates at any depth; the stream gives the same call."""

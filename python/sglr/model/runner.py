@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from sglr.envs import cpu_decode_threads
+from sglr.envs import cpu_decode_threads, cpu_isa
 from sglr.kernels.attention import create_attention_backend
 from sglr.kernels.attention_metadata import AttentionMetadata
 from sglr.kernels.attention_variant import AttentionVariant
@@ -74,6 +74,9 @@ class ModelRunner:
         self.runner_config = config
         self.tp = tp
         self.device = resolve_device(config.device)
+        # The Rust CPU kernels' instruction set, checked before anything loads (a bad
+        # SGLR_CPU_ISA fails here, not in the first step).
+        self.cpu_isa = cpu_isa() if self.device.type == "cpu" else None
         # The GGUF file whose quantized matrices stay quantized, or None (see `RunnerConfig.gguf_weights`).
         quantized_source = quantized_gguf_source(config, tp is not None)
         self.weights_format = "quantized" if quantized_source is not None else "dequantized"

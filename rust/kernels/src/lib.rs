@@ -1,8 +1,9 @@
 //! The CPU kernels of sglr, by concept. Each module uses only the ones listed before it (no
 //! module cycle):
 //!
-//! - [`isa`]: the instruction set every kernel dispatches on, detected once per process (and
-//!   `simd`, the vector pieces several kernels share).
+//! - [`isa`]: the instruction set every kernel dispatches on, decided once per process: the
+//!   CPU's best, capped by `SGLR_CPU_ISA` to run a lesser CPU's code paths (and `simd`, the
+//!   vector pieces several kernels share).
 //! - [`block`]: GGUF's block formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K): block
 //!   sizes, runs of scales, nibble unpacking, and the row views the kernels read.
 //! - [`element`]: row elements, f32 or bf16 carried as its bits.

@@ -373,8 +373,8 @@ impl PyCpuDecodeModel {
     }
 
     #[getter]
-    fn isa(&self) -> String {
-        format!("{:?}", self.model.isa())
+    fn isa(&self) -> &'static str {
+        self.model.isa().name()
     }
 
     /// One decode step. `hidden` `[B, hidden_size]` float32: the tokens' embeddings (used as

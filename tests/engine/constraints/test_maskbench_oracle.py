@@ -34,7 +34,6 @@ def oracle():
         pytest.skip(
             f"MaskBench sample not found beside the checkout ({module.DEFAULT_DATA}); set SGLR_MASKBENCH_DIR"
         )
-    pytest.importorskip("tiktoken")
     return module
 
 
