@@ -1,22 +1,103 @@
-"""API key (constant-time Bearer check; health and metrics exempt) and the body size limit."""
+"""API key (constant-time Bearer check on every route of the route table but the public ones)
+and the body size limit."""
 
 from __future__ import annotations
+
+import re
+from pathlib import Path
 
 import httpx
 import openai
 import pytest
 from server_harness import Served, served_engine
 
-from sglr.server import ServerSettings
+import sglr.http.auth
+from sglr.http.auth import PUBLIC_PATHS
+from sglr.server import ServerSettings, build_app
 
 KEY = "sk-test-0123456789"
+SETTINGS = ServerSettings(api_key=KEY, enable_metrics=True, max_body_bytes=4096)
+# Every way a request can fail to carry the key.
+BAD_AUTHORIZATIONS = ({}, {"Authorization": "Bearer wrong"}, {"Authorization": KEY},
+                      {"Authorization": f"Basic {KEY}"}, {"Authorization": "Bearer"},
+                      {"Authorization": f"Bearer {KEY}x"}, {"X-Api-Key": KEY})  # fmt: skip
 
 
 @pytest.fixture(scope="module")
 def guarded(tiny_dir):
-    settings = ServerSettings(api_key=KEY, enable_metrics=True, max_body_bytes=4096)
-    with served_engine(tiny_dir, settings) as served:
+    with served_engine(tiny_dir, SETTINGS) as served:
         yield served
+
+
+def route_table(served: Served) -> list[tuple[str, str]]:
+    """(method, path) of every route the app serves, read from the app itself (so a new route
+    is covered here without being named), path parameters filled in."""
+    app = build_app(served.engine, SETTINGS)  # the served app's table: same engine, same settings
+    pairs = []
+    for route in app.routes:
+        path = re.sub(r"\{[^}]+\}", "default", route.path)
+        pairs += [(method, path) for method in sorted(route.methods)]
+    assert len(pairs) >= 20, pairs  # the table was read
+    return pairs
+
+
+def test_every_route_but_the_public_ones_needs_the_key(guarded: Served) -> None:
+    # The public list changes only on purpose (and with docs/server.md).
+    assert {"/health", "/health_generate", "/metrics"} == PUBLIC_PATHS
+    table = route_table(guarded)
+    assert {path for _, path in table} >= PUBLIC_PATHS  # no stale entry in the public list
+    with httpx.Client(base_url=guarded.url, timeout=30) as client:
+        for method, path in table:
+            if path in PUBLIC_PATHS:
+                assert client.request(method, path).status_code != 401, (method, path)
+                continue
+            for headers in BAD_AUTHORIZATIONS:
+                response = client.request(method, path, headers=headers)
+                assert response.status_code == 401, (method, path, headers)
+                assert response.headers["www-authenticate"] == "Bearer"
+                if method != "HEAD":
+                    assert response.json() == {"error": {"message": sglr.http.auth.UNAUTHORIZED_MESSAGE,
+                                                         "type": "authentication_error", "param": None,
+                                                         "code": 401}}  # fmt: skip
+            for authorization in (f"Bearer {KEY}", f"bearer {KEY}", f"Bearer   {KEY}"):
+                response = client.request(method, path, headers={"Authorization": authorization})
+                assert response.status_code != 401, (method, path, authorization)
+
+
+def test_the_public_routes_are_documented() -> None:
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "server.md").read_text()
+    section = docs[docs.index("## Auth and limits") :]
+    section = section[: section.index("\n## ", 1)]
+    assert all(f"`{path}`" in section for path in PUBLIC_PATHS), section
+
+
+def test_the_key_is_compared_by_compare_digest_alone(guarded: Served, monkeypatch) -> None:
+    """The comparison is `hmac.compare_digest` (constant time), and its answer is the decision:
+    forced to True a wrong key gets in, forced to False the right key does not."""
+    import hmac
+
+    assert sglr.http.auth.compare_digest is hmac.compare_digest
+    calls = []
+
+    def forced(answer: bool):
+        def compare(a: bytes, b: bytes) -> bool:
+            calls.append((len(a), len(b)))
+            return answer
+
+        return compare
+
+    body = {"text": "hi", "sampling_params": {"max_new_tokens": 1}}
+    with httpx.Client(base_url=guarded.url, timeout=30) as client:
+        monkeypatch.setattr(sglr.http.auth, "compare_digest", forced(True))
+        assert (
+            client.post("/generate", json=body, headers={"Authorization": "Bearer wrong"}).status_code == 200
+        )
+        monkeypatch.setattr(sglr.http.auth, "compare_digest", forced(False))
+        assert (
+            client.post("/generate", json=body, headers={"Authorization": f"Bearer {KEY}"}).status_code == 401
+        )
+    # Digests of the same length whatever the token: the time does not tell the key's length.
+    assert calls == [(32, 32), (32, 32)]
 
 
 def test_routes_need_the_bearer_key(guarded: Served) -> None:
