@@ -34,6 +34,8 @@ FORBIDDEN = {
     "sglr.router": (*_ENGINE_AND_BELOW, "sglr.server", "sglr.lang", "sglr.testing"),
     "sglr.server": ("sglr.router", "sglr.lang", "sglr.testing"),
     "sglr.lang": ("sglr.testing",),
+    # The table of request limits, read by every layer: the standard library only.
+    "sglr.limits": ("sglr",),
 }
 # ... but for these modules of them.
 ALLOWED = {

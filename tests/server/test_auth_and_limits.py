@@ -3,7 +3,9 @@ and the body size limit."""
 
 from __future__ import annotations
 
+import json
 import re
+import socket
 from pathlib import Path
 
 import httpx
@@ -13,6 +15,7 @@ from server_harness import Served, served_engine
 
 import sglr.http.auth
 from sglr.http.auth import PUBLIC_PATHS
+from sglr.limits import MAX_HEADER_BYTES
 from sglr.server import ServerSettings, build_app
 
 KEY = "sk-test-0123456789"
@@ -21,6 +24,12 @@ SETTINGS = ServerSettings(api_key=KEY, enable_metrics=True, max_body_bytes=4096)
 BAD_AUTHORIZATIONS = ({}, {"Authorization": "Bearer wrong"}, {"Authorization": KEY},
                       {"Authorization": f"Basic {KEY}"}, {"Authorization": "Bearer"},
                       {"Authorization": f"Bearer {KEY}x"}, {"X-Api-Key": KEY})  # fmt: skip
+
+
+# The routes whose handlers read a body.
+READS_BODY = {("POST", "/generate"), ("PUT", "/generate"), ("POST", "/v1/completions"),
+              ("POST", "/v1/chat/completions"), ("POST", "/abort_request"),
+              ("POST", "/concate_and_append_request")}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -156,3 +165,44 @@ def test_large_bodies_are_refused_with_413(guarded: Served) -> None:
             ).status_code
             == 200
         )
+
+
+def test_every_route_refuses_a_body_over_the_limit(guarded: Served) -> None:
+    """Announced larger: 413 unread, on every route (public ones too). Sent without a length:
+    413 where the route reads it; a route that never reads its body just answers."""
+    big = b"x" * 5000
+
+    def chunked():
+        for _ in range(5):
+            yield b" " * 1000
+
+    headers = {"Authorization": f"Bearer {KEY}"}
+    with httpx.Client(base_url=guarded.url, timeout=30, headers=headers) as client:
+        for method, path in route_table(guarded):
+            response = client.request(method, path, content=big)
+            assert response.status_code == 413, (method, path)
+            if method != "HEAD":
+                error = response.json()["error"]
+                assert error["type"] == "invalid_request_error" and "4096 bytes" in error["message"]
+            streamed = client.request(method, path, content=chunked())
+            if (method, path) in READS_BODY:
+                assert streamed.status_code == 413, (method, path)
+            else:
+                assert streamed.status_code == client.request(method, path).status_code, (method, path)
+        assert set(route_table(guarded)) >= READS_BODY
+
+
+def test_headers_over_the_limit_get_431(guarded: Served) -> None:
+    host, port = guarded.url.removeprefix("http://").split(":")
+    pad = b"".join(b"x-pad-%d: %b\r\n" % (i, b"p" * 1000) for i in range(MAX_HEADER_BYTES // 1000 + 1))
+    for request in (b"GET /health HTTP/1.1\r\nhost: x\r\n" + pad + b"\r\n",
+                    b"GET /health?" + b"q" * MAX_HEADER_BYTES + b" HTTP/1.1\r\nhost: x\r\n\r\n"):  # fmt: skip
+        with socket.create_connection((host, int(port)), timeout=30) as sock:
+            sock.sendall(request)
+            answer = b""
+            while chunk := sock.recv(65536):
+                answer += chunk
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 431 ")
+        assert json.loads(body)["error"]["code"] == 431
+    assert httpx.get(guarded.url + "/health", timeout=30).status_code == 200

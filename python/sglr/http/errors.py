@@ -15,7 +15,13 @@ from typing import Any, Protocol
 from starlette.requests import Request
 from starlette.responses import Response
 
-from sglr.errors import EngineClosedError, EngineInternalError, InvalidRequestError, UnknownWorkerError
+from sglr.errors import (
+    BodyTooLargeError,
+    EngineClosedError,
+    EngineInternalError,
+    InvalidRequestError,
+    UnknownWorkerError,
+)
 from sglr.http.jsonout import JSONOut
 
 logger = logging.getLogger("sglr.server")
@@ -73,6 +79,8 @@ def as_api_error(exc: BaseException, names: FieldNames | None = None) -> ApiErro
     field into the request's (None: the request used the engine's names)."""
     if isinstance(exc, ApiError):
         return exc
+    if isinstance(exc, BodyTooLargeError):
+        return ApiError(413, exc.message, exc.param)
     if isinstance(exc, InvalidRequestError):
         param = exc.param if names is None else names.client_name(exc.param)
         message = exc.message

@@ -117,7 +117,10 @@ async def serve_router(
     try:
         async with router_lifespan(state):
             dispatch = build_dispatch(app, state)
-            server = await loop.create_server(lambda: ClientConnection(dispatch, connections), sock=sock)
+            max_body_bytes = state.settings.max_body_bytes
+            server = await loop.create_server(
+                lambda: ClientConnection(dispatch, connections, max_body_bytes), sock=sock
+            )
             on_ready()
             await stop.wait()
             server.close()

@@ -6,9 +6,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sglr.errors import EngineConfigError
-
-DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
-DEFAULT_MAX_SEQUENCES = 1024
+from sglr.limits import (
+    MAX_BODY_BYTES,
+    MAX_MESSAGES,
+    MAX_SEQUENCES_PER_REQUEST,
+    MAX_TOOL_SCHEMA_BYTES,
+    MAX_TOOLS,
+)
 
 
 @dataclass(frozen=True)
@@ -19,6 +23,8 @@ class ServerSettings:
         default cumulative `text` / `output_ids` / output logprobs.
     max_body_bytes: larger request bodies are refused with 413.
     max_sequences_per_request: a request whose batch size times `n` is larger gets a 400.
+    max_messages / max_tools / max_tool_schema_bytes: chat requests with more messages, more
+        tools or a larger tool schema get a 400 (every limit: `sglr.limits`).
     health_timeout_s: how long `/health_generate` waits for its one-token generation.
     allow_image_urls: images may come as file paths and http(s) URLs (else only inline, as data
         URLs or base64), in `/generate` `image_data` and chat `image_url` parts.
@@ -28,8 +34,11 @@ class ServerSettings:
     api_key: str | None = None
     enable_metrics: bool = False
     incremental_streaming_output: bool = False
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
-    max_sequences_per_request: int = DEFAULT_MAX_SEQUENCES
+    max_body_bytes: int = MAX_BODY_BYTES
+    max_sequences_per_request: int = MAX_SEQUENCES_PER_REQUEST
+    max_messages: int = MAX_MESSAGES
+    max_tools: int = MAX_TOOLS
+    max_tool_schema_bytes: int = MAX_TOOL_SCHEMA_BYTES
     health_timeout_s: float = 20.0
     allow_image_urls: bool = False
     launch_args: dict[str, Any] = field(default_factory=dict, hash=False)
@@ -39,9 +48,8 @@ class ServerSettings:
             raise EngineConfigError("api_key must not be empty (leave it unset to disable auth)")
         if self.max_body_bytes < 1024:
             raise EngineConfigError(f"max_body_bytes must be at least 1024, got {self.max_body_bytes}")
-        if self.max_sequences_per_request < 1:
-            raise EngineConfigError(
-                f"max_sequences_per_request must be at least 1, got {self.max_sequences_per_request}"
-            )
+        for name in ("max_sequences_per_request", "max_messages", "max_tools", "max_tool_schema_bytes"):
+            if getattr(self, name) < 1:
+                raise EngineConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.health_timeout_s <= 0:
             raise EngineConfigError(f"health_timeout_s must be positive, got {self.health_timeout_s}")

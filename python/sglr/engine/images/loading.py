@@ -16,16 +16,17 @@ from pathlib import Path
 from typing import Any
 
 from sglr.errors import InvalidRequestError
+from sglr.limits import MAX_IMAGE_BYTES, MAX_IMAGE_PIXELS, MAX_IMAGES_PER_REQUEST, MAX_VIDEO_FRAMES
 
 _URL_TIMEOUT_S = 10.0
 
 
 @dataclass(frozen=True)
 class ImageLimits:
-    max_images: int = 16  # per request
-    max_bytes: int = 20 * 2**20  # encoded size
-    max_pixels: int = 4096 * 4096  # width x height, checked before decoding the pixels
-    max_video_frames: int = 32  # frames a video given as a list may have
+    max_images: int = MAX_IMAGES_PER_REQUEST  # per request
+    max_bytes: int = MAX_IMAGE_BYTES  # encoded size
+    max_pixels: int = MAX_IMAGE_PIXELS  # width x height, checked before decoding the pixels
+    max_video_frames: int = MAX_VIDEO_FRAMES  # frames a video given as a list may have
     video_num_frames: int = 8  # frames sampled from a video file
 
 

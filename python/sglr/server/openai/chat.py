@@ -17,6 +17,7 @@ from starlette.responses import Response
 
 from sglr.http.errors import ApiError
 from sglr.http.request import get_bool, get_dict, get_int, read_json_object
+from sglr.limits import MAX_LOGPROBS
 from sglr.server.generation import start_generation
 from sglr.server.generation_response import json_response, stream_response
 from sglr.server.openai.messages import ImagePart, normalize_messages
@@ -27,7 +28,7 @@ from sglr.server.openai.protocol import (
     finish_reason,
     matched_stop,
 )
-from sglr.server.openai.sampling import MAX_LOGPROBS, SAMPLING_FIELDS
+from sglr.server.openai.sampling import SAMPLING_FIELDS
 from sglr.server.state import ServerState
 from sglr.server.tools.chat import ChatTools
 from sglr.server.tools.stream import ToolCallDeltas
@@ -50,7 +51,10 @@ class _ChatRequest(OpenAIRequest):
 
     def __init__(self, state: ServerState, body: dict[str, Any]) -> None:
         super().__init__(state, body, _FIELDS, _UNSUPPORTED, "the chat completions request")
-        self.tools = ChatTools(body, state.engine.tokenizer.chat_template)
+        settings = state.settings
+        self.tools = ChatTools(
+            body, state.engine.tokenizer.chat_template, settings.max_tools, settings.max_tool_schema_bytes
+        )
         modalities = body.get("modalities")
         if modalities is not None and modalities != ["text"]:
             raise ApiError.bad_request("only the text modality is supported", "modalities")
@@ -58,13 +62,15 @@ class _ChatRequest(OpenAIRequest):
         messages = normalize_messages(
             body.get("messages"),
             self.images if state.engine.takes_images else None,
-            state.settings.allow_image_urls,
+            settings.allow_image_urls,
+            settings.max_messages,
         )
         messages, tool_kwargs = self.tools.render_inputs(messages)
         template_kwargs = {**(get_dict(body, "chat_template_kwargs") or {}), **tool_kwargs}
         text = state.engine.tokenizer.apply_chat_template(
             messages, add_generation_prompt=True, **template_kwargs
         )
+        state.engine.check_prompt_text(text, "messages")
         self.prompt_ids = state.engine.tokenizer.encode(text, add_special_tokens=False)
         if not self.prompt_ids:
             raise ApiError.bad_request("the messages render to an empty prompt", "messages")

@@ -10,8 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from sglr.errors import LimitExceededError
 from sglr.http.errors import ApiError
 from sglr.http.request import json_type
+from sglr.limits import MAX_MESSAGES
 from sglr.server.image_sources import check_image_source
 
 ROLES = ("system", "developer", "user", "assistant", "tool", "function")
@@ -26,13 +28,22 @@ class ImagePart:
 
 
 def normalize_messages(
-    raw: Any, images: list[ImagePart] | None = None, allow_image_urls: bool = False
+    raw: Any,
+    images: list[ImagePart] | None = None,
+    allow_image_urls: bool = False,
+    max_messages: int = MAX_MESSAGES,
 ) -> list[dict[str, Any]]:
     """Plain `{"role", "content": str}` dicts (text parts joined); 400s point at the message.
     With `images` (a model that takes them), a message with image parts keeps a list of text and
     image parts, and the images are appended to `images`; without, image parts are a 400."""
     if not isinstance(raw, list) or not raw:
         raise ApiError.bad_request("messages must be a non-empty array", "messages")
+    if len(raw) > max_messages:
+        raise LimitExceededError(
+            f"messages has {len(raw)} messages, over the server's limit of {max_messages}",
+            "messages",
+            "max_messages",
+        )
     messages = []
     for i, message in enumerate(raw):
         where = f"messages[{i}]"

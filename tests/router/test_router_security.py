@@ -1,6 +1,8 @@
 """`sglr-router --api-key`: every route, the admin app's table and the generation fast path
 alike, refuses a missing or wrong key with a 401 in sglr's error shape and lets the right one
-through; the public routes need none; the fast path decides by `hmac.compare_digest` alone."""
+through; the public routes need none; the fast path decides by `hmac.compare_digest` alone.
+And the size limits at its front: bodies (413, before a byte of an announced one is read) and
+headers (431) on every route, the router serving on after each."""
 
 from __future__ import annotations
 
@@ -9,13 +11,15 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from test_router_fast_path import Harness
+from test_router_fast_path import Harness, _raw_exchange
 
 import sglr.http.auth
 from sglr.http.auth import PUBLIC_PATHS, UNAUTHORIZED_MESSAGE
+from sglr.limits import MAX_HEADER_BYTES
 from sglr.router.keys import GENERATION_PATHS
 
 KEY = "router-secret"
+MAX_BODY = 4096
 UNAUTHORIZED = {"error": {"message": UNAUTHORIZED_MESSAGE, "type": "authentication_error", "param": None,
                           "code": 401}}  # fmt: skip
 BAD_AUTHORIZATIONS = ({}, {"Authorization": "Bearer wrong"}, {"Authorization": KEY},
@@ -24,7 +28,7 @@ BAD_AUTHORIZATIONS = ({}, {"Authorization": "Bearer wrong"}, {"Authorization": K
 
 @pytest.fixture(scope="module")
 def guarded() -> Iterator[Harness]:
-    harness = Harness(api_key=KEY)
+    harness = Harness(api_key=KEY, max_body_bytes=MAX_BODY)
     try:
         yield harness
     finally:
@@ -82,3 +86,38 @@ def test_the_fast_path_decides_by_compare_digest_alone(guarded: Harness, monkeyp
         right = client.post("/generate", json={"text": "out"}, headers={"Authorization": f"Bearer {KEY}"})
         assert right.status_code == 401
     assert calls == [(32, 32), (32, 32)]
+
+
+def test_every_route_refuses_a_body_over_the_limit(guarded: Harness) -> None:
+    def chunked():
+        for _ in range(5):
+            yield b" " * 1000
+
+    with httpx.Client(base_url=guarded.url, timeout=30, headers={"Authorization": f"Bearer {KEY}"}) as client:
+        for method, path in route_table(guarded):
+            for content in (b"x" * (MAX_BODY + 1), chunked()):
+                response = client.request(method, path, content=content)
+                assert response.status_code == 413, (method, path)
+                assert response.headers["connection"] == "close"
+                if method != "HEAD":
+                    assert f"limit of {MAX_BODY} bytes" in response.json()["error"]["message"]
+        fits = client.post("/generate", json={"text": "y" * (MAX_BODY - 20)})
+        assert fits.status_code == 200 and fits.json()["text"] == "y" * (MAX_BODY - 20)
+    assert all(w.num_requests for w in guarded.workers)
+
+
+def test_an_announced_body_over_the_limit_is_refused_unread(guarded: Harness) -> None:
+    # No body follows the head: the answer comes from the length alone.
+    head = b"POST /generate HTTP/1.1\r\nhost: x\r\ncontent-length: %d\r\n\r\n" % (MAX_BODY + 1)
+    assert _raw_exchange(guarded.port, head).startswith(b"HTTP/1.1 413 ")
+
+
+def test_headers_over_the_limit_get_431(guarded: Harness) -> None:
+    pad = b"".join(b"x-pad-%d: %b\r\n" % (i, b"p" * 1000) for i in range(MAX_HEADER_BYTES // 1000 + 1))
+    many = b"POST /generate HTTP/1.1\r\nhost: x\r\n" + pad + b"content-length: 2\r\n\r\n{}"
+    assert _raw_exchange(guarded.port, many).startswith(b"HTTP/1.1 431 ")
+    long_url = b"GET /list_workers?" + b"q" * MAX_HEADER_BYTES + b" HTTP/1.1\r\nhost: x\r\n\r\n"
+    assert _raw_exchange(guarded.port, long_url).startswith(b"HTTP/1.1 431 ")
+    with httpx.Client(base_url=guarded.url, timeout=30) as client:
+        ok = client.post("/generate", json={"text": "x"}, headers={"Authorization": f"Bearer {KEY}"})
+        assert ok.status_code == 200
