@@ -36,6 +36,8 @@ FORBIDDEN = {
     "sglr.lang": ("sglr.testing",),
     # The table of request limits, read by every layer: the standard library only.
     "sglr.limits": ("sglr",),
+    # The one check of a path a request names, for every layer: sglr.errors and the stdlib.
+    "sglr.confined_paths": ("sglr.kernels", "sglr.model", "sglr.engine", *_ABOVE_ENGINE),
 }
 # ... but for these modules of them.
 ALLOWED = {

@@ -139,7 +139,16 @@ def build_parser() -> argparse.ArgumentParser:
     add(
         "--allow-image-urls",
         action="store_true",
-        help="accept images given as file paths or http(s) URLs (default: data URLs / base64 only)",
+        help="accept images given as http(s) URLs (default: data URLs / base64 only)",
+    )
+    add(
+        "--allowed-local-media-path",
+        dest="allowed_local_media_paths",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="DIR",
+        help="accept images given as paths (or file:// URLs) of files inside DIR (default: none)",
     )
     add_limit_arguments(parser)
     add(
@@ -271,6 +280,7 @@ def main(argv: list[str] | None = None) -> int:
             enable_metrics=args.enable_metrics,
             incremental_streaming_output=args.incremental_streaming_output,
             allow_image_urls=args.allow_image_urls,
+            allowed_local_media_paths=tuple(args.allowed_local_media_paths),
             max_body_bytes=args.max_body_bytes,
             max_sequences_per_request=args.max_sequences_per_request,
             max_messages=args.max_messages,

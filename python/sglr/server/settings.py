@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from sglr.confined_paths import allowed_roots
 from sglr.errors import EngineConfigError
 from sglr.limits import (
     MAX_BODY_BYTES,
@@ -17,7 +18,8 @@ from sglr.limits import (
 
 @dataclass(frozen=True)
 class ServerSettings:
-    """api_key: when set, every route but `/health*` and `/metrics` needs `Authorization: Bearer <key>`.
+    """api_key: when set, every route but the public ones (`sglr.http.auth.PUBLIC_PATHS`) needs
+        `Authorization: Bearer <key>`.
     enable_metrics: serve Prometheus metrics at `/metrics` (404 otherwise).
     incremental_streaming_output: native `/generate` streams send deltas instead of SGLang's
         default cumulative `text` / `output_ids` / output logprobs.
@@ -26,8 +28,10 @@ class ServerSettings:
     max_messages / max_tools / max_tool_schema_bytes: chat requests with more messages, more
         tools or a larger tool schema get a 400 (every limit: `sglr.limits`).
     health_timeout_s: how long `/health_generate` waits for its one-token generation.
-    allow_image_urls: images may come as file paths and http(s) URLs (else only inline, as data
-        URLs or base64), in `/generate` `image_data` and chat `image_url` parts.
+    allow_image_urls: images may come as http(s) URLs (else only inline, as data URLs or
+        base64, or as paths below), in `/generate` `image_data` and chat `image_url` parts.
+    allowed_local_media_paths: directories images may be read from by path or `file://` URL
+        (none: paths are refused); see `sglr.confined_paths` for what a path may be.
     launch_args: the resolved command-line options, echoed by `/server_info` (the key masked).
     """
 
@@ -41,9 +45,12 @@ class ServerSettings:
     max_tool_schema_bytes: int = MAX_TOOL_SCHEMA_BYTES
     health_timeout_s: float = 20.0
     allow_image_urls: bool = False
+    allowed_local_media_paths: tuple[str, ...] = ()
     launch_args: dict[str, Any] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "allowed_local_media_paths", tuple(map(str, self.allowed_local_media_paths)))
+        allowed_roots(self.allowed_local_media_paths)  # existing directories, or a config error
         if self.api_key is not None and not self.api_key:
             raise EngineConfigError("api_key must not be empty (leave it unset to disable auth)")
         if self.max_body_bytes < 1024:

@@ -20,6 +20,7 @@ from sglr.http.request import get_bool, get_dict, get_int, read_json_object
 from sglr.limits import MAX_LOGPROBS
 from sglr.server.generation import start_generation
 from sglr.server.generation_response import json_response, stream_response
+from sglr.server.image_sources import RequestImages
 from sglr.server.openai.messages import ImagePart, normalize_messages
 from sglr.server.openai.protocol import (
     OpenAIChunks,
@@ -59,10 +60,11 @@ class _ChatRequest(OpenAIRequest):
         if modalities is not None and modalities != ["text"]:
             raise ApiError.bad_request("only the text modality is supported", "modalities")
         self.images: list[ImagePart] = []
+        self.image_sources = RequestImages(state.image_sources)
         messages = normalize_messages(
             body.get("messages"),
             self.images if state.engine.takes_images else None,
-            settings.allow_image_urls,
+            self.image_sources,
             settings.max_messages,
         )
         messages, tool_kwargs = self.tools.render_inputs(messages)
@@ -99,7 +101,9 @@ class _ChatRequest(OpenAIRequest):
             "return_logprob": self.logprobs,
             "top_logprobs_num": self.top_logprobs,
             "return_text_in_logprobs": True,
-            "image_data": [[image.url for image in self.images]] if self.images else None,
+            "image_data": [[self.image_sources.resolved(i.url, i.where) for i in self.images]]
+            if self.images
+            else None,
         }
 
     def header(self, kind: str) -> dict[str, Any]:
@@ -115,6 +119,7 @@ class _ChatRequest(OpenAIRequest):
 async def chat_completions(state: ServerState, request: Request) -> Response:
     body = await read_json_object(request, state.settings.max_body_bytes)
     req = _ChatRequest(state, body)
+    await req.image_sources.read()
     gen = await start_generation(state, req.engine_kwargs(), req.names)
     if req.stream:
         return await stream_response(request, gen, _ChatChunks(req))
