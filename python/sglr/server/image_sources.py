@@ -3,9 +3,12 @@
 By default a request carries its images inline (data URLs or bare base64): a path or a URL
 would let any client make the server read its files or reach other hosts. Paths are read only
 inside the directories of `--allowed-local-media-path` (`sglr.confined_paths`), http(s) URLs
-only with `--allow-image-urls`. A refusal is a typed error (`PathNotAllowedError`,
-`UrlNotAllowedError`) naming the field, raised before anything is read. The server reads what
-a request names itself, in a worker thread (`RequestImages.read`), and hands the engine bytes.
+only with `--allow-image-urls` and only to public addresses unless `--allowed-image-url-networks`
+says otherwise (`sglr.engine.images.fetch`). A refusal is a typed error (`PathNotAllowedError`,
+`UrlNotAllowedError`) naming the field, raised before anything is read where the request alone
+shows it (a literal address, a scheme), else when a name resolves or a redirect points there.
+The server reads what a request names itself, in a worker thread (`RequestImages.read`), and
+hands the engine bytes.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from sglr.confined_paths import confine_path, read_confined_file
+from sglr.engine.images.fetch import UrlPolicy, check_url, fetch_url
 from sglr.engine.images.loading import source_kind
 from sglr.errors import InvalidRequestError, LimitExceededError, PathNotAllowedError, UrlNotAllowedError
 from sglr.limits import MAX_IMAGE_BYTES, MAX_IMAGES_PER_REQUEST
@@ -26,10 +30,11 @@ _INLINE = ("data_url", "base64")
 @dataclass(frozen=True)
 class ImageSources:
     """What this server's requests may name: paths inside `local_roots` (real paths; none: no
-    paths), http(s) URLs when `allow_urls`; `max_bytes` and `max_images` are the engine's."""
+    paths), http(s) URLs to what `url_policy` allows (None: no URLs); `max_bytes` and
+    `max_images` are the engine's."""
 
     local_roots: tuple[Path, ...] = ()
-    allow_urls: bool = False
+    url_policy: UrlPolicy | None = None
     max_bytes: int = MAX_IMAGE_BYTES
     max_images: int = MAX_IMAGES_PER_REQUEST
 
@@ -58,12 +63,14 @@ class RequestImages:
                     where,
                 )
             confine_path(item, where, self.sources.local_roots)
-        elif not self.sources.allow_urls:
+        elif self.sources.url_policy is None:
             raise UrlNotAllowedError(
                 f"{where}: {kind} image sources are refused; send the image as a data URL "
                 "(start the server with --allow-image-urls to accept http(s) URLs)",
                 where,
             )
+        else:
+            check_url(item, where, self.sources.url_policy, resolve=False)
         self.named.append((kind, item, where))
 
     def check_data(self, image_data: Any, is_batch: bool, name: str = "image_data") -> None:
@@ -94,6 +101,9 @@ class RequestImages:
         for kind, item, where in self.named:
             if kind == "file":
                 out[where] = read_confined_file(item, where, roots, max_bytes, "max_image_bytes")
+            else:
+                assert self.sources.url_policy is not None
+                out[where] = fetch_url(item, where, self.sources.url_policy, max_bytes)
         return out
 
     def resolved(self, item: Any, where: str) -> Any:

@@ -141,13 +141,18 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="accept images given as http(s) URLs (default: data URLs / base64 only)",
     )
+    many: dict[str, Any] = {"nargs": "+", "action": "extend", "default": []}
+    add(
+        "--allowed-image-url-networks",
+        metavar="CIDR",
+        **many,
+        help="with --allow-image-urls: non-public networks image URLs may reach too (default: public addresses only)",
+    )
     add(
         "--allowed-local-media-path",
         dest="allowed_local_media_paths",
-        nargs="+",
-        action="extend",
-        default=[],
         metavar="DIR",
+        **many,
         help="accept images given as paths (or file:// URLs) of files inside DIR (default: none)",
     )
     add_limit_arguments(parser)
@@ -280,6 +285,7 @@ def main(argv: list[str] | None = None) -> int:
             enable_metrics=args.enable_metrics,
             incremental_streaming_output=args.incremental_streaming_output,
             allow_image_urls=args.allow_image_urls,
+            allowed_image_url_networks=tuple(args.allowed_image_url_networks),
             allowed_local_media_paths=tuple(args.allowed_local_media_paths),
             max_body_bytes=args.max_body_bytes,
             max_sequences_per_request=args.max_sequences_per_request,

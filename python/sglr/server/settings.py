@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import functools
+import ipaddress
 from dataclasses import dataclass, field
 from typing import Any
 
 from sglr.confined_paths import allowed_roots
+from sglr.engine.images.fetch import IPNetwork, UrlPolicy
 from sglr.errors import EngineConfigError
 from sglr.limits import (
     MAX_BODY_BYTES,
@@ -30,6 +33,8 @@ class ServerSettings:
     health_timeout_s: how long `/health_generate` waits for its one-token generation.
     allow_image_urls: images may come as http(s) URLs (else only inline, as data URLs or
         base64, or as paths below), in `/generate` `image_data` and chat `image_url` parts.
+    allowed_image_url_networks: with `allow_image_urls`, the non-public networks (CIDR) image
+        URLs may reach too (by default public addresses only; `sglr.engine.images.fetch`).
     allowed_local_media_paths: directories images may be read from by path or `file://` URL
         (none: paths are refused); see `sglr.confined_paths` for what a path may be.
     launch_args: the resolved command-line options, echoed by `/server_info` (the key masked).
@@ -45,12 +50,19 @@ class ServerSettings:
     max_tool_schema_bytes: int = MAX_TOOL_SCHEMA_BYTES
     health_timeout_s: float = 20.0
     allow_image_urls: bool = False
+    allowed_image_url_networks: tuple[str, ...] = ()
     allowed_local_media_paths: tuple[str, ...] = ()
     launch_args: dict[str, Any] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "allowed_local_media_paths", tuple(map(str, self.allowed_local_media_paths)))
         allowed_roots(self.allowed_local_media_paths)  # existing directories, or a config error
+        object.__setattr__(
+            self, "allowed_image_url_networks", tuple(map(str, self.allowed_image_url_networks))
+        )
+        if self.allowed_image_url_networks and not self.allow_image_urls:
+            raise EngineConfigError("allowed_image_url_networks needs allow_image_urls")
+        _networks(self.allowed_image_url_networks)  # CIDRs, or a config error
         if self.api_key is not None and not self.api_key:
             raise EngineConfigError("api_key must not be empty (leave it unset to disable auth)")
         if self.max_body_bytes < 1024:
@@ -60,3 +72,17 @@ class ServerSettings:
                 raise EngineConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.health_timeout_s <= 0:
             raise EngineConfigError(f"health_timeout_s must be positive, got {self.health_timeout_s}")
+
+    @functools.cached_property
+    def image_url_policy(self) -> UrlPolicy | None:
+        """What image URLs may reach; None when they are refused."""
+        if not self.allow_image_urls:
+            return None
+        return UrlPolicy(allowed_networks=_networks(self.allowed_image_url_networks))
+
+
+def _networks(cidrs: tuple[str, ...]) -> tuple[IPNetwork, ...]:
+    try:
+        return tuple(ipaddress.ip_network(cidr, strict=False) for cidr in cidrs)
+    except ValueError as exc:
+        raise EngineConfigError(f"allowed_image_url_networks: {exc}") from None

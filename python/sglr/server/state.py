@@ -65,7 +65,7 @@ class ServerState:
         config = getattr(self.engine, "config", None)  # None: a test's stand-in engine
         self.image_sources = ImageSources(
             local_roots=allowed_roots(self.settings.allowed_local_media_paths),
-            allow_urls=self.settings.allow_image_urls,
+            url_policy=self.settings.image_url_policy,
             max_bytes=config.max_image_bytes if config is not None else MAX_IMAGE_BYTES,
             max_images=config.max_images_per_request if config is not None else MAX_IMAGES_PER_REQUEST,
         )

@@ -18,8 +18,6 @@ from typing import Any
 from sglr.errors import InvalidRequestError
 from sglr.limits import MAX_IMAGE_BYTES, MAX_IMAGE_PIXELS, MAX_IMAGES_PER_REQUEST, MAX_VIDEO_FRAMES
 
-_URL_TIMEOUT_S = 10.0
-
 
 @dataclass(frozen=True)
 class ImageLimits:
@@ -114,14 +112,11 @@ def _b64decode(text: str, param: str) -> bytes:
 
 
 def _fetch(url: str, param: str, limits: ImageLimits) -> bytes:
-    import urllib.request
+    from sglr.engine.images.fetch import UrlPolicy, fetch_url
 
-    try:
-        with urllib.request.urlopen(url, timeout=_URL_TIMEOUT_S) as response:
-            data = response.read(limits.max_bytes + 1)
-    except OSError as exc:
-        raise InvalidRequestError(f"{param}: cannot fetch {url!r}: {exc}", param=param) from None
-    return data
+    # The engine's own caller is trusted with any address; a server checks its clients' URLs
+    # against its policy and hands the engine the bytes (`sglr.server.image_sources`).
+    return fetch_url(url, param, UrlPolicy(allow_any_address=True), limits.max_bytes)
 
 
 def _check_pixels(size: tuple[int, int], param: str, limits: ImageLimits) -> None:
