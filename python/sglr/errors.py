@@ -65,6 +65,10 @@ class BodyTooLargeError(LimitExceededError):
     """A request body larger than the server's `max_body_bytes` (HTTP 413)."""
 
 
+class HeadersTooLargeError(LimitExceededError):
+    """A request line and headers larger than `sglr.limits.MAX_HEADER_BYTES` (HTTP 431)."""
+
+
 class PathNotAllowedError(InvalidRequestError):
     """A file path a request names that the server may not read: outside the allowed
     directories (`..`, an absolute path elsewhere, a symlink out), NUL bytes, encoded traversal,

@@ -13,7 +13,7 @@ import pytest
 from server_harness import Served, served_engine
 
 from sglr import limits
-from sglr.errors import SamplingLimitError
+from sglr.errors import EngineConfigError, SamplingLimitError
 from sglr.sampling_params import SamplingParams
 from sglr.server import ServerSettings
 from sglr.server.launch import build_parser
@@ -44,6 +44,15 @@ def test_every_flagged_limit_is_a_server_flag_with_its_default() -> None:
             assert defaults[limit.flag] == limit.default, limit.name
     args = build_parser().parse_args(["--max-messages", "7", "--max-image-bytes", "2048"])
     assert (args.max_messages, args.max_image_bytes) == (7, 2048)
+
+
+@pytest.mark.parametrize(
+    "name", ["max_sequences_per_request", "max_messages", "max_tools", "max_tool_schema_bytes"]
+)
+def test_server_limits_must_be_positive(name: str) -> None:
+    assert getattr(ServerSettings(**{name: 1}), name) == 1
+    with pytest.raises(EngineConfigError, match=name):
+        ServerSettings(**{name: 0})
 
 
 def test_sampling_limits_are_typed_and_name_the_field() -> None:

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from sglr.http.errors import error_body
+from sglr.errors import HeadersTooLargeError
+from sglr.http.errors import as_api_error, error_body
 from sglr.http.jsonout import dumps
-from sglr.http.request_size import RequestRefused, RequestSize
+from sglr.http.request_size import RequestSize
 from sglr.limits import MAX_BODY_BYTES
 
 
@@ -18,7 +19,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         super().__init__(*args, **kwargs)
         # Bodies are bounded per route (`BodyLimitMiddleware`), which reads them as they stream.
         self._size = RequestSize(MAX_BODY_BYTES)
-        self._refused: RequestRefused | None = None
+        self._refused: HeadersTooLargeError | None = None
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
@@ -35,7 +36,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     def _count(self, num_bytes: int) -> None:
         try:
             self._size.add_head(num_bytes)
-        except RequestRefused as refused:
+        except HeadersTooLargeError as refused:
             self._refused = refused  # the parser stops; uvicorn answers through send_400_response
             raise
 
@@ -44,8 +45,9 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         if refused is None:
             super().send_400_response(msg)
             return
-        body = dumps(error_body(refused.status, refused.message))
-        head = b"HTTP/1.1 %d Request Header Fields Too Large\r\n" % refused.status
+        error = as_api_error(refused)
+        body = dumps(error_body(error.status, error.message))
+        head = b"HTTP/1.1 %d Request Header Fields Too Large\r\n" % error.status
         head += b"content-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n\r\n" % len(
             body
         )

@@ -24,9 +24,9 @@ from typing import cast
 
 import httptools
 
-from sglr.http.errors import error_body
+from sglr.http.errors import as_api_error, error_body
 from sglr.http.jsonout import dumps
-from sglr.http.request_size import RequestRefused, RequestSize
+from sglr.http.request_size import RequestSize, refusal
 from sglr.limits import MAX_BODY_BYTES
 
 logger = logging.getLogger("sglr.router")
@@ -113,9 +113,10 @@ class ClientConnection(asyncio.Protocol):
         except httptools.HttpParserUpgrade:
             self._refuse(400, "protocol upgrades are not supported")
         except httptools.HttpParserError as exc:
-            refused = exc.__context__  # raised by a callback: a limit (request_size.py)
-            if isinstance(refused, RequestRefused):
-                self._refuse(refused.status, refused.message)
+            refused = refusal(exc)  # a limit (request_size.py)
+            if refused is not None:
+                error = as_api_error(refused)
+                self._refuse(error.status, error.message)
             else:
                 self._refuse(400, f"malformed HTTP request: {exc}")
 
