@@ -53,7 +53,7 @@ TABLE = (
     Limit("max_messages", MAX_MESSAGES, "--max-messages", "chat `messages`"),
     Limit("max_tools", MAX_TOOLS, "--max-tools", "chat `tools`"),
     Limit("max_tool_schema_bytes", MAX_TOOL_SCHEMA_BYTES, "--max-tool-schema-bytes", "bytes of one tool's `function.parameters` schema, as JSON"),
-    Limit("max_images_per_request", MAX_IMAGES_PER_REQUEST, "--max-images-per-request", "images and videos of one prompt"),
+    Limit("max_images_per_request", MAX_IMAGES_PER_REQUEST, "--max-images-per-request", "images and videos of one prompt; paths and URLs of one request"),
     Limit("max_image_bytes", MAX_IMAGE_BYTES, "--max-image-bytes", "encoded bytes of one image or video: inline, a file or a download"),
     Limit("max_image_pixels", MAX_IMAGE_PIXELS, "--max-image-pixels", "width x height of one image, checked before its pixels are decoded"),
     Limit("max_video_frames", MAX_VIDEO_FRAMES, None, "frames of a video given as a list of frames"),

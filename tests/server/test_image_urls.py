@@ -7,9 +7,11 @@ HTTP server on 127.0.0.1, which the allowed network 127.0.0.1/32 lets them reach
 
 from __future__ import annotations
 
+import dataclasses
 import http.server
 import ipaddress
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -18,6 +20,7 @@ import pytest
 from sglr.engine.images.fetch import UrlPolicy, address_refusal, check_url, fetch_url
 from sglr.errors import EngineConfigError, InvalidRequestError, LimitExceededError, UrlNotAllowedError
 from sglr.server import ServerSettings
+from sglr.server.image_sources import ImageSources, RequestImages
 
 FIELD = "messages[0].content[1].image_url.url"
 LOOPBACK_ONLY = UrlPolicy(allowed_networks=(ipaddress.ip_network("127.0.0.1/32"),))
@@ -102,7 +105,7 @@ def test_other_schemes_and_odd_hosts_are_refused() -> None:
 
 @dataclass
 class ImageHost:
-    """An HTTP server on 127.0.0.1: /img.png, /to?<url> (a redirect), /loop, /big, /missing."""
+    """An HTTP server on 127.0.0.1: /img.png, /to?<url> (a redirect), /loop, /big, /drip, /missing."""
 
     body: bytes
     paths: list[str] = field(default_factory=list)
@@ -124,6 +127,17 @@ def image_host() -> Iterator[ImageHost]:
                 self.send_header("location", query if path == "/to" else "/loop")
                 self.send_header("content-length", "0")
                 self.end_headers()
+            elif path == "/drip":  # a byte at a time, for longer than any test's deadline
+                self.send_response(200)
+                self.send_header("content-length", "40")
+                self.end_headers()
+                try:
+                    for _ in range(40):
+                        self.wfile.write(b"x")
+                        self.wfile.flush()
+                        time.sleep(0.05)
+                except ConnectionError:  # the fetch gave up, as it should
+                    pass
             elif path in ("/img.png", "/big"):
                 body = host.body if path == "/img.png" else b"x" * 5000
                 self.send_response(200)
@@ -185,6 +199,21 @@ def test_sizes_and_statuses(image_host: ImageHost) -> None:
     assert len(fetch_url(f"{image_host.url}/big", FIELD, LOOPBACK_ONLY, 5000)) == 5000
     with pytest.raises(InvalidRequestError, match="HTTP 404"):
         fetch_url(f"{image_host.url}/missing", FIELD, LOOPBACK_ONLY, 1000)
+    hurried = dataclasses.replace(LOOPBACK_ONLY, deadline_s=0.2)  # the drip lasts 2 s
+    with pytest.raises(InvalidRequestError, match="took too long"):
+        fetch_url(f"{image_host.url}/drip", FIELD, hurried, 1000)
+
+
+def test_a_request_names_a_bounded_number_of_sources() -> None:
+    sources = ImageSources(url_policy=UrlPolicy(), max_images=3)
+    images = RequestImages(sources)
+    images.check_data(["https://public.example/a.png"] * 3, False)
+    with pytest.raises(LimitExceededError, match="at most 3 paths and URLs") as caught:
+        RequestImages(sources).check_data([["https://public.example/a.png"] * 2] * 2, True)
+    assert caught.value.param == "image_data[1][1]"
+    inline = RequestImages(sources)
+    inline.check_data([["data:image/png;base64,AAAA"] * 3] * 4, True)  # inline ones cost no read
+    assert inline.named == []
 
 
 def test_server_settings_for_image_urls() -> None:

@@ -14,6 +14,7 @@ hands the engine bytes.
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,12 @@ class RequestImages:
             )
         else:
             check_url(item, where, self.sources.url_policy, resolve=False)
+        if len(self.named) == self.sources.max_images:  # each costs a read or a download
+            raise LimitExceededError(
+                f"{where}: a request may name at most {self.sources.max_images} paths and URLs",
+                where,
+                "max_images_per_request",
+            )
         self.named.append((kind, item, where))
 
     def check_data(self, image_data: Any, is_batch: bool, name: str = "image_data") -> None:
@@ -97,13 +104,15 @@ class RequestImages:
 
     def _read_all(self) -> dict[str, bytes]:
         out = {}
-        roots, max_bytes = self.sources.local_roots, self.sources.max_bytes
+        roots, max_bytes, policy = self.sources.local_roots, self.sources.max_bytes, self.sources.url_policy
+        # One deadline for all of the request's downloads, not one each.
+        deadline = time.monotonic() + (policy.deadline_s if policy is not None else 0)
         for kind, item, where in self.named:
             if kind == "file":
                 out[where] = read_confined_file(item, where, roots, max_bytes, "max_image_bytes")
             else:
-                assert self.sources.url_policy is not None
-                out[where] = fetch_url(item, where, self.sources.url_policy, max_bytes)
+                assert policy is not None
+                out[where] = fetch_url(item, where, policy, max_bytes, deadline)
         return out
 
     def resolved(self, item: Any, where: str) -> Any:
