@@ -34,6 +34,10 @@ FORBIDDEN = {
     "sglr.router": (*_ENGINE_AND_BELOW, "sglr.server", "sglr.lang", "sglr.testing"),
     "sglr.server": ("sglr.router", "sglr.lang", "sglr.testing"),
     "sglr.lang": ("sglr.testing",),
+    # The table of request limits, read by every layer: the standard library only.
+    "sglr.limits": ("sglr",),
+    # The one check of a path a request names, for every layer: sglr.errors and the stdlib.
+    "sglr.confined_paths": ("sglr.kernels", "sglr.model", "sglr.engine", *_ABOVE_ENGINE),
 }
 # ... but for these modules of them.
 ALLOWED = {

@@ -97,6 +97,9 @@ class DataParallelEngine:
         finally:
             self.router.finish(replica)
 
+    def check_prompt_text(self, text: str, field: str) -> None:
+        self.replicas[0].check_prompt_text(text, field)
+
     def abort(self, rid: str) -> None:
         # Aborting an id a replica does not hold is a no-op there; asking every live replica
         # is cheaper than remembering every id's route.

@@ -52,6 +52,35 @@ class InvalidRequestError(SglrError, ValueError):
         self.param = param
 
 
+class LimitExceededError(InvalidRequestError):
+    """A request (or one of its fields) over one of the limits of `sglr.limits`, refused before
+    the work it would cost; `limit` names the limit."""
+
+    def __init__(self, message: str, param: str | None = None, limit: str | None = None) -> None:
+        super().__init__(message, param)
+        self.limit = limit
+
+
+class BodyTooLargeError(LimitExceededError):
+    """A request body larger than the server's `max_body_bytes` (HTTP 413)."""
+
+
+class HeadersTooLargeError(LimitExceededError):
+    """A request line and headers larger than `sglr.limits.MAX_HEADER_BYTES` (HTTP 431)."""
+
+
+class PathNotAllowedError(InvalidRequestError):
+    """A file path a request names that the server may not read: outside the allowed
+    directories (`..`, an absolute path elsewhere, a symlink out), NUL bytes, encoded traversal,
+    or paths not accepted at all."""
+
+
+class UrlNotAllowedError(InvalidRequestError):
+    """A URL a request names that the server may not fetch: URLs not accepted, a scheme other
+    than http(s), or a host that is (or resolves or redirects to) a loopback, link-local,
+    private or otherwise non-public address not explicitly allowed."""
+
+
 class LangError(SglrError):
     """Misuse or failure of the sglr language (programs, tracing, backends)."""
 
@@ -174,6 +203,10 @@ class SamplingError(SglrError, ValueError):
 
 class InvalidSamplingParamsError(InvalidRequestError, SamplingError):
     """A request's sampling parameters are out of range (rejected before anything runs)."""
+
+
+class SamplingLimitError(LimitExceededError, InvalidSamplingParamsError):
+    """Sampling parameters over a fixed limit of `sglr.limits` (stop strings, logit bias, ...)."""
 
 
 class ConstraintError(SglrError):

@@ -15,13 +15,19 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from sglr.errors import InvalidRequestError, InvalidSamplingParamsError
+from sglr.errors import InvalidRequestError, InvalidSamplingParamsError, SamplingLimitError
+
+# Compiling a grammar is linear in its text (and the parser is bounded); each new token is
+# checked against every stop string and regex, and the logit bias is applied at every step.
+from sglr.limits import (
+    MAX_EBNF_BYTES,
+    MAX_LOGIT_BIAS_ENTRIES,
+    MAX_STOP_REGEX_BYTES,
+    MAX_STOP_STRING_CHARS,
+    MAX_STOP_STRINGS,
+)
 
 TOP_K_ALL = 1 << 30
-MAX_STOP_STRINGS = 32
-MAX_STOP_REGEX_BYTES = 256
-# Largest EBNF grammar text accepted (compiling is linear in it; the parser is bounded).
-MAX_EBNF_BYTES = 256 << 10
 # Below this, a temperature means greedy decoding (as in SGLang and vLLM).
 GREEDY_TEMPERATURE = 1e-6
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
@@ -94,6 +100,9 @@ class SamplingParams:
         def fail(message: str, name: str) -> None:
             raise InvalidSamplingParamsError(message, param=f"sampling_params.{name}")
 
+        def over(message: str, name: str, limit: str) -> None:
+            raise SamplingLimitError(message, param=f"sampling_params.{name}", limit=limit)
+
         if (
             not isinstance(self.temperature, (int, float))
             or not math.isfinite(self.temperature)
@@ -129,22 +138,35 @@ class SamplingParams:
         if self.n < 1:
             fail(f"n must be at least 1, got {self.n}.", "n")
         if len(self.stop) > MAX_STOP_STRINGS:
-            fail(f"at most {MAX_STOP_STRINGS} stop strings are allowed, got {len(self.stop)}", "stop")
+            over(
+                f"at most {MAX_STOP_STRINGS} stop strings are allowed, got {len(self.stop)}",
+                "stop",
+                "max_stop_strings",
+            )
         if any(not isinstance(s, str) or not s for s in self.stop):
             fail("stop strings must be non-empty strings.", "stop")
+        longest = max(map(len, self.stop), default=0)
+        if longest > MAX_STOP_STRING_CHARS:
+            over(
+                f"a stop string is {longest} characters, over the {MAX_STOP_STRING_CHARS}-character limit",
+                "stop",
+                "max_stop_string_chars",
+            )
         if len(self.stop_regex) > MAX_STOP_STRINGS:
-            fail(
+            over(
                 f"at most {MAX_STOP_STRINGS} stop_regex patterns are allowed, got {len(self.stop_regex)}",
                 "stop_regex",
+                "max_stop_strings",
             )
         for pattern in self.stop_regex:
             if not isinstance(pattern, str) or not pattern:
                 fail("stop_regex patterns must be non-empty strings.", "stop_regex")
             num_bytes = len(pattern.encode("utf-8"))
             if num_bytes > MAX_STOP_REGEX_BYTES:
-                fail(
+                over(
                     f"stop_regex is {num_bytes} bytes, over the {MAX_STOP_REGEX_BYTES}-byte limit",
                     "stop_regex",
+                    "max_stop_regex_bytes",
                 )
             try:
                 re.compile(pattern)
@@ -153,7 +175,13 @@ class SamplingParams:
         if any(not isinstance(t, int) or t < 0 for t in self.stop_token_ids):
             fail("stop_token_ids must be non-negative integers.", "stop_token_ids")
         if self.ebnf is not None and len(self.ebnf.encode()) > MAX_EBNF_BYTES:
-            fail(f"ebnf is over the {MAX_EBNF_BYTES}-byte limit", "ebnf")
+            over(f"ebnf is over the {MAX_EBNF_BYTES}-byte limit", "ebnf", "max_ebnf_bytes")
+        if self.logit_bias is not None and len(self.logit_bias) > MAX_LOGIT_BIAS_ENTRIES:
+            over(
+                f"logit_bias has {len(self.logit_bias)} entries, over the limit of {MAX_LOGIT_BIAS_ENTRIES}",
+                "logit_bias",
+                "max_logit_bias_entries",
+            )
         if self.json_schema is not None:
             try:
                 json.loads(self.json_schema)

@@ -46,6 +46,9 @@ class ScriptedEngine:
         self.tokenizer = _Tokenizer()
         self.takes_images = False
 
+    def check_prompt_text(self, text: str, field: str) -> None:
+        pass  # every prompt fits
+
     async def async_generate(self, **kwargs: Any) -> AsyncIterator[dict[str, Any]]:
         assert kwargs["stream"], "the server always streams from the engine"
         return self._stream()

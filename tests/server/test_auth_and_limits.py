@@ -1,22 +1,112 @@
-"""API key (constant-time Bearer check; health and metrics exempt) and the body size limit."""
+"""API key (constant-time Bearer check on every route of the route table but the public ones)
+and the body size limit."""
 
 from __future__ import annotations
+
+import json
+import re
+import socket
+from pathlib import Path
 
 import httpx
 import openai
 import pytest
 from server_harness import Served, served_engine
 
-from sglr.server import ServerSettings
+import sglr.http.auth
+from sglr.http.auth import PUBLIC_PATHS
+from sglr.limits import MAX_HEADER_BYTES
+from sglr.server import ServerSettings, build_app
 
 KEY = "sk-test-0123456789"
+SETTINGS = ServerSettings(api_key=KEY, enable_metrics=True, max_body_bytes=4096)
+# Every way a request can fail to carry the key.
+BAD_AUTHORIZATIONS = ({}, {"Authorization": "Bearer wrong"}, {"Authorization": KEY},
+                      {"Authorization": f"Basic {KEY}"}, {"Authorization": "Bearer"},
+                      {"Authorization": f"Bearer {KEY}x"}, {"X-Api-Key": KEY})  # fmt: skip
+
+
+# The routes whose handlers read a body.
+READS_BODY = {("POST", "/generate"), ("PUT", "/generate"), ("POST", "/v1/completions"),
+              ("POST", "/v1/chat/completions"), ("POST", "/abort_request"),
+              ("POST", "/concate_and_append_request")}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
 def guarded(tiny_dir):
-    settings = ServerSettings(api_key=KEY, enable_metrics=True, max_body_bytes=4096)
-    with served_engine(tiny_dir, settings) as served:
+    with served_engine(tiny_dir, SETTINGS) as served:
         yield served
+
+
+def route_table(served: Served) -> list[tuple[str, str]]:
+    """(method, path) of every route the app serves, read from the app itself (so a new route
+    is covered here without being named), path parameters filled in."""
+    app = build_app(served.engine, SETTINGS)  # the served app's table: same engine, same settings
+    pairs = []
+    for route in app.routes:
+        path = re.sub(r"\{[^}]+\}", "default", route.path)
+        pairs += [(method, path) for method in sorted(route.methods)]
+    assert len(pairs) >= 20, pairs  # the table was read
+    return pairs
+
+
+def test_every_route_but_the_public_ones_needs_the_key(guarded: Served) -> None:
+    # The public list changes only on purpose (and with docs/server.md).
+    assert {"/health", "/health_generate", "/metrics"} == PUBLIC_PATHS
+    table = route_table(guarded)
+    assert {path for _, path in table} >= PUBLIC_PATHS  # no stale entry in the public list
+    with httpx.Client(base_url=guarded.url, timeout=30) as client:
+        for method, path in table:
+            if path in PUBLIC_PATHS:
+                assert client.request(method, path).status_code != 401, (method, path)
+                continue
+            for headers in BAD_AUTHORIZATIONS:
+                response = client.request(method, path, headers=headers)
+                assert response.status_code == 401, (method, path, headers)
+                assert response.headers["www-authenticate"] == "Bearer"
+                if method != "HEAD":
+                    assert response.json() == {"error": {"message": sglr.http.auth.UNAUTHORIZED_MESSAGE,
+                                                         "type": "authentication_error", "param": None,
+                                                         "code": 401}}  # fmt: skip
+            for authorization in (f"Bearer {KEY}", f"bearer {KEY}", f"Bearer   {KEY}"):
+                response = client.request(method, path, headers={"Authorization": authorization})
+                assert response.status_code != 401, (method, path, authorization)
+
+
+def test_the_public_routes_are_documented() -> None:
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "server.md").read_text()
+    section = docs[docs.index("## Auth and limits") :]
+    section = section[: section.index("\n## ", 1)]
+    assert all(f"`{path}`" in section for path in PUBLIC_PATHS), section
+
+
+def test_the_key_is_compared_by_compare_digest_alone(guarded: Served, monkeypatch) -> None:
+    """The comparison is `hmac.compare_digest` (constant time), and its answer is the decision:
+    forced to True a wrong key gets in, forced to False the right key does not."""
+    import hmac
+
+    assert sglr.http.auth.compare_digest is hmac.compare_digest
+    calls = []
+
+    def forced(answer: bool):
+        def compare(a: bytes, b: bytes) -> bool:
+            calls.append((len(a), len(b)))
+            return answer
+
+        return compare
+
+    body = {"text": "hi", "sampling_params": {"max_new_tokens": 1}}
+    with httpx.Client(base_url=guarded.url, timeout=30) as client:
+        monkeypatch.setattr(sglr.http.auth, "compare_digest", forced(True))
+        assert (
+            client.post("/generate", json=body, headers={"Authorization": "Bearer wrong"}).status_code == 200
+        )
+        monkeypatch.setattr(sglr.http.auth, "compare_digest", forced(False))
+        assert (
+            client.post("/generate", json=body, headers={"Authorization": f"Bearer {KEY}"}).status_code == 401
+        )
+    # Digests of the same length whatever the token: the time does not tell the key's length.
+    assert calls == [(32, 32), (32, 32)]
 
 
 def test_routes_need_the_bearer_key(guarded: Served) -> None:
@@ -75,3 +165,44 @@ def test_large_bodies_are_refused_with_413(guarded: Served) -> None:
             ).status_code
             == 200
         )
+
+
+def test_every_route_refuses_a_body_over_the_limit(guarded: Served) -> None:
+    """Announced larger: 413 unread, on every route (public ones too). Sent without a length:
+    413 where the route reads it; a route that never reads its body just answers."""
+    big = b"x" * 5000
+
+    def chunked():
+        for _ in range(5):
+            yield b" " * 1000
+
+    headers = {"Authorization": f"Bearer {KEY}"}
+    with httpx.Client(base_url=guarded.url, timeout=30, headers=headers) as client:
+        for method, path in route_table(guarded):
+            response = client.request(method, path, content=big)
+            assert response.status_code == 413, (method, path)
+            if method != "HEAD":
+                error = response.json()["error"]
+                assert error["type"] == "invalid_request_error" and "4096 bytes" in error["message"]
+            streamed = client.request(method, path, content=chunked())
+            if (method, path) in READS_BODY:
+                assert streamed.status_code == 413, (method, path)
+            else:
+                assert streamed.status_code == client.request(method, path).status_code, (method, path)
+        assert set(route_table(guarded)) >= READS_BODY
+
+
+def test_headers_over_the_limit_get_431(guarded: Served) -> None:
+    host, port = guarded.url.removeprefix("http://").split(":")
+    pad = b"".join(b"x-pad-%d: %b\r\n" % (i, b"p" * 1000) for i in range(MAX_HEADER_BYTES // 1000 + 1))
+    for request in (b"GET /health HTTP/1.1\r\nhost: x\r\n" + pad + b"\r\n",
+                    b"GET /health?" + b"q" * MAX_HEADER_BYTES + b" HTTP/1.1\r\nhost: x\r\n\r\n"):  # fmt: skip
+        with socket.create_connection((host, int(port)), timeout=30) as sock:
+            sock.sendall(request)
+            answer = b""
+            while chunk := sock.recv(65536):
+                answer += chunk
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 431 ")
+        assert json.loads(body)["error"]["code"] == 431
+    assert httpx.get(guarded.url + "/health", timeout=30).status_code == 200

@@ -6,7 +6,9 @@ oversized images are 400s and the server keeps serving."""
 from __future__ import annotations
 
 import base64
+import http.server
 import io
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -92,13 +94,17 @@ def test_chat_image_url_parts_and_cached_image_tokens(served: Served) -> None:
     assert other.json()["usage"]["prompt_tokens_details"]["cached_tokens"] < 16
 
 
-@pytest.mark.parametrize("source", ["/etc/hostname", "file:///etc/hostname", "http://127.0.0.1:9/x.png"])
-def test_paths_and_urls_are_refused_without_the_flag(served: Served, source: str) -> None:
+@pytest.mark.parametrize(
+    ("source", "flag"),
+    [("/etc/hostname", "--allowed-local-media-path"), ("file:///etc/hostname", "--allowed-local-media-path"),
+     ("http://127.0.0.1:9/x.png", "--allow-image-urls")],
+)  # fmt: skip
+def test_paths_and_urls_are_refused_without_the_flag(served: Served, source: str, flag: str) -> None:
     response = httpx.post(f"{served.url}/v1/chat/completions", json=chat_body(source), timeout=30)
     assert response.status_code == 400
     error = response.json()["error"]
     assert error["param"] == "messages[0].content[1].image_url.url"
-    assert "--allow-image-urls" in error["message"]
+    assert flag in error["message"]
     native = httpx.post(f"{served.url}/generate", json={"text": "<image>", "image_data": source}, timeout=30)
     assert native.status_code == 400 and native.json()["error"]["param"] == "image_data"
 
@@ -122,16 +128,96 @@ def test_bad_images_are_400s_and_the_server_keeps_serving(served: Served) -> Non
     served.assert_no_leaks()
 
 
-def test_the_flag_lets_paths_through(llava_dir: Path, tmp_path: Path) -> None:
-    path = tmp_path / "picture.png"
+def test_paths_inside_the_allowed_directory_and_only_those(llava_dir: Path, tmp_path: Path) -> None:
+    allowed, elsewhere = tmp_path / "media", tmp_path / "private"
+    allowed.mkdir()
+    elsewhere.mkdir()
+    path = allowed / "picture.png"
     path.write_bytes(png(picture(6)))
-    with served_engine(llava_dir, ServerSettings(allow_image_urls=True), debug_invariants=True) as s:
+    (elsewhere / "secret.png").write_bytes(png(picture(7)))
+    (allowed / "escape.png").symlink_to(elsewhere / "secret.png")
+    settings = ServerSettings(allowed_local_media_paths=(str(allowed),))
+    with served_engine(llava_dir, settings, debug_invariants=True) as s:
         by_path = httpx.post(f"{s.url}/v1/chat/completions", json=chat_body(str(path)), timeout=30)
         inline = httpx.post(
             f"{s.url}/v1/chat/completions", json=chat_body(data_url(path.read_bytes())), timeout=30
         )
         assert by_path.status_code == 200, by_path.text
         assert by_path.json()["choices"][0]["message"] == inline.json()["choices"][0]["message"]
+        native = {"text": "About <image>:", "sampling_params": GREEDY, "image_data": f"file://{path}"}
+        by_url = httpx.post(f"{s.url}/generate", json=native, timeout=30)
+        assert by_url.status_code == 200, by_url.text
+        for source, words in [
+            (f"{allowed}/../private/secret.png", "'..'"),
+            (str(elsewhere / "secret.png"), "outside"),
+            (str(allowed / "escape.png"), "symlink"),
+            (f"{allowed}/picture.png\x00.txt", "NUL"),
+            (f"file://{allowed}/%2e%2e/private/secret.png", "'..'"),
+            (f"{allowed}/%2e%2e/private/secret.png", "percent-encoded"),
+            ("media/picture.png", "absolute"),
+            (str(allowed / "missing.png"), "cannot read"),
+        ]:
+            refused = httpx.post(f"{s.url}/v1/chat/completions", json=chat_body(source), timeout=30)
+            error = refused.json()["error"]
+            assert refused.status_code == 400 and words in error["message"], (source, error)
+            assert error["param"] == "messages[0].content[1].image_url.url"
+            batch = {"text": ["<image>", "<image>"], "image_data": [data_url(png(picture(1))), [source]]}
+            native_refused = httpx.post(f"{s.url}/generate", json=batch, timeout=30)
+            assert (
+                native_refused.status_code == 400
+                and native_refused.json()["error"]["param"] == "image_data[1][0]"
+            )
+        s.assert_no_leaks()
+
+
+def test_image_urls_reach_allowed_networks_only(llava_dir: Path) -> None:
+    """With --allow-image-urls the server fetches the URL itself (here from a server on the
+    loopback, which only the allowed network 127.0.0.1/32 lets it reach); a redirect elsewhere
+    and any other non-public address are 400s naming the part."""
+    image = png(picture(9))
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path.startswith("/to?"):
+                self.send_response(302)
+                self.send_header("location", self.path.removeprefix("/to?"))
+                self.send_header("content-length", "0")
+                self.end_headers()
+                return
+            self.send_response(200)
+            self.send_header("content-length", str(len(image)))
+            self.end_headers()
+            self.wfile.write(image)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    host = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=host.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{host.server_address[1]}"
+    settings = ServerSettings(allow_image_urls=True, allowed_image_url_networks=("127.0.0.1/32",))
+    try:
+        with served_engine(llava_dir, settings, debug_invariants=True) as s:
+            by_url = httpx.post(f"{s.url}/v1/chat/completions", json=chat_body(f"{base}/p.png"), timeout=30)
+            inline = httpx.post(f"{s.url}/v1/chat/completions", json=chat_body(data_url(image)), timeout=30)
+            assert by_url.status_code == 200, by_url.text
+            assert by_url.json()["choices"][0]["message"] == inline.json()["choices"][0]["message"]
+            port = host.server_address[1]
+            for source in (f"{base}/to?http://127.0.0.2:{port}/p.png", f"http://[::1]:{port}/p.png",
+                           "http://169.254.169.254/latest/meta-data/", f"http://2130706434:{port}/p.png"):  # fmt: skip
+                refused = httpx.post(f"{s.url}/v1/chat/completions", json=chat_body(source), timeout=30)
+                error = refused.json()["error"]
+                assert refused.status_code == 400 and "public addresses only" in error["message"], source
+                assert error["param"] == "messages[0].content[1].image_url.url"
+            native = {"text": "<image>", "image_data": [f"{base}/to?http://10.0.0.1/p.png"]}
+            refused = httpx.post(f"{s.url}/generate", json=native, timeout=30)
+            assert refused.status_code == 400 and refused.json()["error"]["param"] == "image_data[0]"
+            s.assert_no_leaks()
+    finally:
+        host.shutdown()
+        host.server_close()
+        thread.join(30)
 
 
 def test_a_program_with_images_over_runtime_endpoint(served: Served) -> None:

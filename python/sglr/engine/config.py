@@ -6,6 +6,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from sglr.errors import EngineConfigError
+from sglr.limits import MAX_IMAGE_BYTES, MAX_IMAGE_PIXELS, MAX_IMAGES_PER_REQUEST, MAX_VIDEO_FRAMES
 
 SCHEDULE_POLICIES = ("lpm", "dfs-weight", "fcfs", "lof", "random")
 
@@ -81,10 +82,10 @@ class EngineConfig:
     base_gpu_id: int = 0
     worker_start_timeout_s: float = 600.0
     watchdog_timeout_s: float = 300.0
-    max_images_per_request: int = 16
-    max_image_bytes: int = 20 * 2**20
-    max_image_pixels: int = 4096 * 4096
-    max_video_frames: int = 32
+    max_images_per_request: int = MAX_IMAGES_PER_REQUEST
+    max_image_bytes: int = MAX_IMAGE_BYTES
+    max_image_pixels: int = MAX_IMAGE_PIXELS
+    max_video_frames: int = MAX_VIDEO_FRAMES
     video_num_frames: int = 8
 
     def __post_init__(self) -> None:

@@ -203,6 +203,11 @@ class Engine:
         results = await delivery.async_results(self._scheduler, outputs, assemblers)
         return results if batch.is_batch else results[0]
 
+    def check_prompt_text(self, text: str, field: str) -> None:
+        """Refuses (`LimitExceededError` naming `field`) a text too long to fit the context
+        whatever it tokenizes to, before anything tokenizes it (a rendered chat, say)."""
+        self._builder.check_prompt_text(text, field)
+
     def abort(self, rid: str) -> None:
         """Ends request `rid` early; its result arrives with finish_reason type "abort"."""
         self._scheduler.abort(rid)

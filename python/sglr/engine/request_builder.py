@@ -9,6 +9,7 @@ context and the KV cache, resolves `max_new_tokens` and the stop token set. Ever
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import threading
 import time
@@ -20,7 +21,8 @@ from sglr.engine.images.prompt import ImagePrompter
 from sglr.engine.io import SequenceSpec
 from sglr.engine.request import TokenizedRequest
 from sglr.engine.tokenizer import EngineTokenizer
-from sglr.errors import InvalidRequestError
+from sglr.errors import InvalidRequestError, LimitExceededError
+from sglr.limits import PROMPT_CHARS_MARGIN
 
 
 class RequestBuilder:
@@ -40,8 +42,24 @@ class RequestBuilder:
         self._uids = itertools.count(1)
         self._uid_lock = threading.Lock()
 
+    @functools.cached_property
+    def max_prompt_chars(self) -> int:
+        """A text prompt longer than this cannot fit the context, so it is refused untokenized."""
+        return self.context_len * self.tokenizer.longest_token_chars * PROMPT_CHARS_MARGIN
+
+    def check_prompt_text(self, text: str, field: str) -> None:
+        if len(text) > self.max_prompt_chars:
+            raise LimitExceededError(
+                f"{field} is {len(text)} characters: longer than any prompt that fits the model's context of "
+                f"{self.context_len} tokens ({self.max_prompt_chars} characters at most)",
+                param=field,
+                limit="prompt text",
+            )
+
     def build(self, spec: SequenceSpec) -> tuple[TokenizedRequest, OutputAssembler]:
         params = spec.params
+        if spec.text is not None:
+            self.check_prompt_text(spec.text, "text")
         ids = self.tokenizer.encode(spec.text) if spec.text is not None else list(spec.input_ids or ())
         prompt_field = "text" if spec.text is not None else "input_ids"
         if not ids:

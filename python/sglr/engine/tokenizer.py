@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -36,6 +37,12 @@ class EngineTokenizer:
         from sglr.model.loader import release_freed_heap
 
         release_freed_heap()
+
+    @functools.cached_property
+    def longest_token_chars(self) -> int:
+        """Characters in the text of the vocabulary's longest token: no token covers more of a
+        text (a byte-level token's character is one byte, and a text's character at least one)."""
+        return max((len(token) for token in self.hf.get_vocab()), default=1)
 
     @property
     def chat_template(self) -> str | None:

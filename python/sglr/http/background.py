@@ -16,7 +16,9 @@ def serve_in_background(app: Any, start_timeout_s: float = 30.0, **uvicorn_optio
     it on exit. Raises RuntimeError when it has not started within `start_timeout_s`."""
     import uvicorn
 
-    options = {"log_level": "warning", **uvicorn_options}
+    from sglr.http.bounded_protocol import BoundedHttpToolsProtocol
+
+    options = {"log_level": "warning", "http": BoundedHttpToolsProtocol, **uvicorn_options}
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, **options))
     thread = threading.Thread(target=server.run, name="sglr-uvicorn", daemon=True)
     thread.start()

@@ -15,7 +15,14 @@ from typing import Any, Protocol
 from starlette.requests import Request
 from starlette.responses import Response
 
-from sglr.errors import EngineClosedError, EngineInternalError, InvalidRequestError, UnknownWorkerError
+from sglr.errors import (
+    BodyTooLargeError,
+    EngineClosedError,
+    EngineInternalError,
+    HeadersTooLargeError,
+    InvalidRequestError,
+    UnknownWorkerError,
+)
 from sglr.http.jsonout import JSONOut
 
 logger = logging.getLogger("sglr.server")
@@ -27,6 +34,7 @@ _TYPES = {
     405: "invalid_request_error",
     413: "invalid_request_error",
     415: "invalid_request_error",
+    431: "invalid_request_error",
     500: "internal_server_error",
     502: "bad_gateway",  # sglr-router: the worker behind it failed
     503: "service_unavailable",
@@ -73,6 +81,10 @@ def as_api_error(exc: BaseException, names: FieldNames | None = None) -> ApiErro
     field into the request's (None: the request used the engine's names)."""
     if isinstance(exc, ApiError):
         return exc
+    if isinstance(exc, BodyTooLargeError):
+        return ApiError(413, exc.message, exc.param)
+    if isinstance(exc, HeadersTooLargeError):
+        return ApiError(431, exc.message, exc.param)
     if isinstance(exc, InvalidRequestError):
         param = exc.param if names is None else names.client_name(exc.param)
         message = exc.message

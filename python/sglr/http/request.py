@@ -1,6 +1,6 @@
 """Reading a request: the body (a size limit, strict JSON, a JSON object at the top) and typed
-reads of its fields. Every mistake is an `ApiError` (413 for a body over the limit, else 400)
-that names the field when there is one."""
+reads of its fields. Every mistake is an `ApiError` (400) that names the field when there is
+one, or a `BodyTooLargeError` (413) for a body over the limit."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 
 from starlette.requests import Request
 
+from sglr.http.body_limit import body_too_large, check_declared_length
 from sglr.http.errors import ApiError
 
 JSONObject = dict[str, Any]
@@ -27,20 +28,13 @@ def _reject_constant(name: str) -> Any:
 async def read_body(request: Request, max_bytes: int) -> bytes:
     """The raw body; 413 as soon as it is known to be over `max_bytes` (before reading it all
     when the client announces its length)."""
-    declared = request.headers.get("content-length")
-    if declared is not None:
-        try:
-            too_big = int(declared) > max_bytes
-        except ValueError:
-            raise ApiError.bad_request("invalid Content-Length header") from None
-        if too_big:
-            raise ApiError(413, f"request body is larger than the server's limit of {max_bytes} bytes")
+    check_declared_length(request.headers.get("content-length"), max_bytes)
     chunks = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > max_bytes:
-            raise ApiError(413, f"request body is larger than the server's limit of {max_bytes} bytes")
+            raise body_too_large(max_bytes)
         chunks.append(chunk)
     return b"".join(chunks)
 

@@ -57,7 +57,7 @@ def build_router_app(pool: WorkerPool, settings: RouterSettings | None = None) -
         Route("/list_workers", endpoint(state, _list_workers), methods=["GET"]),
         Route("/metrics", endpoint(state, _metrics), methods=["GET"]),
     ]
-    app = json_app(routes, settings.api_key)
+    app = json_app(routes, settings.api_key, settings.max_body_bytes)
     app.state.sglr_router = state
     return app
 

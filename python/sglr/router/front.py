@@ -24,8 +24,10 @@ from typing import cast
 
 import httptools
 
-from sglr.http.errors import error_body
+from sglr.http.errors import as_api_error, error_body
 from sglr.http.jsonout import dumps
+from sglr.http.request_size import RequestSize, refusal
+from sglr.limits import MAX_BODY_BYTES
 
 logger = logging.getLogger("sglr.router")
 
@@ -56,7 +58,9 @@ Dispatch = Callable[["ClientConnection", ClientRequest], Awaitable[None] | None]
 
 
 class ClientConnection(asyncio.Protocol):
-    def __init__(self, dispatch: Dispatch, connections: set[ClientConnection]) -> None:
+    def __init__(
+        self, dispatch: Dispatch, connections: set[ClientConnection], max_body_bytes: int = MAX_BODY_BYTES
+    ) -> None:
         self._dispatch = dispatch
         self._connections = connections
         self._parser = httptools.HttpRequestParser(self)
@@ -82,6 +86,7 @@ class ClientConnection(asyncio.Protocol):
         self._headers: list[tuple[bytes, bytes]] = []
         self._body: list[bytes] = []
         self._expect: bytes | None = None
+        self._size = RequestSize(max_body_bytes)
         # The response being written.
         self._keep_alive = True
         self._chunked = False
@@ -108,7 +113,12 @@ class ClientConnection(asyncio.Protocol):
         except httptools.HttpParserUpgrade:
             self._refuse(400, "protocol upgrades are not supported")
         except httptools.HttpParserError as exc:
-            self._refuse(400, f"malformed HTTP request: {exc}")
+            refused = refusal(exc)  # a limit (request_size.py)
+            if refused is not None:
+                error = as_api_error(refused)
+                self._refuse(error.status, error.message)
+            else:
+                self._refuse(400, f"malformed HTTP request: {exc}")
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost = True
@@ -133,14 +143,17 @@ class ClientConnection(asyncio.Protocol):
     # as it completes.
     def on_url(self, url: bytes) -> None:
         self._url += url
+        self._size.add_head(len(url))
 
     def on_header(self, name: bytes, value: bytes) -> None:
         name = name.lower()
         self._headers.append((name, value))
+        self._size.add_head(len(name) + len(value))
         if name == b"expect":
             self._expect = value
 
     def on_headers_complete(self) -> None:
+        self._size.check_declared(next((v for k, v in self._headers if k == b"content-length"), None))
         if self._expect is None or self._parser.should_upgrade():
             return  # an upgrade is refused when the parser stops at it (data_received)
         if self._parser.get_http_version() == "1.1" and self._expect.lower() == b"100-continue":
@@ -148,6 +161,7 @@ class ClientConnection(asyncio.Protocol):
             self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
 
     def on_body(self, body: bytes) -> None:
+        self._size.add_body(len(body))
         self._body.append(body)
 
     def on_message_complete(self) -> None:
@@ -165,6 +179,7 @@ class ClientConnection(asyncio.Protocol):
             keep_alive=parser.should_keep_alive(),
         )
         self._url, self._headers, self._body, self._expect = b"", [], [], None
+        self._size.reset()
         self._queue.append(request)
         if self._current is None:
             self._serve_queue()

@@ -15,6 +15,7 @@ import argparse
 import sys
 
 from sglr.http.listen import LOG_LEVELS, add_listen_arguments, configure_logging, listen, run_event_loop
+from sglr.limits import MAX_BODY_BYTES
 from sglr.router.policy import ROUTER_POLICIES, RouterConfig
 
 
@@ -63,6 +64,12 @@ def build_parser() -> argparse.ArgumentParser:
     add("--max-retries", type=int, default=2, help="other workers to try when one breaks off before replying")
     add("--request-timeout", type=float, default=None, help="seconds a worker may take (default: no limit)")
     add("--api-key", default=None, help="require 'Authorization: Bearer <key>'; forwarded to the workers")
+    add(
+        "--max-body-bytes",
+        type=int,
+        default=MAX_BODY_BYTES,
+        help="largest request body accepted, on every route (default: 32 MiB)",
+    )
     add("--shutdown-timeout", type=float, default=10.0, help="seconds requests get to finish on SIGTERM")
     add("--log-level", choices=LOG_LEVELS, default="info")
     add("--random-seed", type=int, default=0, help="seed of the random policy")
@@ -94,16 +101,17 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(
                 "--health-failure-threshold >= 1, --max-retries >= 0, --health-check-interval > 0"
             )
+        settings = RouterSettings(
+            health_check_interval_s=args.health_check_interval,
+            health_failure_threshold=args.health_failure_threshold,
+            max_retries=args.max_retries,
+            request_timeout_s=args.request_timeout,
+            api_key=args.api_key,
+            max_body_bytes=args.max_body_bytes,
+        )
     except (SglrError, ValueError) as exc:
         print(f"sglr-router: {exc}", file=sys.stderr)
         return 2
-    settings = RouterSettings(
-        health_check_interval_s=args.health_check_interval,
-        health_failure_threshold=args.health_failure_threshold,
-        max_retries=args.max_retries,
-        request_timeout_s=args.request_timeout,
-        api_key=args.api_key,
-    )
     num_workers = len(args.worker_urls)
     listener = listen(args.host, args.port, "sglr-router")
     try:

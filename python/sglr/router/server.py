@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 
-from sglr.http.auth import UNAUTHORIZED_MESSAGE, bearer_token_matches, key_digest
+from sglr.http.auth import UNAUTHORIZED_MESSAGE, bearer_token_matches, is_public, key_digest
 from sglr.http.errors import error_body
 from sglr.http.jsonout import dumps
 from sglr.router.asgi_bridge import run_asgi
@@ -47,14 +47,18 @@ def build_dispatch(app: Any, state: RouterState) -> Dispatch:
         path = _GENERATION_PATHS.get(request.path)
         if path is None:
             return run_asgi(app, connection, request)
+        # The key before the method, as the admin app's middleware does: without it, a client
+        # learns nothing about a route.
+        if (
+            expected_digest is not None
+            and not bearer_token_matches(request.header(b"authorization"), expected_digest)
+            and not is_public(request.method.decode("latin-1"), path)
+        ):
+            connection.respond(401, _UNAUTHORIZED_HEADERS, dumps(error_body(401, UNAUTHORIZED_MESSAGE)))
+            return None
         if request.method not in _GENERATION_METHODS:
             body = dumps(error_body(405, "Method Not Allowed"))
             connection.respond(405, [(b"content-type", b"application/json"), (b"allow", b"POST, PUT")], body)
-            return None
-        if expected_digest is not None and not bearer_token_matches(
-            request.header(b"authorization"), expected_digest
-        ):
-            connection.respond(401, _UNAUTHORIZED_HEADERS, dumps(error_body(401, UNAUTHORIZED_MESSAGE)))
             return None
         assert state.proxy is not None
         forward_generation(state.proxy, connection, request, path)
@@ -113,7 +117,10 @@ async def serve_router(
     try:
         async with router_lifespan(state):
             dispatch = build_dispatch(app, state)
-            server = await loop.create_server(lambda: ClientConnection(dispatch, connections), sock=sock)
+            max_body_bytes = state.settings.max_body_bytes
+            server = await loop.create_server(
+                lambda: ClientConnection(dispatch, connections, max_body_bytes), sock=sock
+            )
             on_ready()
             await stop.wait()
             server.close()

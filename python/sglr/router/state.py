@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import httpx
 
+from sglr.errors import RouterConfigError
+from sglr.limits import MAX_BODY_BYTES
 from sglr.router.metrics import RouterMetrics
 from sglr.router.proxy import ProxyContext
 from sglr.router.workers import WorkerPool
@@ -23,6 +25,11 @@ class RouterSettings:
     request_timeout_s: float | None = None
     connect_timeout_s: float = 5.0
     api_key: str | None = None
+    max_body_bytes: int = MAX_BODY_BYTES
+
+    def __post_init__(self) -> None:
+        if self.max_body_bytes < 1024:
+            raise RouterConfigError(f"max_body_bytes must be at least 1024, got {self.max_body_bytes}")
 
 
 @dataclass

@@ -55,6 +55,6 @@ def build_app(engine: Engine, settings: ServerSettings | None = None) -> Starlet
         yield
         state.shutting_down = True  # health checks fail while connections drain
 
-    app = json_app(_routes(state), settings.api_key, lifespan)
+    app = json_app(_routes(state), settings.api_key, settings.max_body_bytes, lifespan)
     app.state.sglr = state
     return app

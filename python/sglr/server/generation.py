@@ -11,13 +11,14 @@ running, which frees their KV slots (a client that went away costs nothing more)
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from sglr.engine.finish import FinishAbort
-from sglr.engine.io import normalize_generate_input
-from sglr.errors import InvalidRequestError
+from sglr.engine.io import SequenceSpec, normalize_generate_input
+from sglr.errors import InvalidRequestError, LimitExceededError
 from sglr.http.errors import ApiError, as_api_error
+from sglr.limits import MAX_LOGPROBS
 from sglr.server.accumulate import SequenceAccumulator
 from sglr.server.metrics import SequenceMetrics
 from sglr.server.param_names import ENGINE_NAMES, ParamNames
@@ -47,6 +48,7 @@ async def start_generation(
             args["logprob_start_len"], args["top_logprobs_num"], bool(args["return_text_in_logprobs"]),
             image_data=args["image_data"], video_data=args["video_data"],
         )  # fmt: skip
+        _check_top_logprobs(batch.specs)
         rids = [spec.rid for spec in batch.specs]
         state.inflight.add(rids)
         try:
@@ -69,11 +71,23 @@ def _check_fan_out(prompt: Any, input_ids: Any, sampling_params: Any, limit: int
     n_values = [p.get("n") for p in params if isinstance(p, dict)]
     num_samples = max((n for n in n_values if isinstance(n, int) and not isinstance(n, bool)), default=1)
     if num_prompts * num_samples > limit:
-        raise ApiError.bad_request(
+        raise LimitExceededError(
             f"this request fans out into {num_prompts * num_samples} sequences (prompts x n), "
             f"over the server's limit of {limit}",
             param="n" if num_samples > 1 else "text",
+            limit="max_sequences_per_request",
         )
+
+
+def _check_top_logprobs(specs: Sequence[SequenceSpec]) -> None:
+    # Each output token would carry this many alternatives, text included.
+    for spec in specs:
+        if spec.top_logprobs_num > MAX_LOGPROBS:
+            raise LimitExceededError(
+                f"top_logprobs_num must be at most {MAX_LOGPROBS}, got {spec.top_logprobs_num}",
+                param="top_logprobs_num",
+                limit="max_logprobs",
+            )
 
 
 class Generation:

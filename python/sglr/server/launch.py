@@ -139,10 +139,23 @@ def build_parser() -> argparse.ArgumentParser:
     add(
         "--allow-image-urls",
         action="store_true",
-        help="accept images given as file paths or http(s) URLs (default: data URLs / base64 only)",
+        help="accept images given as http(s) URLs (default: data URLs / base64 only)",
     )
-    add("--max-images-per-request", type=int, default=16, help="images one request may carry")
-    add("--max-body-bytes", type=int, default=None, help="largest request body accepted (default: 32 MiB)")
+    many: dict[str, Any] = {"nargs": "+", "action": "extend", "default": []}
+    add(
+        "--allowed-image-url-networks",
+        metavar="CIDR",
+        **many,
+        help="with --allow-image-urls: non-public networks image URLs may reach too (default: public addresses only)",
+    )
+    add(
+        "--allowed-local-media-path",
+        dest="allowed_local_media_paths",
+        metavar="DIR",
+        **many,
+        help="accept images given as paths (or file:// URLs) of files inside DIR (default: none)",
+    )
+    add_limit_arguments(parser)
     add(
         "--shutdown-timeout",
         type=float,
@@ -151,6 +164,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add("--log-level", default="info", type=str.lower, choices=LOG_LEVELS)
     return parser  # fmt: skip
+
+
+def add_limit_arguments(parser: argparse.ArgumentParser) -> None:
+    """A flag for each limit of `sglr.limits.TABLE` that has one (docs/server.md lists them)."""
+    from sglr import limits
+
+    for limit in limits.TABLE:
+        if limit.flag is not None and limit.flag.startswith("--max-"):
+            parser.add_argument(
+                limit.flag,
+                type=int,
+                default=limit.default,
+                help=f"{limit.what} (default: {limits.describe(limit)})",
+            )
 
 
 def _chat_template(value: str | None) -> str | None:
@@ -190,6 +217,8 @@ def engine_options(args: argparse.Namespace) -> dict[str, Any]:
         "nnodes": args.nnodes,
         "node_rank": args.node_rank,
         "max_images_per_request": args.max_images_per_request,
+        "max_image_bytes": args.max_image_bytes,
+        "max_image_pixels": args.max_image_pixels,
     }
 
 
@@ -247,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     from sglr.engine.engine import Engine
     from sglr.errors import SglrError
     from sglr.server.app import build_app
-    from sglr.server.settings import DEFAULT_MAX_BODY_BYTES, ServerSettings
+    from sglr.server.settings import ServerSettings
 
     try:
         engine = _build_engine(args, Engine)
@@ -256,7 +285,13 @@ def main(argv: list[str] | None = None) -> int:
             enable_metrics=args.enable_metrics,
             incremental_streaming_output=args.incremental_streaming_output,
             allow_image_urls=args.allow_image_urls,
-            max_body_bytes=args.max_body_bytes or DEFAULT_MAX_BODY_BYTES,
+            allowed_image_url_networks=tuple(args.allowed_image_url_networks),
+            allowed_local_media_paths=tuple(args.allowed_local_media_paths),
+            max_body_bytes=args.max_body_bytes,
+            max_sequences_per_request=args.max_sequences_per_request,
+            max_messages=args.max_messages,
+            max_tools=args.max_tools,
+            max_tool_schema_bytes=args.max_tool_schema_bytes,
             launch_args=vars(args),
         )
     except (SglrError, ValueError, OSError) as exc:
@@ -299,8 +334,11 @@ def _serve(app: Any, listener: Listener, args: argparse.Namespace, model_name: s
                 loop.call_soon_threadsafe(loop.call_later, args.shutdown_timeout, state.abort_all)
             self.should_exit = True
 
+    from sglr.http.bounded_protocol import BoundedHttpToolsProtocol
+
     config = uvicorn.Config(
         app,
+        http=BoundedHttpToolsProtocol,
         log_level=args.log_level,
         timeout_graceful_shutdown=args.shutdown_timeout + _ABORT_GRACE_S,
         access_log=args.log_level == "debug",

@@ -12,7 +12,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from sglr.confined_paths import allowed_roots
 from sglr.http.errors import ApiError
+from sglr.limits import MAX_IMAGE_BYTES, MAX_IMAGES_PER_REQUEST
+from sglr.server.image_sources import ImageSources
 from sglr.server.settings import ServerSettings
 
 if TYPE_CHECKING:
@@ -56,6 +59,16 @@ class ServerState:
     inflight: InflightRequests = field(default_factory=InflightRequests)
     started_at: float = field(default_factory=time.time)
     shutting_down: bool = False
+    image_sources: ImageSources = field(init=False)
+
+    def __post_init__(self) -> None:
+        config = getattr(self.engine, "config", None)  # None: a test's stand-in engine
+        self.image_sources = ImageSources(
+            local_roots=allowed_roots(self.settings.allowed_local_media_paths),
+            url_policy=self.settings.image_url_policy,
+            max_bytes=config.max_image_bytes if config is not None else MAX_IMAGE_BYTES,
+            max_images=config.max_images_per_request if config is not None else MAX_IMAGES_PER_REQUEST,
+        )
 
     def abort_all(self) -> int:
         """Aborts every request of this server still running; returns how many."""

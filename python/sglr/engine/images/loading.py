@@ -16,16 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from sglr.errors import InvalidRequestError
-
-_URL_TIMEOUT_S = 10.0
+from sglr.limits import MAX_IMAGE_BYTES, MAX_IMAGE_PIXELS, MAX_IMAGES_PER_REQUEST, MAX_VIDEO_FRAMES
 
 
 @dataclass(frozen=True)
 class ImageLimits:
-    max_images: int = 16  # per request
-    max_bytes: int = 20 * 2**20  # encoded size
-    max_pixels: int = 4096 * 4096  # width x height, checked before decoding the pixels
-    max_video_frames: int = 32  # frames a video given as a list may have
+    max_images: int = MAX_IMAGES_PER_REQUEST  # per request
+    max_bytes: int = MAX_IMAGE_BYTES  # encoded size
+    max_pixels: int = MAX_IMAGE_PIXELS  # width x height, checked before decoding the pixels
+    max_video_frames: int = MAX_VIDEO_FRAMES  # frames a video given as a list may have
     video_num_frames: int = 8  # frames sampled from a video file
 
 
@@ -113,14 +112,11 @@ def _b64decode(text: str, param: str) -> bytes:
 
 
 def _fetch(url: str, param: str, limits: ImageLimits) -> bytes:
-    import urllib.request
+    from sglr.engine.images.fetch import UrlPolicy, fetch_url
 
-    try:
-        with urllib.request.urlopen(url, timeout=_URL_TIMEOUT_S) as response:
-            data = response.read(limits.max_bytes + 1)
-    except OSError as exc:
-        raise InvalidRequestError(f"{param}: cannot fetch {url!r}: {exc}", param=param) from None
-    return data
+    # The engine's own caller is trusted with any address; a server checks its clients' URLs
+    # against its policy and hands the engine the bytes (`sglr.server.image_sources`).
+    return fetch_url(url, param, UrlPolicy(allow_any_address=True), limits.max_bytes)
 
 
 def _check_pixels(size: tuple[int, int], param: str, limits: ImageLimits) -> None:

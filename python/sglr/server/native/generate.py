@@ -22,7 +22,7 @@ from sglr.http.request import check_known_fields, get_bool, read_json_object, re
 from sglr.server.accumulate import EncodedAccumulator
 from sglr.server.generation import Generation, start_generation
 from sglr.server.generation_response import DeltaRenderer, json_response, stream_response
-from sglr.server.image_sources import check_image_data
+from sglr.server.image_sources import ImageSources, RequestImages
 from sglr.server.state import ServerState
 
 _FIELDS = frozenset({
@@ -52,9 +52,10 @@ _KNOWN = _FIELDS | _IGNORED | frozenset(_UNSUPPORTED)
 
 
 def parse_generate_request(
-    body: dict[str, Any], allow_image_urls: bool = False
+    body: dict[str, Any], images: RequestImages | None = None
 ) -> tuple[dict[str, Any], bool]:
-    """The engine's keyword arguments and whether to stream; 400s name the offending field."""
+    """The engine's keyword arguments and whether to stream; 400s name the offending field.
+    The image sources are checked into `images` (default: inline ones only)."""
     check_known_fields(body, _KNOWN, "the /generate request")
     for name, reason in _UNSUPPORTED.items():
         require_null(body, name, reason)
@@ -63,8 +64,9 @@ def parse_generate_request(
         and bool(body["input_ids"])
         and isinstance(body["input_ids"][0], list)
     )
-    check_image_data(body.get("image_data"), is_batch, allow_image_urls)
-    check_image_data(body.get("video_data"), is_batch, allow_image_urls, "video_data")
+    images = images if images is not None else RequestImages(ImageSources())
+    images.check_data(body.get("image_data"), is_batch, "image_data")
+    images.check_data(body.get("video_data"), is_batch, "video_data")
     kwargs = {
         "prompt": body.get("text"),
         "input_ids": body.get("input_ids"),
@@ -82,7 +84,11 @@ def parse_generate_request(
 
 async def generate(state: ServerState, request: Request) -> Response:
     body = await read_json_object(request, state.settings.max_body_bytes)
-    kwargs, stream = parse_generate_request(body, state.settings.allow_image_urls)
+    images = RequestImages(state.image_sources)
+    kwargs, stream = parse_generate_request(body, images)
+    await images.read()
+    for name in ("image_data", "video_data"):
+        kwargs[name] = images.resolved_data(kwargs[name], name)
     gen = await start_generation(state, kwargs)
     if stream:
         return await stream_response(

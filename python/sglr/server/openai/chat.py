@@ -17,8 +17,10 @@ from starlette.responses import Response
 
 from sglr.http.errors import ApiError
 from sglr.http.request import get_bool, get_dict, get_int, read_json_object
+from sglr.limits import MAX_LOGPROBS
 from sglr.server.generation import start_generation
 from sglr.server.generation_response import json_response, stream_response
+from sglr.server.image_sources import RequestImages
 from sglr.server.openai.messages import ImagePart, normalize_messages
 from sglr.server.openai.protocol import (
     OpenAIChunks,
@@ -27,7 +29,7 @@ from sglr.server.openai.protocol import (
     finish_reason,
     matched_stop,
 )
-from sglr.server.openai.sampling import MAX_LOGPROBS, SAMPLING_FIELDS
+from sglr.server.openai.sampling import SAMPLING_FIELDS
 from sglr.server.state import ServerState
 from sglr.server.tools.chat import ChatTools
 from sglr.server.tools.stream import ToolCallDeltas
@@ -50,21 +52,27 @@ class _ChatRequest(OpenAIRequest):
 
     def __init__(self, state: ServerState, body: dict[str, Any]) -> None:
         super().__init__(state, body, _FIELDS, _UNSUPPORTED, "the chat completions request")
-        self.tools = ChatTools(body, state.engine.tokenizer.chat_template)
+        settings = state.settings
+        self.tools = ChatTools(
+            body, state.engine.tokenizer.chat_template, settings.max_tools, settings.max_tool_schema_bytes
+        )
         modalities = body.get("modalities")
         if modalities is not None and modalities != ["text"]:
             raise ApiError.bad_request("only the text modality is supported", "modalities")
         self.images: list[ImagePart] = []
+        self.image_sources = RequestImages(state.image_sources)
         messages = normalize_messages(
             body.get("messages"),
             self.images if state.engine.takes_images else None,
-            state.settings.allow_image_urls,
+            self.image_sources,
+            settings.max_messages,
         )
         messages, tool_kwargs = self.tools.render_inputs(messages)
         template_kwargs = {**(get_dict(body, "chat_template_kwargs") or {}), **tool_kwargs}
         text = state.engine.tokenizer.apply_chat_template(
             messages, add_generation_prompt=True, **template_kwargs
         )
+        state.engine.check_prompt_text(text, "messages")
         self.prompt_ids = state.engine.tokenizer.encode(text, add_special_tokens=False)
         if not self.prompt_ids:
             raise ApiError.bad_request("the messages render to an empty prompt", "messages")
@@ -93,7 +101,9 @@ class _ChatRequest(OpenAIRequest):
             "return_logprob": self.logprobs,
             "top_logprobs_num": self.top_logprobs,
             "return_text_in_logprobs": True,
-            "image_data": [[image.url for image in self.images]] if self.images else None,
+            "image_data": [[self.image_sources.resolved(i.url, i.where) for i in self.images]]
+            if self.images
+            else None,
         }
 
     def header(self, kind: str) -> dict[str, Any]:
@@ -109,6 +119,7 @@ class _ChatRequest(OpenAIRequest):
 async def chat_completions(state: ServerState, request: Request) -> Response:
     body = await read_json_object(request, state.settings.max_body_bytes)
     req = _ChatRequest(state, body)
+    await req.image_sources.read()
     gen = await start_generation(state, req.engine_kwargs(), req.names)
     if req.stream:
         return await stream_response(request, gen, _ChatChunks(req))

@@ -14,6 +14,7 @@ from starlette.responses import Response
 
 from sglr.http.errors import ApiError
 from sglr.http.request import get_bool, get_int, read_json_object
+from sglr.limits import MAX_LOGPROBS
 from sglr.server.generation import start_generation
 from sglr.server.generation_response import json_response, stream_response
 from sglr.server.openai.protocol import (
@@ -23,7 +24,7 @@ from sglr.server.openai.protocol import (
     finish_reason,
     matched_stop,
 )
-from sglr.server.openai.sampling import MAX_LOGPROBS, SAMPLING_FIELDS
+from sglr.server.openai.sampling import SAMPLING_FIELDS
 from sglr.server.state import ServerState
 
 _FIELDS = SAMPLING_FIELDS | {"prompt", "echo", "logprobs", "suffix", "best_of", "json_schema"}

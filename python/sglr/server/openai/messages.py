@@ -10,9 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from sglr.errors import LimitExceededError
 from sglr.http.errors import ApiError
 from sglr.http.request import json_type
-from sglr.server.image_sources import check_image_source
+from sglr.limits import MAX_MESSAGES
+from sglr.server.image_sources import ImageSources, RequestImages
 
 ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 # Message keys passed through to the template as given (templates for tool use read them).
@@ -26,13 +28,24 @@ class ImagePart:
 
 
 def normalize_messages(
-    raw: Any, images: list[ImagePart] | None = None, allow_image_urls: bool = False
+    raw: Any,
+    images: list[ImagePart] | None = None,
+    sources: RequestImages | None = None,
+    max_messages: int = MAX_MESSAGES,
 ) -> list[dict[str, Any]]:
     """Plain `{"role", "content": str}` dicts (text parts joined); 400s point at the message.
     With `images` (a model that takes them), a message with image parts keeps a list of text and
-    image parts, and the images are appended to `images`; without, image parts are a 400."""
+    image parts, and the images are appended to `images` and checked into `sources` (default:
+    inline ones only); without, image parts are a 400."""
+    sources = sources if sources is not None else RequestImages(ImageSources())
     if not isinstance(raw, list) or not raw:
         raise ApiError.bad_request("messages must be a non-empty array", "messages")
+    if len(raw) > max_messages:
+        raise LimitExceededError(
+            f"messages has {len(raw)} messages, over the server's limit of {max_messages}",
+            "messages",
+            "max_messages",
+        )
     messages = []
     for i, message in enumerate(raw):
         where = f"messages[{i}]"
@@ -46,7 +59,7 @@ def normalize_messages(
         role = role.lower()
         out: dict[str, Any] = {
             "role": "system" if role == "developer" else role,
-            "content": _content(message.get("content"), role, f"{where}.content", images, allow_image_urls),
+            "content": _content(message.get("content"), role, f"{where}.content", images, sources),
         }
         for key in _PASSTHROUGH_KEYS:
             if message.get(key) is not None:
@@ -56,7 +69,7 @@ def normalize_messages(
 
 
 def _content(
-    content: Any, role: str, where: str, images: list[ImagePart] | None, allow_image_urls: bool
+    content: Any, role: str, where: str, images: list[ImagePart] | None, sources: RequestImages
 ) -> str | list[dict[str, Any]]:
     if isinstance(content, str):
         return content
@@ -73,7 +86,7 @@ def _content(
             kind = part.get("type")
             if kind == "image_url" and images is not None:
                 url, at = _image_url(part, f"{where}[{j}]")
-                check_image_source(url, at, allow_image_urls)
+                sources.check(url, at)
                 images.append(ImagePart(url, at))
                 parts.append({"type": "image"})
                 continue

@@ -14,10 +14,8 @@ from typing import Any
 
 from sglr.http.errors import ApiError
 from sglr.http.request import get_bool, get_dict, get_int, get_int_list, get_number, get_stop, get_str
+from sglr.limits import MAX_N
 from sglr.server.param_names import ParamNames
-
-MAX_N = 128
-MAX_LOGPROBS = 20
 
 SAMPLING_FIELDS = frozenset({
     "model", "max_tokens", "temperature", "top_p", "n", "stop", "seed", "presence_penalty",

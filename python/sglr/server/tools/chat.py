@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sglr.http.errors import ApiError
+from sglr.limits import MAX_TOOL_SCHEMA_BYTES, MAX_TOOLS
 from sglr.server.tools.constraint import CallConstraint, check_schemas, forced_call_constraint
 from sglr.server.tools.fallback_prompt import history_as_text, with_fallback_prompt
 from sglr.server.tools.formats import ToolFormat, detect_tool_format
@@ -14,8 +15,14 @@ from sglr.server.tools.request import ToolRequest, read_tool_request
 
 
 class ChatTools:
-    def __init__(self, body: dict[str, Any], chat_template: str | None) -> None:
-        self.request: ToolRequest = read_tool_request(body)
+    def __init__(
+        self,
+        body: dict[str, Any],
+        chat_template: str | None,
+        max_tools: int = MAX_TOOLS,
+        max_schema_bytes: int = MAX_TOOL_SCHEMA_BYTES,
+    ) -> None:
+        self.request: ToolRequest = read_tool_request(body, max_tools, max_schema_bytes)
         self.format: ToolFormat = detect_tool_format(chat_template)
         if self.request.active:
             check_schemas(self.request)

@@ -6,7 +6,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from sglr.errors import LimitExceededError
 from sglr.http.errors import ApiError
+from sglr.limits import MAX_TOOL_SCHEMA_BYTES, MAX_TOOLS
 
 NAMED = "named"
 
@@ -49,8 +51,10 @@ class ToolRequest:
         return tuple(t for t in self.tools if t.strict)  # auto: only strict tools; see constraint.py
 
 
-def read_tool_request(body: dict[str, Any]) -> ToolRequest:
-    tools = _tools(body.get("tools"))
+def read_tool_request(
+    body: dict[str, Any], max_tools: int = MAX_TOOLS, max_schema_bytes: int = MAX_TOOL_SCHEMA_BYTES
+) -> ToolRequest:
+    tools = _tools(body.get("tools"), max_tools, max_schema_bytes)
     choice, named = _choice(body.get("tool_choice"), tools)
     parallel = body.get("parallel_tool_calls")
     if parallel is not None and not isinstance(parallel, bool):
@@ -58,11 +62,15 @@ def read_tool_request(body: dict[str, Any]) -> ToolRequest:
     return ToolRequest(tools, choice, named, True if parallel is None else parallel)
 
 
-def _tools(raw: Any) -> tuple[ToolSpec, ...]:
+def _tools(raw: Any, max_tools: int, max_schema_bytes: int) -> tuple[ToolSpec, ...]:
     if raw is None:
         return ()
     if not isinstance(raw, list):
         raise ApiError.bad_request("tools must be an array of tool objects", "tools")
+    if len(raw) > max_tools:
+        raise LimitExceededError(
+            f"tools has {len(raw)} tools, over the server's limit of {max_tools}", "tools", "max_tools"
+        )
     specs: list[ToolSpec] = []
     for i, tool in enumerate(raw):
         where = f"tools[{i}]"
@@ -91,11 +99,18 @@ def _tools(raw: Any) -> tuple[ToolSpec, ...]:
                 f"{where}.function.parameters",
             )
         try:
-            json.dumps(parameters)
+            schema_len = len(json.dumps(parameters).encode())
         except (TypeError, ValueError) as exc:
             raise ApiError.bad_request(
                 f"{where}.function.parameters: {exc}", f"{where}.function.parameters"
             ) from exc
+        if schema_len > max_schema_bytes:
+            raise LimitExceededError(
+                f"{where}.function.parameters is {schema_len} bytes as JSON, over the server's limit of "
+                f"{max_schema_bytes}",
+                f"{where}.function.parameters",
+                "max_tool_schema_bytes",
+            )
         strict = function.get("strict", False)
         if not isinstance(strict, bool):
             raise ApiError.bad_request(
