@@ -132,11 +132,17 @@ def main() -> int:
             report = asyncio.run(run(cluster, args.duration, args.concurrency, args.seed))
         finally:
             orphans = cluster.stop()
+            outputs = cluster.outputs()
         report.orphans = orphans
         summary = report.judge()
     print(table(summary))
     for problem in summary["problems"]:
         print("PROBLEM:", problem)
+    if summary["problems"]:
+        for role, output in outputs:
+            lines = [line for line in output.splitlines() if line.strip()]
+            if lines:
+                print(f"--- {role} printed (last 40 lines):", *lines[-40:], sep="\n")
     if args.json:
         args.json.write_text(json.dumps(summary, indent=2))
     return 1 if summary["problems"] else 0

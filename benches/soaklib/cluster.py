@@ -53,6 +53,7 @@ class Cluster:
     pids_seen: dict[int, str] = field(default_factory=dict)
     num_restarts: dict[str, int] = field(default_factory=dict)
     last_started: dict[str, float] = field(default_factory=dict)  # role -> monotonic time
+    past_outputs: list[tuple[str, str]] = field(default_factory=list)  # (role, output) of stopped ones
 
     @property
     def router_url(self) -> str:
@@ -108,11 +109,13 @@ class Cluster:
 
     def restart_router(self) -> None:
         self.processes["router"].stop(signal.SIGTERM, timeout=60)
+        self.past_outputs.append(("router", self.processes["router"].output()))
         self._start_router()
 
     def restart_server(self, name: str) -> None:
         spec = next(s for s in self.servers if s.name == name)
         self.processes[name].stop(signal.SIGTERM, timeout=60)
+        self.past_outputs.append((name, self.processes[name].output()))
         self._start_server(spec)
         self.num_restarts[name] = self.num_restarts.get(name, 0) + 1
 
@@ -138,6 +141,10 @@ class Cluster:
                         total += proc.memory_info().rss
             sizes[role] = total
         return sizes
+
+    def outputs(self) -> list[tuple[str, str]]:
+        """What every process the cluster ran printed (errors only: they log at error level)."""
+        return [*self.past_outputs, *((role, p.output()) for role, p in self.processes.items())]
 
     def stop(self) -> list[str]:
         """Stops the router, then the servers; returns the processes that outlived them."""

@@ -49,7 +49,12 @@ class SoakReport:
                 continue
             lost.append(out)
         for out in lost[:20]:
-            self.problems.append(f"lost: {out.kind} ({out.behaviour}, bad={out.bad}): {out.detail}")
+            during = [w.name for w in self.windows if w.overlaps(out.started, out.ended)]
+            when = f"{out.started - self.started:.1f}-{out.ended - self.started:.1f} s"
+            self.problems.append(
+                f"lost: {out.kind} ({out.behaviour}, bad={out.bad}) at {when}"
+                f"{' during ' + '; '.join(during) if during else ''}: {out.detail}"
+            )
         for out in accepted_bad[:20]:
             self.problems.append(f"bad input accepted: {out.kind} -> {out.status}")
         growth, roles = self._rss_growth()
