@@ -345,7 +345,12 @@ impl DecodeModel {
 }
 
 /// RMSNorm of each `weight.len()`-wide head of `row`, in place (`scratch` holds a copy).
-fn normalize_heads(row: &mut [f32], weight: &[f32], eps: f32, scratch: &mut [f32]) -> Result<(), DecodeError> {
+fn normalize_heads(
+    row: &mut [f32],
+    weight: &[f32],
+    eps: f32,
+    scratch: &mut [f32],
+) -> Result<(), DecodeError> {
     let copy = &mut scratch[..row.len()];
     copy.copy_from_slice(row);
     Ok(rms_norm(copy, weight, eps, row)?)
