@@ -39,9 +39,9 @@ async def start_generation(
     before anything is submitted."""
     args = {k: engine_kwargs.get(k) for k in _NORMALIZE_KEYS}
     limit = state.settings.max_sequences_per_request
-    # Before normalising, which builds one spec per sequence: `n: 100000000` must cost nothing.
-    _check_fan_out(args["prompt"], args["input_ids"], args["sampling_params"], limit)
     try:
+        # Before normalising, which builds one spec per sequence: `n: 100000000` must cost nothing.
+        _check_fan_out(args["prompt"], args["input_ids"], args["sampling_params"], limit)
         batch = normalize_generate_input(
             args["prompt"], args["input_ids"], args["sampling_params"], args["rid"], args["return_logprob"],
             args["logprob_start_len"], args["top_logprobs_num"], bool(args["return_text_in_logprobs"]),
@@ -69,10 +69,10 @@ def _check_fan_out(prompt: Any, input_ids: Any, sampling_params: Any, limit: int
     n_values = [p.get("n") for p in params if isinstance(p, dict)]
     num_samples = max((n for n in n_values if isinstance(n, int) and not isinstance(n, bool)), default=1)
     if num_prompts * num_samples > limit:
-        raise ApiError.bad_request(
+        raise InvalidRequestError(
             f"this request fans out into {num_prompts * num_samples} sequences (prompts x n), "
             f"over the server's limit of {limit}",
-            param="n" if num_samples > 1 else "text",
+            param="sampling_params.n" if num_samples > 1 else "text",
         )
 
 
