@@ -15,7 +15,13 @@ from typing import Any, Protocol
 from starlette.requests import Request
 from starlette.responses import Response
 
-from sglr.errors import EngineClosedError, EngineInternalError, InvalidRequestError, UnknownWorkerError
+from sglr.errors import (
+    DuplicateWorkerError,
+    EngineClosedError,
+    EngineInternalError,
+    InvalidRequestError,
+    UnknownWorkerError,
+)
 from sglr.http.jsonout import JSONOut
 
 logger = logging.getLogger("sglr.server")
@@ -85,6 +91,8 @@ def as_api_error(exc: BaseException, names: FieldNames | None = None) -> ApiErro
         return ApiError(500, str(exc))
     if isinstance(exc, UnknownWorkerError):  # sglr-router's admin routes name workers by url
         return ApiError(404, str(exc), "url")
+    if isinstance(exc, DuplicateWorkerError):
+        return ApiError(400, str(exc), "url")
     if isinstance(exc, ValueError):  # every sglr user mistake is a ValueError
         return ApiError(400, str(exc))
     logger.exception("unexpected error while serving a request", exc_info=exc)
