@@ -257,7 +257,10 @@ def _coerce(name: str, value: Any) -> Any:
     if name in _FLOATS:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise wrong("a number")
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # an integer past every float
+            raise wrong("a finite number") from None
     if name in _INTS:
         if isinstance(value, bool) or not isinstance(value, int):
             if isinstance(value, float) and value.is_integer():
@@ -284,7 +287,12 @@ def _coerce(name: str, value: Any) -> Any:
         if not isinstance(value, dict):
             raise wrong("an object mapping token ids to numbers")
         try:
-            return {int(k): float(v) for k, v in value.items()}
-        except (TypeError, ValueError):
+            bias = {int(k): float(v) for k, v in value.items()}
+        except (TypeError, ValueError, OverflowError):
             raise wrong("an object mapping token ids to numbers") from None
+        if not all(math.isfinite(v) for v in bias.values()):  # "nan", "inf", 1e400
+            raise InvalidRequestError(
+                "sampling_params.logit_bias values must be finite numbers", param="sampling_params.logit_bias"
+            )
+        return bias
     return value

@@ -23,3 +23,13 @@ def served(tiny_dir: Path) -> Iterator[Served]:
     """The default test server: metrics on, slot checks after every engine step."""
     with served_engine(tiny_dir, ServerSettings(enable_metrics=True), debug_invariants=True) as s:
         yield s
+
+
+@pytest.fixture(scope="session")
+def fuzzed(tiny_dir: Path) -> Iterator[Served]:
+    """The fuzz modules' server (test_fuzz_*.py): a short context keeps whatever they draw cheap."""
+    from fuzz_fields import FUZZ_CONTEXT_LEN
+
+    settings = ServerSettings(enable_metrics=True)
+    with served_engine(tiny_dir, settings, debug_invariants=True, context_length=FUZZ_CONTEXT_LEN) as s:
+        yield s

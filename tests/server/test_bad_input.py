@@ -82,8 +82,8 @@ NATIVE_CASES = [
     ({"text": "hi", "sampling_params": {"max_new_tokens": -1}}, "sampling_params.max_new_tokens", "at least 0"),
     ({"text": "hi", "sampling_params": {"min_new_tokens": 5, "max_new_tokens": 2}}, "sampling_params.min_new_tokens", "min_new_tokens must be in"),
     ({"text": "hi", "sampling_params": {"n": 0}}, "sampling_params.n", "n must be at least 1"),
-    ({"text": "hi", "sampling_params": {"n": 100000000}}, "n", "over the server's limit"),
-    ({"text": ["a"] * 600, "sampling_params": {"n": 2}}, "n", "over the server's limit"),
+    ({"text": "hi", "sampling_params": {"n": 100000000}}, "sampling_params.n", "over the server's limit"),
+    ({"text": ["a"] * 600, "sampling_params": {"n": 2}}, "sampling_params.n", "over the server's limit"),
     ({"text": "hi", "sampling_params": {"seed": 2**64}}, "sampling_params.seed", "sampling_seed must be in"),
     ({"text": "hi", "sampling_params": {"stop": ["s"] * 33}}, "sampling_params.stop", "at most 32 stop strings"),
     ({"text": "hi", "sampling_params": {"stop": [""]}}, "sampling_params.stop", "non-empty"),
@@ -93,6 +93,14 @@ NATIVE_CASES = [
     ({"text": "hi", "sampling_params": {"stop_regex": ["(a"]}}, "sampling_params.stop_regex", "invalid stop_regex"),
     ({"text": "hi", "sampling_params": {"ebnf": "root ::= 'a'\nitem ::= ("}}, "sampling_params.ebnf", "line 2, column 10"),
     ({"text": "hi", "sampling_params": {"ebnf": "root ::= 'a'", "regex": "a"}}, "sampling_params.regex", "Only one of"),
+    # found by fuzzing: a stack overflow (the server died) and a 10^9-symbol expansion (it aborted)
+    ({"text": "hi", "sampling_params": {"ebnf": "root ::= " + "(" * 100_000 + "'a'" + ")" * 100_000}}, "sampling_params.ebnf", "nest deeper than 100"),
+    ({"text": "hi", "sampling_params": {"ebnf": "root ::= 'a'" + "?" * 100_000}}, "sampling_params.ebnf", "nest deeper than 100"),
+    ({"text": "hi", "sampling_params": {"ebnf": "a ::= 'x' | 'a' a\nroot ::= a{1000}{1000}{1000}"}}, "sampling_params.ebnf", "repetitions expand to more than"),
+    # found by fuzzing: 500s (a float overflow) and NaN / infinite biases taken
+    ({"text": "hi", "sampling_params": {"logit_bias": {"1": 10**400}}}, "sampling_params.logit_bias", "token ids to numbers"),
+    ({"text": "hi", "sampling_params": {"logit_bias": {"1": "nan"}}}, "sampling_params.logit_bias", "finite numbers"),
+    ({"text": "hi", "sampling_params": {"temperature": 10**400}}, "sampling_params.temperature", "a finite number"),
     ({"text": "hi", "sampling_params": {"json_schema": "{not json"}}, "sampling_params.json_schema", "json_schema is not valid JSON"),
     ({"text": "hi", "sampling_params": {"regex": "a", "json_schema": "{}"}}, "sampling_params.regex", "Only one of"),
     ({"input_ids": [1, 10**20]}, "input_ids", "input_ids must be in [0, 4095]"),
@@ -122,7 +130,15 @@ def test_lone_surrogates_are_refused(client: httpx.Client) -> None:
     raw = b'{"text": "a\\ud800b", "sampling_params": {"max_new_tokens": 2}}'
     assert_error(client.post("/generate", content=raw), 400, "text", "lone UTF-16 surrogate")
     chat = b'{"messages": [{"role": "user", "content": "\\udfff"}], "max_tokens": 2}'
-    assert_error(client.post("/v1/chat/completions", content=chat), 400, "text", "lone UTF-16 surrogate")
+    assert_error(
+        client.post("/v1/chat/completions", content=chat), 400, "messages[0].content", "lone UTF-16 surrogate"
+    )
+    completion = b'{"prompt": "\\ud800", "max_tokens": 2}'
+    assert_error(client.post("/v1/completions", content=completion), 400, "prompt", "lone UTF-16 surrogate")
+    # found by fuzzing: an error message echoing one was a 500 (it has no UTF-8 form); it goes escaped
+    unknown_model = client.post("/v1/completions", content=b'{"model": "\\ud800", "prompt": "x"}')
+    assert_error(unknown_model, 404, "model", "does not exist")
+    assert "`\\ud800`" in unknown_model.text
 
 
 def test_the_server_keeps_serving_and_leaks_nothing(served: Served, client: httpx.Client) -> None:
@@ -138,11 +154,15 @@ def test_openai_routes_reject_bad_input_in_the_openai_shape(client: httpx.Client
     cases = [
         ("/v1/completions", {"prompt": "x", "max_tokens": "many"}, "max_tokens", "max_tokens must be an integer"),
         ("/v1/completions", {"prompt": "x", "temperature": 2.5}, "temperature", "temperature must be in [0.0, 2.0]"),
+        # found by fuzzing: 500s (a float overflow; a lone surrogate echoed in the error)
+        ("/v1/completions", {"prompt": "x", "temperature": 10**400}, "temperature", "temperature must be in [0.0, 2.0]"),
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": {"add_generation_prompt": False}}, "chat_template_kwargs.add_generation_prompt", "not a template variable"),
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": {"tokenize": True}}, "chat_template_kwargs.tokenize", "not a template variable"),
         ("/v1/completions", {"prompt": "x", "stop": [1]}, "stop", "stop must be a string or an array"),
         ("/v1/completions", {"prompt": "x", "logit_bias": {"a": 1}}, "logit_bias", "token ids"),
         ("/v1/completions", {"prompt": "x", "logit_bias": {"1": 500}}, "logit_bias", "[-100, 100]"),
         ("/v1/completions", {"prompt": [[1], []]}, "prompt", "prompt must be"),
-        ("/v1/completions", {"prompt": LONG}, "input_ids", "context length"),
+        ("/v1/completions", {"prompt": LONG}, "prompt", "context length"),
         ("/v1/completions", {"prompt": "x", "best_of": 3}, "best_of", "best_of"),
         ("/v1/completions", {"prompt": "x", "min_tokens": 9, "max_tokens": 2}, "min_tokens", "min_tokens"),
         ("/v1/completions", {"prompt": "x", "json_schema": "{oops"}, "json_schema", "json_schema is not valid JSON"),
@@ -155,7 +175,7 @@ def test_openai_routes_reject_bad_input_in_the_openai_shape(client: httpx.Client
         ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}, "regex": "a"}, "response_format", "only one of"),
         ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 0}, "max_completion_tokens", "max_completion_tokens must be in"),
         ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "logprobs": "yes"}, "logprobs", "logprobs must be a boolean"),
-        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "stream": True, "stream_options": {"include_usage": 1}}, "include_usage", "include_usage must be a boolean"),
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "stream": True, "stream_options": {"include_usage": 1}}, "stream_options.include_usage", "stream_options.include_usage must be a boolean"),
         ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "functions": [{"name": "f"}]}, "functions", "not supported"),
     ]  # fmt: skip
     for route, body, param, words in cases:

@@ -173,4 +173,7 @@ def test_engine_field_names_become_the_ones_the_request_used() -> None:
     assert openai_names.client_name("sampling_params.json_schema") == "response_format"
     assert openai_names.client_name("sampling_params.temperature") == "temperature"
     assert openai_names.client_name("input_ids") == "input_ids" and openai_names.client_name(None) is None
+    chat_names = ParamNames({}, prompt="messages")
+    assert chat_names.client_name("text") == chat_names.client_name("input_ids") == "messages"
+    assert chat_names.client_name("sampling_params.n") == "n"
     assert ENGINE_NAMES.client_name("sampling_params.regex") == "sampling_params.regex"

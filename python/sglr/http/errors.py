@@ -17,6 +17,7 @@ from starlette.responses import Response
 
 from sglr.errors import (
     BodyTooLargeError,
+    DuplicateWorkerError,
     EngineClosedError,
     EngineInternalError,
     HeadersTooLargeError,
@@ -97,6 +98,8 @@ def as_api_error(exc: BaseException, names: FieldNames | None = None) -> ApiErro
         return ApiError(500, str(exc))
     if isinstance(exc, UnknownWorkerError):  # sglr-router's admin routes name workers by url
         return ApiError(404, str(exc), "url")
+    if isinstance(exc, DuplicateWorkerError):
+        return ApiError(400, str(exc), "url")
     if isinstance(exc, ValueError):  # every sglr user mistake is a ValueError
         return ApiError(400, str(exc))
     logger.exception("unexpected error while serving a request", exc_info=exc)

@@ -87,14 +87,16 @@ def check_known_fields(body: JSONObject, known: set[str] | frozenset[str], where
         raise ApiError.bad_request(f"unknown field `{unknown[0]}` in {where}", param=unknown[0])
 
 
-def _read(body: JSONObject, name: str, expected: str, convert: Callable[[Any], Any]) -> Any:
+def _read(
+    body: JSONObject, name: str, expected: str, convert: Callable[[Any], Any], scope: str | None = None
+) -> Any:
     """`body[name]` through `convert` (None when absent or null); 400 for the wrong type."""
     value = body.get(name)
     if value is None:
         return None
     converted = convert(value)
     if converted is _WRONG_TYPE:
-        raise _wrong(name, expected, value)
+        raise _wrong(name if scope is None else f"{scope}.{name}", expected, value)
     return converted
 
 
@@ -109,9 +111,10 @@ def _int(value: Any) -> Any:
 
 
 def _finite_number(value: Any) -> Any:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         return _WRONG_TYPE
-    return value
+    # An int is finite however large (math.isfinite would convert it to a float and overflow).
+    return value if isinstance(value, int) or math.isfinite(value) else _WRONG_TYPE
 
 
 def _str(value: Any) -> Any:
@@ -136,8 +139,9 @@ def _int_list(value: Any) -> Any:
     return _WRONG_TYPE
 
 
-def get_bool(body: JSONObject, name: str, default: bool | None) -> bool | None:
-    value = _read(body, name, "a boolean", _bool)
+def get_bool(body: JSONObject, name: str, default: bool | None, scope: str | None = None) -> bool | None:
+    """`scope`: the object `body` is a field of (`stream_options`), which errors name too."""
+    value = _read(body, name, "a boolean", _bool, scope)
     return default if value is None else value
 
 
@@ -153,7 +157,12 @@ def get_number(
 ) -> float | None:
     # Range-checked before float(): messages show the number as it was sent.
     value = _read_in_range(body, name, "a finite number", _finite_number, minimum, maximum)
-    return default if value is None else float(value)
+    if value is None:
+        return default
+    try:
+        return float(value)
+    except OverflowError:  # an integer past every float, in a field without bounds
+        raise ApiError.bad_request(f"{name} must be a finite number, got {value:.3e}", param=name) from None
 
 
 def _read_in_range(

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+from typing import Any
 
 import httpx
 from starlette.applications import Starlette
@@ -22,14 +23,15 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from sglr.errors import InvalidRequestError, RouterConfigError
 from sglr.http.app import endpoint, json_app
-from sglr.http.errors import error_response
+from sglr.http.errors import error_body, error_response
 from sglr.http.jsonout import JSONOut
 from sglr.router.health import probe
 from sglr.router.metrics import RouterMetrics
 from sglr.router.proxy import WORKER_HEADER
 from sglr.router.state import RouterSettings, RouterState
-from sglr.router.workers import Worker, WorkerPool
+from sglr.router.workers import Worker, WorkerPool, normalize_url
 
 # Answered by any one worker: every worker serves the same model.
 ANY_WORKER_GET_PATHS = (
@@ -94,17 +96,35 @@ async def _every_worker(state: RouterState, request: Request) -> Response:
         return error_response(503, "no healthy worker is available")
     headers = {**_auth(request), "content-type": request.headers.get("content-type", "application/json")}
 
-    async def one(worker: Worker) -> tuple[str, int]:
+    async def one(worker: Worker) -> tuple[str, int, Any]:
         try:
             upstream = await state.client.request(request.method, worker.url + _path_and_query(request), content=body, headers=headers)  # fmt: skip
         except httpx.TransportError as exc:
             state.pool.mark_failed(worker, f"{type(exc).__name__}: {exc}")
-            return worker.url, 502
-        return worker.url, upstream.status_code
+            return worker.url, 502, error_body(502, f"worker {worker.url}: {type(exc).__name__}")["error"]
+        return worker.url, upstream.status_code, _error_of(upstream)
 
-    statuses = dict(await asyncio.gather(*(one(worker) for worker in workers)))
-    status = 200 if all(code == 200 for code in statuses.values()) else max(statuses.values())
-    return JSONOut({"workers": statuses}, status_code=status)
+    answers = await asyncio.gather(*(one(worker) for worker in workers))
+    statuses = {url: code for url, code, _ in answers}
+    if all(code == 200 for code in statuses.values()):
+        return JSONOut({"workers": statuses})
+    # The worst answer's status, and its error (the field a bad request got wrong, say).
+    _, status, error = max(answers, key=lambda answer: answer[1])
+    payload: dict[str, Any] = {"workers": statuses}
+    if error is not None:
+        payload["error"] = error
+    return JSONOut(payload, status_code=status)
+
+
+def _error_of(upstream: httpx.Response) -> Any:
+    """The error object of a worker's error answer (None: success, or not sglr's JSON shape)."""
+    if upstream.status_code < 400:
+        return None
+    try:
+        error = upstream.json().get("error")
+    except (ValueError, AttributeError):
+        return None
+    return error if isinstance(error, dict) else None
 
 
 async def _health(state: RouterState, request: Request) -> Response:
@@ -115,16 +135,22 @@ async def _health(state: RouterState, request: Request) -> Response:
 
 
 async def _worker_url(request: Request) -> str:
+    """The worker URL of a membership request, normalized; a 400 naming `url` otherwise."""
     url = request.query_params.get("url")
     if url is None:
         try:
             body = json.loads(await request.body() or b"{}")
-        except ValueError:
+        except (ValueError, RecursionError):
             body = None
         url = body.get("url") if isinstance(body, dict) else None
     if not isinstance(url, str) or not url:
-        raise ValueError('give the worker as ?url=http://host:port or a JSON body {"url": ...}')
-    return url
+        raise InvalidRequestError(
+            'give the worker as ?url=http://host:port or a JSON body {"url": ...}', "url"
+        )
+    try:
+        return normalize_url(url)
+    except RouterConfigError as exc:
+        raise InvalidRequestError(str(exc), "url") from exc
 
 
 async def _add_worker(state: RouterState, request: Request) -> Response:
@@ -162,8 +188,10 @@ def _describe_worker(state: RouterState, worker: Worker) -> dict:
 
 
 def _path_and_query(request: Request) -> str:
+    """As the client sent them: the path still percent-encoded (decoded, `%ff%00` is no URL)."""
+    path = request.scope.get("raw_path") or request.url.path.encode()
     query = request.url.query
-    return request.url.path + (f"?{query}" if query else "")
+    return path.decode("latin-1") + (f"?{query}" if query else "")
 
 
 def _auth(request: Request) -> dict[str, str]:

@@ -216,9 +216,11 @@ class ClientConnection(asyncio.Protocol):
         await self._lost_waiter
 
     def respond(self, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
-        """A whole response (content-length set here)."""
+        """A whole response (content-length set here; the body itself not sent to a HEAD, whose
+        client reads none: it would take it for the next response)."""
         parts = self._head_parts(status, headers)
-        parts += (b"content-length: %d\r\n\r\n" % len(body), body)
+        is_head = self._current is not None and self._current.method == b"HEAD"
+        parts += (b"content-length: %d\r\n\r\n" % len(body), b"" if is_head else body)
         self._write(b"".join(parts))
 
     def respond_error(self, status: int, message: str) -> None:

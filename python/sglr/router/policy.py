@@ -111,7 +111,9 @@ class Router:
 
             # One u32 per byte, as an array the trees read without copying (a list of ints
             # would be converted on every call into them: ~10x slower for a long prompt).
-            key = np.frombuffer(key.encode("utf-8"), dtype=np.uint8).astype(np.uint32)
+            # (`surrogatepass`: a lone surrogate, which a JSON escape can carry, still routes;
+            # the worker refuses the request.)
+            key = np.frombuffer(key.encode("utf-8", "surrogatepass"), dtype=np.uint8).astype(np.uint32)
         elif isinstance(key, array) and len(key) >= _VIEW_MIN_IDS and key.itemsize == 4:
             import numpy as np
 

@@ -53,10 +53,17 @@ class Route(NamedTuple):
 
 
 def normalize_url(url: str) -> str:
-    """`http(s)://host[:port][/base]` without a trailing slash; anything else is refused."""
+    """`http(s)://host[:port][/base]` without a trailing slash; anything else (no host, a port
+    out of range, spaces or control characters, text that is not Unicode) is refused."""
     url = url.strip().rstrip("/")
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
+    try:
+        parts = urlsplit(url)
+        valid = parts.scheme in ("http", "https") and bool(parts.hostname) and url.isprintable()
+        _ = parts.port  # raises ValueError when out of range or not a number
+        url.encode("utf-8")  # a lone surrogate is no URL
+    except ValueError:  # a bad port; or a lone surrogate (UnicodeEncodeError)
+        valid = False
+    if not valid or " " in url:
         raise RouterConfigError(f"worker URL {url!r} is not http(s)://host:port")
     return url
 

@@ -40,9 +40,9 @@ async def start_generation(
     before anything is submitted."""
     args = {k: engine_kwargs.get(k) for k in _NORMALIZE_KEYS}
     limit = state.settings.max_sequences_per_request
-    # Before normalising, which builds one spec per sequence: `n: 100000000` must cost nothing.
-    _check_fan_out(args["prompt"], args["input_ids"], args["sampling_params"], limit)
     try:
+        # Before normalising, which builds one spec per sequence: `n: 100000000` must cost nothing.
+        _check_fan_out(args["prompt"], args["input_ids"], args["sampling_params"], limit)
         batch = normalize_generate_input(
             args["prompt"], args["input_ids"], args["sampling_params"], args["rid"], args["return_logprob"],
             args["logprob_start_len"], args["top_logprobs_num"], bool(args["return_text_in_logprobs"]),
@@ -74,7 +74,7 @@ def _check_fan_out(prompt: Any, input_ids: Any, sampling_params: Any, limit: int
         raise LimitExceededError(
             f"this request fans out into {num_prompts * num_samples} sequences (prompts x n), "
             f"over the server's limit of {limit}",
-            param="n" if num_samples > 1 else "text",
+            param="sampling_params.n" if num_samples > 1 else "text",
             limit="max_sequences_per_request",
         )
 

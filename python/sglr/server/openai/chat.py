@@ -15,6 +15,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from sglr.errors import InvalidRequestError
 from sglr.http.errors import ApiError
 from sglr.http.request import get_bool, get_dict, get_int, read_json_object
 from sglr.limits import MAX_LOGPROBS
@@ -39,6 +40,12 @@ _FIELDS = SAMPLING_FIELDS | {
     "parallel_tool_calls", "functions", "function_call", "chat_template_kwargs", "reasoning_effort",
     "modalities", "audio", "prediction",
 }  # fmt: skip
+# `apply_chat_template`'s parameters (Hugging Face's and sglr's), refused in chat_template_kwargs.
+_RENDERER_ARGUMENTS = frozenset({
+    "messages", "conversation", "tools", "chat_template", "add_generation_prompt",
+    "continue_final_message", "tokenize", "padding", "truncation", "max_length", "return_tensors",
+    "return_dict", "return_assistant_tokens_mask", "tokenizer_kwargs",
+})  # fmt: skip
 _UNSUPPORTED = {
     "functions": "the legacy functions field is not supported; use tools",
     "function_call": "the legacy function_call field is not supported; use tool_choice",
@@ -68,12 +75,17 @@ class _ChatRequest(OpenAIRequest):
             settings.max_messages,
         )
         messages, tool_kwargs = self.tools.render_inputs(messages)
-        template_kwargs = {**(get_dict(body, "chat_template_kwargs") or {}), **tool_kwargs}
-        text = state.engine.tokenizer.apply_chat_template(
-            messages, add_generation_prompt=True, **template_kwargs
-        )
-        state.engine.check_prompt_text(text, "messages")
-        self.prompt_ids = state.engine.tokenizer.encode(text, add_special_tokens=False)
+        template_kwargs = {**_template_kwargs(body), **tool_kwargs}
+        try:
+            text = state.engine.tokenizer.apply_chat_template(
+                messages, add_generation_prompt=True, **template_kwargs
+            )
+            state.engine.check_prompt_text(text, "messages")
+            self.prompt_ids = state.engine.tokenizer.encode(text, add_special_tokens=False)
+        except InvalidRequestError as exc:  # the tokenizer names its own `text`: the messages here
+            if exc.param == "messages":
+                raise
+            raise ApiError.bad_request(exc.message, "messages") from exc
         if not self.prompt_ids:
             raise ApiError.bad_request("the messages render to an empty prompt", "messages")
         max_tokens_field = "max_completion_tokens"
@@ -85,7 +97,7 @@ class _ChatRequest(OpenAIRequest):
         self.top_logprobs = get_int(body, "top_logprobs", 0, 0, MAX_LOGPROBS)
         if self.top_logprobs and not self.logprobs:
             raise ApiError.bad_request("top_logprobs requires logprobs to be true", "top_logprobs")
-        self._read_sampling(body, max_tokens, max_tokens_field)
+        self._read_sampling(body, max_tokens, max_tokens_field, "messages")
         self.tools.constrain(self.params)
         if self.tools.active:
             self.tools.keep_special_tokens(self.params, state.engine.tokenizer.is_special_token_text)
@@ -124,6 +136,20 @@ async def chat_completions(state: ServerState, request: Request) -> Response:
     if req.stream:
         return await stream_response(request, gen, _ChatChunks(req))
     return await json_response(request, gen, lambda results: _response(req, results))
+
+
+def _template_kwargs(body: dict[str, Any]) -> dict[str, Any]:
+    """`chat_template_kwargs`: variables for the template. The renderer's own arguments are
+    refused: they would change what rendering returns (`tokenize`, `return_dict`), replace the
+    template, or clash with what the server passes (the messages, `tools`, the generation prompt)."""
+    kwargs = get_dict(body, "chat_template_kwargs") or {}
+    for key in kwargs:
+        if key in _RENDERER_ARGUMENTS:
+            raise ApiError.bad_request(
+                f"chat_template_kwargs.{key} is not a template variable (it is an argument of the renderer)",
+                f"chat_template_kwargs.{key}",
+            )
+    return kwargs
 
 
 def _response(req: _ChatRequest, results: list[dict[str, Any]]) -> dict[str, Any]:

@@ -64,7 +64,7 @@ class _CompletionRequest(OpenAIRequest):
         self.max_tokens = get_int(body, "max_tokens", 16, 0)
         self.echo = bool(get_bool(body, "echo", False))
         self.logprobs = get_int(body, "logprobs", None, 0, MAX_LOGPROBS)
-        self._read_sampling(body, self.max_tokens, "max_tokens")
+        self._read_sampling(body, self.max_tokens, "max_tokens", "prompt")
         best_of = get_int(body, "best_of", None, 1)
         if best_of is not None and best_of != self.params["n"]:
             raise ApiError.bad_request("best_of is not supported (it must equal n when given)", "best_of")

@@ -10,6 +10,7 @@ chunk holding only the usage.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 from collections.abc import Callable
@@ -170,11 +171,16 @@ class OpenAIRequest:
             require_null(body, name, reason)
         self.model = _check_model(state, body)
 
-    def _read_sampling(self, body: dict[str, Any], max_tokens: int | None, max_tokens_field: str) -> None:
+    def _read_sampling(
+        self, body: dict[str, Any], max_tokens: int | None, max_tokens_field: str, prompt_field: str
+    ) -> None:
+        """`prompt_field`: the request field the prompt comes from (engine errors about the
+        prompt name it)."""
         self.stream = bool(get_bool(body, "stream", False))
         self.options = _stream_options(body, self.stream)
         sampling = sampling_params(body, max_tokens, max_tokens_field)
-        self.params, self.names = sampling.params, sampling.names
+        self.params = sampling.params
+        self.names = dataclasses.replace(sampling.names, prompt=prompt_field)
 
     def _number_choices(self, body: dict[str, Any], num_prompts: int, id_prefix: str) -> None:
         self.layout = ChoiceLayout(num_prompts, self.params["n"])
@@ -230,8 +236,8 @@ def _stream_options(body: dict[str, Any], stream: bool) -> StreamOptions:
             f"unknown field `{unknown[0]}` in stream_options", f"stream_options.{unknown[0]}"
         )
     return StreamOptions(
-        include_usage=bool(get_bool(raw, "include_usage", False)),
-        continuous_usage_stats=bool(get_bool(raw, "continuous_usage_stats", False)),
+        include_usage=bool(get_bool(raw, "include_usage", False, "stream_options")),
+        continuous_usage_stats=bool(get_bool(raw, "continuous_usage_stats", False, "stream_options")),
     )
 
 

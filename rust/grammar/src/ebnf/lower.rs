@@ -11,13 +11,16 @@ use crate::grammar::{Grammar, GrammarBuilder, NonterminalId, Symbol};
 
 /// Largest number of copies a `{m,n}` of a rule reference expands to.
 const MAX_EXPANSION: u32 = 1000;
+/// Most grammar symbols the repetitions of one grammar expand to in all: bounds multiply when
+/// repetitions nest (`a{1000}{1000}{1000}` would be 10^9 symbols from a few bytes of text).
+const MAX_EXPANDED_SYMBOLS: usize = 100_000;
 
 pub(crate) fn lower(rules: &[RuleDef]) -> Result<Grammar, GrammarError> {
     let mut first_definition: FxHashMap<&str, &RuleDef> = FxHashMap::default();
     for rule in rules {
         first_definition.entry(&rule.name).or_insert(rule);
     }
-    let mut lowering = Lowering { builder: GrammarBuilder::new() };
+    let mut lowering = Lowering { builder: GrammarBuilder::new(), num_expanded: 0 };
     for rule in rules {
         check_references(&rule.body, &first_definition)?;
         let lhs = lowering.builder.nonterminal(&rule.name);
@@ -46,6 +49,8 @@ fn check_references(expr: &Expr, defined: &FxHashMap<&str, &RuleDef>) -> Result<
 
 struct Lowering {
     builder: GrammarBuilder,
+    /// Symbols the repetitions expanded to so far (bounded by [`MAX_EXPANDED_SYMBOLS`]).
+    num_expanded: usize,
 }
 
 impl Lowering {
@@ -114,6 +119,13 @@ impl Lowering {
             return Err(GrammarError::GrammarTooLarge(format!("repetition bound above {MAX_EXPANSION}")));
         }
         let item = self.symbols(inner)?;
+        let num_copies = max.unwrap_or(min).max(1) as usize;
+        self.num_expanded = self.num_expanded.saturating_add(num_copies.saturating_mul(item.len().max(1)));
+        if self.num_expanded > MAX_EXPANDED_SYMBOLS {
+            return Err(GrammarError::GrammarTooLarge(format!(
+                "repetitions expand to more than {MAX_EXPANDED_SYMBOLS} grammar symbols"
+            )));
+        }
         let mut symbols = Vec::new();
         for _ in 0..min {
             symbols.extend(item.iter().copied());

@@ -5,16 +5,24 @@ use crate::error::GrammarError;
 
 /// Largest bound of a `{m,n}` repetition (each copy becomes grammar symbols).
 const MAX_REPEAT: u32 = 1000;
+/// Deepest nesting of groups, and of expressions inside expressions (a repetition of a
+/// repetition, an alternation in a sequence): the parser, the lowering and the tree's drop all
+/// recurse along it, so hostile text must not overflow the stack.
+pub(crate) const MAX_NESTING: usize = 100;
 
 struct Parser {
     chars: Vec<char>,
     index: usize,
     line: usize,
     column: usize,
+    open_groups: usize,
 }
 
+/// An expression and how deeply it nests (a literal: 1).
+type Nested = (Expr, usize);
+
 pub(crate) fn parse_rules(text: &str) -> Result<Vec<RuleDef>, GrammarError> {
-    let mut parser = Parser { chars: text.chars().collect(), index: 0, line: 1, column: 1 };
+    let mut parser = Parser { chars: text.chars().collect(), index: 0, line: 1, column: 1, open_groups: 0 };
     let mut rules = Vec::new();
     parser.skip_blank();
     while !parser.at_end() {
@@ -141,38 +149,48 @@ impl Parser {
         for _ in 0..operator {
             self.bump();
         }
-        let body = self.alternation()?;
+        let (body, _) = self.alternation()?;
         Ok(RuleDef { name, at, body })
     }
 
-    fn alternation(&mut self) -> Result<Expr, GrammarError> {
-        let mut branches = vec![self.sequence()?];
+    fn alternation(&mut self) -> Result<Nested, GrammarError> {
+        let (first, mut depth) = self.sequence()?;
+        let mut branches = vec![first];
         while self.peek() == Some('|') {
             self.bump();
-            branches.push(self.sequence()?);
+            let (branch, branch_depth) = self.sequence()?;
+            branches.push(branch);
+            depth = depth.max(branch_depth);
         }
-        Ok(if branches.len() == 1 {
-            branches.pop().expect("one branch")
-        } else {
-            Expr::Alternation(branches)
-        })
+        if branches.len() == 1 {
+            return Ok((branches.pop().expect("one branch"), depth));
+        }
+        self.nest(Expr::Alternation(branches), depth)
     }
 
-    fn sequence(&mut self) -> Result<Expr, GrammarError> {
+    fn sequence(&mut self) -> Result<Nested, GrammarError> {
         let mut items = Vec::new();
+        let mut depth = 0;
         loop {
             self.skip_blank();
             match self.peek() {
                 None | Some('|' | ')') => break,
                 Some(_) if self.at_rule_start() => break,
-                Some(_) => items.push(self.postfixed()?),
+                Some(_) => {
+                    let (item, item_depth) = self.postfixed()?;
+                    items.push(item);
+                    depth = depth.max(item_depth);
+                }
             }
         }
-        Ok(if items.len() == 1 { items.pop().expect("one item") } else { Expr::Sequence(items) })
+        if items.len() == 1 {
+            return Ok((items.pop().expect("one item"), depth));
+        }
+        self.nest(Expr::Sequence(items), depth)
     }
 
-    fn postfixed(&mut self) -> Result<Expr, GrammarError> {
-        let mut expr = self.atom()?;
+    fn postfixed(&mut self) -> Result<Nested, GrammarError> {
+        let (mut expr, mut depth) = self.atom()?;
         loop {
             let (min, max) = match self.peek() {
                 Some('?') => (0, Some(1)),
@@ -181,14 +199,23 @@ impl Parser {
                 Some('{') => {
                     self.bump();
                     let bounds = self.bounds()?;
-                    expr = Expr::Repeat { inner: Box::new(expr), min: bounds.0, max: bounds.1 };
+                    (expr, depth) = self
+                        .nest(Expr::Repeat { inner: Box::new(expr), min: bounds.0, max: bounds.1 }, depth)?;
                     continue;
                 }
-                _ => return Ok(expr),
+                _ => return Ok((expr, depth)),
             };
             self.bump();
-            expr = Expr::Repeat { inner: Box::new(expr), min, max };
+            (expr, depth) = self.nest(Expr::Repeat { inner: Box::new(expr), min, max }, depth)?;
         }
+    }
+
+    /// `expr` over children nested `inner_depth` deep, refused past [`MAX_NESTING`].
+    fn nest(&self, expr: Expr, inner_depth: usize) -> Result<Nested, GrammarError> {
+        if inner_depth >= MAX_NESTING {
+            return Err(self.error(format!("expressions nest deeper than {MAX_NESTING} levels")));
+        }
+        Ok((expr, inner_depth + 1))
     }
 
     /// `m}`, `m,}` or `m,n}` after the `{`.
@@ -224,15 +251,20 @@ impl Parser {
         }
     }
 
-    fn atom(&mut self) -> Result<Expr, GrammarError> {
+    fn atom(&mut self) -> Result<Nested, GrammarError> {
         let at = self.position();
         match self.peek() {
-            Some('"' | '\'') => self.literal(),
-            Some('[') => self.class(),
-            Some('/') => self.regex(),
+            Some('"' | '\'') => Ok((self.literal()?, 1)),
+            Some('[') => Ok((self.class()?, 1)),
+            Some('/') => Ok((self.regex()?, 1)),
             Some('(') => {
+                if self.open_groups >= MAX_NESTING {
+                    return Err(self.error(format!("groups nest deeper than {MAX_NESTING} levels")));
+                }
                 self.bump();
+                self.open_groups += 1;
                 let inner = self.alternation()?;
+                self.open_groups -= 1;
                 self.skip_blank();
                 if self.bump() != Some(')') {
                     return Err(error_at(at, "unclosed '('"));
@@ -241,7 +273,7 @@ impl Parser {
             }
             Some(c) if c.is_ascii_alphabetic() || c == '_' => {
                 let name = self.identifier().expect("starts with a letter");
-                Ok(Expr::Reference { name, at })
+                Ok((Expr::Reference { name, at }, 1))
             }
             Some(c) => Err(self.error(format!("unexpected character {c:?}"))),
             None => Err(self.error("unexpected end of grammar")),

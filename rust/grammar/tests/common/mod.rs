@@ -30,3 +30,9 @@ pub fn open_matcher(schema: &str) -> GrammarMatcher {
     let grammar = json_schema_to_grammar(schema, &options).unwrap();
     GrammarMatcher::new(grammar, CompileLimits::default(), ParserLimits::default())
 }
+
+/// Cases of a fuzzing property: `PROPTEST_CASES` when set (a long run), else `default` (cheap
+/// enough for every `cargo test`). An explicit case count in a config would ignore the variable.
+pub fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
