@@ -123,7 +123,7 @@ def test_fan_out_and_logprobs_are_bounded(small: Served) -> None:
         ok = {"text": ["a", "b"], "sampling_params": {"n": 2, "max_new_tokens": 1}}
         assert client.post("/generate", json=ok).status_code == 200
         over = {"text": ["a", "b"], "sampling_params": {"n": 3, "max_new_tokens": 1}}
-        assert refused(client.post("/generate", json=over), "n", "limit of 4")
+        assert refused(client.post("/generate", json=over), "sampling_params.n", "limit of 4")
         at = {"text": "a", "return_logprob": True, "top_logprobs_num": limits.MAX_LOGPROBS,
               "sampling_params": {"max_new_tokens": 1}}  # fmt: skip
         answer = client.post("/generate", json=at)
