@@ -1,8 +1,9 @@
 """Reading a GGUF file: its metadata and a view of each tensor, with typed errors for bad files.
 
 The `gguf` package does the parsing; this module turns whatever it raises on a malformed file
-into `GGUFFormatError` naming the file, and checks what the parser leaves unchecked (every
-tensor's bytes lie inside the file).
+into `GGUFFormatError` naming the file, and checks what the parser leaves unchecked: before it,
+that every length and count in the header fits the file (`tensor_types`); after it, that every
+tensor's bytes lie inside the file.
 """
 
 from __future__ import annotations
