@@ -101,7 +101,11 @@ async def _every_worker(state: RouterState, request: Request) -> Response:
             upstream = await state.client.request(request.method, worker.url + _path_and_query(request), content=body, headers=headers)  # fmt: skip
         except httpx.TransportError as exc:
             state.pool.mark_failed(worker, f"{type(exc).__name__}: {exc}")
-            return worker.url, 502, error_body(502, f"worker {worker.url}: {type(exc).__name__}")["error"]
+            return (
+                worker.url,
+                502,
+                error_body(502, f"worker {worker.url} did not answer: {type(exc).__name__}")["error"],
+            )
         return worker.url, upstream.status_code, _error_of(upstream)
 
     answers = await asyncio.gather(*(one(worker) for worker in workers))

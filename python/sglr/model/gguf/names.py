@@ -84,21 +84,29 @@ def check_layers_complete(
     rather than as a shape error at load time."""
     suffixes = layout.required
     qk_norms = tuple(s for s in suffixes if s.startswith(("attn_q_norm", "attn_k_norm")))
-    required = ["token_embd.weight", "output_norm.weight"]
-    for i in range(num_layers):
+    if num_layers < 0:
+        raise GGUFFormatError(f"{path}: GGUF metadata gives {num_layers} layers")
+    _check_present(tensor_names, ["token_embd.weight", "output_norm.weight"], path)
+    # Every layer has a tensor of its own: past the tensor count a layer is missing, found
+    # without walking a forged count (2**31 layers' names took all memory).
+    for i in range(min(num_layers, len(tensor_names) + 1)):
         if is_sparse_layer(tensor_names, i):
-            required += [f"blk.{i}.{suffix}" for suffix in (*_MOE_LAYER_REQUIRED, *qk_norms)]
+            required = [f"blk.{i}.{suffix}" for suffix in (*_MOE_LAYER_REQUIRED, *qk_norms)]
             if f"blk.{i}.ffn_gate_exps.weight" not in tensor_names:
                 required.append(f"blk.{i}.ffn_gate.0.weight")  # older files: one tensor per expert
         else:
-            required += [f"blk.{i}.{suffix}" for suffix in suffixes]
-    for name in required:
-        if name not in tensor_names:
-            raise GGUFFormatError(f"{path}: GGUF file has no tensor {name!r}")
+            required = [f"blk.{i}.{suffix}" for suffix in suffixes]
+        _check_present(tensor_names, required, path)
     for name in tensor_names:
         match = _LAYER_RE.match(name)
         if match is not None and int(match.group(1)) >= num_layers:
             raise GGUFFormatError(f"{path}: tensor {name!r} lies beyond the {num_layers} layers in metadata")
+
+
+def _check_present(tensor_names: frozenset[str], required: list[str], path: object) -> None:
+    for name in required:
+        if name not in tensor_names:
+            raise GGUFFormatError(f"{path}: GGUF file has no tensor {name!r}")
 
 
 def unpermute_rope_rows(weight: np.ndarray, num_heads: int) -> np.ndarray:

@@ -1,12 +1,14 @@
 """Reading a GGUF file: its metadata and a view of each tensor, with typed errors for bad files.
 
 The `gguf` package does the parsing; this module turns whatever it raises on a malformed file
-into `GGUFFormatError` naming the file, and checks what the parser leaves unchecked (every
-tensor's bytes lie inside the file).
+into `GGUFFormatError` naming the file, and checks what the parser leaves unchecked: before it,
+that every length and count in the header fits the file (`tensor_types`); after it, that every
+tensor's bytes lie inside the file.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from sglr.errors import GGUFFormatError, ModelNotFoundError
+from sglr.model.gguf.tensor_types import read_tensor_table
 
 GGUF_MAGIC = b"GGUF"
 # Magic (4 bytes), version (4), tensor count (8) and metadata count (8).
@@ -88,6 +91,9 @@ def read_gguf(path: str | Path) -> GGUFCheckpoint:
 
     from gguf import GGUFReader
 
+    # Every length and count checked against the file first: the parser below trusts them (a
+    # forged array count made it loop for hours over bytes past the end of the file).
+    read_tensor_table(path)
     try:
         reader = GGUFReader(path)
         metadata = {
@@ -117,7 +123,8 @@ def _check_tensor_extents(path: Path, file_len: int, reader: Any) -> None:
 
     for tensor in reader.tensors:
         block_size, type_size = GGML_QUANT_SIZES[tensor.tensor_type]
-        num_elements = int(np.prod(tensor.shape, dtype=np.int64))
+        # Python ints: a forged dimension must not wrap around to a small product.
+        num_elements = math.prod(int(dim) for dim in tensor.shape)
         expected_len = num_elements // block_size * type_size
         end = int(tensor.data_offset) + expected_len
         if end > file_len or tensor.data.nbytes != expected_len:

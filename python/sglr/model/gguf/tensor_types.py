@@ -8,6 +8,7 @@ blocks need only the tensor table, reached by skipping the metadata values here 
 
 from __future__ import annotations
 
+import math
 import mmap
 import struct
 from dataclasses import dataclass
@@ -20,6 +21,9 @@ from sglr.errors import GGUFFormatError
 # Fixed-size metadata value types (GGUF type code -> bytes); 8 = string, 9 = array.
 _SCALAR_SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
 _STRING, _ARRAY = 8, 9
+# Arrays of arrays are rare in GGUF files; nested deeper, a file is damaged (and each level
+# is a level of recursion here and in the `gguf` parser).
+_MAX_ARRAY_NESTING = 8
 
 
 @dataclass(frozen=True)
@@ -44,12 +48,16 @@ def gguf_tensor_types(path: str | Path) -> dict[str, int]:
 
 def read_tensor_table(path: str | Path) -> TensorTable:
     """The header's tensor table (and `general.architecture`). Raises `GGUFFormatError` on a
-    file that is not a well-formed GGUF header."""
+    file that is not a well-formed GGUF header: every length and count in it is checked
+    against the file's size before anything relies on it (`read_gguf` walks the header here
+    first, since the `gguf` parser loops over a forged array count element by element)."""
     try:
         with open(path, "rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
             return _parse(data)
-    except (OSError, ValueError, struct.error, IndexError, UnicodeDecodeError) as error:
-        raise GGUFFormatError(f"{path}: unreadable GGUF header ({type(error).__name__}: {error})") from error
+    except (OSError, ValueError, struct.error, IndexError) as error:  # UnicodeDecodeError: a ValueError
+        raise GGUFFormatError(
+            f"{path}: corrupt or truncated GGUF header ({type(error).__name__}: {error})"
+        ) from error
 
 
 def raw_tensor_bytes(path: str | Path, table: TensorTable) -> dict[str, np.ndarray]:
@@ -60,8 +68,14 @@ def raw_tensor_bytes(path: str | Path, table: TensorTable) -> dict[str, np.ndarr
     file_bytes = np.memmap(path, dtype=np.uint8, mode="r")
     views = {}
     for entry in table.entries:
-        block_len, block_bytes = GGML_QUANT_SIZES[GGMLQuantizationType(entry.ggml_type)]
-        num_bytes = int(np.prod(entry.dims, dtype=np.int64)) // block_len * block_bytes
+        try:
+            block_len, block_bytes = GGML_QUANT_SIZES[GGMLQuantizationType(entry.ggml_type)]
+        except (ValueError, KeyError):
+            raise GGUFFormatError(
+                f"{path}: tensor {entry.name!r} has an unknown storage type {entry.ggml_type}"
+            ) from None
+        # Python ints: a forged dimension must not wrap around to a small product.
+        num_bytes = math.prod(entry.dims) // block_len * block_bytes
         start = table.data_start + entry.offset
         if start + num_bytes > len(file_bytes):
             raise GGUFFormatError(f"{path}: truncated GGUF file: tensor {entry.name!r} ends past the file")
@@ -112,17 +126,23 @@ def _skip_string(data: mmap.mmap, offset: int) -> int:
     return end
 
 
-def _skip_value(data: mmap.mmap, offset: int, value_type: int) -> int:
-    if value_type in _SCALAR_SIZES:
-        return offset + _SCALAR_SIZES[value_type]
+def _skip_value(data: mmap.mmap, offset: int, value_type: int, depth: int = 0) -> int:
     if value_type == _STRING:
         return _skip_string(data, offset)
-    if value_type != _ARRAY:
+    if value_type in _SCALAR_SIZES:
+        end = offset + _SCALAR_SIZES[value_type]
+    elif value_type != _ARRAY:
         raise ValueError(f"unknown metadata value type {value_type}")
-    element_type, count = struct.unpack_from("<IQ", data, offset)
-    offset += 12
-    if element_type in _SCALAR_SIZES:
-        return offset + count * _SCALAR_SIZES[element_type]
-    for _ in range(count):
-        offset = _skip_value(data, offset, element_type)
-    return offset
+    elif depth >= _MAX_ARRAY_NESTING:
+        raise ValueError(f"metadata arrays nested deeper than {_MAX_ARRAY_NESTING} levels")
+    else:
+        element_type, count = struct.unpack_from("<IQ", data, offset)
+        end = offset + 12
+        if element_type in _SCALAR_SIZES:
+            end += count * _SCALAR_SIZES[element_type]
+        else:  # each element reads at least 8 bytes: a forged count ends at the end of the file
+            for _ in range(count):
+                end = _skip_value(data, end, element_type, depth + 1)
+    if end > len(data):
+        raise ValueError("a metadata value runs past the end of the file")
+    return end
