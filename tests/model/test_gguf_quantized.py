@@ -158,9 +158,9 @@ def test_smollm2_quantized_tokens_and_logits():
 
     The reference is torch's own bf16 (`transformers` on the same weights, same positions): its
     error moves with the CPU's bf16 kernels (native bf16 instructions, AMX, or emulation), and
-    sglr's bf16 path runs those same kernels on the same bf16 weights, rounding at the same
-    points up to fusion (fused q/k/v and gate/up round each output once, as separate matmuls
-    do). Independent rounding errors add in variance, so even twice as many rounding points
+    sglr's bf16 path multiplies with those same kernels on the same bf16 weights, rounding at
+    the same points up to fusion (fused q/k/v and gate/up round each output once, as separate
+    matmuls do; its decode attention reads the bf16 cache in float32). Independent rounding errors add in variance, so even twice as many rounding points
     would give sqrt(2) times the reference's RMS error: that bounds the RMS (a stable statistic:
     ~1.8M logits). The largest error is one sample of a heavy-tailed distribution (~1.1 on a
     logit range of ~32): half as much again as the reference's largest allows for that.
