@@ -1,25 +1,29 @@
-"""API key (constant-time Bearer check on every route of the route table but the public ones)
-and the body size limit."""
+"""API key (constant-time Bearer check on every route of the route table but the public ones),
+the body and head size limits on every route, and each per-field limit of `sglr.limits` one
+past it (a 400 naming the field, before the work) and at it."""
 
 from __future__ import annotations
 
 import json
 import re
 import socket
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import openai
 import pytest
-from server_harness import Served, served_engine
+from server_harness import Served, serve, served_engine
 
 import sglr.http.auth
+from sglr import limits
 from sglr.http.auth import PUBLIC_PATHS
 from sglr.limits import MAX_HEADER_BYTES
 from sglr.server import ServerSettings, build_app
 
 KEY = "sk-test-0123456789"
 SETTINGS = ServerSettings(api_key=KEY, enable_metrics=True, max_body_bytes=4096)
+SMALL = ServerSettings(max_messages=3, max_tools=2, max_tool_schema_bytes=300, max_sequences_per_request=4)
 # Every way a request can fail to carry the key.
 BAD_AUTHORIZATIONS = ({}, {"Authorization": "Bearer wrong"}, {"Authorization": KEY},
                       {"Authorization": f"Basic {KEY}"}, {"Authorization": "Bearer"},
@@ -206,3 +210,80 @@ def test_headers_over_the_limit_get_431(guarded: Served) -> None:
         assert head.startswith(b"HTTP/1.1 431 ")
         assert json.loads(body)["error"]["code"] == 431
     assert httpx.get(guarded.url + "/health", timeout=30).status_code == 200
+
+
+@pytest.fixture(scope="module")
+def small(guarded: Served) -> Iterator[Served]:
+    """The same engine behind an app with small limits (and no key)."""
+    with serve(build_app(guarded.engine, SMALL)) as url:
+        yield Served(guarded.engine, url)
+
+
+def chat(messages: int = 1, tools: list | None = None) -> dict:
+    body = {"model": "default", "max_tokens": 1, "messages": [{"role": "user", "content": "hi"}] * messages}
+    return body if tools is None else {**body, "tools": tools}
+
+
+def tool(name: str, schema_bytes: int = 0) -> dict:
+    properties = {"a": {"type": "string", "description": "d" * schema_bytes}} if schema_bytes else {}
+    return {
+        "type": "function",
+        "function": {"name": name, "parameters": {"type": "object", "properties": properties}},
+    }
+
+
+def schema_len(t: dict) -> int:
+    return len(json.dumps(t["function"]["parameters"]).encode())
+
+
+def refused(response: httpx.Response, param: str, words: str) -> bool:
+    error = response.json()["error"]
+    return response.status_code == 400 and error["param"] == param and words in error["message"]
+
+
+def test_chat_messages_and_tools_are_bounded(small: Served) -> None:
+    with httpx.Client(base_url=small.url + "/v1", timeout=60) as client:
+        assert client.post("/chat/completions", json=chat(3)).status_code == 200
+        assert refused(client.post("/chat/completions", json=chat(4)), "messages", "limit of 3")
+        assert client.post("/chat/completions", json=chat(1, [tool("a"), tool("b")])).status_code == 200
+        many = chat(1, [tool("a"), tool("b"), tool("c")])
+        assert refused(client.post("/chat/completions", json=many), "tools", "limit of 2")
+        big = tool("a", 300)
+        assert schema_len(big) > 300
+        fits = tool("a", 300 - (schema_len(big) - 300))
+        assert schema_len(fits) == 300
+        assert client.post("/chat/completions", json=chat(1, [fits])).status_code == 200
+        response = client.post("/chat/completions", json=chat(1, [tool("b"), big]))
+        assert refused(response, "tools[1].function.parameters", "over the server's limit of 300")
+
+
+def test_fan_out_and_logprobs_are_bounded(small: Served) -> None:
+    with httpx.Client(base_url=small.url, timeout=60) as client:
+        ok = {"text": ["a", "b"], "sampling_params": {"n": 2, "max_new_tokens": 1}}
+        assert client.post("/generate", json=ok).status_code == 200
+        over = {"text": ["a", "b"], "sampling_params": {"n": 3, "max_new_tokens": 1}}
+        assert refused(client.post("/generate", json=over), "sampling_params.n", "limit of 4")
+        at = {"text": "a", "return_logprob": True, "top_logprobs_num": limits.MAX_LOGPROBS,
+              "sampling_params": {"max_new_tokens": 1}}  # fmt: skip
+        answer = client.post("/generate", json=at)
+        assert answer.status_code == 200
+        assert len(answer.json()["meta_info"]["output_top_logprobs"][0]) == limits.MAX_LOGPROBS
+        past = {**at, "top_logprobs_num": limits.MAX_LOGPROBS + 1}
+        assert refused(
+            client.post("/generate", json=past), "top_logprobs_num", f"at most {limits.MAX_LOGPROBS}"
+        )
+
+
+def test_a_prompt_too_long_for_any_tokenization_is_refused_untokenized(small: Served) -> None:
+    engine = small.engine
+    max_chars = engine.context_len * engine.tokenizer.longest_token_chars * limits.PROMPT_CHARS_MARGIN
+    with httpx.Client(base_url=small.url, timeout=120) as client:
+        too_long = {"text": "ab " * (max_chars // 3 + 1), "sampling_params": {"max_new_tokens": 1}}
+        assert refused(client.post("/generate", json=too_long), "text", f"{max_chars} characters at most")
+        # At the limit it is tokenized, and refused for its token count instead.
+        at = {"text": ("ab " * (max_chars // 3 + 1))[:max_chars], "sampling_params": {"max_new_tokens": 1}}
+        assert refused(client.post("/generate", json=at), "text", "context length")
+        content = "ab " * (max_chars // 3 + 1)
+        body = {"model": "default", "max_tokens": 1, "messages": [{"role": "user", "content": content}]}
+        assert refused(client.post("/v1/chat/completions", json=body), "messages", "characters at most")
+    small.assert_no_leaks()

@@ -6,6 +6,7 @@ oversized images are 400s and the server keeps serving."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import http.server
 import io
 import threading
@@ -15,9 +16,9 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
-from server_harness import Served, served_engine
+from server_harness import Served, serve, served_engine
 
-from sglr.server import ServerSettings
+from sglr.server import ServerSettings, build_app
 from sglr.testing.tiny_llava import write_llava_checkpoint
 
 GREEDY = {"max_new_tokens": 5, "temperature": 0.0, "ignore_eos": True}
@@ -128,7 +129,14 @@ def test_bad_images_are_400s_and_the_server_keeps_serving(served: Served) -> Non
     served.assert_no_leaks()
 
 
-def test_paths_inside_the_allowed_directory_and_only_those(llava_dir: Path, tmp_path: Path) -> None:
+@contextlib.contextmanager
+def also_served(served: Served, settings: ServerSettings) -> Iterator[Served]:
+    """The module's engine behind a second app with other settings (no second engine)."""
+    with serve(build_app(served.engine, settings)) as url:
+        yield Served(served.engine, url)
+
+
+def test_paths_inside_the_allowed_directory_and_only_those(served: Served, tmp_path: Path) -> None:
     allowed, elsewhere = tmp_path / "media", tmp_path / "private"
     allowed.mkdir()
     elsewhere.mkdir()
@@ -137,7 +145,7 @@ def test_paths_inside_the_allowed_directory_and_only_those(llava_dir: Path, tmp_
     (elsewhere / "secret.png").write_bytes(png(picture(7)))
     (allowed / "escape.png").symlink_to(elsewhere / "secret.png")
     settings = ServerSettings(allowed_local_media_paths=(str(allowed),))
-    with served_engine(llava_dir, settings, debug_invariants=True) as s:
+    with also_served(served, settings) as s:
         by_path = httpx.post(f"{s.url}/v1/chat/completions", json=chat_body(str(path)), timeout=30)
         inline = httpx.post(
             f"{s.url}/v1/chat/completions", json=chat_body(data_url(path.read_bytes())), timeout=30
@@ -170,7 +178,7 @@ def test_paths_inside_the_allowed_directory_and_only_those(llava_dir: Path, tmp_
         s.assert_no_leaks()
 
 
-def test_image_urls_reach_allowed_networks_only(llava_dir: Path) -> None:
+def test_image_urls_reach_allowed_networks_only(served: Served) -> None:
     """With --allow-image-urls the server fetches the URL itself (here from a server on the
     loopback, which only the allowed network 127.0.0.1/32 lets it reach); a redirect elsewhere
     and any other non-public address are 400s naming the part."""
@@ -198,7 +206,7 @@ def test_image_urls_reach_allowed_networks_only(llava_dir: Path) -> None:
     base = f"http://127.0.0.1:{host.server_address[1]}"
     settings = ServerSettings(allow_image_urls=True, allowed_image_url_networks=("127.0.0.1/32",))
     try:
-        with served_engine(llava_dir, settings, debug_invariants=True) as s:
+        with also_served(served, settings) as s:
             by_url = httpx.post(f"{s.url}/v1/chat/completions", json=chat_body(f"{base}/p.png"), timeout=30)
             inline = httpx.post(f"{s.url}/v1/chat/completions", json=chat_body(data_url(image)), timeout=30)
             assert by_url.status_code == 200, by_url.text
