@@ -131,9 +131,11 @@ def bools(name: str, param: str | None = None) -> Field:
     return Field(name, st.booleans(), wrong_types("bool", "null"), param)
 
 
-def number(name: str, low: float, high: float, bad: list[float], param: str | None = None) -> Field:
+def number(
+    name: str, low: float, high: float, bad: list[float], param: str | None = None, group: str | None = None
+) -> Field:
     invalid = st.sampled_from(bad) | wrong_types("int", "float", "null") | BAD_FLOATS
-    return Field(name, st.floats(low, high), invalid, param)
+    return Field(name, st.floats(low, high), invalid, param, group)
 
 
 GOOD_SCHEMAS = st.sampled_from(
@@ -197,9 +199,11 @@ def _native_sampling() -> tuple[Field, ...]:
             st.integers(0, 1),
             st.sampled_from([-1, 10**6]) | wrong_types("int", "null") | BAD_INTS,
         ),
-        number(sp("temperature"), 0.0, 2.0, [-0.5, -1e-9]),
+        # A greedy temperature sets top_k to 1 before anything is checked, as SGLang does: with
+        # one, any top_k is taken.
+        number(sp("temperature"), 0.0, 2.0, [-0.5, -1e-9], group="greedy"),
         number(sp("top_p"), 0.01, 1.0, [0, 1.5, -1]),
-        Field(sp("top_k"), st.sampled_from([-1, 1, 5, 50, 10**30]), BAD_TOP_K),
+        Field(sp("top_k"), st.sampled_from([-1, 1, 5, 50, 10**30]), BAD_TOP_K, group="greedy"),
         number(sp("min_p"), 0.0, 1.0, [1.5, -0.1]),
         number(sp("frequency_penalty"), -2.0, 2.0, [2.5, -3]),
         number(sp("presence_penalty"), -2.0, 2.0, [2.5, -3]),
