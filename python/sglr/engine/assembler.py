@@ -49,6 +49,8 @@ class OutputAssembler:
         self.finish_reason: FinishReason | None = None
         self.cached_tokens = 0
         self.num_retractions = 0
+        self.spec_verify_ct: int | None = None  # set once a verify pass has run for the request
+        self.spec_accepted_tokens = 0
         self.input_logprobs: list[tuple[float | None, int]] = []
         self.input_top_logprobs: list[list[Logprob] | None] = []
         self.output_logprobs: list[Logprob] = []
@@ -69,6 +71,9 @@ class OutputAssembler:
             self.text += self._detokenizer.append(text_ids)
         self.cached_tokens = out.cached_tokens
         self.num_retractions = out.num_retractions
+        if out.spec_verify_ct:
+            self.spec_verify_ct = out.spec_verify_ct
+            self.spec_accepted_tokens = out.spec_accepted_tokens
         self.output_logprobs.extend(out.output_logprobs)
         self.output_top_logprobs.extend(out.output_top_logprobs)
         if out.input_logprobs is not None:
@@ -107,6 +112,9 @@ class OutputAssembler:
             "cached_tokens": self.cached_tokens,
             "num_retractions": self.num_retractions,
         }
+        if self.spec_verify_ct is not None:  # speculative decoding ran (SGLang's names)
+            meta["spec_verify_ct"] = self.spec_verify_ct
+            meta["spec_accepted_tokens"] = self.spec_accepted_tokens
         if final:
             meta["e2e_latency"] = time.monotonic() - self.arrival_time
         if self.return_logprob:

@@ -16,10 +16,13 @@ import torch
 from sglr.engine.kv.row_writes import PendingRowWrites
 from sglr.engine.request import Req
 from sglr.engine.scheduler.extend import ExtendItem
+from sglr.engine.speculative.acceptance import AcceptedPath, greedy_path, rng_for, sampled_path
+from sglr.engine.speculative.tree import DraftTree
+from sglr.engine.speculative.verify_batch import layout_verify
 from sglr.model.forward_batch import ExtendRequest, RowWrites
 from sglr.model.logprobs import TokenLogprobs, score_tokens
 from sglr.model.runner import ModelRunner
-from sglr.model.sampler import sample
+from sglr.model.sampler import process_logits, sample, tempered_probs
 from sglr.model.sampling import SamplingBatch
 
 TokenMasks = Callable[[Sequence[Req], int], "np.ndarray | None"]
@@ -37,6 +40,25 @@ class ExtendOutcome:
     sampled: dict[int, SampledToken]  # by request uid
     # By uid: logprob entries (logprob, token id) and top lists for scored prompt tokens.
     prompt_scores: dict[int, tuple[list[tuple[float, int]], list[list[tuple[float, int]]]]]
+
+
+@dataclass(frozen=True)
+class VerifiedTokens:
+    """A verify pass's outcome for one request: its accepted path and the tokens to take."""
+
+    path: AcceptedPath
+    tokens: list[SampledToken]
+
+
+@dataclass(frozen=True)
+class _DraftRow:
+    """What the masks and the sampling batch read of a request at a draft node: its tokens as
+    if the path up to the node were generated (no constraint: constrained requests do not draft)."""
+
+    params: object
+    output_ids: list[int]
+    stop_token_ids: frozenset[int]
+    constraint: None = None
 
 
 class BatchExecutor:
@@ -100,6 +122,62 @@ class BatchExecutor:
             None if row_writes is None else RowWrites(row_writes.rows, row_writes.cols, row_writes.slots),
         )
         return self._sample(reqs, output.next_token_logits)
+
+    def verify(
+        self, reqs: Sequence[Req], trees: Sequence[DraftTree | None], row_writes: PendingRowWrites | None
+    ) -> list[VerifiedTokens]:
+        """One pass over every request's last token and its draft tree (`verify_batch.py`), then
+        each request's longest accepted path (`acceptance.py`)."""
+        layout = layout_verify(reqs, trees, self.runner.draft_rows, row_writes)
+        output = self.runner.forward_decode(
+            layout.req_rows, layout.input_ids, layout.seq_lens, layout.out_slots,
+            layout.row_writes, layout.row_copies,
+        )  # fmt: skip
+        logits = output.next_token_logits
+        views: list[Req | _DraftRow] = []
+        for req, tree in zip(reqs, trees, strict=True):
+            views.append(req)
+            for node in range(0 if tree is None else len(tree)):
+                assert tree is not None
+                views.append(
+                    _DraftRow(req.params, req.output_ids + tree.path_tokens(node), req.stop_token_ids)
+                )
+        params = [view.params for view in views]
+        penalized = any(p.has_penalty for p in params)  # type: ignore[attr-defined]
+        batch = SamplingBatch.build(
+            params,  # type: ignore[arg-type]
+            logits.shape[1],
+            logits.device,
+            output_ids=[view.output_ids for view in views] if penalized else None,
+            steps=[len(view.output_ids) for view in views],
+        )
+        mask = self.token_masks(views, logits.shape[1])  # type: ignore[arg-type]
+        processed = process_logits(logits, batch, None if mask is None else torch.from_numpy(mask))
+        target_ids = processed.argmax(dim=-1).cpu().numpy()
+        probs = None if batch.all_greedy else tempered_probs(processed, batch)
+        results = []
+        for i, (req, tree) in enumerate(zip(reqs, trees, strict=True)):
+            first = layout.first_rows[i]
+            num_rows = 1 + (0 if tree is None else len(tree))
+            if req.params.is_greedy or probs is None:
+                path = greedy_path(tree, target_ids[first : first + num_rows])
+            else:
+                rng = rng_for(req.params.seed, len(req.output_ids))
+                path = sampled_path(tree, probs[first : first + num_rows], rng)
+            tokens = [SampledToken(token_id) for token_id in path.token_ids]
+            if req.spec.return_logprob:
+                rows = torch.tensor([first + r for r in path.rows], device=logits.device)
+                ids = torch.tensor(path.token_ids, device=logits.device)
+                k = req.spec.top_logprobs_num
+                scored = score_tokens(logits.index_select(0, rows), ids, k)
+                for j, token in enumerate(tokens):
+                    token.logprob = float(scored.logprobs[j])
+                    token.top = [
+                        (float(lp), int(tid))
+                        for lp, tid in zip(scored.top_logprobs[j][:k], scored.top_ids[j][:k], strict=True)
+                    ]
+            results.append(VerifiedTokens(path, tokens))
+        return results
 
     def _sample(self, reqs: Sequence[Req], logits: torch.Tensor) -> list[SampledToken]:
         params = [req.params for req in reqs]

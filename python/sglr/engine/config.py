@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
+from sglr.engine.speculative.config import SpeculativeConfig
 from sglr.errors import EngineConfigError
 from sglr.limits import MAX_IMAGE_BYTES, MAX_IMAGE_PIXELS, MAX_IMAGES_PER_REQUEST, MAX_VIDEO_FRAMES
 
@@ -49,6 +50,17 @@ class EngineConfig:
         and videos (count, encoded size, width x height); past them the request is refused.
     max_video_frames / video_num_frames: frames a video given as frames may have; frames
         sampled from a video file (PyAV).
+    speculative_algorithm: None (off) or "NGRAM" (drafts copied from the request's own prompt and
+        output, verified as a token tree in one pass; `engine/speculative/`).
+    speculative_num_draft_tokens: rows per request in a verify pass, its last token included
+        (default 8: up to 7 drafts); speculative_num_steps: the deepest draft (default 7).
+    speculative_max_verify_rows: rows of one verify pass over the whole batch (default 8 on the
+        CPU, 64 on a GPU): drafts shrink as the batch grows, none past it.
+    speculative_ngram_min/max_match_window_size: how many last tokens must / may match an earlier
+        occurrence; speculative_ngram_max_bfs_breadth: occurrences merged into one draft tree;
+        speculative_ngram_capacity: occurrences remembered per token and request.
+    speculative_eagle_topk / speculative_draft_model_path: options of draft-model algorithms
+        (not available yet: refused).
     """
 
     model_path: str | None = None
@@ -87,6 +99,16 @@ class EngineConfig:
     max_image_pixels: int = MAX_IMAGE_PIXELS
     max_video_frames: int = MAX_VIDEO_FRAMES
     video_num_frames: int = 8
+    speculative_algorithm: str | None = None
+    speculative_num_draft_tokens: int | None = None
+    speculative_num_steps: int | None = None
+    speculative_eagle_topk: int | None = None
+    speculative_draft_model_path: str | None = None
+    speculative_max_verify_rows: int | None = None
+    speculative_ngram_min_match_window_size: int = 1
+    speculative_ngram_max_match_window_size: int = 12
+    speculative_ngram_max_bfs_breadth: int = 4
+    speculative_ngram_capacity: int = 256
 
     def __post_init__(self) -> None:
         if self.schedule_policy not in SCHEDULE_POLICIES:
@@ -132,6 +154,11 @@ class EngineConfig:
                 raise EngineConfigError(
                     "nnodes > 1 runs the ranks in worker processes: multiprocess cannot be False"
                 )
+        if self.speculative_eagle_topk is not None and self.speculative_algorithm is not None:
+            raise EngineConfigError(
+                "speculative_eagle_topk needs a draft-model algorithm (not available yet)"
+            )
+        SpeculativeConfig.from_engine(self, on_gpu=False)  # refuses bad options here
         if self.base_gpu_id < 0 or self.worker_start_timeout_s <= 0 or self.watchdog_timeout_s <= 0:
             raise EngineConfigError(
                 "base_gpu_id must be >= 0, worker_start_timeout_s and watchdog_timeout_s positive"

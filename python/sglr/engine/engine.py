@@ -46,7 +46,8 @@ _GPU_CHUNK = 8192
 
 def runner_config_for(cfg: EngineConfig) -> Any:
     """The model runner's settings from the engine's (the same on every rank of every node)."""
-    from sglr.model.runner import RunnerConfig
+    from sglr.engine.speculative.config import num_draft_rows_for
+    from sglr.model.runner import RunnerConfig, resolve_device
 
     return RunnerConfig(
         model_path=cfg.model_path,
@@ -61,6 +62,7 @@ def runner_config_for(cfg: EngineConfig) -> Any:
         seed=cfg.seed,
         cuda_graph_max_bs=cfg.cuda_graph_max_bs,
         max_num_reqs=(cfg.max_running_requests or _GPU_MAX_RUNNING) + 2,
+        num_draft_rows=num_draft_rows_for(cfg, resolve_device(cfg.device).type == "cuda"),
     )
 
 

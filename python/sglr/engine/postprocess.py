@@ -57,6 +57,8 @@ class OutputProcessor:
             finish_reason=req.finish_reason,
             last_is_stop_token=req.last_is_stop_token and finished,
             text_end=req.text_end,
+            spec_verify_ct=req.spec_verify_ct,
+            spec_accepted_tokens=req.spec_accepted_tokens,
         )
         record = req.logprobs
         if record is not None:

@@ -80,6 +80,9 @@ class Req:
     kv: RequestKV = field(default_factory=RequestKV)
     cached_tokens: int | None = None
     num_retractions: int = 0
+    # Speculative decoding: verify passes this request took part in, and its accepted drafts.
+    spec_verify_ct: int = 0
+    spec_accepted_tokens: int = 0
     constraint: Any = None  # a ConstraintState when the request has a regex / JSON schema
     has_prefilled: bool = False  # the prompt ran once (re-admissions after retraction skip
     # prompt-only work: max_new_tokens == 0, prompt logprobs)

@@ -24,6 +24,11 @@ class EngineStats:
     num_decode_seqs: int = 0
     max_decode_batch_size: int = 0
     num_retractions: int = 0
+    # Speculative decoding: verify passes (decode passes that carried drafts), drafts proposed and
+    # accepted; accepted / verify passes is the mean accepted length.
+    num_verify_passes: int = 0
+    num_draft_tokens: int = 0
+    num_accepted_draft_tokens: int = 0
     num_steps: int = 0  # scheduler steps that ran (a watchdog sees whether the loop moves)
     num_invariant_checks: int = 0  # with `debug_invariants`: KV accounting checked after each step
     busy_seconds: float = 0.0
@@ -56,6 +61,11 @@ class EngineStats:
             "max_decode_batch_size": self.max_decode_batch_size,
             "mean_decode_batch_size": self.num_decode_seqs / max(self.num_decode_passes, 1),
             "num_retractions": self.num_retractions,
+            "num_verify_passes": self.num_verify_passes,
+            "num_draft_tokens": self.num_draft_tokens,
+            "num_accepted_draft_tokens": self.num_accepted_draft_tokens,
+            "spec_accept_rate": self.num_accepted_draft_tokens / max(self.num_draft_tokens, 1),
+            "spec_mean_accepted_length": self.num_accepted_draft_tokens / max(self.num_verify_passes, 1),
             "num_invariant_checks": self.num_invariant_checks,
             "busy_seconds": self.busy_seconds,
             "generation_tokens_per_s": self.num_generated_tokens / busy,

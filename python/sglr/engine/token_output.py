@@ -34,6 +34,9 @@ class TokenOutput:
     output_logprobs: list[Logprob] = field(default_factory=list)
     output_top_logprobs: list[list[Logprob]] = field(default_factory=list)
     input_logprobs: tuple[list[tuple[float | None, int]], list[list[Logprob] | None]] | None = None
+    # Speculative decoding: verify passes the request took part in, drafts of it accepted.
+    spec_verify_ct: int = 0
+    spec_accepted_tokens: int = 0
 
     def __reduce__(self) -> tuple[type[TokenOutput], tuple[Any, ...]]:
         # Pickled as the constructor's arguments: a worker sends every request's output of a step
@@ -45,5 +48,6 @@ class TokenOutput:
                 self.uid, self.new_token_ids, self.completion_tokens, self.cached_tokens,
                 self.num_retractions, self.finish_reason, self.last_is_stop_token, self.text_end,
                 self.output_logprobs, self.output_top_logprobs, self.input_logprobs,
+                self.spec_verify_ct, self.spec_accepted_tokens,
             ),
         )  # fmt: skip

@@ -36,16 +36,18 @@ class BatchLimits:
 
     vocab_size: int
     num_slots: int  # valid slot ids are 1..num_slots
-    max_num_reqs: int  # valid rows are 1..max_num_reqs
+    max_num_reqs: int  # valid rows are 1..max_num_reqs (+ num_draft_rows)
     max_context_len: int
+    num_draft_rows: int = 0
 
     def check(self, input_ids: np.ndarray, slots: np.ndarray, rows: np.ndarray, seq_lens: np.ndarray) -> None:
         if input_ids.size and (input_ids.min() < 0 or input_ids.max() >= self.vocab_size):
             raise BatchError(f"token id outside the vocabulary 0..{self.vocab_size - 1}")
         if slots.size and (slots.min() < 1 or slots.max() > self.num_slots):
             raise BatchError(f"KV slot outside 1..{self.num_slots}")
-        if rows.min() < 1 or rows.max() > self.max_num_reqs:
-            raise BatchError(f"request row outside 1..{self.max_num_reqs}")
+        num_rows = self.max_num_reqs + self.num_draft_rows
+        if rows.min() < 1 or rows.max() > num_rows:
+            raise BatchError(f"request row outside 1..{num_rows}")
         if np.unique(rows).size != rows.size:
             raise BatchError("two requests of one batch share a request row")
         if seq_lens.max() > self.max_context_len:
@@ -71,6 +73,28 @@ class RowWrites:
                 raise BatchError(f"row write ({row}, {col}) outside the batch's cached positions")
         if limits is not None and (self.slots.min() < 1 or self.slots.max() > limits.num_slots):
             raise BatchError(f"KV slot outside 1..{limits.num_slots}")
+
+
+@dataclass(frozen=True)
+class RowCopies:
+    """Req-to-token prefixes to copy after the batch's writes: `table[dst_rows[i], :lens[i]] =
+    table[src_rows[i], :lens[i]]` (a verify pass's draft rows start as their request's row)."""
+
+    src_rows: np.ndarray
+    dst_rows: np.ndarray
+    lens: np.ndarray
+
+    def check(self, batch_rows: np.ndarray, seq_lens: np.ndarray) -> None:
+        if not self.src_rows.size == self.dst_rows.size == self.lens.size:
+            raise BatchError("row_copies arrays differ in length")
+        lens_by_row = dict(zip(batch_rows.tolist(), seq_lens.tolist(), strict=True))
+        for src, dst, n in zip(
+            self.src_rows.tolist(), self.dst_rows.tolist(), self.lens.tolist(), strict=True
+        ):
+            if src not in lens_by_row or dst not in lens_by_row or src == dst:
+                raise BatchError(f"row copy {src} -> {dst} outside the batch's rows")
+            if not 0 <= n < lens_by_row[dst] or n > lens_by_row[src]:
+                raise BatchError(f"row copy {src} -> {dst} of {n} entries outside their sequences")
 
 
 class ForwardMode(enum.Enum):
@@ -137,6 +161,8 @@ class ForwardBatch(AttentionMetadata):
     top_logprobs_nums: tuple[int, ...] = ()
     # Image features to place in the token stream (extend batches of multimodal requests).
     image_spans: tuple[ImageSpan, ...] = ()
+    # Row prefixes copied after the table writes (a decode batch that verifies drafts).
+    row_copies: RowCopies | None = None
 
     @property
     def mode(self) -> ForwardMode:
@@ -200,10 +226,14 @@ class ForwardBatch(AttentionMetadata):
         device: torch.device | str,
         limits: BatchLimits | None = None,
         row_writes: RowWrites | None = None,
+        row_copies: RowCopies | None = None,
     ) -> ForwardBatch:
         """One token per request. `seq_lens[i]` counts request i's tokens *including* this one,
         so the token sits at position `seq_lens[i] - 1`; its K/V go to `out_cache_slots[i]`.
-        `row_writes`: extra req-to-token entries to set in the same step (rows of this batch)."""
+        `row_writes`: extra req-to-token entries to set in the same step (rows of this batch);
+        `row_copies`: row prefixes copied after all writes (rows of this batch). A row is a query:
+        several rows may hold one request's tokens (a verify pass's draft tree), each attending to
+        the slots its own row names."""
         rows = np.asarray(req_rows, dtype=np.int64)
         ids = np.asarray(input_ids, dtype=np.int64)
         lens = np.asarray(seq_lens, dtype=np.int64)
@@ -226,6 +256,8 @@ class ForwardBatch(AttentionMetadata):
             table_rows = np.concatenate((row_writes.rows, rows))
             table_cols = np.concatenate((row_writes.cols, lens - 1))
             table_slots = np.concatenate((row_writes.slots, slots))
+        if row_copies is not None:
+            row_copies.check(rows, lens)
         ones = np.ones(batch_size, dtype=np.int64)
         starts = np.arange(batch_size, dtype=np.int64)
         layout = _HostLayout(
@@ -237,6 +269,7 @@ class ForwardBatch(AttentionMetadata):
             is_decode=True,
             logprob_starts=(None,) * batch_size,
             top_logprobs_nums=(0,) * batch_size,
+            row_copies=row_copies,
         )
 
     @classmethod
@@ -249,6 +282,7 @@ class ForwardBatch(AttentionMetadata):
         logprob_starts: tuple[int | None, ...],
         top_logprobs_nums: tuple[int, ...],
         image_spans: tuple[ImageSpan, ...] = (),
+        row_copies: RowCopies | None = None,
     ) -> ForwardBatch:
         # The device tensors are named like the layout's arrays.
         device_arrays = dict(zip(host._fields, _to_device(list(host), device), strict=True))
@@ -264,6 +298,7 @@ class ForwardBatch(AttentionMetadata):
             logprob_starts=logprob_starts,
             top_logprobs_nums=top_logprobs_nums,
             image_spans=image_spans,
+            row_copies=row_copies,
             **device_arrays,
         )
 

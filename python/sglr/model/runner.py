@@ -29,7 +29,14 @@ from sglr.model.build import build_model
 from sglr.model.config import ModelConfig, load_model_config
 from sglr.model.cpu_fused_decode import CpuFusedDecode
 from sglr.model.cuda_graph import DecodeCudaGraphs
-from sglr.model.forward_batch import BatchLimits, ExtendRequest, ForwardBatch, IntArrayLike, RowWrites
+from sglr.model.forward_batch import (
+    BatchLimits,
+    ExtendRequest,
+    ForwardBatch,
+    IntArrayLike,
+    RowCopies,
+    RowWrites,
+)
 from sglr.model.kv_cache import KVCache, KVCacheShape, kv_slots_for_memory_fraction
 from sglr.model.loader import release_freed_heap
 from sglr.model.logprobs import TokenLogprobs, score_tokens
@@ -89,7 +96,9 @@ class ModelRunner:
         release_freed_heap()
         num_kv_heads = self.model.model.layers[0].self_attn.num_kv_heads  # this rank's
         shape = KVCacheShape(self.config.num_hidden_layers, num_kv_heads, self.config.head_dim, self.dtype)
-        self.req_to_token = ReqToTokenTable(config.max_num_reqs, self.max_context_len, self.device)
+        self.req_to_token = ReqToTokenTable(
+            config.max_num_reqs, self.max_context_len, self.device, config.num_draft_rows
+        )
         num_slots = self._kv_num_slots(shape)
         if tp is not None:  # slot ids are rank 0's decisions: every rank needs as many slots
             num_slots = tp.min_over_ranks(num_slots)
@@ -110,8 +119,14 @@ class ModelRunner:
         # Usable KV slots; slot ids are `1..num_kv_slots` (0 is padding).
         self.num_kv_slots = self.kv_cache.num_slots
         self.limits = BatchLimits(
-            self.vocab_size, self.num_kv_slots, config.max_num_reqs, self.max_context_len
+            self.vocab_size,
+            self.num_kv_slots,
+            config.max_num_reqs,
+            self.max_context_len,
+            config.num_draft_rows,
         )
+        # The request-table rows a verify pass gives its draft tokens (see `ReqToTokenTable`).
+        self.draft_rows = np.arange(config.max_num_reqs + 1, config.max_num_reqs + 1 + config.num_draft_rows)
         self.cuda_graphs: DecodeCudaGraphs | None = None
         # NOTE: decode graphs are not captured under tensor parallelism (collectives inside).
         graphs_ok = tp is None and config.cuda_graph_max_bs > 0 and self.attn.supports_cuda_graph
@@ -136,9 +151,10 @@ class ModelRunner:
     def decode_batch(
         self, req_rows: IntArrayLike, input_ids: IntArrayLike, seq_lens: IntArrayLike,
         out_cache_slots: IntArrayLike, row_writes: RowWrites | None = None,
+        row_copies: RowCopies | None = None,
     ) -> ForwardBatch:  # fmt: skip
         return ForwardBatch.decode(
-            req_rows, input_ids, seq_lens, out_cache_slots, self.device, self.limits, row_writes
+            req_rows, input_ids, seq_lens, out_cache_slots, self.device, self.limits, row_writes, row_copies
         )
 
     def forward_extend(self, requests: Sequence[ExtendRequest]) -> ForwardOutput:
@@ -148,10 +164,12 @@ class ModelRunner:
     def forward_decode(
         self, req_rows: IntArrayLike, input_ids: IntArrayLike, seq_lens: IntArrayLike,
         out_cache_slots: IntArrayLike, row_writes: RowWrites | None = None,
+        row_copies: RowCopies | None = None,
     ) -> ForwardOutput:  # fmt: skip
-        """Builds and runs a decode batch (on every rank under tensor parallelism)."""
+        """Builds and runs a decode batch (on every rank under tensor parallelism); with
+        `row_copies`, a verify pass whose rows are draft-tree nodes."""
         arrays = [np.asarray(a, dtype=np.int64) for a in (req_rows, input_ids, seq_lens, out_cache_slots)]
-        return self._run_recipe(("decode", (*arrays, row_writes)), lead=True)
+        return self._run_recipe(("decode", (*arrays, row_writes, row_copies)), lead=True)
 
     def follow(self) -> None:
         """A rank other than 0: runs rank 0's batches until it says stop."""
@@ -196,6 +214,12 @@ class ModelRunner:
         table = self.req_to_token.table
         # The runner is the table's only writer: every batch brings the entries it needs.
         table[batch.table_rows, batch.table_cols] = batch.table_slots.to(table.dtype)
+        copies = batch.row_copies
+        if copies is not None:
+            for src, dst, n in zip(
+                copies.src_rows.tolist(), copies.dst_rows.tolist(), copies.lens.tolist(), strict=True
+            ):
+                table[dst, :n] = table[src, :n]
         graphs = self.cuda_graphs
         if batch.is_decode and graphs is not None and graphs.can_run(batch.batch_size):
             logits = graphs.replay(batch)

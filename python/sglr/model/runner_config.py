@@ -29,6 +29,9 @@ class RunnerConfig:
     load_format: "auto" (safetensors, or .bin) | "dummy" (seeded random weights; needs only
         config.json).
     cuda_graph_max_bs: capture decode CUDA graphs up to this batch size (0 disables them).
+    num_draft_rows: extra request-table rows for speculative verification (rows
+        `max_num_reqs + 1 ..`): each draft token of a verify pass attends through a row of its
+        own holding its request's prefix and its tree path (0 without speculation).
     gguf_weights: for a GGUF checkpoint on the CPU, "quantized" keeps its Q4_0 / Q4_1 / Q8_0 /
         Q4_K / Q5_K / Q6_K matrices as stored in memory and multiplies them as such
         (`sglr.kernels.cpu_quantized`, and decode steps in one Rust call,
@@ -54,6 +57,7 @@ class RunnerConfig:
     cuda_graph_max_bs: int = 256
     cuda_graph_batch_sizes: tuple[int, ...] = field(default=())
     gguf_weights: str = "auto"
+    num_draft_rows: int = 0
 
     def __post_init__(self) -> None:
         if self.dtype != "auto" and self.dtype not in RUN_DTYPES:
@@ -70,6 +74,8 @@ class RunnerConfig:
             raise ModelConfigError(f"attention_backend must be one of {ATTENTION_BACKENDS}")
         if self.load_format not in ("auto", "dummy"):
             raise ModelConfigError(f"load_format must be 'auto' or 'dummy', got {self.load_format!r}")
+        if self.num_draft_rows < 0:
+            raise ModelConfigError("num_draft_rows must be >= 0")
         if self.cuda_graph_max_bs < 0:
             raise ModelConfigError("cuda_graph_max_bs must be >= 0")
         if self.gguf_weights not in GGUF_WEIGHTS:

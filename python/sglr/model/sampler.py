@@ -50,6 +50,20 @@ def sample(
         raise SamplingError(
             f"logits shape {tuple(logits.shape)} does not match batch size {batch.batch_size}"
         )
+    processed = process_logits(logits, batch, allowed_mask)
+    token_ids = processed.argmax(dim=-1)
+    if not batch.all_greedy:
+        sampled = _sample_tempered(processed, batch)
+        token_ids = torch.where(batch.greedy, token_ids, sampled)
+    logprobs = score_tokens(logits, token_ids, top_logprobs_num) if return_logprobs else None
+    return SampleOutput(token_ids, token_ids.cpu().numpy(), logprobs)
+
+
+def process_logits(
+    logits: torch.Tensor, batch: SamplingBatch, allowed_mask: torch.Tensor | None = None
+) -> torch.Tensor:
+    """`logits` after logit bias, penalties and the allowed-token mask (a new fp32 tensor): the
+    greedy token is its argmax, `tempered_probs` the distribution a sampled one comes from."""
     vocab_size = logits.shape[1]
     processed = logits.float()
     if batch.logit_bias is not None:
@@ -64,13 +78,17 @@ def sample(
             rows = torch.nonzero(~allowed.any(dim=1)).flatten().tolist()
             raise SamplingError(f"allowed-token mask allows no token for batch rows {rows}")
         processed = processed.masked_fill(~allowed, float("-inf"))
+    return processed
 
-    token_ids = processed.argmax(dim=-1)
-    if not batch.all_greedy:
-        sampled = _sample_tempered(processed, batch)
-        token_ids = torch.where(batch.greedy, token_ids, sampled)
-    logprobs = score_tokens(logits, token_ids, top_logprobs_num) if return_logprobs else None
-    return SampleOutput(token_ids, token_ids.cpu().numpy(), logprobs)
+
+def tempered_probs(processed: torch.Tensor, batch: SamplingBatch) -> torch.Tensor:
+    """The distribution each row samples from (temperature, then top-k / top-p / min-p),
+    normalized; greedy rows have temperature 1 here (their tokens are the argmax)."""
+    probs = torch.softmax(processed / batch.temperatures, dim=-1)
+    if batch.needs_filter:
+        probs = _filter_probs(probs, batch)
+        probs = probs / probs.sum(dim=-1, keepdim=True)
+    return probs
 
 
 def _apply_penalties(logits: torch.Tensor, batch: SamplingBatch) -> torch.Tensor:

@@ -9,7 +9,10 @@ it. The contract, in the order a request meets it:
 2. allocate: `reserve` takes slots for the tokens the next forward pass computes, evicting
    least-recently-used cached prefixes when the free list is short (the only place anything is
    evicted); all requests of the call or none.
-3. after the pass: `commit` marks the reserved KV as written.
+3. after the pass: `commit` marks the reserved KV as written; a speculative verify pass keeps
+   only its accepted path (`commit_path`: the last token and the accepted drafts, the rejected
+   drafts' slots freed), and a request that stops inside an accepted run gives back the KV of
+   tokens it will not take (`truncate`).
 4. `share` hands a running request's written KV to the index (at a chunk boundary, or when its
    prompt completes) and moves its lock there, so requests arriving meanwhile reuse it.
 5. `release` ends the hold: a finished or retracted request's written KV goes into the index, an
@@ -111,6 +114,34 @@ class KVPool:
     def commit(self, kv: RequestKV) -> None:
         """The forward pass wrote the KV of the reserved slots."""
         kv.num_computed = kv.num_reserved
+
+    def commit_path(self, kv: RequestKV, kept: Sequence[int]) -> None:
+        """A verify pass wrote every reserved slot; the reserved offsets `kept` (ascending
+        in the path's order, 0 = the request's last token) stay, in that order, the rest are
+        freed. The device row has only the first of them: the next batch writes the others."""
+        pending = kv.pending_slots().copy()
+        keep = np.asarray(kept, dtype=np.int64)
+        if keep.size < 1 or keep[0] != 0 or keep.max() >= pending.size or np.unique(keep).size != keep.size:
+            raise SlotAccountingError(f"commit of draft path {list(kept)} over {pending.size} reserved slots")
+        start = kv.num_computed
+        dropped = np.ones(pending.size, dtype=bool)
+        dropped[keep] = False
+        self.free_slots.free(pending[dropped])
+        kv.slots[start : start + keep.size] = pending[keep]
+        kv.num_computed = kv.num_reserved = start + int(keep.size)
+        if keep.size > 1:
+            cols = np.arange(start + 1, start + keep.size, dtype=np.int64)
+            kv.stale_cols = cols if kv.stale_cols is None else np.union1d(kv.stale_cols, cols)
+
+    def truncate(self, kv: RequestKV, num_computed: int) -> None:
+        """Frees the written KV past the first `num_computed` tokens (the request's own only)."""
+        if kv.num_pending or not kv.num_tree_owned <= num_computed <= kv.num_computed:
+            raise SlotAccountingError(f"truncate to {num_computed} of {kv.num_computed} computed tokens")
+        self.free_slots.free(kv.slots[num_computed : kv.num_computed])
+        kv.num_computed = kv.num_reserved = num_computed
+        if kv.stale_cols is not None:
+            kept = kv.stale_cols[kv.stale_cols < num_computed]
+            kv.stale_cols = kept if kept.size else None
 
     def share(self, kv: RequestKV, token_ids: np.ndarray, namespace: str | None) -> None:
         """Indexes the written KV of `token_ids` (`fill_ids[:num_computed]`) now; the request

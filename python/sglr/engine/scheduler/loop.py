@@ -45,6 +45,7 @@ from sglr.engine.scheduler.prefill import PrefillQueue
 from sglr.engine.scheduler.results import StepResults
 from sglr.engine.scheduler.running import RunningSet
 from sglr.engine.scheduler.table import RequestTable
+from sglr.engine.speculative.speculator import Speculator
 from sglr.engine.stats import EngineStats
 from sglr.engine.tokenizer import EngineTokenizer
 from sglr.errors import EngineClosedError, EngineInternalError, InvalidRequestError, RequestAbortedError
@@ -95,8 +96,15 @@ class SchedulerLoop(SchedulerHandle):
         )
         self._constraints = Constraints(tokenizer, use_jump_forward=not config.disable_jump_forward)
         self._executor = BatchExecutor(runner, self._constraints.token_masks)
+        self._speculator = Speculator.for_runner(config, runner, self.stats)
         self._results = StepResults(
-            self._pool, self._running, self._endings, self._out, self._constraints, self.stats
+            self._pool,
+            self._running,
+            self._endings,
+            self._out,
+            self._constraints,
+            self.stats,
+            self._speculator,
         )
         self._inbox: queue.SimpleQueue[InboxMessage] = queue.SimpleQueue()
         self._stopping = False
@@ -286,14 +294,30 @@ class SchedulerLoop(SchedulerHandle):
         candidates = self._running.decode_candidates({item.req.uid for item in extend})
         decode: list[Req] = []
         if candidates:
-            decode = self._running.reserve_decode(candidates)
+            trees = self._speculator.plan(candidates) if self._speculator is not None else {}
+            if trees:
+                decode, drafted = self._running.reserve_verify(
+                    candidates, {u: len(t) for u, t in trees.items()}
+                )
+                if not drafted:
+                    trees = {}
+            else:
+                decode = self._running.reserve_decode(candidates)
             if decode:
                 row_writes = self._pool.take_row_writes([req.kv for req in decode])
-                self._results.after_decode(decode, self._executor.decode(decode, row_writes))
+                if trees:
+                    verified = self._executor.verify(
+                        decode, [trees.get(req.uid) for req in decode], row_writes
+                    )
+                    self._results.after_verify(decode, trees, verified)
+                else:
+                    self._results.after_decode(decode, self._executor.decode(decode, row_writes))
                 self._prefill.on_decode_step()
         elif not extend and self._prefill.last_stop_reason == "memory":
             self._endings.abort_unfittable(self._pool.num_slots)
             return False
+        if self._speculator is not None:
+            self._speculator.prune({req.uid for req in self._running})
         return bool(extend or decode)
 
     def check_invariants(self) -> None:
@@ -302,3 +326,5 @@ class SchedulerLoop(SchedulerHandle):
         self._prefill.check_invariants()
         self._table.check_invariants()
         self._running.check_invariants()
+        if self._speculator is not None:
+            self._speculator.check_invariants({req.uid for req in self._running})

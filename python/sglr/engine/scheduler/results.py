@@ -10,7 +10,7 @@ a jump-forward run), the finish checks, then either `finish` or publishing the n
 
 from __future__ import annotations
 
-from sglr.engine.batch_executor import ExtendOutcome, SampledToken
+from sglr.engine.batch_executor import ExtendOutcome, SampledToken, VerifiedTokens
 from sglr.engine.constraints.runtime import Constraints
 from sglr.engine.finish import FinishLength, FinishStop
 from sglr.engine.kv import KVPool
@@ -20,6 +20,8 @@ from sglr.engine.request import Req
 from sglr.engine.scheduler.endings import RequestEndings
 from sglr.engine.scheduler.extend import ExtendItem, ExtendKind
 from sglr.engine.scheduler.running import RunningSet
+from sglr.engine.speculative.speculator import Speculator
+from sglr.engine.speculative.tree import DraftTree
 from sglr.engine.stats import EngineStats
 from sglr.errors import EngineInternalError
 
@@ -33,6 +35,7 @@ class StepResults:
         out: OutputProcessor,
         constraints: Constraints,
         stats: EngineStats,
+        speculator: Speculator | None = None,
     ) -> None:
         self._pool = pool
         self._running = running
@@ -40,6 +43,7 @@ class StepResults:
         self._out = out
         self._constraints = constraints
         self._stats = stats
+        self._speculator = speculator
 
     def after_extend(self, items: list[ExtendItem], outcome: ExtendOutcome) -> None:
         stats = self._stats
@@ -76,8 +80,31 @@ class StepResults:
         stats.max_decode_batch_size = max(stats.max_decode_batch_size, len(reqs))
         for req in reqs:
             self._pool.commit(req.kv)
+            if self._speculator is not None:
+                self._speculator.observe(req, None, 0)
         for req, token in zip(reqs, sampled, strict=True):
             self.accept(req, token)
+
+    def after_verify(
+        self, reqs: list[Req], trees: dict[int, DraftTree], verified: list[VerifiedTokens]
+    ) -> None:
+        """A decode pass that carried drafts: each request keeps the KV of its accepted path
+        (its last token, then the accepted drafts) and takes the path's tokens one by one, up to
+        the one that finishes it."""
+        assert self._speculator is not None
+        stats = self._stats
+        stats.num_decode_passes += 1
+        stats.num_verify_passes += 1
+        stats.num_decode_seqs += len(reqs)
+        stats.max_decode_batch_size = max(stats.max_decode_batch_size, len(reqs))
+        for req, outcome in zip(reqs, verified, strict=True):
+            self._pool.commit_path(req.kv, [0] + [1 + node for node in outcome.path.nodes])
+            self._speculator.observe(req, trees.get(req.uid), len(outcome.path.nodes))
+        for req, outcome in zip(reqs, verified, strict=True):
+            for token in outcome.tokens:
+                self.accept(req, token)
+                if req.finish_reason is not None:
+                    break
 
     def accept(self, req: Req, token: SampledToken) -> None:
         """Applies one sampled token: logprob, constraint and jump-forward, finish checks, publish."""
@@ -101,6 +128,9 @@ class StepResults:
             # The constraint took EOS: nothing may follow, even with ignore_eos.
             req.finish_reason = FinishStop(token_ids[-1])
         if req.finish_reason is not None:
+            if req.kv.is_admitted and req.kv.num_computed >= req.fill_len:
+                # It stopped inside an accepted draft run: the KV of the tokens after the stop goes.
+                self._pool.truncate(req.kv, req.fill_len - 1)
             self._endings.finish(req)
         else:
             self._out.publish(req)

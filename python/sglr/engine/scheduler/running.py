@@ -69,6 +69,16 @@ class RunningSet:
             self._retract(reqs.pop())
         return []
 
+    def reserve_verify(self, reqs: list[Req], num_drafts: dict[int, int]) -> tuple[list[Req], bool]:
+        """Reserves each request's slot plus one per draft (`num_drafts` by uid) for all of them
+        at once; when the pool cannot, drafts are dropped first (`reserve_decode`). Returns the
+        requests that decode this pass and whether their drafts are reserved."""
+        reqs = sorted(reqs, key=lambda r: r.arrival_time)
+        counts = [1 + num_drafts.get(req.uid, 0) for req in reqs]
+        if self._pool.reserve([req.kv for req in reqs], counts):
+            return reqs, True
+        return self.reserve_decode(reqs), False
+
     def _retract(self, victim: Req) -> None:
         self._pool.release(victim.kv, victim.computed_keys(), victim.spec.namespace, keep=True)
         del self._reqs[victim.uid]

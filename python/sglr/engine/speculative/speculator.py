@@ -1,0 +1,92 @@
+"""`Speculator`: the scheduler loop's one handle on speculative decoding.
+
+Per decode pass: `plan` gives the requests that draft this pass their trees (the budget decides
+who and how many, the drafter what); the loop reserves their slots, the executor verifies, and
+`observe` records each request's outcome (its `spec_verify_ct` and accepted drafts, the
+engine's counters, the budget's acceptance). State kept per request (the drafter's index, the
+budget's acceptance) is dropped as soon as the request stops decoding (`prune`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sglr.engine.request import Req
+from sglr.engine.speculative.budget import DraftBudget
+from sglr.engine.speculative.config import SpeculativeConfig
+from sglr.engine.speculative.drafter import Drafter
+from sglr.engine.speculative.ngram import NgramDrafter
+from sglr.engine.speculative.tree import DraftTree
+from sglr.engine.stats import EngineStats
+from sglr.errors import EngineConfigError, InvariantError
+
+# Mean accepted drafts per pass below which a request stops drafting (until its next probe). On
+# the CPU a pass of 8 rows costs ~1.9x one of 1 (see `config.CPU_MAX_VERIFY_ROWS`), so drafts
+# must bring about one more token per pass to pay; on a GPU rows are close to free.
+CPU_MIN_MEAN_ACCEPTED = 1.0
+GPU_MIN_MEAN_ACCEPTED = 0.3
+
+
+class Speculator:
+    def __init__(
+        self, spec: SpeculativeConfig, max_context_len: int, on_gpu: bool, stats: EngineStats
+    ) -> None:
+        self.spec = spec
+        self.drafter: Drafter = NgramDrafter(
+            spec.ngram_min_match_window_size,
+            spec.ngram_max_match_window_size,
+            spec.ngram_max_bfs_breadth,
+            spec.ngram_capacity,
+        )
+        self.budget = DraftBudget(
+            spec, max_context_len, GPU_MIN_MEAN_ACCEPTED if on_gpu else CPU_MIN_MEAN_ACCEPTED
+        )
+        self._stats = stats
+
+    @classmethod
+    def for_runner(cls, config: Any, runner: Any, stats: EngineStats) -> Speculator | None:
+        """The engine's speculator over `runner` (None when speculation is off)."""
+        if config.speculative_algorithm is None:
+            return None
+        on_gpu = runner.device.type == "cuda"
+        spec = SpeculativeConfig.from_engine(config, on_gpu)
+        assert spec is not None
+        num_draft_rows = len(getattr(runner, "draft_rows", ()))
+        if num_draft_rows < spec.max_verify_rows - 1:
+            raise EngineConfigError(
+                f"speculative decoding needs {spec.max_verify_rows - 1} draft rows in the runner's "
+                f"request table, it has {num_draft_rows}: build the runner with RunnerConfig(num_draft_rows=...)"
+            )
+        return cls(spec, runner.max_context_len, on_gpu, stats)
+
+    def plan(self, reqs: Sequence[Req]) -> dict[int, DraftTree]:
+        """Draft trees by uid for the requests that draft this pass."""
+        trees = {}
+        for uid, (max_nodes, max_depth) in self.budget.allot(reqs).items():
+            req = next(r for r in reqs if r.uid == uid)
+            tree = self.drafter.propose(uid, req.fill_ids(), max_nodes, max_depth)
+            if tree is not None and len(tree):
+                trees[uid] = tree
+        return trees
+
+    def observe(self, req: Req, tree: DraftTree | None, num_accepted: int) -> None:
+        req.spec_verify_ct += 1
+        if tree is None:
+            return
+        req.spec_accepted_tokens += num_accepted
+        self._stats.num_draft_tokens += len(tree)
+        self._stats.num_accepted_draft_tokens += num_accepted
+        self.budget.observe(req.uid, num_accepted, len(tree))
+
+    def prune(self, live_uids: set[int]) -> None:
+        """Forgets the requests that are no longer decoding."""
+        for uid in (self.drafter.tracked_uids() | self.budget.tracked_uids()) - live_uids:
+            self.drafter.forget(uid)
+            self.budget.forget(uid)
+
+    def check_invariants(self, live_uids: set[int]) -> None:
+        self.drafter.check_invariants()
+        stale = (self.drafter.tracked_uids() | self.budget.tracked_uids()) - live_uids
+        if stale:
+            raise InvariantError(f"speculative state kept for requests no longer decoding: {sorted(stale)}")
