@@ -139,6 +139,20 @@ def test_admit_without_a_free_row_gives_the_lock_back() -> None:
     pool.check_invariants()
 
 
+def test_a_draft_path_that_is_not_a_prefix_of_the_reservation_is_refused() -> None:
+    pool = KVPool(16, max_num_reqs=2)
+    kv = RequestKV()
+    assert pool.admit(kv, np.zeros(0, np.int32), None)
+    assert pool.reserve([kv], [4])
+    for bad in ([], [1, 2], [0, 4], [0, 2, 2]):
+        with pytest.raises(SlotAccountingError):
+            pool.commit_path(kv, bad)
+    pool.commit_path(kv, [0, 2])
+    with pytest.raises(SlotAccountingError):
+        pool.truncate(kv, 3)
+    pool.check_invariants()
+
+
 def test_without_reuse_nothing_matches_and_release_frees_everything() -> None:
     pool = KVPool(4, max_num_reqs=2, use_radix_cache=False)
     run_request(pool, ids(1, 2, 3))
@@ -179,6 +193,40 @@ class KVPoolMachine(RuleBasedStateMachine):
         if self.pool.reserve([kv], [len(extra)]):
             self.pool.commit(kv)
             tokens.extend(extra)
+
+    @precondition(lambda self: self.running)
+    @rule(
+        index=st.integers(0, 3),
+        num_drafts=st.integers(0, 5),
+        picks=st.lists(st.booleans(), min_size=5, max_size=5),
+        token=st.integers(0, 3),
+    )
+    def verify(self, index: int, num_drafts: int, picks: list[bool], token: int) -> None:
+        """A speculative verify pass: the last token and drafts reserved, an accepted path kept."""
+        kv, tokens = self.running[index % len(self.running)]
+        if not self.pool.reserve([kv], [1 + num_drafts]):
+            return
+        pending = kv.pending_slots().copy()
+        kept = [0] + [1 + i for i in range(num_drafts) if picks[i]]
+        start = kv.num_computed
+        self.pool.commit_path(kv, kept)
+        assert kv.slots[start : kv.num_computed].tolist() == pending[kept].tolist()
+        assert kv.num_pending == 0
+        if len(kept) > 1:  # the accepted drafts' columns are rewritten by the next batch
+            assert kv.stale_cols is not None and set(range(start + 1, start + len(kept))) <= set(
+                kv.stale_cols
+            )
+        tokens.extend([token] * len(kept))
+
+    @precondition(lambda self: self.running)
+    @rule(index=st.integers(0, 3), fraction=st.floats(0, 1))
+    def truncate(self, index: int, fraction: float) -> None:
+        """A request that stopped inside an accepted run gives back the tokens after the stop."""
+        kv, tokens = self.running[index % len(self.running)]
+        num_computed = kv.num_tree_owned + int(fraction * (kv.num_computed - kv.num_tree_owned))
+        self.pool.truncate(kv, num_computed)
+        del tokens[num_computed:]
+        assert kv.num_computed == kv.num_reserved == num_computed
 
     @precondition(lambda self: self.running)
     @rule(index=st.integers(0, 3))

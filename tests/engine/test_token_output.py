@@ -22,6 +22,8 @@ def test_every_field_survives_pickling() -> None:
         output_logprobs=[(-0.5, 3), (-1.5, 4)],
         output_top_logprobs=[[(-0.5, 3)], [(-1.5, 4)]],
         input_logprobs=([(None, 1), (-2.0, 2)], [None, [(-2.0, 2)]]),
+        spec_verify_ct=5,
+        spec_accepted_tokens=3,
     )
     back = pickle.loads(pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL))
     # Every field differs from its default, so a field the pickle dropped would show.

@@ -55,7 +55,7 @@ def sampled_path(tree: DraftTree | None, probs: torch.Tensor, rng: np.random.Gen
     while True:
         row = node + 1
         children = tree.children[node + 1] if tree is not None else {}
-        p = probs[row].double().cpu().numpy() if children else None
+        p = probs[row].double().cpu().numpy().copy() if children else None  # zeroed as drafts fail
         accepted = None
         for token_id, child in children.items():
             assert p is not None

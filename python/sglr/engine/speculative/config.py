@@ -57,6 +57,10 @@ class SpeculativeConfig:
         if cfg.speculative_draft_model_path is not None:
             raise EngineConfigError("speculative_draft_model_path needs a draft-model algorithm, not NGRAM")
         num_draft_tokens = cfg.speculative_num_draft_tokens or 8
+        if not isinstance(num_draft_tokens, int) or num_draft_tokens < 2:
+            raise EngineConfigError(
+                f"speculative_num_draft_tokens must be >= 2 (the last token and a draft), got {num_draft_tokens!r}"
+            )
         num_steps = cfg.speculative_num_steps or num_draft_tokens - 1
         max_rows = cfg.speculative_max_verify_rows or (GPU_MAX_VERIFY_ROWS if on_gpu else CPU_MAX_VERIFY_ROWS)
         spec = cls(
@@ -78,8 +82,6 @@ class SpeculativeConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise EngineConfigError(f"speculative_{name} must be a positive integer, got {value!r}")
-        if self.num_draft_tokens < 2:
-            raise EngineConfigError("speculative_num_draft_tokens must be >= 2 (the last token and a draft)")
         if self.ngram_max_match_window_size < self.ngram_min_match_window_size:
             raise EngineConfigError(
                 "speculative_ngram_max_match_window_size must be >= speculative_ngram_min_match_window_size"

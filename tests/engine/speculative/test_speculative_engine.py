@@ -1,0 +1,211 @@
+"""Speculative decoding end to end on the tiny fp32 model: greedy output token for token equal
+to decoding without it (alone, batched, with and without the radix cache, under retraction),
+stops and length limits inside an accepted run, logprobs of accepted tokens, seeded sampling,
+the counters in meta_info and the engine's stats; KV accounting checked after every step."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from oracle_drafter import OracleDrafter
+
+from sglr.engine.engine import Engine
+from sglr.errors import EngineConfigError
+
+GREEDY = {"temperature": 0, "max_new_tokens": 24, "ignore_eos": True}
+PROMPTS = [
+    "The quick brown fox jumps over the lazy dog. The quick brown fox",
+    "def main():\n    return main()\n\ndef main():",
+    "a b c d e f a b c d e f a b c",
+    "Return the value of the attribute",
+]
+
+
+@pytest.fixture(scope="module")
+def plain(tiny_dir: Path, make_engine) -> Iterator[Engine]:
+    engine = make_engine(tiny_dir)
+    yield engine
+    engine.shutdown()
+
+
+@pytest.fixture(scope="module")
+def speculative(tiny_dir: Path, make_engine) -> Iterator[Engine]:
+    engine = make_engine(tiny_dir, speculative_algorithm="NGRAM")
+    yield engine
+    engine.shutdown()
+
+
+def _references(engine: Engine, prompts: list[str], params: dict) -> list[list[int]]:
+    outs = engine.generate(prompts, params)
+    return [engine.tokenizer.encode(p) + o["output_ids"] for p, o in zip(prompts, outs, strict=True)]
+
+
+def _use_drafter(engine: Engine, drafter) -> None:
+    engine._scheduler._speculator.drafter = drafter  # the loop asks it at the next pass
+
+
+def _ids(outs: list[dict]) -> list[list[int]]:
+    return [o["output_ids"] for o in outs]
+
+
+def test_ngram_greedy_equals_plain_greedy_alone_and_batched(plain: Engine, speculative: Engine) -> None:
+    _use_drafter(speculative, speculative._scheduler._speculator.drafter.__class__(1, 12, 4, 256))
+    expected = [plain.generate(p, GREEDY)["output_ids"] for p in PROMPTS]
+    before = speculative.get_stats()
+    alone = [speculative.generate(p, GREEDY) for p in PROMPTS]
+    assert _ids(alone) == expected
+    assert all(o["meta_info"]["spec_verify_ct"] == GREEDY["max_new_tokens"] - 1 for o in alone)
+    speculative.flush_cache()
+    assert _ids(speculative.generate(PROMPTS, GREEDY)) == expected
+    assert speculative.get_stats()["num_verify_passes"] > before["num_verify_passes"]
+
+
+def test_drafts_holding_the_answer_are_accepted_and_change_nothing(
+    plain: Engine, speculative: Engine
+) -> None:
+    refs = _references(plain, PROMPTS, GREEDY)
+    drafter = OracleDrafter(refs, plain.runner.vocab_size)
+    _use_drafter(speculative, drafter)
+    before = speculative.get_stats()
+    alone = [speculative.generate(p, GREEDY) for p in PROMPTS]
+    assert [plain.tokenizer.encode(p) + o["output_ids"] for p, o in zip(PROMPTS, alone, strict=True)] == refs
+    for out in alone:
+        meta = out["meta_info"]
+        # 7 drafts per pass: a wrong sibling and a wrong branch, the right path 5 deep.
+        assert meta["spec_accepted_tokens"] > 0
+        assert meta["spec_verify_ct"] < GREEDY["max_new_tokens"] / 2
+    stats = speculative.get_stats()
+    assert stats["num_accepted_draft_tokens"] > before["num_accepted_draft_tokens"]
+    assert drafter.num_proposed > 0
+    speculative.flush_cache()
+    batched = speculative.generate(PROMPTS, GREEDY)
+    assert [
+        plain.tokenizer.encode(p) + o["output_ids"] for p, o in zip(PROMPTS, batched, strict=True)
+    ] == refs
+
+
+def test_drafts_that_turn_wrong_are_cut_where_they_turn(plain: Engine, speculative: Engine) -> None:
+    refs = _references(plain, PROMPTS, GREEDY)
+    _use_drafter(speculative, OracleDrafter(refs, plain.runner.vocab_size, wrong_after=2))
+    outs = [speculative.generate(p, GREEDY) for p in PROMPTS]
+    assert [plain.tokenizer.encode(p) + o["output_ids"] for p, o in zip(PROMPTS, outs, strict=True)] == refs
+    for out in outs:  # at most two accepted per pass
+        assert 0 < out["meta_info"]["spec_accepted_tokens"] <= 2 * out["meta_info"]["spec_verify_ct"]
+
+
+@pytest.mark.parametrize("max_new_tokens", [2, 3, 5, 9])
+def test_a_length_limit_inside_an_accepted_run(
+    plain: Engine, speculative: Engine, max_new_tokens: int
+) -> None:
+    params = dict(GREEDY, max_new_tokens=max_new_tokens)
+    refs = _references(plain, PROMPTS, dict(GREEDY, max_new_tokens=30))
+    _use_drafter(speculative, OracleDrafter(refs, plain.runner.vocab_size))
+    expected = _ids(plain.generate(PROMPTS, params))
+    assert _ids(speculative.generate(PROMPTS, params)) == expected
+    assert all(len(ids) == max_new_tokens for ids in expected)
+
+
+def test_stop_tokens_and_strings_inside_an_accepted_run(plain: Engine, speculative: Engine) -> None:
+    refs = _references(plain, PROMPTS, GREEDY)
+    _use_drafter(speculative, OracleDrafter(refs, plain.runner.vocab_size))
+    for prompt, ref in zip(PROMPTS, refs, strict=True):
+        output = ref[len(plain.tokenizer.encode(prompt)) :]
+        by_token = dict(GREEDY, ignore_eos=False, stop_token_ids=[output[5]])
+        expected = plain.generate(prompt, by_token)
+        got = speculative.generate(prompt, by_token)
+        assert got["output_ids"] == expected["output_ids"] and got["text"] == expected["text"]
+        assert got["meta_info"]["finish_reason"] == expected["meta_info"]["finish_reason"]
+        stop_text = plain.tokenizer.decode(output[6:8]).strip()
+        if stop_text:
+            by_string = dict(GREEDY, stop=[stop_text])
+            expected = plain.generate(prompt, by_string)
+            got = speculative.generate(prompt, by_string)
+            assert (got["text"], got["output_ids"]) == (expected["text"], expected["output_ids"])
+
+
+def test_logprobs_of_accepted_tokens_are_the_models(plain: Engine, speculative: Engine) -> None:
+    refs = _references(plain, PROMPTS, GREEDY)
+    _use_drafter(speculative, OracleDrafter(refs, plain.runner.vocab_size))
+    kwargs = {"return_logprob": True, "top_logprobs_num": 3}
+    alone = [plain.generate(p, GREEDY, **kwargs) for p in PROMPTS]
+    batched = plain.generate(PROMPTS, GREEDY, **kwargs)
+    got = [speculative.generate(p, GREEDY, **kwargs) for p in PROMPTS]
+
+    def logprobs(out: dict) -> np.ndarray:
+        return np.array([lp for lp, _, _ in out["meta_info"]["output_token_logprobs"]])
+
+    # A verify pass is a decode batch of more rows: it may differ from one request alone by what
+    # batching differs by on this machine.
+    tolerance = 4 * max(
+        float(np.abs(logprobs(a) - logprobs(b)).max()) for a, b in zip(alone, batched, strict=True)
+    )
+    for want, have in zip(alone, got, strict=True):
+        assert have["output_ids"] == want["output_ids"]
+        assert np.abs(logprobs(have) - logprobs(want)).max() <= tolerance + 1e-6
+        want_top = [[t for _, t, _ in top] for top in want["meta_info"]["output_top_logprobs"]]
+        have_top = [[t for _, t, _ in top] for top in have["meta_info"]["output_top_logprobs"]]
+        assert have_top == want_top
+
+
+def test_seeded_sampling_repeats_and_keeps_its_length(plain: Engine, speculative: Engine) -> None:
+    refs = _references(plain, PROMPTS, GREEDY)
+    _use_drafter(speculative, OracleDrafter(refs, plain.runner.vocab_size))
+    params = {"temperature": 0.7, "top_p": 0.9, "max_new_tokens": 16, "ignore_eos": True, "seed": 11}
+    first = _ids(speculative.generate(PROMPTS, params))
+    second = _ids([speculative.generate(p, params) for p in PROMPTS])
+    assert first == second
+    assert all(len(ids) == 16 for ids in first)
+
+
+def test_retraction_with_drafts_in_flight(tiny_dir: Path, make_engine) -> None:
+    prompts = [f"{p} {i}" for i in range(3) for p in PROMPTS]
+    params = dict(GREEDY, max_new_tokens=40)
+    small = {"max_total_tokens": 420, "max_running_requests": 12}
+    plain = make_engine(tiny_dir, **small)
+    expected = _ids(plain.generate(prompts, params))
+    plain.shutdown()
+    refs = [plain.tokenizer.encode(p) + ids for p, ids in zip(prompts, expected, strict=True)]
+    engine = make_engine(tiny_dir, speculative_algorithm="NGRAM", speculative_max_verify_rows=64, **small)
+    _use_drafter(engine, OracleDrafter(refs, engine.runner.vocab_size))
+    try:
+        assert _ids(engine.generate(prompts, params)) == expected
+        stats = engine.get_stats()
+        assert stats["num_retractions"] > 0 and stats["num_accepted_draft_tokens"] > 0
+    finally:
+        engine.shutdown()
+
+
+def test_a_large_batch_takes_no_drafts(speculative: Engine) -> None:
+    """The verify rows (8 on the CPU) are full with 8 requests: they decode without drafts."""
+    prompts = [f"{PROMPTS[2]} {i}" for i in range(8)]
+    before = speculative.get_stats()
+    speculative.generate(prompts, dict(GREEDY, max_new_tokens=6))
+    after = speculative.get_stats()
+    assert after["num_draft_tokens"] == before["num_draft_tokens"]
+    assert after["num_decode_passes"] > before["num_decode_passes"]
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"speculative_algorithm": "EAGLE3"}, "not available yet"),
+        ({"speculative_algorithm": "MEDUSA"}, "must be one of"),
+        ({"speculative_algorithm": "NGRAM", "speculative_draft_model_path": "/x"}, "draft-model"),
+        ({"speculative_algorithm": "NGRAM", "speculative_num_draft_tokens": 1}, ">= 2"),
+        ({"speculative_algorithm": "NGRAM", "speculative_eagle_topk": 4}, "draft-model"),
+        (
+            {
+                "speculative_algorithm": "NGRAM",
+                "speculative_ngram_min_match_window_size": 5,
+                "speculative_ngram_max_match_window_size": 2,
+            },
+            "max_match_window_size",
+        ),  # fmt: skip
+    ],
+)
+def test_bad_speculative_options_are_refused(tiny_dir: Path, options: dict, message: str) -> None:
+    with pytest.raises(EngineConfigError, match=message):
+        Engine(model_path=str(tiny_dir), device="cpu", **options)
