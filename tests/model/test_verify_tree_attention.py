@@ -69,7 +69,7 @@ def _check(runner: ModelRunner) -> None:
     tree = _tree()
     verified = _verify_logits(runner, tree)
     paths = [[]] + [tree.path_tokens(node) for node in range(len(tree))]
-    expected = torch.stack([_path_logits(runner, PROMPT + [LAST] + path) for path in paths])
+    expected = torch.stack([_path_logits(runner, [*PROMPT, LAST, *path]) for path in paths])
     # The root row is plain decode: its distance to the extend is what this path differs by.
     scale = float((verified[0] - expected[0]).abs().max())
     error = (verified - expected).abs().max(dim=1).values
@@ -111,7 +111,7 @@ def test_the_fused_quantized_step_verifies_trees(gguf_cache) -> None:
     # each node's logits equal a plain decode step of its path's last token over its path.
     n = len(PROMPT)
     for node in range(len(tree)):
-        tokens = [LAST] + tree.path_tokens(node)
+        tokens = [LAST, *tree.path_tokens(node)]
         slots = list(range(1, n + 1)) + [200 + i for i in range(len(tokens))]
         row = 3
         runner.forward_extend([ExtendRequest(row, np.array(PROMPT), EMPTY, np.arange(1, n + 1))])

@@ -203,7 +203,7 @@ def test_a_large_batch_takes_no_drafts(speculative: Engine) -> None:
                 "speculative_ngram_max_match_window_size": 2,
             },
             "max_match_window_size",
-        ),  # fmt: skip
+        ),
     ],
 )
 def test_bad_speculative_options_are_refused(tiny_dir: Path, options: dict, message: str) -> None:
