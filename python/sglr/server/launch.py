@@ -26,6 +26,7 @@ from sglr.http.listen import (
     run_event_loop,
 )
 from sglr.router.policy import ROUTER_POLICIES
+from sglr.server.flag_tables import add_limit_arguments, add_speculative_arguments, speculative_options
 
 CHATML_TEMPLATE = (
     "{%- for message in messages %}"
@@ -62,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     add(
         "--served-model-name",
         default=None,
-        help="model name in /v1/models and responses (default: the model path)",
+        help="model name in /v1/models and responses (default: model path)",
     )
     add("--chat-template", default=None, help="Jinja chat template: a file, an inline template, or 'chatml'")
     add("--dtype", default="auto", choices=("auto", "half", "float16", "bfloat16", "float", "float32"))
@@ -81,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--chunked-prefill-size", type=int, default=None, help="prefill tokens per step")
     add("--schedule-policy", default="lpm", choices=SCHEDULE_POLICIES)
     add("--disable-radix-cache", action="store_true", help="no prefix caching")
-    add("--disable-jump-forward", action="store_true", help="constrained decoding one token at a time")
+    add("--disable-jump-forward", action="store_true", help="constrained output one token at a time")
     add("--random-seed", type=int, default=0)
     add(
         "--tp-size",
@@ -156,6 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="accept images given as paths (or file:// URLs) of files inside DIR (default: none)",
     )
     add_limit_arguments(parser)
+    add_speculative_arguments(parser)
     add(
         "--shutdown-timeout",
         type=float,
@@ -164,20 +166,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add("--log-level", default="info", type=str.lower, choices=LOG_LEVELS)
     return parser  # fmt: skip
-
-
-def add_limit_arguments(parser: argparse.ArgumentParser) -> None:
-    """A flag for each limit of `sglr.limits.TABLE` that has one (docs/server.md lists them)."""
-    from sglr import limits
-
-    for limit in limits.TABLE:
-        if limit.flag is not None and limit.flag.startswith("--max-"):
-            parser.add_argument(
-                limit.flag,
-                type=int,
-                default=limit.default,
-                help=f"{limit.what} (default: {limits.describe(limit)})",
-            )
 
 
 def _chat_template(value: str | None) -> str | None:
@@ -219,7 +207,7 @@ def engine_options(args: argparse.Namespace) -> dict[str, Any]:
         "max_images_per_request": args.max_images_per_request,
         "max_image_bytes": args.max_image_bytes,
         "max_image_pixels": args.max_image_pixels,
-    }
+    } | speculative_options(args)
 
 
 def _build_engine(args: argparse.Namespace, engine_class: Any) -> Any:

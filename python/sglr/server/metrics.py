@@ -109,6 +109,18 @@ class _EngineGauges:
             ("sglr:max_total_num_tokens", "KV cache size in tokens", stats["num_kv_slots"]),
             ("sglr:num_cached_tokens", "KV slots held by the prefix cache", stats["num_cached_kv_slots"]),
             ("sglr:gen_throughput", "Generated tokens per busy second", stats["generation_tokens_per_s"]),
+            # Speculative decoding (0 while it is off).
+            ("sglr:spec_accept_rate", "Accepted / proposed draft tokens", stats.get("spec_accept_rate", 0.0)),
+            (
+                "sglr:spec_accept_length",
+                "Accepted drafts per verify pass",
+                stats.get("spec_mean_accepted_length", 0.0),
+            ),
+            (
+                "sglr:spec_verify_passes",
+                "Decode passes that verified drafts",
+                stats.get("num_verify_passes", 0),
+            ),
         )
         for name, doc, value in values:
             family = GaugeMetricFamily(name, doc, labels=["model_name"])
