@@ -30,6 +30,10 @@ PROGRAMS = [
     ("select: multiple choice by token logprobs", "multiple_choice"),
     ("JSON schema: constrained extraction", "json_extraction"),
     ("EBNF grammar: a recursive arithmetic expression, evaluated", "arithmetic_grammar"),
+    (
+        "speculative decoding: a passage quoted back, drafts copied from the prompt (NGRAM)",
+        "speculative_quote",
+    ),
 ]
 
 

@@ -32,6 +32,9 @@ def test_main_job_answers_correctly_on_smollm2(smollm2_dir, monkeypatch, capsys)
         arithmetic["expression"]
     )
 
+    quote = results["speculative_quote"]  # greedy tokens equal with and without speculation
+    assert quote["identical"] and quote["accepted_drafts"] > 0, quote
+
     call = results["tool_calling"]  # through sglr-server's OpenAI API, arguments per the schema
     assert call["name"] == "get_weather" and call["arguments"]["unit"] in ("celsius", "fahrenheit")
     assert "Paris" in call["arguments"]["city"]
