@@ -209,3 +209,25 @@ def test_a_large_batch_takes_no_drafts(speculative: Engine) -> None:
 def test_bad_speculative_options_are_refused(tiny_dir: Path, options: dict, message: str) -> None:
     with pytest.raises(EngineConfigError, match=message):
         Engine(model_path=str(tiny_dir), device="cpu", **options)
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"frequency_penalty": 0.8, "presence_penalty": 0.3},
+        {"repetition_penalty": 1.3},
+        {"min_new_tokens": 12, "ignore_eos": False},
+        {"logit_bias": {"7": 3.0, "11": -2.0}},
+    ],
+    ids=["frequency-presence", "repetition", "min-new-tokens", "logit-bias"],
+)
+def test_penalties_and_biases_see_the_draft_path(plain: Engine, speculative: Engine, extra: dict) -> None:
+    """Greedy with penalties depends on the tokens before each position: a draft's row must be
+    penalized as if its path had been generated."""
+    params = dict(GREEDY, **extra)
+    refs = _references(plain, PROMPTS, params)
+    drafter = OracleDrafter(refs, plain.runner.vocab_size)
+    _use_drafter(speculative, drafter)
+    outs = [speculative.generate(p, params) for p in PROMPTS]
+    assert [plain.tokenizer.encode(p) + o["output_ids"] for p, o in zip(PROMPTS, outs, strict=True)] == refs
+    assert sum(o["meta_info"]["spec_accepted_tokens"] for o in outs) > 0
