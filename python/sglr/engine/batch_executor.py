@@ -51,14 +51,23 @@ class VerifiedTokens:
 
 
 @dataclass(frozen=True)
+class _NodeFsm:
+    """A request's token FSM at a draft node (what the masker reads of a constraint)."""
+
+    fsm: object
+    state: int
+
+
+@dataclass(frozen=True)
 class _DraftRow:
     """What the masks and the sampling batch read of a request at a draft node: its tokens as
-    if the path up to the node were generated (no constraint: constrained requests do not draft)."""
+    if the path up to the node were generated, and its FSM's state there (grammar-constrained
+    requests do not draft)."""
 
     params: object
     output_ids: list[int]
     stop_token_ids: frozenset[int]
-    constraint: None = None
+    constraint: _NodeFsm | None = None
 
 
 class BatchExecutor:
@@ -139,9 +148,9 @@ class BatchExecutor:
             views.append(req)
             for node in range(0 if tree is None else len(tree)):
                 assert tree is not None
-                views.append(
-                    _DraftRow(req.params, req.output_ids + tree.path_tokens(node), req.stop_token_ids)
-                )
+                fsm = None if tree.fsm_states is None else _NodeFsm(req.constraint.fsm, tree.fsm_states[node])
+                path_ids = req.output_ids + tree.path_tokens(node)
+                views.append(_DraftRow(req.params, path_ids, req.stop_token_ids, fsm))
         params = [view.params for view in views]
         penalized = any(p.has_penalty for p in params)  # type: ignore[attr-defined]
         batch = SamplingBatch.build(

@@ -231,3 +231,62 @@ def test_penalties_and_biases_see_the_draft_path(plain: Engine, speculative: Eng
     outs = [speculative.generate(p, params) for p in PROMPTS]
     assert [plain.tokenizer.encode(p) + o["output_ids"] for p, o in zip(PROMPTS, outs, strict=True)] == refs
     assert sum(o["meta_info"]["spec_accepted_tokens"] for o in outs) > 0
+
+
+@pytest.mark.parametrize("jump_forward", [True, False], ids=["jump-forward", "one-token-at-a-time"])
+@pytest.mark.parametrize(
+    "constraint",
+    [
+        {"regex": r"(ab|cd)+[0-9]{3}-(yes|no)"},
+        {
+            "json_schema": '{"type": "object", "properties": {"name": {"type": "string", "maxLength": 12}, '
+            '"age": {"type": "integer"}}, "required": ["name", "age"]}'
+        },
+    ],  # fmt: skip
+    ids=["regex", "json-schema"],
+)
+def test_fsm_constrained_requests_draft_within_their_constraint(
+    tiny_dir: Path, make_engine, constraint: dict, jump_forward: bool
+) -> None:
+    params = dict(GREEDY, max_new_tokens=40, **constraint)
+    options = {"disable_jump_forward": not jump_forward}
+    plain = make_engine(tiny_dir, **options)
+    refs = _references(plain, PROMPTS, params)
+    expected = [o["text"] for o in plain.generate(PROMPTS, params)]
+    plain.shutdown()
+    engine = make_engine(tiny_dir, speculative_algorithm="NGRAM", **options)
+    drafter = OracleDrafter(refs, engine.runner.vocab_size)
+    _use_drafter(engine, drafter)
+    try:
+        outs = [engine.generate(p, params) for p in PROMPTS]
+        assert [
+            engine.tokenizer.encode(p) + o["output_ids"] for p, o in zip(PROMPTS, outs, strict=True)
+        ] == refs
+        assert [o["text"] for o in outs] == expected
+        assert engine.get_stats()["num_accepted_draft_tokens"] > 0
+    finally:
+        engine.shutdown()
+
+
+def test_a_draft_the_fsm_forbids_is_cut_before_verification() -> None:
+    from sglr._core import TokenFsm  # noqa: F401  (the binding the constraint states use)
+    from sglr.engine.speculative.tree import DraftTree
+
+    class EvenOnly:
+        """An FSM over token ids: even ids move to state + 1, odd ones are forbidden."""
+
+        def try_advance(self, state: int, token_id: int) -> int | None:
+            return state + 1 if token_id % 2 == 0 else None
+
+    tree = DraftTree()
+    a = tree.add(-1, 2)
+    tree.add(a, 3)  # forbidden: cut with its child
+    tree.add(tree.children[a + 1][3], 4)
+    tree.add(a, 6)
+    tree.add(-1, 5)  # forbidden
+    kept = tree.constrained(EvenOnly(), 10)
+    assert kept is not None
+    kept.check_invariants()
+    assert [kept.path_tokens(n) for n in range(len(kept))] == [[2], [2, 6]]
+    assert kept.fsm_states == [11, 12]
+    assert DraftTree.chain([1, 2]).constrained(EvenOnly(), 0) is None

@@ -101,9 +101,16 @@ class StepResults:
             self._pool.commit_path(req.kv, [0] + [1 + node for node in outcome.path.nodes])
             self._speculator.observe(req, trees.get(req.uid), len(outcome.path.nodes))
         for req, outcome in zip(reqs, verified, strict=True):
-            for token in outcome.tokens:
+            first_computed = req.kv.num_computed - len(outcome.tokens)
+            for i, token in enumerate(outcome.tokens):
+                num_output = len(req.output_ids)
                 self.accept(req, token)
                 if req.finish_reason is not None:
+                    break
+                if len(req.output_ids) > num_output + 1:
+                    # Jump-forward appended forced tokens: the drafts' KV after this token no
+                    # longer matches the request's tokens; the forced run goes next.
+                    self._pool.truncate(req.kv, first_computed + 1 + i)
                     break
 
     def accept(self, req: Req, token: SampledToken) -> None:

@@ -5,7 +5,9 @@ pass in all, each request's last token first, so drafts shrink as the batch grow
 it fills the rows (a large batch decodes as without speculation). Within that, a request drafts
 while its recent passes accepted at least `min_mean_accepted` tokens on average (an exponential
 mean, optimistic at first); one that fell below drafts again once every `_PROBE_EVERY` passes,
-so text that turns copy-heavy later is found again. Constrained requests do not draft.
+so text that turns copy-heavy later is found again. Requests under a token FSM (regex, JSON
+schema) draft, cut where the FSM forbids (`Speculator.plan`); grammar-constrained ones do not
+(their parse chart cannot be forked per draft).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from sglr.engine.constraints.state import ConstraintState
 from sglr.engine.request import Req
 from sglr.engine.speculative.config import SpeculativeConfig
 
@@ -81,7 +84,9 @@ class DraftBudget:
     def _max_depth(self, req: Req) -> int:
         """Deepest draft that can still be kept: the bonus token must fit the request's
         max_new_tokens and every draft its context."""
-        if req.constraint is not None or req.finish_reason is not None:
+        if req.finish_reason is not None or not (
+            req.constraint is None or isinstance(req.constraint, ConstraintState)
+        ):
             return 0
         by_length = req.max_new_tokens - len(req.output_ids) - 1
         by_context = self._max_context_len - req.fill_len

@@ -66,6 +66,8 @@ class Speculator:
         for uid, (max_nodes, max_depth) in self.budget.allot(reqs).items():
             req = next(r for r in reqs if r.uid == uid)
             tree = self.drafter.propose(uid, req.fill_ids(), max_nodes, max_depth)
+            if tree is not None and req.constraint is not None:  # a token FSM (budget.py)
+                tree = tree.constrained(req.constraint.fsm, req.constraint.state)
             if tree is not None and len(tree):
                 trees[uid] = tree
         return trees

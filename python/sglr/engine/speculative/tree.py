@@ -8,6 +8,7 @@ tokens, so a path from the root is a token sequence and no two paths spell the s
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -23,6 +24,8 @@ class DraftTree:
     depths: list[int] = field(default_factory=list)  # the root's children are at depth 1
     # children[node + 1]: {token: child node} (index 0 is the root's)
     children: list[dict[int, int]] = field(default_factory=lambda: [{}])
+    # For a request under a token FSM: the FSM state after each node (its row's mask).
+    fsm_states: list[int] | None = None
 
     def __len__(self) -> int:
         return len(self.token_ids)
@@ -54,6 +57,22 @@ class DraftTree:
     def path_tokens(self, node: int) -> list[int]:
         return [self.token_ids[n] for n in self.path(node)]
 
+    def constrained(self, fsm: Any, root_state: int) -> DraftTree | None:
+        """The nodes `fsm` allows from `root_state` (a forbidden token cuts its subtree), with
+        their states; None when none is allowed."""
+        kept = DraftTree(fsm_states=[])
+        new_ids: dict[int, int] = {ROOT: ROOT}
+        for node, (token_id, parent) in enumerate(zip(self.token_ids, self.parents, strict=True)):
+            if parent not in new_ids:
+                continue
+            parent_state = root_state if parent == ROOT else kept.fsm_states[new_ids[parent]]  # type: ignore[index]
+            state = fsm.try_advance(parent_state, token_id)
+            if state is None:
+                continue
+            new_ids[node] = kept.add(new_ids[parent], token_id)
+            kept.fsm_states.append(state)  # type: ignore[union-attr]
+        return kept if len(kept) else None
+
     @classmethod
     def chain(cls, token_ids: list[int] | np.ndarray) -> DraftTree:
         tree = cls()
@@ -75,3 +94,5 @@ class DraftTree:
                 raise InvariantError(f"draft node {node} missing from its parent's children")
         if sum(len(c) for c in self.children) != n:
             raise InvariantError("draft tree children name nodes twice")
+        if self.fsm_states is not None and len(self.fsm_states) != n:
+            raise InvariantError("draft tree has FSM states for some nodes only")
