@@ -50,8 +50,9 @@ class EngineConfig:
         and videos (count, encoded size, width x height); past them the request is refused.
     max_video_frames / video_num_frames: frames a video given as frames may have; frames
         sampled from a video file (PyAV).
-    speculative_algorithm: None (off) or "NGRAM" (drafts copied from the request's own prompt and
-        output, verified as a token tree in one pass; `engine/speculative/`).
+    speculative_algorithm: None (off), "NGRAM" (drafts copied from the request's own prompt and
+        output) or "STANDALONE" (drafts from `speculative_draft_model_path`, a smaller model with
+        the same tokenizer), verified as a token tree in one pass (`engine/speculative/`).
     speculative_num_draft_tokens: rows per request in a verify pass, its last token included
         (default 8: up to 7 drafts); speculative_num_steps: the deepest draft (default 7).
     speculative_max_verify_rows: rows of one verify pass over the whole batch (default 8 on the
@@ -59,8 +60,8 @@ class EngineConfig:
     speculative_ngram_min/max_match_window_size: how many last tokens must / may match an earlier
         occurrence; speculative_ngram_max_bfs_breadth: occurrences merged into one draft tree;
         speculative_ngram_capacity: occurrences remembered per token and request.
-    speculative_eagle_topk / speculative_draft_model_path: options of draft-model algorithms
-        (not available yet: refused).
+    speculative_draft_model_path / speculative_eagle_topk: STANDALONE's draft model, and its top
+        choices per depth (default 1: a chain).
     """
 
     model_path: str | None = None
@@ -154,10 +155,6 @@ class EngineConfig:
                 raise EngineConfigError(
                     "nnodes > 1 runs the ranks in worker processes: multiprocess cannot be False"
                 )
-        if self.speculative_eagle_topk is not None and self.speculative_algorithm is not None:
-            raise EngineConfigError(
-                "speculative_eagle_topk needs a draft-model algorithm (not available yet)"
-            )
         SpeculativeConfig.from_engine(self, on_gpu=False)  # refuses bad options here
         if self.base_gpu_id < 0 or self.worker_start_timeout_s <= 0 or self.watchdog_timeout_s <= 0:
             raise EngineConfigError(

@@ -57,7 +57,9 @@ def test_ngram_greedy_equals_plain_greedy_alone_and_batched(plain: Engine, specu
     before = speculative.get_stats()
     alone = [speculative.generate(p, GREEDY) for p in PROMPTS]
     assert _ids(alone) == expected
-    assert all(o["meta_info"]["spec_verify_ct"] == GREEDY["max_new_tokens"] - 1 for o in alone)
+    for out in alone:  # the prompt's pass gives the first token, each decode pass 1 + its accepted
+        meta = out["meta_info"]
+        assert 1 + meta["spec_verify_ct"] + meta["spec_accepted_tokens"] == GREEDY["max_new_tokens"]
     speculative.flush_cache()
     assert _ids(speculative.generate(PROMPTS, GREEDY)) == expected
     assert speculative.get_stats()["num_verify_passes"] > before["num_verify_passes"]
@@ -196,6 +198,7 @@ def test_a_large_batch_takes_no_drafts(speculative: Engine) -> None:
         ({"speculative_algorithm": "NGRAM", "speculative_draft_model_path": "/x"}, "draft-model"),
         ({"speculative_algorithm": "NGRAM", "speculative_num_draft_tokens": 1}, ">= 2"),
         ({"speculative_algorithm": "NGRAM", "speculative_eagle_topk": 4}, "draft-model"),
+        ({"speculative_algorithm": "STANDALONE"}, "speculative_draft_model_path"),
         (
             {
                 "speculative_algorithm": "NGRAM",
@@ -242,7 +245,7 @@ def test_penalties_and_biases_see_the_draft_path(plain: Engine, speculative: Eng
             "json_schema": '{"type": "object", "properties": {"name": {"type": "string", "maxLength": 12}, '
             '"age": {"type": "integer"}}, "required": ["name", "age"]}'
         },
-    ],  # fmt: skip
+    ],
     ids=["regex", "json-schema"],
 )
 def test_fsm_constrained_requests_draft_within_their_constraint(
@@ -290,3 +293,42 @@ def test_a_draft_the_fsm_forbids_is_cut_before_verification() -> None:
     assert [kept.path_tokens(n) for n in range(len(kept))] == [[2], [2, 6]]
     assert kept.fsm_states == [11, 12]
     assert DraftTree.chain([1, 2]).constrained(EvenOnly(), 0) is None
+
+
+@pytest.mark.parametrize("top_k", [1, 3], ids=["chain", "top-3-tree"])
+def test_a_draft_model_drafts_and_changes_nothing(
+    plain: Engine, tiny_dir: Path, make_engine, top_k: int
+) -> None:
+    """STANDALONE with the target's own weights as the draft model (its greedy drafts are the
+    target's tokens, so long runs are accepted) and with other weights (most are rejected)."""
+    from sglr.testing.tiny import tiny_model_path
+
+    expected = [plain.generate(p, GREEDY)["output_ids"] for p in PROMPTS]
+    for draft_dir, min_accepted in (
+        (tiny_dir, GREEDY["max_new_tokens"] // 2),
+        (tiny_model_path("llama", seed=1), 0),
+    ):
+        engine = make_engine(
+            tiny_dir,
+            speculative_algorithm="STANDALONE",
+            speculative_draft_model_path=str(draft_dir),
+            speculative_eagle_topk=top_k,
+        )
+        try:
+            alone = [engine.generate(p, GREEDY) for p in PROMPTS]
+            assert _ids(alone) == expected
+            assert all(o["meta_info"]["spec_accepted_tokens"] >= min_accepted for o in alone)
+            assert _ids(engine.generate(PROMPTS, GREEDY)) == expected
+            params = dict(GREEDY, temperature=0.8, seed=5)
+            assert _ids(engine.generate(PROMPTS, params)) == _ids(engine.generate(PROMPTS, params))
+        finally:
+            engine.shutdown()
+
+
+def test_a_draft_model_of_another_vocabulary_is_refused(tiny_dir: Path) -> None:
+    from sglr.testing.tiny import tiny_model_path
+
+    other = tiny_model_path("llama", vocab_size=512)
+    with pytest.raises(EngineConfigError, match="vocabulary"):
+        Engine(model_path=str(tiny_dir), device="cpu", speculative_algorithm="STANDALONE",
+               speculative_draft_model_path=str(other))  # fmt: skip

@@ -25,13 +25,24 @@ def expected(tiny_dir: Path, make_engine) -> list[list[int]]:
         plain.shutdown()
 
 
-@pytest.mark.parametrize("layout", [{"multiprocess": True}, {"tp_size": 2}], ids=["worker", "tp2"])
+@pytest.mark.parametrize(
+    "layout",
+    [{"multiprocess": True}, {"tp_size": 2}, {"tp_size": 2, "speculative_algorithm": "STANDALONE"}],
+    ids=["worker", "tp2", "tp2-draft-model"],
+)
 def test_workers_verify_drafts_and_keep_greedy_tokens(tiny_dir: Path, make_engine, expected, layout) -> None:
-    engine = make_engine(tiny_dir, speculative_algorithm="NGRAM", **layout)
+    """A draft model runs on rank 0 only (one process, its own KV cache)."""
+    layout = dict(layout)
+    algorithm = layout.pop("speculative_algorithm", "NGRAM")
+    draft = {"speculative_draft_model_path": str(tiny_dir)} if algorithm == "STANDALONE" else {}
+    engine = make_engine(tiny_dir, speculative_algorithm=algorithm, **draft, **layout)
     try:
         alone = [engine.generate(p, GREEDY) for p in PROMPTS]
         assert [o["output_ids"] for o in alone] == expected
-        assert all(o["meta_info"]["spec_verify_ct"] == GREEDY["max_new_tokens"] - 1 for o in alone)
+        # The first token comes from the prompt's pass; each decode pass adds 1 + its accepted drafts.
+        for out in alone:
+            meta = out["meta_info"]
+            assert 1 + meta["spec_verify_ct"] + meta["spec_accepted_tokens"] == GREEDY["max_new_tokens"]
         engine.flush_cache()
         assert [o["output_ids"] for o in engine.generate(PROMPTS, GREEDY)] == expected
         stats = engine.get_stats()

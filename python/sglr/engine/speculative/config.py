@@ -12,9 +12,9 @@ from typing import Any
 
 from sglr.errors import EngineConfigError
 
-SPECULATIVE_ALGORITHMS = ("NGRAM",)
+SPECULATIVE_ALGORITHMS = ("NGRAM", "STANDALONE")
 # Accepted by SGLang but not built here yet: refused by name, never silently ignored.
-_PLANNED_ALGORITHMS = ("STANDALONE", "EAGLE", "EAGLE3")
+_PLANNED_ALGORITHMS = ("EAGLE", "EAGLE3")
 
 # Rows of a CPU verify pass: the fused 4-bit step (SmolLM2, 2 threads) costs 14.8 ms for 1 row,
 # 20.5 for 2, 28.5 for 4 and 28.4 for 8, then grows with every row (59 for 16): up to 8 rows
@@ -33,6 +33,8 @@ class SpeculativeConfig:
     ngram_max_match_window_size: int
     ngram_max_bfs_breadth: int
     ngram_capacity: int
+    draft_model_path: str | None = None  # STANDALONE
+    eagle_topk: int = 1  # STANDALONE: the draft model's top choices per depth (1: a chain)
 
     @property
     def max_drafts_per_request(self) -> int:
@@ -54,8 +56,14 @@ class SpeculativeConfig:
             raise EngineConfigError(
                 f"speculative_algorithm must be one of {', '.join(SPECULATIVE_ALGORITHMS)}, got {algorithm!r}"
             )
-        if cfg.speculative_draft_model_path is not None:
+        if name == "NGRAM" and cfg.speculative_draft_model_path is not None:
             raise EngineConfigError("speculative_draft_model_path needs a draft-model algorithm, not NGRAM")
+        if name == "NGRAM" and cfg.speculative_eagle_topk is not None:
+            raise EngineConfigError("speculative_eagle_topk needs a draft-model algorithm, not NGRAM")
+        if name == "STANDALONE" and not cfg.speculative_draft_model_path:
+            raise EngineConfigError(
+                "STANDALONE needs speculative_draft_model_path (a smaller model, same tokenizer)"
+            )
         num_draft_tokens = cfg.speculative_num_draft_tokens or 8
         if not isinstance(num_draft_tokens, int) or num_draft_tokens < 2:
             raise EngineConfigError(
@@ -72,13 +80,15 @@ class SpeculativeConfig:
             ngram_max_match_window_size=cfg.speculative_ngram_max_match_window_size,
             ngram_max_bfs_breadth=cfg.speculative_ngram_max_bfs_breadth,
             ngram_capacity=cfg.speculative_ngram_capacity,
+            draft_model_path=cfg.speculative_draft_model_path,
+            eagle_topk=cfg.speculative_eagle_topk or 1,
         )
         spec.check()
         return spec
 
     def check(self) -> None:
         for name in ("num_draft_tokens", "num_steps", "max_verify_rows", "ngram_min_match_window_size",
-                     "ngram_max_bfs_breadth", "ngram_capacity"):  # fmt: skip
+                     "ngram_max_bfs_breadth", "ngram_capacity", "eagle_topk"):  # fmt: skip
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise EngineConfigError(f"speculative_{name} must be a positive integer, got {value!r}")

@@ -9,14 +9,30 @@ per-request state never outlives its request.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from sglr.engine.speculative.tree import DraftTree
 
 
+@dataclass(frozen=True)
+class DraftAsk:
+    """One request's part of a pass: its tokens and how many drafts, how deep, it may have."""
+
+    uid: int
+    token_ids: np.ndarray
+    max_nodes: int
+    max_depth: int
+
+
 class Drafter(ABC):
     name: str
+
+    def propose_all(self, asks: Sequence[DraftAsk]) -> list[DraftTree | None]:
+        """Drafts for every request of a pass (a drafter that runs a model batches them)."""
+        return [self.propose(a.uid, a.token_ids, a.max_nodes, a.max_depth) for a in asks]
 
     @abstractmethod
     def propose(self, uid: int, token_ids: np.ndarray, max_nodes: int, max_depth: int) -> DraftTree | None:

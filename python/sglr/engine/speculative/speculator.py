@@ -15,7 +15,7 @@ from typing import Any
 from sglr.engine.request import Req
 from sglr.engine.speculative.budget import DraftBudget
 from sglr.engine.speculative.config import SpeculativeConfig
-from sglr.engine.speculative.drafter import Drafter
+from sglr.engine.speculative.drafter import DraftAsk, Drafter
 from sglr.engine.speculative.ngram import NgramDrafter
 from sglr.engine.speculative.tree import DraftTree
 from sglr.engine.stats import EngineStats
@@ -30,15 +30,15 @@ GPU_MIN_MEAN_ACCEPTED = 0.3
 
 class Speculator:
     def __init__(
-        self, spec: SpeculativeConfig, max_context_len: int, on_gpu: bool, stats: EngineStats
+        self,
+        spec: SpeculativeConfig,
+        max_context_len: int,
+        on_gpu: bool,
+        stats: EngineStats,
+        drafter: Drafter,
     ) -> None:
         self.spec = spec
-        self.drafter: Drafter = NgramDrafter(
-            spec.ngram_min_match_window_size,
-            spec.ngram_max_match_window_size,
-            spec.ngram_max_bfs_breadth,
-            spec.ngram_capacity,
-        )
+        self.drafter = drafter
         self.budget = DraftBudget(
             spec, max_context_len, GPU_MIN_MEAN_ACCEPTED if on_gpu else CPU_MIN_MEAN_ACCEPTED
         )
@@ -58,18 +58,20 @@ class Speculator:
                 f"speculative decoding needs {spec.max_verify_rows - 1} draft rows in the runner's "
                 f"request table, it has {num_draft_rows}: build the runner with RunnerConfig(num_draft_rows=...)"
             )
-        return cls(spec, runner.max_context_len, on_gpu, stats)
+        return cls(spec, runner.max_context_len, on_gpu, stats, _drafter(spec, config, runner))
 
     def plan(self, reqs: Sequence[Req]) -> dict[int, DraftTree]:
         """Draft trees by uid for the requests that draft this pass."""
+        by_uid = {req.uid: req for req in reqs}
+        allotted = self.budget.allot(reqs)
+        asks = [DraftAsk(uid, by_uid[uid].fill_ids(), n, depth) for uid, (n, depth) in allotted.items()]
         trees = {}
-        for uid, (max_nodes, max_depth) in self.budget.allot(reqs).items():
-            req = next(r for r in reqs if r.uid == uid)
-            tree = self.drafter.propose(uid, req.fill_ids(), max_nodes, max_depth)
+        for ask, tree in zip(asks, self.drafter.propose_all(asks), strict=True):
+            req = by_uid[ask.uid]
             if tree is not None and req.constraint is not None:  # a token FSM (budget.py)
                 tree = tree.constrained(req.constraint.fsm, req.constraint.state)
             if tree is not None and len(tree):
-                trees[uid] = tree
+                trees[ask.uid] = tree
         return trees
 
     def observe(self, req: Req, tree: DraftTree | None, num_accepted: int) -> None:
@@ -92,3 +94,34 @@ class Speculator:
         stale = (self.drafter.tracked_uids() | self.budget.tracked_uids()) - live_uids
         if stale:
             raise InvariantError(f"speculative state kept for requests no longer decoding: {sorted(stale)}")
+
+
+def _drafter(spec: SpeculativeConfig, config: Any, runner: Any) -> Drafter:
+    if spec.algorithm == "NGRAM":
+        return NgramDrafter(
+            spec.ngram_min_match_window_size,
+            spec.ngram_max_match_window_size,
+            spec.ngram_max_bfs_breadth,
+            spec.ngram_capacity,
+        )
+    from sglr.engine.speculative.draft_model import DraftModelDrafter
+    from sglr.model.runner import ModelRunner, RunnerConfig
+
+    draft_runner = ModelRunner(
+        RunnerConfig(
+            spec.draft_model_path,
+            dtype=config.dtype,
+            device=str(runner.device),
+            kv_num_tokens=runner.num_kv_slots,
+            max_num_reqs=runner.runner_config.max_num_reqs,
+            max_context_len=runner.max_context_len,
+            gguf_weights=config.gguf_weights,
+            cuda_graph_max_bs=0,
+        )
+    )
+    if draft_runner.vocab_size != runner.vocab_size:
+        raise EngineConfigError(
+            f"the draft model's vocabulary ({draft_runner.vocab_size} tokens) is not the target's "
+            f"({runner.vocab_size}): STANDALONE needs the same tokenizer"
+        )
+    return DraftModelDrafter(draft_runner, spec.eagle_topk)
