@@ -1,5 +1,6 @@
 """The soak's processes: `sglr-router` in front of two `sglr-server`s (the second with two
-tensor-parallel worker processes), on fixed loopback ports so a restarted process keeps its URL.
+tensor-parallel worker processes and n-gram speculative decoding), on fixed loopback ports so a
+restarted process keeps its URL.
 
 The cluster supervises as a deployment would: a server whose engine died (its `/health`
 answers 503) is stopped and started again on the same port, and the router takes it back
@@ -34,6 +35,7 @@ class ServerSpec:
     name: str
     tp_size: int
     port: int = field(default_factory=free_port)
+    extra_args: tuple[str, ...] = ()
 
     @property
     def url(self) -> str:
@@ -46,7 +48,10 @@ class Cluster:
     max_total_tokens: int = 4096
     max_body_bytes: int = 1 << 20
     servers: list[ServerSpec] = field(
-        default_factory=lambda: [ServerSpec("server-tp1", 1), ServerSpec("server-tp2", 2)]
+        default_factory=lambda: [
+            ServerSpec("server-tp1", 1),
+            ServerSpec("server-tp2", 2, extra_args=("--speculative-algorithm", "NGRAM")),
+        ]
     )
     router_port: int = field(default_factory=free_port)
     processes: dict[str, Process] = field(default_factory=dict)
@@ -69,7 +74,7 @@ class Cluster:
         argv = ["-m", "sglr", "--model-path", str(self.model_dir), "--device", "cpu"]
         argv += ["--port", str(spec.port), "--tp-size", str(spec.tp_size), "--log-level", "error"]
         argv += ["--max-total-tokens", str(self.max_total_tokens), "--enable-metrics"]
-        argv += ["--max-body-bytes", str(self.max_body_bytes)]
+        argv += ["--max-body-bytes", str(self.max_body_bytes), *spec.extra_args]
         self.processes[spec.name] = start(argv, timeout=300)
         self.last_started[spec.name] = time.monotonic()
         self.remember()
