@@ -4,8 +4,9 @@ Drafts pay only while a pass costs about the same whatever its rows: `max_verify
 pass in all, each request's last token first, so drafts shrink as the batch grows and stop once
 it fills the rows (a large batch decodes as without speculation). Within that, a request drafts
 while its recent passes accepted at least `min_mean_accepted` tokens on average (an exponential
-mean, optimistic at first); one that fell below drafts again once every `_PROBE_EVERY` passes,
-so text that turns copy-heavy later is found again. Requests under a token FSM (regex, JSON
+mean, optimistic at first); one that fell below drafts again after `_FIRST_PROBE` passes, and
+after twice as many each time its probe fails (up to `_LAST_PROBE`), so text that turns
+copy-heavy later is found again while free text pays for few probes. Requests under a token FSM (regex, JSON
 schema) draft, cut where the FSM forbids (`Speculator.plan`); grammar-constrained ones do not
 (their parse chart cannot be forked per draft).
 """
@@ -20,13 +21,15 @@ from sglr.engine.request import Req
 from sglr.engine.speculative.config import SpeculativeConfig
 
 _EMA_WEIGHT = 0.3  # of the latest pass
-_PROBE_EVERY = 8
+_FIRST_PROBE = 8
+_LAST_PROBE = 64
 
 
 @dataclass
 class _Acceptance:
     mean_accepted: float
     passes_skipped: int = 0
+    probe_after: int = _FIRST_PROBE
 
 
 class DraftBudget:
@@ -51,7 +54,7 @@ class DraftBudget:
             )
             if (
                 acceptance.mean_accepted >= self._min_mean_accepted
-                or acceptance.passes_skipped >= _PROBE_EVERY
+                or acceptance.passes_skipped >= acceptance.probe_after
             ):
                 chosen.append((req, max_depth, acceptance))
             else:
@@ -59,8 +62,8 @@ class DraftBudget:
         chosen.sort(key=lambda item: -item[2].mean_accepted)
         allotted = {}
         for i, (req, max_depth, _) in enumerate(chosen):
-            share = num_spare // (len(chosen) - i)
-            num_drafts = min(share, self._spec.max_drafts_per_request)
+            share = max(1, num_spare // (len(chosen) - i))  # the best first when rows are few
+            num_drafts = min(share, num_spare, self._spec.max_drafts_per_request)
             if num_drafts < 1:
                 break
             allotted[req.uid] = (num_drafts, min(max_depth, num_drafts))
@@ -72,7 +75,12 @@ class DraftBudget:
         acceptance = self._by_uid.get(uid)
         if acceptance is None or num_proposed == 0:
             return
+        was_probe = acceptance.mean_accepted < self._min_mean_accepted
         acceptance.mean_accepted += _EMA_WEIGHT * (num_accepted - acceptance.mean_accepted)
+        if acceptance.mean_accepted >= self._min_mean_accepted:
+            acceptance.probe_after = _FIRST_PROBE
+        elif was_probe:
+            acceptance.probe_after = min(2 * acceptance.probe_after, _LAST_PROBE)
         acceptance.passes_skipped = 0
 
     def forget(self, uid: int) -> None:
