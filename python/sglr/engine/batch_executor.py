@@ -16,13 +16,13 @@ import torch
 from sglr.engine.kv.row_writes import PendingRowWrites
 from sglr.engine.request import Req
 from sglr.engine.scheduler.extend import ExtendItem
-from sglr.engine.speculative.acceptance import AcceptedPath, greedy_path, rng_for, sampled_path
+from sglr.engine.speculative.acceptance import AcceptedPath, accepted_path
 from sglr.engine.speculative.tree import DraftTree
 from sglr.engine.speculative.verify_batch import layout_verify
 from sglr.model.forward_batch import ExtendRequest, RowWrites
 from sglr.model.logprobs import TokenLogprobs, score_tokens
 from sglr.model.runner import ModelRunner
-from sglr.model.sampler import process_logits, sample, tempered_probs
+from sglr.model.sampler import sample
 from sglr.model.sampling import SamplingBatch
 
 TokenMasks = Callable[[Sequence[Req], int], "np.ndarray | None"]
@@ -65,6 +65,7 @@ class _DraftRow:
     requests do not draft)."""
 
     params: object
+    spec: object
     output_ids: list[int]
     stop_token_ids: frozenset[int]
     constraint: _NodeFsm | None = None
@@ -136,7 +137,7 @@ class BatchExecutor:
         self, reqs: Sequence[Req], trees: Sequence[DraftTree | None], row_writes: PendingRowWrites | None
     ) -> list[VerifiedTokens]:
         """One pass over every request's last token and its draft tree (`verify_batch.py`), then
-        each request's longest accepted path (`acceptance.py`)."""
+        each request's longest accepted path (`acceptance.py`), its tokens with their logprobs."""
         layout = layout_verify(reqs, trees, self.runner.draft_rows, row_writes)
         output = self.runner.forward_decode(
             layout.req_rows, layout.input_ids, layout.seq_lens, layout.out_slots,
@@ -150,42 +151,16 @@ class BatchExecutor:
                 assert tree is not None
                 fsm = None if tree.fsm_states is None else _NodeFsm(req.constraint.fsm, tree.fsm_states[node])
                 path_ids = req.output_ids + tree.path_tokens(node)
-                views.append(_DraftRow(req.params, path_ids, req.stop_token_ids, fsm))
-        params = [view.params for view in views]
-        penalized = any(p.has_penalty for p in params)  # type: ignore[attr-defined]
-        batch = SamplingBatch.build(
-            params,  # type: ignore[arg-type]
-            logits.shape[1],
-            logits.device,
-            output_ids=[view.output_ids for view in views] if penalized else None,
-            steps=[len(view.output_ids) for view in views],
-        )
-        mask = self.token_masks(views, logits.shape[1])  # type: ignore[arg-type]
-        processed = process_logits(logits, batch, None if mask is None else torch.from_numpy(mask))
-        target_ids = processed.argmax(dim=-1).cpu().numpy()
-        probs = None if batch.all_greedy else tempered_probs(processed, batch)
+                views.append(_DraftRow(req.params, req.spec, path_ids, req.stop_token_ids, fsm))
+        # Every row's token drawn as plain decoding draws it (a seeded request's noise depends on
+        # its seed and the row's step only): a draft is accepted when it is that token.
+        row_tokens = self._sample(views, logits)  # type: ignore[arg-type]
         results = []
-        for i, (req, tree) in enumerate(zip(reqs, trees, strict=True)):
+        for i, tree in enumerate(trees):
             first = layout.first_rows[i]
             num_rows = 1 + (0 if tree is None else len(tree))
-            if req.params.is_greedy or probs is None:
-                path = greedy_path(tree, target_ids[first : first + num_rows])
-            else:
-                rng = rng_for(req.params.seed, len(req.output_ids))
-                path = sampled_path(tree, probs[first : first + num_rows], rng)
-            tokens = [SampledToken(token_id) for token_id in path.token_ids]
-            if req.spec.return_logprob:
-                rows = torch.tensor([first + r for r in path.rows], device=logits.device)
-                ids = torch.tensor(path.token_ids, device=logits.device)
-                k = req.spec.top_logprobs_num
-                scored = score_tokens(logits.index_select(0, rows), ids, k)
-                for j, token in enumerate(tokens):
-                    token.logprob = float(scored.logprobs[j])
-                    token.top = [
-                        (float(lp), int(tid))
-                        for lp, tid in zip(scored.top_logprobs[j][:k], scored.top_ids[j][:k], strict=True)
-                    ]
-            results.append(VerifiedTokens(path, tokens))
+            path = accepted_path(tree, [t.token_id for t in row_tokens[first : first + num_rows]])
+            results.append(VerifiedTokens(path, [row_tokens[first + row] for row in path.rows]))
         return results
 
     def _sample(self, reqs: Sequence[Req], logits: torch.Tensor) -> list[SampledToken]:

@@ -81,16 +81,6 @@ def process_logits(
     return processed
 
 
-def tempered_probs(processed: torch.Tensor, batch: SamplingBatch) -> torch.Tensor:
-    """The distribution each row samples from (temperature, then top-k / top-p / min-p),
-    normalized; greedy rows have temperature 1 here (their tokens are the argmax)."""
-    probs = torch.softmax(processed / batch.temperatures, dim=-1)
-    if batch.needs_filter:
-        probs = _filter_probs(probs, batch)
-        probs = probs / probs.sum(dim=-1, keepdim=True)
-    return probs
-
-
 def _apply_penalties(logits: torch.Tensor, batch: SamplingBatch) -> torch.Tensor:
     counts = batch.output_counts
     assert counts is not None and batch.repetition_penalties is not None

@@ -152,14 +152,26 @@ def test_logprobs_of_accepted_tokens_are_the_models(plain: Engine, speculative: 
         assert have_top == want_top
 
 
-def test_seeded_sampling_repeats_and_keeps_its_length(plain: Engine, speculative: Engine) -> None:
-    refs = _references(plain, PROMPTS, GREEDY)
+@pytest.mark.parametrize(
+    "extra",
+    [{}, {"top_k": 20, "min_p": 0.02}, {"frequency_penalty": 0.5}],
+    ids=["top-p", "top-k-min-p", "penalty"],
+)
+def test_seeded_sampling_gives_the_tokens_it_gives_without_speculation(
+    plain: Engine, speculative: Engine, extra: dict
+) -> None:
+    """A row's token is drawn with the noise of the request's seed at that row's step: drafts
+    change how many passes the tokens take, never which tokens they are."""
+    params = dict(
+        {"temperature": 0.8, "top_p": 0.9, "max_new_tokens": 16, "ignore_eos": True, "seed": 11}, **extra
+    )
+    expected = _ids([plain.generate(p, params) for p in PROMPTS])
+    refs = [plain.tokenizer.encode(p) + ids for p, ids in zip(PROMPTS, expected, strict=True)]
     _use_drafter(speculative, OracleDrafter(refs, plain.runner.vocab_size))
-    params = {"temperature": 0.7, "top_p": 0.9, "max_new_tokens": 16, "ignore_eos": True, "seed": 11}
-    first = _ids(speculative.generate(PROMPTS, params))
-    second = _ids([speculative.generate(p, params) for p in PROMPTS])
-    assert first == second
-    assert all(len(ids) == 16 for ids in first)
+    alone = [speculative.generate(p, params) for p in PROMPTS]
+    assert _ids(alone) == expected
+    assert sum(o["meta_info"]["spec_accepted_tokens"] for o in alone) > 0
+    assert _ids(speculative.generate(PROMPTS, params)) == expected
 
 
 def test_retraction_with_drafts_in_flight(tiny_dir: Path, make_engine) -> None:

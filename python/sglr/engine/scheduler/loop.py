@@ -305,13 +305,15 @@ class SchedulerLoop(SchedulerHandle):
                 decode = self._running.reserve_decode(candidates)
             if decode:
                 row_writes = self._pool.take_row_writes([req.kv for req in decode])
+                started = time.monotonic()
                 if trees:
-                    verified = self._executor.verify(
-                        decode, [trees.get(req.uid) for req in decode], row_writes
-                    )
+                    verified = self._executor.verify(decode, [trees.get(r.uid) for r in decode], row_writes)
+                    self._observe_pass(len(decode) + sum(map(len, trees.values())), started)
                     self._results.after_verify(decode, trees, verified)
                 else:
-                    self._results.after_decode(decode, self._executor.decode(decode, row_writes))
+                    sampled = self._executor.decode(decode, row_writes)
+                    self._observe_pass(len(decode), started)
+                    self._results.after_decode(decode, sampled)
                 self._prefill.on_decode_step()
         elif not extend and self._prefill.last_stop_reason == "memory":
             self._endings.abort_unfittable(self._pool.num_slots)
@@ -319,6 +321,10 @@ class SchedulerLoop(SchedulerHandle):
         if self._speculator is not None:
             self._speculator.prune({req.uid for req in self._running})
         return bool(extend or decode)
+
+    def _observe_pass(self, num_rows: int, started: float) -> None:
+        if self._speculator is not None:
+            self._speculator.observe_pass(num_rows, time.monotonic() - started)
 
     def check_invariants(self) -> None:
         """Slot, row, scheduler and ownership accounting (raises on any leak)."""

@@ -81,7 +81,7 @@ class StepResults:
         for req in reqs:
             self._pool.commit(req.kv)
             if self._speculator is not None:
-                self._speculator.observe(req, None, 0)
+                self._speculator.observe(req, None)
         for req, token in zip(reqs, sampled, strict=True):
             self.accept(req, token)
 
@@ -99,7 +99,7 @@ class StepResults:
         stats.max_decode_batch_size = max(stats.max_decode_batch_size, len(reqs))
         for req, outcome in zip(reqs, verified, strict=True):
             self._pool.commit_path(req.kv, [0] + [1 + node for node in outcome.path.nodes])
-            self._speculator.observe(req, trees.get(req.uid), len(outcome.path.nodes))
+            self._speculator.observe(req, trees.get(req.uid), outcome.path.nodes)
         for req, outcome in zip(reqs, verified, strict=True):
             first_computed = req.kv.num_computed - len(outcome.tokens)
             for i, token in enumerate(outcome.tokens):

@@ -17,15 +17,9 @@ from sglr.engine.speculative.budget import DraftBudget
 from sglr.engine.speculative.config import SpeculativeConfig
 from sglr.engine.speculative.drafter import DraftAsk, Drafter
 from sglr.engine.speculative.ngram import NgramDrafter
-from sglr.engine.speculative.tree import DraftTree
+from sglr.engine.speculative.tree import ROOT, DraftTree
 from sglr.engine.stats import EngineStats
 from sglr.errors import EngineConfigError, InvariantError
-
-# Mean accepted drafts per pass below which a request stops drafting (until its next probe). On
-# the CPU a pass of 8 rows costs ~1.9x one of 1 (see `config.CPU_MAX_VERIFY_ROWS`), so drafts
-# must bring about one more token per pass to pay; on a GPU rows are close to free.
-CPU_MIN_MEAN_ACCEPTED = 1.0
-GPU_MIN_MEAN_ACCEPTED = 0.3
 
 
 class Speculator:
@@ -39,9 +33,7 @@ class Speculator:
     ) -> None:
         self.spec = spec
         self.drafter = drafter
-        self.budget = DraftBudget(
-            spec, max_context_len, GPU_MIN_MEAN_ACCEPTED if on_gpu else CPU_MIN_MEAN_ACCEPTED
-        )
+        self.budget = DraftBudget(spec, max_context_len)
         self._stats = stats
 
     @classmethod
@@ -74,14 +66,23 @@ class Speculator:
                 trees[ask.uid] = tree
         return trees
 
-    def observe(self, req: Req, tree: DraftTree | None, num_accepted: int) -> None:
+    def observe(self, req: Req, tree: DraftTree | None, accepted_nodes: Sequence[int] = ()) -> None:
+        """A decode pass's outcome for `req`: the drafts it had (None: none) and those accepted."""
         req.spec_verify_ct += 1
         if tree is None:
             return
+        num_accepted = len(accepted_nodes)
         req.spec_accepted_tokens += num_accepted
         self._stats.num_draft_tokens += len(tree)
         self._stats.num_accepted_draft_tokens += num_accepted
-        self.budget.observe(req.uid, num_accepted, len(tree))
+        # Drafts tried along the walk: the accepted ones, and the one rejected where it stopped.
+        last = accepted_nodes[-1] if accepted_nodes else ROOT
+        rejected = bool(tree.children[last + 1])
+        self.budget.observe(req.uid, num_accepted, num_accepted + rejected)
+
+    def observe_pass(self, num_rows: int, seconds: float) -> None:
+        """How long a decode pass of `num_rows` rows took (the budget's costs)."""
+        self.budget.costs.observe(num_rows, seconds)
 
     def prune(self, live_uids: set[int]) -> None:
         """Forgets the requests that are no longer decoding."""

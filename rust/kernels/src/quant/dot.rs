@@ -16,7 +16,11 @@ macro_rules! by_group {
             1 => $module::$kernel::<1>($w, $xs, $out),
             2 => $module::$kernel::<2>($w, $xs, $out),
             3 => $module::$kernel::<3>($w, $xs, $out),
-            _ => $module::$kernel::<4>($w, $xs, $out),
+            4 => $module::$kernel::<4>($w, $xs, $out),
+            5 => $module::$kernel::<5>($w, $xs, $out),
+            6 => $module::$kernel::<6>($w, $xs, $out),
+            7 => $module::$kernel::<7>($w, $xs, $out),
+            _ => $module::$kernel::<8>($w, $xs, $out),
         }
     };
 }
@@ -39,7 +43,7 @@ macro_rules! by_isa {
 }
 
 /// Activation rows sharing one pass over a weight row.
-pub const MAX_GROUP: usize = 4;
+pub const MAX_GROUP: usize = 8;
 
 /// `out[i] = w . xs[i]` for a 4- or 5-bit weight row; every row has `w`'s length.
 pub fn q4_dots(isa: Isa, w: Q4Row<'_>, xs: &[QuantizedRow<'_>], out: &mut [f32]) {

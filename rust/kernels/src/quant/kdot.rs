@@ -8,7 +8,9 @@
 //! weights) laid over the product's eight lanes (lanes 0-3 sum weights 0-15, lanes 4-7 16-31).
 
 use super::act::QuantizedRow;
-use super::dot::MAX_GROUP;
+/// Activation rows sharing one pass over a super-block (the K-quant kernels keep more state per
+/// row than the 4- and 5-bit ones, so their groups stay at four).
+const MAX_GROUP: usize = 4;
 use crate::block::{unpack, KQuant, Unpacked, BLOCK_LEN, SUPER_BLOCKS, SUPER_LEN};
 use crate::isa::Isa;
 
