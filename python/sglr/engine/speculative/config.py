@@ -16,9 +16,9 @@ SPECULATIVE_ALGORITHMS = ("NGRAM", "STANDALONE")
 # Accepted by SGLang but not built here yet: refused by name, never silently ignored.
 _PLANNED_ALGORITHMS = ("EAGLE", "EAGLE3")
 
-# Rows of a CPU verify pass: the fused 4-bit step (SmolLM2, 2 threads) costs 14.8 ms for 1 row,
-# 20.5 for 2, 28.5 for 4 and 28.4 for 8, then grows with every row (59 for 16): up to 8 rows
-# the weights are read once, beyond that the step is bound by arithmetic.
+# Rows of a CPU verify pass at most: the fused 4-bit step (SmolLM2, 2 threads, quiet) costs 9.4 ms
+# for 1 row, 9.9 for 2, 14.8 for 4, 24.5 for 8 and 51 for 16 (up to 8 rows share one pass over
+# the weights); the budget measures the costs and drafts only as far as they pay.
 CPU_MAX_VERIFY_ROWS = 8
 GPU_MAX_VERIFY_ROWS = 64
 
