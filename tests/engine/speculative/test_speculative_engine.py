@@ -5,6 +5,7 @@ the counters in meta_info and the engine's stats; KV accounting checked after ev
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -344,3 +345,39 @@ def test_a_draft_model_of_another_vocabulary_is_refused(tiny_dir: Path) -> None:
     with pytest.raises(EngineConfigError, match="vocabulary"):
         Engine(model_path=str(tiny_dir), device="cpu", speculative_algorithm="STANDALONE",
                speculative_draft_model_path=str(other))  # fmt: skip
+
+
+def test_only_accepted_tokens_reach_the_prefix_cache(plain: Engine, speculative: Engine) -> None:
+    refs = _references(plain, PROMPTS[:1], GREEDY)
+    _use_drafter(speculative, OracleDrafter(refs, plain.runner.vocab_size))
+    speculative.flush_cache()
+    out = speculative.generate(PROMPTS[0], GREEDY)
+    assert out["meta_info"]["spec_accepted_tokens"] > 0
+    tokens = np.array(refs[0], dtype=np.int32)
+    tree = speculative._scheduler._pool.tree
+    cached, _ = tree.match_prefix(tokens)
+    assert cached.size == tokens.size - 1  # the prompt and every output token but the last (no KV)
+    num_prompt = len(speculative.tokenizer.encode(PROMPTS[0]))
+    for position in range(num_prompt, tokens.size - 1):  # the decoys the drafter offered
+        decoy = tokens[: position + 1].copy()
+        decoy[position] = (decoy[position] + 1) % plain.runner.vocab_size
+        assert tree.match_prefix(decoy)[0].size == position
+    speculative.check_invariants()
+
+
+def test_an_aborted_stream_frees_its_drafts_kv(plain: Engine, speculative: Engine) -> None:
+    refs = _references(plain, PROMPTS[:1], dict(GREEDY, max_new_tokens=200))
+    _use_drafter(speculative, OracleDrafter(refs, plain.runner.vocab_size))
+    before = speculative.get_stats()["num_aborted"]
+    stream = speculative.generate(PROMPTS[0], dict(GREEDY, max_new_tokens=200), stream=True)
+    next(stream)
+    next(stream)
+    stream.close()
+    deadline = time.monotonic() + 30
+    while speculative.get_stats()["num_running_requests"]:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    stats = speculative.get_stats()
+    assert stats["num_aborted"] == before + 1
+    assert stats["num_free_kv_slots"] + stats["num_cached_kv_slots"] == stats["num_kv_slots"]
+    speculative.check_invariants()

@@ -237,6 +237,7 @@ class SchedulerLoop(SchedulerHandle):
                 self._on_constraint_ready(req, error)
             case AbortRequest(rid):
                 self._endings.abort(rid, RequestAbortedError("aborted by the client"))
+                self._prune_speculation()
             case CallOnLoop(fn, future):
                 if closed is not None:
                     future.set_exception(EngineClosedError(closed))
@@ -318,9 +319,13 @@ class SchedulerLoop(SchedulerHandle):
         elif not extend and self._prefill.last_stop_reason == "memory":
             self._endings.abort_unfittable(self._pool.num_slots)
             return False
+        self._prune_speculation()
+        return bool(extend or decode)
+
+    def _prune_speculation(self) -> None:
+        """Drops the draft state of requests that stopped decoding (ended, aborted, retracted)."""
         if self._speculator is not None:
             self._speculator.prune({req.uid for req in self._running})
-        return bool(extend or decode)
 
     def _observe_pass(self, num_rows: int, started: float) -> None:
         if self._speculator is not None:
