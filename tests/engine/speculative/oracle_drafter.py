@@ -1,6 +1,7 @@
 """A drafter for tests that knows the right answer: it drafts trees that hold the reference
 continuation (from a run without speculation) among decoys, so verify passes accept long paths,
-reject branches and cut chains, on any model, however random its weights."""
+reject branches and cut chains, on any model, however random its weights. `FlatCosts` makes the
+draft budget's choices independent of how long passes take (every request drafts its most)."""
 
 from __future__ import annotations
 
@@ -51,3 +52,14 @@ class OracleDrafter(Drafter):
 
     def check_invariants(self) -> None:
         pass
+
+
+class FlatCosts:
+    """Pass costs that never grow with rows, for the budget's `costs`: what it allots then does
+    not depend on the machine's timing."""
+
+    def observe(self, num_rows: int, seconds: float) -> None:
+        pass
+
+    def estimate(self, num_rows: int) -> float:
+        return 1.0

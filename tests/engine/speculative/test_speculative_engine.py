@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from oracle_drafter import OracleDrafter
+from oracle_drafter import FlatCosts, OracleDrafter
 
 from sglr.engine.engine import Engine
 from sglr.errors import EngineConfigError
@@ -45,7 +45,11 @@ def _references(engine: Engine, prompts: list[str], params: dict) -> list[list[i
 
 
 def _use_drafter(engine: Engine, drafter) -> None:
-    engine._scheduler._speculator.drafter = drafter  # the loop asks it at the next pass
+    """The loop asks `drafter` from the next pass on, and the budget allots drafts whatever the
+    passes cost (so what a test sees does not depend on the machine's timing)."""
+    speculator = engine._scheduler._speculator
+    speculator.drafter = drafter
+    speculator.budget.costs = FlatCosts()
 
 
 def _ids(outs: list[dict]) -> list[list[int]]:
@@ -178,7 +182,7 @@ def test_seeded_sampling_gives_the_tokens_it_gives_without_speculation(
 def test_retraction_with_drafts_in_flight(tiny_dir: Path, make_engine) -> None:
     prompts = [f"{p} {i}" for i in range(3) for p in PROMPTS]
     params = dict(GREEDY, max_new_tokens=40)
-    small = {"max_total_tokens": 420, "max_running_requests": 12}
+    small = {"max_total_tokens": 320, "max_running_requests": 12}
     plain = make_engine(tiny_dir, **small)
     expected = _ids(plain.generate(prompts, params))
     plain.shutdown()
@@ -327,6 +331,7 @@ def test_a_draft_model_drafts_and_changes_nothing(
             speculative_draft_model_path=str(draft_dir),
             speculative_eagle_topk=top_k,
         )
+        engine._scheduler._speculator.budget.costs = FlatCosts()
         try:
             alone = [engine.generate(p, GREEDY) for p in PROMPTS]
             assert _ids(alone) == expected

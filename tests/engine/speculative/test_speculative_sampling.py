@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from oracle_drafter import FlatCosts
 
 from sglr.engine.speculative.drafter import Drafter
 from sglr.engine.speculative.tree import ROOT, DraftTree
@@ -62,16 +63,6 @@ class TopTwoDrafter(Drafter):
 
     def check_invariants(self) -> None:
         pass
-
-
-class FlatCosts:
-    """Pass costs that never grow with rows: the budget drafts for every request."""
-
-    def observe(self, num_rows: int, seconds: float) -> None:
-        pass
-
-    def estimate(self, num_rows: int) -> float:
-        return 1.0
 
 
 def _next_token_probs(runner, tokens: list[int], bias: dict[int, float]) -> np.ndarray:
