@@ -197,6 +197,24 @@ class KVCacheCapacityError(ModelError, ValueError):
     """The KV cache cannot be sized as asked (too little memory, or a size below the minimum)."""
 
 
+class LoraError(SglrError):
+    """A LoRA adapter that cannot be served, or a request naming one that is not loaded."""
+
+
+class LoraAdapterError(LoraError, ValueError):
+    """An adapter directory sglr cannot load: no PEFT LoRA config or weights, a module it does
+    not adapt (embeddings, the head), DoRA, unknown tensors, a rank over `max_lora_rank`, or
+    shapes that do not fit the base model (the message names the module)."""
+
+
+class UnknownLoraError(LoraError, InvalidRequestError):
+    """A request names an adapter that is not loaded (never served by the base instead)."""
+
+
+class LoraCapacityError(LoraError, RuntimeError):
+    """No room for another adapter: `max_loaded_loras` are loaded and all of them are in use."""
+
+
 class SamplingError(SglrError, ValueError):
     """Sampling parameters or a token mask are invalid."""
 

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from sglr.errors import BatchError, KVCacheCapacityError, ModelConfigError
-from sglr.model.forward_batch import BatchLimits, ExtendRequest, ForwardBatch, ForwardMode, RowWrites
+from sglr.model.batch_rows import BatchLimits, RowWrites
+from sglr.model.forward_batch import ExtendRequest, ForwardBatch, ForwardMode
 from sglr.model.kv_cache import KVCache, KVCacheShape, kv_slots_for_memory_fraction
 from sglr.model.runner import ModelRunner, RunnerConfig
 from sglr.testing.tiny import tiny_model_path

@@ -19,7 +19,8 @@ from sglr.engine.scheduler.extend import ExtendItem
 from sglr.engine.speculative.acceptance import AcceptedPath, accepted_path
 from sglr.engine.speculative.tree import DraftTree
 from sglr.engine.speculative.verify_batch import layout_verify
-from sglr.model.forward_batch import ExtendRequest, RowWrites
+from sglr.model.batch_rows import RowWrites
+from sglr.model.forward_batch import ExtendRequest
 from sglr.model.logprobs import TokenLogprobs, score_tokens
 from sglr.model.runner import ModelRunner
 from sglr.model.sampler import sample
@@ -92,6 +93,7 @@ class BatchExecutor:
                     logprob_start=_logprob_start(item),
                     top_logprobs_num=item.req.spec.top_logprobs_num,
                     images=item.req.images,
+                    lora_id=item.req.lora_id,
                 )
             )
         output = self.runner.forward_extend(requests)
@@ -130,6 +132,7 @@ class BatchExecutor:
             [req.num_computed + 1 for req in reqs],
             np.concatenate([req.kv.pending_slots() for req in reqs]),
             None if row_writes is None else RowWrites(row_writes.rows, row_writes.cols, row_writes.slots),
+            lora_ids=[req.lora_id for req in reqs],
         )
         return self._sample(reqs, output.next_token_logits)
 
@@ -139,9 +142,12 @@ class BatchExecutor:
         """One pass over every request's last token and its draft tree (`verify_batch.py`), then
         each request's longest accepted path (`acceptance.py`), its tokens with their logprobs."""
         layout = layout_verify(reqs, trees, self.runner.draft_rows, row_writes)
+        lora_ids = [
+            req.lora_id for req, tree in zip(reqs, trees, strict=True) for _ in range(1 + len(tree or ()))
+        ]
         output = self.runner.forward_decode(
             layout.req_rows, layout.input_ids, layout.seq_lens, layout.out_slots,
-            layout.row_writes, layout.row_copies,
+            layout.row_writes, layout.row_copies, lora_ids,
         )  # fmt: skip
         logits = output.next_token_logits
         views: list[Req | _DraftRow] = []

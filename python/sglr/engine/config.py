@@ -62,6 +62,13 @@ class EngineConfig:
         speculative_ngram_capacity: occurrences remembered per token and request.
     speculative_draft_model_path / speculative_eagle_topk: STANDALONE's draft model, and its top
         choices per depth (default 1: a chain).
+    enable_lora: serve LoRA adapters (None: when `lora_paths` names any); lora_paths: the
+        adapters loaded at start, `name=path` strings (a PEFT directory) or a name -> path dict;
+        requests pick one by name (`lora_path`), and the prefix cache is kept apart per adapter.
+    max_loras_per_batch: distinct adapters one batch may hold; max_loaded_loras: adapters loaded
+        at once (None: no bound); max_lora_rank: the largest rank accepted (None: any);
+        lora_target_modules: the projections adapters may change (None: any of q_proj, k_proj,
+        v_proj, o_proj, gate_proj, up_proj, down_proj). See docs/lora.md.
     """
 
     model_path: str | None = None
@@ -110,6 +117,12 @@ class EngineConfig:
     speculative_ngram_max_match_window_size: int = 12
     speculative_ngram_max_bfs_breadth: int = 4
     speculative_ngram_capacity: int = 256
+    enable_lora: bool | None = None
+    lora_paths: tuple[str, ...] | dict[str, str] | None = None
+    max_loras_per_batch: int = 8
+    max_loaded_loras: int | None = None
+    max_lora_rank: int | None = None
+    lora_target_modules: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.schedule_policy not in SCHEDULE_POLICIES:
@@ -155,11 +168,33 @@ class EngineConfig:
                 raise EngineConfigError(
                     "nnodes > 1 runs the ranks in worker processes: multiprocess cannot be False"
                 )
+        self._check_lora()
         SpeculativeConfig.from_engine(self, on_gpu=False)  # refuses bad options here
         if self.base_gpu_id < 0 or self.worker_start_timeout_s <= 0 or self.watchdog_timeout_s <= 0:
             raise EngineConfigError(
                 "base_gpu_id must be >= 0, worker_start_timeout_s and watchdog_timeout_s positive"
             )
+
+    def _check_lora(self) -> None:
+        from sglr.engine.lora_registry import parse_lora_paths
+
+        adapters = parse_lora_paths(self.lora_paths)
+        if adapters and self.enable_lora is False:
+            raise EngineConfigError("lora_paths given with enable_lora=False")
+        for name in ("max_loras_per_batch", "max_loaded_loras", "max_lora_rank"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise EngineConfigError(f"{name} must be a positive integer, got {value!r}")
+        if self.max_loaded_loras is not None and len(adapters) > self.max_loaded_loras:
+            raise EngineConfigError(
+                f"lora_paths names {len(adapters)} adapters, over max_loaded_loras={self.max_loaded_loras}"
+            )
+
+    @property
+    def serves_lora(self) -> bool:
+        if self.enable_lora is not None:
+            return self.enable_lora
+        return bool(self.lora_paths)
 
     @property
     def ranks_per_node(self) -> int:

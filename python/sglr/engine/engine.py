@@ -28,6 +28,7 @@ from sglr.engine.config import EngineConfig
 from sglr.engine.images.loading import ImageLimits
 from sglr.engine.images.prompt import ImagePrompter
 from sglr.engine.io import NormalizedInput, normalize_generate_input
+from sglr.engine.lora_registry import LoraRegistry, parse_lora_paths, startup_adapters
 from sglr.engine.output import AsyncInbox, AsyncQueueSink, OutputSink, QueueSink
 from sglr.engine.request import TokenizedRequest
 from sglr.engine.request_builder import RequestBuilder
@@ -63,6 +64,10 @@ def runner_config_for(cfg: EngineConfig) -> Any:
         cuda_graph_max_bs=cfg.cuda_graph_max_bs,
         max_num_reqs=(cfg.max_running_requests or _GPU_MAX_RUNNING) + 2,
         num_draft_rows=num_draft_rows_for(cfg, resolve_device(cfg.device).type == "cuda"),
+        enable_lora=cfg.serves_lora,
+        max_lora_rank=cfg.max_lora_rank,
+        lora_target_modules=None if cfg.lora_target_modules is None else tuple(cfg.lora_target_modules),
+        lora_adapters=startup_adapters(parse_lora_paths(cfg.lora_paths)),
     )
 
 
@@ -138,6 +143,7 @@ class Engine:
             self.context_len,
             runner.num_kv_slots,
             _image_prompter(runner.model_dir, runner.vocab_size, cfg),
+            LoraRegistry(runner_config.lora_adapters, runner_config.enable_lora),
         )
         if scheduler is None:
             loop = SchedulerLoop(
@@ -175,6 +181,7 @@ class Engine:
         namespace: str | None = None,
         image_data: Any = None,
         video_data: Any = None,
+        lora_path: str | list[str | None] | None = None,
     ) -> dict[str, Any] | list[dict[str, Any]] | Iterator[dict[str, Any]]:
         batch = _normalize(locals())
         requests, assemblers = self._prepare(batch)
@@ -311,5 +318,5 @@ def _normalize(call: Mapping[str, Any]) -> NormalizedInput:
     return normalize_generate_input(
         call["prompt"], call["input_ids"], call["sampling_params"], call["rid"], call["return_logprob"],
         call["logprob_start_len"], call["top_logprobs_num"], call["return_text_in_logprobs"], call["namespace"],
-        call.get("image_data"), call.get("video_data"),
+        call.get("image_data"), call.get("video_data"), call.get("lora_path"),
     )  # fmt: skip

@@ -36,6 +36,8 @@ class SequenceSpec:
     image_data: tuple[Any, ...] = ()
     # Its videos: each a file (path or bytes) or a list of frames.
     video_data: tuple[Any, ...] = ()
+    # The LoRA adapter it runs with, by name (None: the base model).
+    lora_path: str | None = None
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,7 @@ def normalize_generate_input(
     namespace: str | None = None,
     image_data: Any = None,
     video_data: Any = None,
+    lora_path: str | list[str | None] | None = None,
 ) -> NormalizedInput:
     if (text is None) == (input_ids is None):
         raise InvalidRequestError("Either text, input_ids or input_embeds should be provided.", param="text")
@@ -75,6 +78,7 @@ def normalize_generate_input(
         raise InvalidRequestError("top_logprobs_num must be >= 0.", param="top_logprobs_num")
     images = _images_per_item(image_data, num_items, is_batch, "image_data")
     videos = _images_per_item(video_data, num_items, is_batch, "video_data")
+    adapters = _lora_per_item(lora_path, num_items)
     num_sequences = num_items * num_samples
     rids = _rids(rid, num_items, num_sequences)
     specs = []
@@ -94,9 +98,24 @@ def normalize_generate_input(
                     namespace=namespace,
                     image_data=images[item],
                     video_data=videos[item],
+                    lora_path=adapters[item],
                 )
             )
     return NormalizedInput(specs, is_batch or num_samples > 1)
+
+
+def _lora_per_item(lora_path: Any, num_items: int) -> list[str | None]:
+    """SGLang's `lora_path`: one adapter name for every prompt, or one per prompt (None: base)."""
+    if lora_path is None or isinstance(lora_path, str):
+        return [lora_path] * num_items
+    if not isinstance(lora_path, (list, tuple)) or len(lora_path) != num_items:
+        raise InvalidRequestError(
+            f"lora_path must be a name or a list of {num_items} names (null for the base model).",
+            param="lora_path",
+        )
+    if not all(name is None or isinstance(name, str) for name in lora_path):
+        raise InvalidRequestError("lora_path entries must be adapter names or null.", param="lora_path")
+    return list(lora_path)
 
 
 def _prompts(text: Any, input_ids: Any) -> tuple[list[str | tuple[int, ...]], bool]:

@@ -60,6 +60,7 @@ class TokenizedRequest:
     images: tuple[ImageInput, ...] = ()
     # The prompt as the prefix cache sees it (None: `prompt_ids` itself, a text-only prompt).
     prompt_keys: np.ndarray | None = None
+    lora_id: int = 0  # the LoRA adapter it runs with (0: the base model)
 
 
 @dataclass(eq=False)
@@ -72,6 +73,7 @@ class Req:
     sink: OutputSink
     images: tuple[ImageInput, ...] = ()
     prompt_keys: np.ndarray | None = None  # see `TokenizedRequest.prompt_keys`
+    lora_id: int = 0  # see `TokenizedRequest.lora_id`
     # Only for requests with stop strings: the text, decoded to find them.
     stop_text: StopText | None = None
     arrival_time: float = field(default_factory=time.monotonic)
@@ -110,6 +112,7 @@ class Req:
             sink=sink,
             images=t.images,
             prompt_keys=t.prompt_keys,
+            lora_id=t.lora_id,
             stop_text=stop_text,
             arrival_time=t.arrival_time,
             logprobs=LogprobRecord() if t.spec.return_logprob else None,
@@ -118,6 +121,14 @@ class Req:
     @property
     def rid(self) -> str:
         return self.spec.rid
+
+    @property
+    def cache_namespace(self) -> str | None:
+        """The prefix cache's key space: the request's namespace, and its adapter's (a prefix
+        computed with one adapter's weights is another's or the base's nowhere)."""
+        if self.lora_id == 0:
+            return self.spec.namespace
+        return f"{self.spec.namespace or ''}\x00lora:{self.lora_id}"
 
     @property
     def params(self) -> SamplingParams:

@@ -19,6 +19,7 @@ import numpy as np
 from sglr.engine.assembler import OutputAssembler
 from sglr.engine.images.prompt import ImagePrompter
 from sglr.engine.io import SequenceSpec
+from sglr.engine.lora_registry import LoraRegistry
 from sglr.engine.request import TokenizedRequest
 from sglr.engine.tokenizer import EngineTokenizer
 from sglr.errors import InvalidRequestError, LimitExceededError
@@ -33,8 +34,10 @@ class RequestBuilder:
         context_len: int,
         num_kv_slots: int,
         image_prompter: ImagePrompter | None = None,
+        loras: LoraRegistry | None = None,
     ) -> None:
         self.tokenizer = tokenizer
+        self.loras = loras if loras is not None else LoraRegistry((), enabled=False)
         self.image_prompter = image_prompter
         self.vocab_size = vocab_size
         self.context_len = context_len
@@ -58,6 +61,7 @@ class RequestBuilder:
 
     def build(self, spec: SequenceSpec) -> tuple[TokenizedRequest, OutputAssembler]:
         params = spec.params
+        lora_id = self.loras.resolve(spec.lora_path)
         if spec.text is not None:
             self.check_prompt_text(spec.text, "text")
         ids = self.tokenizer.encode(spec.text) if spec.text is not None else list(spec.input_ids or ())
@@ -96,6 +100,7 @@ class RequestBuilder:
             arrival_time=arrival_time,
             images=images,
             prompt_keys=prompt_keys,
+            lora_id=lora_id,
         )
         assembler = OutputAssembler(
             self.tokenizer,

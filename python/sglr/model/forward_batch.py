@@ -25,76 +25,10 @@ import torch
 
 from sglr.errors import BatchError
 from sglr.kernels.attention_metadata import AttentionMetadata
+from sglr.model.batch_rows import BatchLimits, RowCopies, RowWrites
 from sglr.model.image_input import ImageInput, ImageSpan, spans_at
 
 IntArrayLike = Sequence[int] | np.ndarray
-
-
-@dataclass(frozen=True)
-class BatchLimits:
-    """What a runner can accept; batches built with limits are checked against them."""
-
-    vocab_size: int
-    num_slots: int  # valid slot ids are 1..num_slots
-    max_num_reqs: int  # valid rows are 1..max_num_reqs (+ num_draft_rows)
-    max_context_len: int
-    num_draft_rows: int = 0
-
-    def check(self, input_ids: np.ndarray, slots: np.ndarray, rows: np.ndarray, seq_lens: np.ndarray) -> None:
-        if input_ids.size and (input_ids.min() < 0 or input_ids.max() >= self.vocab_size):
-            raise BatchError(f"token id outside the vocabulary 0..{self.vocab_size - 1}")
-        if slots.size and (slots.min() < 1 or slots.max() > self.num_slots):
-            raise BatchError(f"KV slot outside 1..{self.num_slots}")
-        num_rows = self.max_num_reqs + self.num_draft_rows
-        if rows.min() < 1 or rows.max() > num_rows:
-            raise BatchError(f"request row outside 1..{num_rows}")
-        if np.unique(rows).size != rows.size:
-            raise BatchError("two requests of one batch share a request row")
-        if seq_lens.max() > self.max_context_len:
-            raise BatchError(
-                f"sequence of {int(seq_lens.max())} tokens exceeds max_context_len {self.max_context_len}"
-            )
-
-
-@dataclass(frozen=True)
-class RowWrites:
-    """Req-to-token entries to (re)write: `table[rows[i], cols[i]] = slots[i]` (int64 arrays)."""
-
-    rows: np.ndarray
-    cols: np.ndarray
-    slots: np.ndarray
-
-    def check(self, batch_rows: np.ndarray, seq_lens: np.ndarray, limits: BatchLimits | None) -> None:
-        if not self.rows.size == self.cols.size == self.slots.size:
-            raise BatchError("row_writes arrays differ in length")
-        lens_by_row = dict(zip(batch_rows.tolist(), seq_lens.tolist(), strict=True))
-        for row, col in zip(self.rows.tolist(), self.cols.tolist(), strict=True):
-            if row not in lens_by_row or not 0 <= col < lens_by_row[row] - 1:
-                raise BatchError(f"row write ({row}, {col}) outside the batch's cached positions")
-        if limits is not None and (self.slots.min() < 1 or self.slots.max() > limits.num_slots):
-            raise BatchError(f"KV slot outside 1..{limits.num_slots}")
-
-
-@dataclass(frozen=True)
-class RowCopies:
-    """Req-to-token prefixes to copy after the batch's writes: `table[dst_rows[i], :lens[i]] =
-    table[src_rows[i], :lens[i]]` (a verify pass's draft rows start as their request's row)."""
-
-    src_rows: np.ndarray
-    dst_rows: np.ndarray
-    lens: np.ndarray
-
-    def check(self, batch_rows: np.ndarray, seq_lens: np.ndarray) -> None:
-        if not self.src_rows.size == self.dst_rows.size == self.lens.size:
-            raise BatchError("row_copies arrays differ in length")
-        lens_by_row = dict(zip(batch_rows.tolist(), seq_lens.tolist(), strict=True))
-        for src, dst, n in zip(
-            self.src_rows.tolist(), self.dst_rows.tolist(), self.lens.tolist(), strict=True
-        ):
-            if src not in lens_by_row or dst not in lens_by_row or src == dst:
-                raise BatchError(f"row copy {src} -> {dst} outside the batch's rows")
-            if not 0 <= n < lens_by_row[dst] or n > lens_by_row[src]:
-                raise BatchError(f"row copy {src} -> {dst} of {n} entries outside their sequences")
 
 
 class ForwardMode(enum.Enum):
@@ -116,6 +50,7 @@ class ExtendRequest:
     top_logprobs_num: also return the top-k logprobs at those positions.
     images: the images of the request's prompt (all of them, wherever they stand; the batch
         takes the parts at the positions this extend computes).
+    lora_id: the LoRA adapter its tokens run with (0: the base model; see `ModelRunner.load_lora`).
     """
 
     row: int
@@ -125,6 +60,7 @@ class ExtendRequest:
     logprob_start: int | None = None
     top_logprobs_num: int = 0
     images: tuple[ImageInput, ...] = ()
+    lora_id: int = 0
 
     @property
     def prefix_len(self) -> int:
@@ -163,6 +99,12 @@ class ForwardBatch(AttentionMetadata):
     image_spans: tuple[ImageSpan, ...] = ()
     # Row prefixes copied after the table writes (a decode batch that verifies drafts).
     row_copies: RowCopies | None = None
+    # The LoRA adapter of each token of the stream (None: the base model for all).
+    token_lora_ids: np.ndarray | None = None
+
+    @property
+    def uses_lora(self) -> bool:
+        return self.token_lora_ids is not None
 
     @property
     def mode(self) -> ForwardMode:
@@ -214,6 +156,7 @@ class ForwardBatch(AttentionMetadata):
             logprob_starts=tuple(r.logprob_start for r in requests),
             top_logprobs_nums=tuple(r.top_logprobs_num for r in requests),
             image_spans=tuple(spans),
+            token_lora_ids=_token_lora_ids([r.lora_id for r in requests], extend_lens),
         )
 
     @classmethod
@@ -227,13 +170,14 @@ class ForwardBatch(AttentionMetadata):
         limits: BatchLimits | None = None,
         row_writes: RowWrites | None = None,
         row_copies: RowCopies | None = None,
+        lora_ids: IntArrayLike | None = None,
     ) -> ForwardBatch:
         """One token per request. `seq_lens[i]` counts request i's tokens *including* this one,
         so the token sits at position `seq_lens[i] - 1`; its K/V go to `out_cache_slots[i]`.
         `row_writes`: extra req-to-token entries to set in the same step (rows of this batch);
         `row_copies`: row prefixes copied after all writes (rows of this batch). A row is a query:
         several rows may hold one request's tokens (a verify pass's draft tree), each attending to
-        the slots its own row names."""
+        the slots its own row names. `lora_ids`: each row's LoRA adapter (None: the base)."""
         rows = np.asarray(req_rows, dtype=np.int64)
         ids = np.asarray(input_ids, dtype=np.int64)
         lens = np.asarray(seq_lens, dtype=np.int64)
@@ -270,6 +214,7 @@ class ForwardBatch(AttentionMetadata):
             logprob_starts=(None,) * batch_size,
             top_logprobs_nums=(0,) * batch_size,
             row_copies=row_copies,
+            token_lora_ids=None if lora_ids is None else _token_lora_ids(lora_ids, ones),
         )
 
     @classmethod
@@ -283,6 +228,7 @@ class ForwardBatch(AttentionMetadata):
         top_logprobs_nums: tuple[int, ...],
         image_spans: tuple[ImageSpan, ...] = (),
         row_copies: RowCopies | None = None,
+        token_lora_ids: np.ndarray | None = None,
     ) -> ForwardBatch:
         # The device tensors are named like the layout's arrays.
         device_arrays = dict(zip(host._fields, _to_device(list(host), device), strict=True))
@@ -299,6 +245,7 @@ class ForwardBatch(AttentionMetadata):
             top_logprobs_nums=top_logprobs_nums,
             image_spans=image_spans,
             row_copies=row_copies,
+            token_lora_ids=token_lora_ids,
             **device_arrays,
         )
 
@@ -334,6 +281,16 @@ def _check_extend_request(index: int, req: ExtendRequest) -> None:
     for image in req.images:
         if image.offset < 0 or image.num_tokens < 1:
             raise BatchError(f"request {index}: an image at positions {image.offset}..{image.end - 1}")
+
+
+def _token_lora_ids(lora_ids: IntArrayLike, num_tokens: np.ndarray) -> np.ndarray | None:
+    """Each request's adapter repeated over its tokens; None when all run the base model."""
+    ids = np.asarray(lora_ids, dtype=np.int64)
+    if ids.size != num_tokens.size:
+        raise BatchError(f"{ids.size} LoRA ids for {num_tokens.size} requests")
+    if ids.size and ids.min() < 0:
+        raise BatchError("a LoRA adapter id is negative")
+    return None if not ids.any() else np.repeat(ids, num_tokens)
 
 
 def _to_device(arrays: list[np.ndarray], device: torch.device | str) -> list[torch.Tensor]:

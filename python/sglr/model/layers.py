@@ -102,6 +102,9 @@ class Linear(torch.nn.Module):
         # Set by `use_quantized`: the weight kept as quantized blocks (`sglr._core.GgufMatrix`,
         # CPU) instead.
         self.quantized = None
+        # Set when the runner serves LoRA adapters (`sglr.model.lora.linear_delta.LinearLoraDeltas`):
+        # their deltas on this linear, for the rows of the step that use them.
+        self.lora = None
 
     def use_quantized(self, matrix) -> None:
         """Replaces the dense weight (which is dropped: not a parameter to load any more) by a
@@ -115,6 +118,9 @@ class Linear(torch.nn.Module):
         self.register_parameter("weight", None)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        lora = self.lora
+        if lora is not None and lora.applies():
+            return self._forward_with_lora(x, lora)
         if self.quantized is not None:
             y = quantized_linear(x, self.quantized)
             return y if self.bias is None else y + self.bias
@@ -123,6 +129,27 @@ class Linear(torch.nn.Module):
         if self.reduce is None:
             return F.linear(x, self.weight, self.bias)
         y = self.reduce.all_reduce(F.linear(x, self.weight))
+        return y if self.bias is None else y + self.bias
+
+    def _forward_with_lora(self, x: torch.Tensor, lora) -> torch.Tensor:
+        """The base output (bias included, as without adapters, unless an all-reduce comes
+        first) plus the adapters' deltas; a row-parallel rank adds its partial delta before the
+        all-reduce."""
+        bias_now = self.bias if self.reduce is None else None
+        if self.quantized is not None:
+            y = quantized_linear(x, self.quantized)
+            y = y if bias_now is None else y + bias_now
+        elif self.prepack_on_cpu and x.device.type == "cpu":
+            if self._cpu_pack is None:
+                self._cpu_pack = pack_weight(self.weight)
+            y = packed_linear(x, self.weight, self._cpu_pack)
+            y = y if bias_now is None else y + bias_now
+        else:
+            y = F.linear(x, self.weight, bias_now)
+        y = lora.add_to(x, y)
+        if self.reduce is None:
+            return y
+        y = self.reduce.all_reduce(y)
         return y if self.bias is None else y + self.bias
 
     def _forward_prepacked(self, x: torch.Tensor) -> torch.Tensor:

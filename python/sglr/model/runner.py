@@ -22,24 +22,21 @@ import numpy as np
 import torch
 
 from sglr.envs import cpu_decode_threads, cpu_isa
+from sglr.errors import BatchError
 from sglr.kernels.attention import create_attention_backend
 from sglr.kernels.attention_metadata import AttentionMetadata
 from sglr.kernels.attention_variant import AttentionVariant
+from sglr.model.batch_rows import BatchLimits, RowCopies, RowWrites
 from sglr.model.build import build_model
 from sglr.model.config import ModelConfig, load_model_config
 from sglr.model.cpu_fused_decode import CpuFusedDecode
 from sglr.model.cuda_graph import DecodeCudaGraphs
-from sglr.model.forward_batch import (
-    BatchLimits,
-    ExtendRequest,
-    ForwardBatch,
-    IntArrayLike,
-    RowCopies,
-    RowWrites,
-)
+from sglr.model.forward_batch import ExtendRequest, ForwardBatch, IntArrayLike
 from sglr.model.kv_cache import KVCache, KVCacheShape, kv_slots_for_memory_fraction
 from sglr.model.loader import release_freed_heap
 from sglr.model.logprobs import TokenLogprobs, score_tokens
+from sglr.model.lora.model_loras import ModelLoras
+from sglr.model.lora.peft_loader import load_peft_adapter
 from sglr.model.parallel import TensorParallel
 from sglr.model.req_to_token import ReqToTokenTable
 from sglr.model.runner_config import RunnerConfig
@@ -127,6 +124,11 @@ class ModelRunner:
         )
         # The request-table rows a verify pass gives its draft tokens (see `ReqToTokenTable`).
         self.draft_rows = np.arange(config.max_num_reqs + 1, config.max_num_reqs + 1 + config.num_draft_rows)
+        # The loaded LoRA adapters (None: the runner serves the base model alone).
+        self.loras = ModelLoras(self.model, self.dtype, self.device) if config.enable_lora else None
+        for adapter_id, name, path in config.lora_adapters:  # every rank reads them itself
+            assert self.loras is not None
+            self.loras.load(adapter_id, self._read_lora(name, path))
         self.cuda_graphs: DecodeCudaGraphs | None = None
         # NOTE: decode graphs are not captured under tensor parallelism (collectives inside).
         graphs_ok = tp is None and config.cuda_graph_max_bs > 0 and self.attn.supports_cuda_graph
@@ -139,7 +141,7 @@ class ModelRunner:
     def release_device_memory(self) -> None:
         """Drops the weights, KV cache and captured graphs (the runner is unusable afterwards) and
         hands torch's cached blocks back to the device, for a process that loads another model."""
-        for name in ("cuda_graphs", "fused_decode", "attn", "kv_cache", "req_to_token", "model"):
+        for name in ("cuda_graphs", "fused_decode", "loras", "attn", "kv_cache", "req_to_token", "model"):
             setattr(self, name, None)
         gc.collect()
         if self.device.type == "cuda":
@@ -151,11 +153,12 @@ class ModelRunner:
     def decode_batch(
         self, req_rows: IntArrayLike, input_ids: IntArrayLike, seq_lens: IntArrayLike,
         out_cache_slots: IntArrayLike, row_writes: RowWrites | None = None,
-        row_copies: RowCopies | None = None,
+        row_copies: RowCopies | None = None, lora_ids: IntArrayLike | None = None,
     ) -> ForwardBatch:  # fmt: skip
         return ForwardBatch.decode(
-            req_rows, input_ids, seq_lens, out_cache_slots, self.device, self.limits, row_writes, row_copies
-        )
+            req_rows, input_ids, seq_lens, out_cache_slots, self.device, self.limits, row_writes,
+            row_copies, lora_ids,
+        )  # fmt: skip
 
     def forward_extend(self, requests: Sequence[ExtendRequest]) -> ForwardOutput:
         """Builds and runs an extend batch (on every rank under tensor parallelism)."""
@@ -164,12 +167,29 @@ class ModelRunner:
     def forward_decode(
         self, req_rows: IntArrayLike, input_ids: IntArrayLike, seq_lens: IntArrayLike,
         out_cache_slots: IntArrayLike, row_writes: RowWrites | None = None,
-        row_copies: RowCopies | None = None,
+        row_copies: RowCopies | None = None, lora_ids: IntArrayLike | None = None,
     ) -> ForwardOutput:  # fmt: skip
         """Builds and runs a decode batch (on every rank under tensor parallelism); with
-        `row_copies`, a verify pass whose rows are draft-tree nodes."""
+        `row_copies`, a verify pass whose rows are draft-tree nodes; `lora_ids`, each row's
+        adapter."""
         arrays = [np.asarray(a, dtype=np.int64) for a in (req_rows, input_ids, seq_lens, out_cache_slots)]
-        return self._run_recipe(("decode", (*arrays, row_writes, row_copies)), lead=True)
+        lora = None if lora_ids is None else np.asarray(lora_ids, dtype=np.int64)
+        return self._run_recipe(("decode", (*arrays, row_writes, row_copies, lora)), lead=True)
+
+    def load_lora(self, adapter_id: int, name: str, path: str) -> None:
+        """Reads the PEFT adapter at `path` (`LoraAdapterError` when it does not fit the model or
+        the runner's limits) and loads it as `adapter_id` on every rank."""
+        if self.loras is None:
+            raise BatchError("this runner serves no LoRA adapters (enable_lora is off)")
+        self._run_recipe(("load_lora", (adapter_id, self._read_lora(name, path))), lead=True)
+
+    def _read_lora(self, name: str, path: str):  # -> LoraAdapter
+        cfg = self.runner_config
+        return load_peft_adapter(name, path, self.config, cfg.max_lora_rank, cfg.lora_target_modules)
+
+    def unload_lora(self, adapter_id: int) -> None:
+        if self.loras is not None:
+            self._run_recipe(("unload_lora", adapter_id), lead=True)
 
     def follow(self) -> None:
         """A rank other than 0: runs rank 0's batches until it says stop."""
@@ -185,10 +205,18 @@ class ModelRunner:
         if self.tp is not None:
             self.tp.broadcast_from_first(None)
 
-    def _run_recipe(self, recipe: tuple[str, Any], lead: bool) -> ForwardOutput:
+    def _run_recipe(self, recipe: tuple[str, Any], lead: bool) -> ForwardOutput | None:
         if lead and self.tp is not None:
             self.tp.broadcast_from_first(recipe)
         kind, args = recipe
+        if kind == "load_lora":
+            assert self.loras is not None
+            self.loras.load(*args)
+            return None
+        if kind == "unload_lora":
+            assert self.loras is not None
+            self.loras.unload(args)
+            return None
         batch = self.extend_batch(args) if kind == "extend" else self.decode_batch(*args)
         return self.forward(batch)
 
@@ -220,12 +248,25 @@ class ModelRunner:
                 copies.src_rows.tolist(), copies.dst_rows.tolist(), copies.lens.tolist(), strict=True
             ):
                 table[dst, :n] = table[src, :n]
+        if batch.uses_lora:
+            # Adapter rows take the layered path: neither the decode graphs nor the fused CPU
+            # step apply the adapters' deltas.
+            if self.loras is None:
+                raise BatchError("a batch with LoRA adapters on a runner without enable_lora")
+            self.loras.begin(batch.token_lora_ids)
+            try:
+                return self._forward_layered(batch)
+            finally:
+                self.loras.end()
         graphs = self.cuda_graphs
         if batch.is_decode and graphs is not None and graphs.can_run(batch.batch_size):
             logits = graphs.replay(batch)
             return ForwardOutput(logits, [None] * batch.batch_size)
         if self.fused_decode is not None and self.fused_decode.applies(batch):
             return ForwardOutput(self.fused_decode.forward(batch), [None] * batch.batch_size)
+        return self._forward_layered(batch)
+
+    def _forward_layered(self, batch: ForwardBatch) -> ForwardOutput:
         self.attn.begin(batch)
         if batch.image_spans:
             embeds = self.model.embed_with_images(batch.input_ids, batch.image_spans)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from sglr.errors import ModelConfigError
 from sglr.kernels.attention import ATTENTION_BACKENDS
+from sglr.model.lora.adapter import LORA_PROJECTIONS
 
 RUN_DTYPES = ("float32", "bfloat16", "float16")
 GGUF_WEIGHTS = ("auto", "quantized", "dequantized")
@@ -42,6 +43,10 @@ class RunnerConfig:
         quantized decodes ~3x faster than bf16 at ~0.95x its prefill speed, and a Q8_0 file
         decodes ~4x and prefills ~1.5x faster than its float32 conversion
         (benches/results/smollm2_cpu_gguf.md).
+    enable_lora: serve LoRA adapters (`load_lora`); max_lora_rank: the largest rank one may have
+        (None: any); lora_target_modules: the projections they may adapt (None: any of
+        q/k/v/o/gate/up/down); lora_adapters: (id, name, PEFT directory) of the adapters every
+        rank loads at start.
     """
 
     model_path: str | Path | None
@@ -58,6 +63,10 @@ class RunnerConfig:
     cuda_graph_batch_sizes: tuple[int, ...] = field(default=())
     gguf_weights: str = "auto"
     num_draft_rows: int = 0
+    enable_lora: bool = False
+    max_lora_rank: int | None = None
+    lora_target_modules: tuple[str, ...] | None = None
+    lora_adapters: tuple[tuple[int, str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if self.dtype != "auto" and self.dtype not in RUN_DTYPES:
@@ -74,6 +83,16 @@ class RunnerConfig:
             raise ModelConfigError(f"attention_backend must be one of {ATTENTION_BACKENDS}")
         if self.load_format not in ("auto", "dummy"):
             raise ModelConfigError(f"load_format must be 'auto' or 'dummy', got {self.load_format!r}")
+        if self.lora_adapters and not self.enable_lora:
+            raise ModelConfigError("lora_adapters need enable_lora")
+        if self.max_lora_rank is not None and self.max_lora_rank < 1:
+            raise ModelConfigError("max_lora_rank must be >= 1")
+        if self.lora_target_modules is not None:
+            unknown = sorted(set(self.lora_target_modules) - set(LORA_PROJECTIONS))
+            if unknown:
+                raise ModelConfigError(
+                    f"lora_target_modules {unknown} are not adaptable (only {', '.join(LORA_PROJECTIONS)})"
+                )
         if self.num_draft_rows < 0:
             raise ModelConfigError("num_draft_rows must be >= 0")
         if self.cuda_graph_max_bs < 0:

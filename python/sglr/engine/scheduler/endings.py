@@ -44,10 +44,11 @@ class RequestEndings:
         """Ends `req` (its `finish_reason` is set): release KV, count, publish."""
         assert req.finish_reason is not None
         self._pool.release(
-            req.kv, req.computed_keys(), req.spec.namespace, keep=not req.finish_reason.is_abort
+            req.kv, req.computed_keys(), req.cache_namespace, keep=not req.finish_reason.is_abort
         )
         self._running.discard(req)
         self._table.to_finished(req)
+        self._prefill.on_request_end(req)
         if req.finish_reason.is_abort:
             self._stats.num_aborted += 1
         else:
@@ -72,7 +73,7 @@ class RequestEndings:
         prefilling = sorted(
             (r for r in self._table if r.phase is Phase.PREFILLING), key=lambda r: r.arrival_time
         )
-        stuck = prefilling or self._table.waiting()
+        stuck = prefilling or [r for r in self._table.waiting() if not self._prefill.is_held(r)]
         if stuck:
             self.abort(
                 stuck[0].rid,

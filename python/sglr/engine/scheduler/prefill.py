@@ -20,6 +20,7 @@ from sglr.engine.kv import KVPool
 from sglr.engine.prompt_logprobs import logprob_start
 from sglr.engine.request import Req
 from sglr.engine.scheduler.extend import ExtendItem, ExtendKind, start_extend
+from sglr.engine.scheduler.lora_admission import LoraAdmission
 from sglr.engine.scheduler.table import RequestTable
 from sglr.engine.stats import EngineStats
 
@@ -47,6 +48,7 @@ class PrefillQueue:
         self._pool = pool
         self._table = table
         self._stats = stats
+        self._loras = LoraAdmission(config.max_loras_per_batch)
         self.last_stop_reason = ""  # why the last selection stopped admitting ("memory", ...)
 
     def __len__(self) -> int:
@@ -56,11 +58,15 @@ class PrefillQueue:
 
     def add(self, req: Req) -> None:
         self._table.to_waiting(req)
+        if self._loras.take(req):
+            self._enqueue(req)
+
+    def _enqueue(self, req: Req) -> None:
         self._scheduler.add_request(
             req.uid,
             req.fill_keys(),
             req.max_new_tokens,
-            req.spec.namespace,
+            req.cache_namespace,
             arrival_time=req.arrival_time,
             max_prefix_len=logprob_start(req),
         )
@@ -72,13 +78,23 @@ class PrefillQueue:
             req.uid,
             req.fill_keys(),
             max(req.tokens_left, 1),
-            req.spec.namespace,
+            req.cache_namespace,
             arrival_time=req.arrival_time,
             max_prefix_len=logprob_start(req),
         )
 
     def remove(self, uid: int) -> None:
         self._scheduler.remove(uid)
+
+    def is_held(self, req: Req) -> bool:
+        """Waiting outside the queue for its adapter's place in batches (`LoraAdmission`)."""
+        return self._loras.is_held(req.uid)
+
+    def on_request_end(self, req: Req) -> None:
+        """`req` ended: its adapter's place may go to a held request."""
+        self._loras.drop(req.uid)
+        for released in self._loras.release():
+            self._enqueue(released)
 
     # ----- admission -----
 
@@ -131,6 +147,7 @@ class PrefillQueue:
 
     def check_invariants(self) -> None:
         self._scheduler.check_invariants()
+        self._loras.check_invariants({req.uid for req in self._table})
 
 
 def _kind(req: Req, is_prompt_done: bool) -> ExtendKind:

@@ -148,4 +148,4 @@ class StepResults:
         self._running.start(req)
 
     def _share(self, req: Req) -> None:
-        self._pool.share(req.kv, req.computed_keys(), req.spec.namespace)
+        self._pool.share(req.kv, req.computed_keys(), req.cache_namespace)

@@ -80,7 +80,7 @@ class RunningSet:
         return self.reserve_decode(reqs), False
 
     def _retract(self, victim: Req) -> None:
-        self._pool.release(victim.kv, victim.computed_keys(), victim.spec.namespace, keep=True)
+        self._pool.release(victim.kv, victim.computed_keys(), victim.cache_namespace, keep=True)
         del self._reqs[victim.uid]
         victim.num_retractions += 1
         self._stats.num_retractions += 1

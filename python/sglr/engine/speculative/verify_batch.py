@@ -20,7 +20,7 @@ from sglr.engine.kv.row_writes import PendingRowWrites
 from sglr.engine.request import Req
 from sglr.engine.speculative.tree import DraftTree
 from sglr.errors import InvariantError
-from sglr.model.forward_batch import RowCopies, RowWrites
+from sglr.model.batch_rows import RowCopies, RowWrites
 
 
 @dataclass(frozen=True)

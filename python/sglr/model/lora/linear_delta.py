@@ -1,0 +1,125 @@
+"""The low-rank deltas of the loaded adapters on one base `Linear`, added to its output for the
+rows of the batch that use each adapter.
+
+Per adapter, the pairs of every checkpoint projection fused into the linear are packed once at
+load time: the distinct `lora_a`s stacked into one shrink matrix `[in, R]`, the `lora_b`s placed
+in one block matrix `[R, out]` (zero where a part is not adapted). A step then costs, per adapter
+present in the batch, one gather of its rows, two small matmuls and one scatter-add: the adapters
+of a batch are applied group by group (a segmented shrink and expand) over the base matmul that
+all rows share.
+
+Under tensor parallelism the pairs are sharded like the linear: a column-parallel linear (q/k/v,
+gate/up) keeps its rows of `lora_b`, a row-parallel one (o, down) its columns of `lora_a`, whose
+partial delta joins the base output before the all-reduce.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from sglr.model.lora.adapter import LoraWeights
+
+
+@dataclass(frozen=True)
+class LoraRows:
+    """Which rows of a step's token stream use which adapter: `rows` None means all of them."""
+
+    adapter_id: int
+    rows: torch.Tensor | None
+
+
+class LoraStep:
+    """The adapters of the step being run, shared by every adapted linear of a model (the runner
+    sets it around each forward)."""
+
+    def __init__(self) -> None:
+        self.groups: tuple[LoraRows, ...] = ()
+
+
+@dataclass(frozen=True)
+class _PackedDelta:
+    shrink: torch.Tensor  # [in_features, R]
+    expand: torch.Tensor  # [R, out_features]
+
+
+class LinearLoraDeltas:
+    """`shards`: the linear's parts as (checkpoint projection, first output row, rows, first
+    checkpoint row this rank holds or None); `col_start`: the first checkpoint column of a
+    row-parallel linear (None otherwise)."""
+
+    def __init__(
+        self,
+        step: LoraStep,
+        shards: Sequence[tuple[str, int, int, int | None]],
+        in_features: int,
+        out_features: int,
+        col_start: int | None,
+    ) -> None:
+        self.step = step
+        self.shards = tuple(shards)
+        self.projections = tuple(shard[0] for shard in shards)
+        self.in_features, self.out_features = in_features, out_features
+        self.col_start = col_start
+        self._deltas: dict[int, _PackedDelta] = {}
+
+    def add_adapter(
+        self, adapter_id: int, pairs: dict[str, LoraWeights], dtype: torch.dtype, device: torch.device
+    ) -> None:
+        """Packs an adapter's pairs for this linear's parts (`pairs` by projection; parts not in
+        it are not adapted)."""
+        shrinks: list[torch.Tensor] = []
+        a_index: dict[int, int] = {}  # id(lora_a) -> its first column in the packed shrink
+        placed: list[tuple[int, int, torch.Tensor, int]] = []
+        for projection, out_start, num_rows, ckpt_row in self.shards:
+            pair = pairs.get(projection)
+            if pair is None:
+                continue
+            if id(pair.lora_a) not in a_index:  # the parts of a fused projection share one
+                a_index[id(pair.lora_a)] = sum(a.shape[0] for a in shrinks)
+                lora_a = pair.lora_a
+                if self.col_start is not None:
+                    lora_a = lora_a.narrow(1, self.col_start, self.in_features)
+                shrinks.append(lora_a)
+            lora_b = pair.lora_b if ckpt_row is None else pair.lora_b.narrow(0, ckpt_row, num_rows)
+            placed.append((out_start, num_rows, lora_b, a_index[id(pair.lora_a)]))
+        if not placed:
+            return
+        shrink = torch.cat(shrinks)  # [R, in]
+        expand = torch.zeros(self.out_features, shrink.shape[0])
+        for out_start, num_rows, lora_b, a_col in placed:
+            expand[out_start : out_start + num_rows, a_col : a_col + lora_b.shape[1]] = lora_b
+        self._deltas[adapter_id] = _PackedDelta(
+            shrink.t().contiguous().to(device=device, dtype=dtype),
+            expand.t().contiguous().to(device=device, dtype=dtype),
+        )
+
+    def remove_adapter(self, adapter_id: int) -> None:
+        self._deltas.pop(adapter_id, None)
+
+    def has_adapter(self, adapter_id: int) -> bool:
+        return adapter_id in self._deltas
+
+    @property
+    def num_adapters(self) -> int:
+        return len(self._deltas)
+
+    def applies(self) -> bool:
+        """Whether this step adds anything here (a batch of the base only does not)."""
+        return any(group.adapter_id in self._deltas for group in self.step.groups)
+
+    def add_to(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """`y` (the base output of `x`, this rank's part before any all-reduce) plus each
+        adapter's delta on its rows; in place."""
+        for group in self.step.groups:
+            delta = self._deltas.get(group.adapter_id)
+            if delta is None:
+                continue
+            if group.rows is None:
+                y.addmm_(x @ delta.shrink, delta.expand)
+            else:
+                rows_x = x.index_select(0, group.rows)
+                y.index_add_(0, group.rows, (rows_x @ delta.shrink) @ delta.expand)
+        return y

@@ -1,0 +1,130 @@
+"""`ModelLoras`: the adapters a runner has loaded, the one owner of their weights on its device.
+
+It attaches a `LinearLoraDeltas` to every adaptable projection of the model (q/k/v, o, gate/up
+and down of each layer with a gated MLP), packs an adapter into them at `load`, drops it at
+`unload`, and around each forward tells them which rows use which adapter (`begin` / `end`).
+Adapter ids are the engine's (stable: a name loaded again gets a new id); 0 is the base model.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from sglr.errors import BatchError, LoraAdapterError
+from sglr.model.feed_forward import GatedMLP
+from sglr.model.layers import Linear
+from sglr.model.lora.adapter import LoraAdapter
+from sglr.model.lora.linear_delta import LinearLoraDeltas, LoraRows, LoraStep
+
+BASE_ADAPTER_ID = 0
+
+# (checkpoint projection, the module path from the layer, the shard of the fused linear)
+_PROJECTION_TARGETS = {
+    "q_proj": ("self_attn.qkv_proj", "q"),
+    "k_proj": ("self_attn.qkv_proj", "k"),
+    "v_proj": ("self_attn.qkv_proj", "v"),
+    "o_proj": ("self_attn.o_proj", None),
+    "gate_proj": ("ffn.gate_up_proj", "gate"),
+    "up_proj": ("ffn.gate_up_proj", "up"),
+    "down_proj": ("ffn.down_proj", None),
+}
+
+
+class ModelLoras:
+    def __init__(self, model: torch.nn.Module, dtype: torch.dtype, device: torch.device) -> None:
+        self.dtype, self.device = dtype, device
+        self.step = LoraStep()
+        self.adapters: dict[int, LoraAdapter] = {}
+        # (layer id, linear path) -> the linear's deltas
+        self._linears: dict[tuple[int, str], LinearLoraDeltas] = {}
+        self._num_layers = len(model.model.layers)
+        for layer_id, layer in enumerate(model.model.layers):
+            for path in dict.fromkeys(target for target, _ in _PROJECTION_TARGETS.values()):
+                if path.startswith("ffn.") and not isinstance(layer.ffn, GatedMLP):
+                    continue  # a mixture-of-experts block: not adaptable
+                linear = _module_at(layer, path)
+                deltas = _deltas_for(linear, path, self.step)
+                linear.lora = deltas
+                self._linears[(layer_id, path)] = deltas
+
+    def load(self, adapter_id: int, adapter: LoraAdapter) -> None:
+        """Packs `adapter`'s pairs into the linears (raises `LoraAdapterError` for a projection
+        this model cannot adapt; nothing stays loaded then)."""
+        if adapter_id == BASE_ADAPTER_ID or adapter_id in self.adapters:
+            raise LoraAdapterError(f"adapter id {adapter_id} is taken")
+        by_linear: dict[tuple[int, str], dict] = {}
+        for (layer_id, projection), pair in adapter.weights.items():
+            path, _ = _PROJECTION_TARGETS[projection]
+            if (layer_id, path) not in self._linears:
+                raise LoraAdapterError(
+                    f"adapter {adapter.name!r}: layers.{layer_id}.{projection} is not adaptable here"
+                )
+            by_linear.setdefault((layer_id, path), {})[projection] = pair
+        try:
+            for key, pairs in by_linear.items():
+                self._linears[key].add_adapter(adapter_id, pairs, self.dtype, self.device)
+        except BaseException:
+            self._drop(adapter_id)
+            raise
+        self.adapters[adapter_id] = adapter
+
+    def unload(self, adapter_id: int) -> None:
+        self._drop(adapter_id)
+        self.adapters.pop(adapter_id, None)
+
+    def begin(self, token_adapter_ids: np.ndarray | None) -> None:
+        """The step's rows (its token stream's) by adapter; None or all 0: the base alone."""
+        if token_adapter_ids is None:
+            self.step.groups = ()
+            return
+        ids = np.unique(token_adapter_ids)
+        ids = ids[ids != BASE_ADAPTER_ID]
+        unknown = [int(i) for i in ids if int(i) not in self.adapters]
+        if unknown:
+            raise BatchError(f"adapter ids {unknown} are not loaded")
+        if ids.size == 1 and bool((token_adapter_ids == ids[0]).all()):
+            self.step.groups = (LoraRows(int(ids[0]), None),)
+            return
+        self.step.groups = tuple(
+            LoraRows(int(i), torch.from_numpy(np.flatnonzero(token_adapter_ids == i)).to(self.device))
+            for i in ids
+        )
+
+    def end(self) -> None:
+        self.step.groups = ()
+
+    def check_invariants(self) -> None:
+        """Every linear holds exactly the loaded adapters that adapt one of its projections."""
+        for (layer_id, _path), deltas in self._linears.items():
+            for adapter_id, adapter in self.adapters.items():
+                adapts = any((layer_id, p) in adapter.weights for p in deltas.projections)
+                if deltas.has_adapter(adapter_id) != adapts:
+                    raise AssertionError(f"adapter {adapter_id} packed wrongly at layer {layer_id}")
+            if deltas.num_adapters > len(self.adapters):
+                raise AssertionError(f"layer {layer_id} holds an unloaded adapter")
+
+    def _drop(self, adapter_id: int) -> None:
+        for deltas in self._linears.values():
+            deltas.remove_adapter(adapter_id)
+
+
+def _module_at(layer: torch.nn.Module, path: str) -> Linear:
+    module = layer
+    for part in path.split("."):
+        module = getattr(module, part)
+    assert isinstance(module, Linear)
+    return module
+
+
+def _deltas_for(linear: Linear, path: str, step: LoraStep) -> LinearLoraDeltas:
+    shards = []
+    for projection, (target, shard) in _PROJECTION_TARGETS.items():
+        if target != path:
+            continue
+        if shard is None:
+            shards.append((projection, 0, linear.out_features, None))
+        else:
+            out_start, num_rows = linear.shard_offsets[shard]
+            shards.append((projection, out_start, num_rows, linear.row_starts.get(shard)))
+    return LinearLoraDeltas(step, shards, linear.in_features, linear.out_features, linear.col_start)
