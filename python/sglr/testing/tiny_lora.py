@@ -81,3 +81,56 @@ def _base_model(base_path: str) -> torch.nn.Module:
     from transformers import AutoModelForCausalLM
 
     return AutoModelForCausalLM.from_pretrained(base_path, dtype=torch.float32).eval()
+
+
+def write_random_adapter(
+    config,  # sglr.model.config.ModelConfig of the base
+    out: str | Path,
+    rank: int = 8,
+    target_modules: Sequence[str] = ("q_proj", "v_proj"),
+    seed: int = 0,
+    scale: float = 0.5,
+) -> Path:
+    """An adapter in PEFT's layout written directly (no `peft`, no base weights needed): for
+    benchmarks and examples on models too large to load twice."""
+    import json
+
+    from safetensors.torch import save_file
+
+    q_size = config.num_attention_heads * config.head_dim
+    kv_size = config.num_key_value_heads * config.head_dim
+    hidden, inter = config.hidden_size, config.intermediate_size
+    shapes = {
+        "q_proj": ("self_attn", hidden, q_size),
+        "k_proj": ("self_attn", hidden, kv_size),
+        "v_proj": ("self_attn", hidden, kv_size),
+        "o_proj": ("self_attn", q_size, hidden),
+        "gate_proj": ("mlp", hidden, inter),
+        "up_proj": ("mlp", hidden, inter),
+        "down_proj": ("mlp", inter, hidden),
+    }
+    generator = torch.Generator().manual_seed(seed)
+    tensors = {}
+    for layer in range(config.num_hidden_layers):
+        for module in target_modules:
+            block, in_features, out_features = shapes[module]
+            prefix = f"base_model.model.model.layers.{layer}.{block}.{module}"
+            tensors[f"{prefix}.lora_A.weight"] = torch.randn(rank, in_features, generator=generator) * (
+                scale / in_features**0.5
+            )
+            tensors[f"{prefix}.lora_B.weight"] = torch.randn(out_features, rank, generator=generator) * (
+                scale / rank**0.5
+            )
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    save_file(tensors, str(out / "adapter_model.safetensors"))
+    adapter_config = {
+        "peft_type": "LORA",
+        "r": rank,
+        "lora_alpha": 2 * rank,
+        "target_modules": list(target_modules),
+        "bias": "none",
+        "task_type": "CAUSAL_LM",
+    }
+    (out / "adapter_config.json").write_text(json.dumps(adapter_config, indent=2))
+    return out

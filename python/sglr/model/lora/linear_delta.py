@@ -87,6 +87,10 @@ class LinearLoraDeltas:
             placed.append((out_start, num_rows, lora_b, a_index[id(pair.lora_a)]))
         if not placed:
             return
+        # On the CPU small bf16 matmuls run several times slower than fp32 ones (no bf16 GEMM
+        # for a few rows): the deltas are computed in fp32 there and rounded once when added.
+        if device.type == "cpu":
+            dtype = torch.float32
         shrink = torch.cat(shrinks)  # [R, in]
         expand = torch.zeros(self.out_features, shrink.shape[0])
         for out_start, num_rows, lora_b, a_col in placed:
@@ -117,9 +121,10 @@ class LinearLoraDeltas:
             delta = self._deltas.get(group.adapter_id)
             if delta is None:
                 continue
+            rows_x = x if group.rows is None else x.index_select(0, group.rows)
+            change = (rows_x.to(delta.shrink.dtype) @ delta.shrink) @ delta.expand
             if group.rows is None:
-                y.addmm_(x @ delta.shrink, delta.expand)
+                y.add_(change.to(y.dtype))
             else:
-                rows_x = x.index_select(0, group.rows)
-                y.index_add_(0, group.rows, (rows_x @ delta.shrink) @ delta.expand)
+                y.index_add_(0, group.rows, change.to(y.dtype))
         return y
