@@ -1,7 +1,7 @@
 """LoRA adapters under tensor parallelism (gloo, 2 ranks in worker processes): every rank holds
 its shard of each adapter (rows of lora_B on column-parallel projections, columns of lora_A on
-row-parallel ones), and a batch mixing the base model with adapters gives `transformers` +
-`peft`'s greedy tokens."""
+row-parallel ones), a batch mixing the base model with adapters gives `transformers` +
+`peft`'s greedy tokens, and adapters load and unload at run time through the workers."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from sglr.errors import UnknownLoraError
 from sglr.testing.tiny import tiny_model_path
 from sglr.testing.tiny_lora import peft_greedy, write_peft_adapter
 
@@ -38,5 +39,17 @@ def test_tp2_mixed_adapter_batch_matches_peft(arch: str, make_engine, tmp_path: 
         again = engine.generate(prompts[0], GREEDY, lora_path="attention")  # from the prefix cache
         assert again["output_ids"] == outs[0]["output_ids"]
         assert again["meta_info"]["cached_tokens"] > 0
+        # Loaded and unloaded at run time, through the workers, on both ranks.
+        late = write_peft_adapter(
+            base, tmp_path / "late", rank=6, target_modules=("q_proj", "down_proj"), seed=3
+        )
+        engine.load_lora_adapter("late", str(late))
+        ids = engine.tokenizer.encode(prompts[1])
+        out = engine.generate(prompts[1], GREEDY, lora_path="late")
+        assert out["output_ids"] == peft_greedy(base, late, ids, GREEDY["max_new_tokens"])
+        engine.unload_lora_adapter("late")
+        with pytest.raises(UnknownLoraError):
+            engine.generate(prompts[1], GREEDY, lora_path="late")
+        engine.check_invariants()
     finally:
         engine.shutdown()

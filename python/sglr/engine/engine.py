@@ -28,10 +28,11 @@ from sglr.engine.config import EngineConfig
 from sglr.engine.images.loading import ImageLimits
 from sglr.engine.images.prompt import ImagePrompter
 from sglr.engine.io import NormalizedInput, normalize_generate_input
-from sglr.engine.lora_registry import LoraRegistry, parse_lora_paths, startup_adapters
+from sglr.engine.lora_registry import LoraRef, LoraRegistry
 from sglr.engine.output import AsyncInbox, AsyncQueueSink, OutputSink, QueueSink
 from sglr.engine.request import TokenizedRequest
 from sglr.engine.request_builder import RequestBuilder
+from sglr.engine.runner_settings import GPU_MAX_RUNNING, runner_config_for
 from sglr.engine.scheduler.handle import SchedulerHandle
 from sglr.engine.scheduler.loop import SchedulerLoop
 from sglr.engine.tokenizer import EngineTokenizer
@@ -40,35 +41,9 @@ from sglr.errors import EngineClosedError, EngineConfigError
 logger = logging.getLogger("sglr.engine")
 
 _CPU_MAX_RUNNING = 64
-_GPU_MAX_RUNNING = 256
 _CPU_CHUNK = 2048
 _GPU_CHUNK = 8192
-
-
-def runner_config_for(cfg: EngineConfig) -> Any:
-    """The model runner's settings from the engine's (the same on every rank of every node)."""
-    from sglr.engine.speculative.config import num_draft_rows_for
-    from sglr.model.runner import RunnerConfig, resolve_device
-
-    return RunnerConfig(
-        model_path=cfg.model_path,
-        dtype=cfg.dtype,
-        device=cfg.device,
-        kv_num_tokens=cfg.max_total_tokens,
-        mem_fraction=cfg.mem_fraction_static,
-        max_context_len=cfg.context_length,
-        attention_backend=cfg.attention_backend,
-        load_format=cfg.load_format,
-        gguf_weights=cfg.gguf_weights,
-        seed=cfg.seed,
-        cuda_graph_max_bs=cfg.cuda_graph_max_bs,
-        max_num_reqs=(cfg.max_running_requests or _GPU_MAX_RUNNING) + 2,
-        num_draft_rows=num_draft_rows_for(cfg, resolve_device(cfg.device).type == "cuda"),
-        enable_lora=cfg.serves_lora,
-        max_lora_rank=cfg.max_lora_rank,
-        lora_target_modules=None if cfg.lora_target_modules is None else tuple(cfg.lora_target_modules),
-        lora_adapters=startup_adapters(parse_lora_paths(cfg.lora_paths)),
-    )
+_LORA_LOAD_TIMEOUT_S = 300.0
 
 
 class Engine:
@@ -99,7 +74,7 @@ class Engine:
         on_gpu = (runner.device if runner is not None else resolve_device(cfg.device)).type == "cuda"
         self._owns_runner = runner is None
         self.max_running_requests = min(
-            cfg.max_running_requests or (_GPU_MAX_RUNNING if on_gpu else _CPU_MAX_RUNNING),
+            cfg.max_running_requests or (GPU_MAX_RUNNING if on_gpu else _CPU_MAX_RUNNING),
             runner_config.max_num_reqs,
         )
         chunk = cfg.chunked_prefill_size or (_GPU_CHUNK if on_gpu else _CPU_CHUNK)
@@ -143,7 +118,7 @@ class Engine:
             self.context_len,
             runner.num_kv_slots,
             _image_prompter(runner.model_dir, runner.vocab_size, cfg),
-            LoraRegistry(runner_config.lora_adapters, runner_config.enable_lora),
+            LoraRegistry(runner_config.lora_adapters, runner_config.enable_lora, cfg.max_loaded_loras),
         )
         if scheduler is None:
             loop = SchedulerLoop(
@@ -228,6 +203,36 @@ class Engine:
 
     def get_stats(self) -> dict[str, Any]:
         return self._scheduler.get_stats()
+
+    # ----- LoRA adapters -----
+
+    def load_lora_adapter(self, lora_name: str, lora_path: str) -> LoraRef:
+        """Loads the PEFT adapter at `lora_path` as `lora_name` (while requests run); requests
+        name it from when this returns. Raises `LoraAdapterError` (bad adapter, name taken) or
+        `LoraCapacityError` (`max_loaded_loras` reached)."""
+        self._check_open()
+        loras = self._builder.loras
+        ref = loras.reserve(lora_name, lora_path)
+        try:
+            self._scheduler.load_lora(ref.lora_id, ref.name, ref.path).result(timeout=_LORA_LOAD_TIMEOUT_S)
+        except BaseException:
+            loras.cancel(ref)
+            raise
+        loras.commit(ref)
+        logger.info("LoRA adapter %r loaded from %s (id %d)", ref.name, ref.path, ref.lora_id)
+        return ref
+
+    def unload_lora_adapter(self, lora_name: str) -> None:
+        """Forgets `lora_name` at once (new requests for it are refused); its weights go when its
+        requests in flight have ended. Raises `UnknownLoraError` when it is not loaded."""
+        self._check_open()
+        ref = self._builder.loras.remove(lora_name)
+        self._scheduler.unload_lora(ref.lora_id).result(timeout=_LORA_LOAD_TIMEOUT_S)
+        logger.info("LoRA adapter %r unloaded (id %d)", ref.name, ref.lora_id)
+
+    def lora_adapters(self) -> list[LoraRef]:
+        """The adapters requests may name, in load order."""
+        return self._builder.loras.adapters()
 
     @property
     def takes_images(self) -> bool:

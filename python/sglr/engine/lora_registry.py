@@ -8,10 +8,12 @@ new. A name that is not loaded is an `UnknownLoraError` naming it, never the bas
 
 from __future__ import annotations
 
+import itertools
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from sglr.errors import EngineConfigError, UnknownLoraError
+from sglr.errors import EngineConfigError, LoraAdapterError, LoraCapacityError, UnknownLoraError
 
 BASE_LORA_ID = 0
 
@@ -54,17 +56,60 @@ def startup_adapters(lora_paths: tuple[tuple[str, str], ...]) -> tuple[tuple[int
 
 
 class LoraRegistry:
-    def __init__(self, adapters: Iterable[tuple[int, str, str]], enabled: bool) -> None:
+    """Thread-safe: requests resolve names while an admin call loads or unloads."""
+
+    def __init__(
+        self, adapters: Iterable[tuple[int, str, str]], enabled: bool, max_loaded: int | None = None
+    ) -> None:
         self.enabled = enabled
+        self.max_loaded = max_loaded
+        self._lock = threading.Lock()
         self._by_name: dict[str, LoraRef] = {}
+        self._loading: set[str] = set()
         for lora_id, name, path in adapters:
             self._by_name[name] = LoraRef(lora_id, name, path)
+        self._ids = itertools.count(max((ref.lora_id for ref in self._by_name.values()), default=0) + 1)
+
+    def reserve(self, name: str, path: str) -> LoraRef:
+        """A new id for `name` (not resolvable until `commit`); refuses a name in use and a load
+        past `max_loaded`."""
+        if not self.enabled:
+            raise LoraAdapterError("this engine serves no LoRA adapters (start it with enable_lora)")
+        if not name or not isinstance(name, str):
+            raise LoraAdapterError(f"a LoRA adapter needs a name, got {name!r}")
+        with self._lock:
+            if name in self._by_name or name in self._loading:
+                raise LoraAdapterError(f"LoRA adapter {name!r} is already loaded (unload it first)")
+            if self.max_loaded is not None and len(self._by_name) + len(self._loading) >= self.max_loaded:
+                raise LoraCapacityError(
+                    f"{self.max_loaded} LoRA adapters are loaded (max_loaded_loras): unload one first"
+                )
+            self._loading.add(name)
+            return LoraRef(next(self._ids), name, path)
+
+    def commit(self, ref: LoraRef) -> None:
+        with self._lock:
+            self._loading.discard(ref.name)
+            self._by_name[ref.name] = ref
+
+    def cancel(self, ref: LoraRef) -> None:
+        with self._lock:
+            self._loading.discard(ref.name)
+
+    def remove(self, name: str) -> LoraRef:
+        """Forgets `name` (new requests for it are refused from now on)."""
+        with self._lock:
+            ref = self._by_name.pop(name, None)
+        if ref is None:
+            raise UnknownLoraError(f"LoRA adapter {name!r} is not loaded", param="lora_name")
+        return ref
 
     def resolve(self, name: str | None) -> int:
         """The id requests for `name` run with (0 for None: the base model)."""
         if name is None:
             return BASE_LORA_ID
-        ref = self._by_name.get(name)
+        with self._lock:
+            ref = self._by_name.get(name)
         if ref is None:
             if not self.enabled:
                 raise UnknownLoraError(
@@ -78,4 +123,5 @@ class LoraRegistry:
         return ref.lora_id
 
     def adapters(self) -> list[LoraRef]:
-        return sorted(self._by_name.values(), key=lambda ref: ref.lora_id)
+        with self._lock:
+            return sorted(self._by_name.values(), key=lambda ref: ref.lora_id)

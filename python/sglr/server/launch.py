@@ -227,7 +227,7 @@ def _build_engine(args: argparse.Namespace, engine_class: Any) -> Any:
 def _run_follower_node(args: argparse.Namespace) -> int:
     """`--node-rank K > 0`: this machine's ranks of the group node 0 serves; no HTTP."""
     from sglr.engine.config import EngineConfig
-    from sglr.engine.engine import runner_config_for
+    from sglr.engine.runner_settings import runner_config_for
     from sglr.engine.worker.node import run_follower_node
     from sglr.errors import SglrError
 

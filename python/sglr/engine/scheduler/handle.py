@@ -45,6 +45,14 @@ class SchedulerHandle(ABC):
         """Drops the prefix cache; False while requests are in flight."""
 
     @abstractmethod
+    def load_lora(self, lora_id: int, name: str, path: str) -> Future[None]:
+        """Loads the PEFT adapter at `path` as `lora_id` on every rank, between steps."""
+
+    @abstractmethod
+    def unload_lora(self, lora_id: int) -> Future[bool]:
+        """Unloads adapter `lora_id` (True), or marks it to unload when its requests end (False)."""
+
+    @abstractmethod
     def get_stats(self) -> dict[str, Any]:
         """The engine's counters, KV usage and queue lengths."""
 

@@ -7,10 +7,9 @@ New requests, aborts and calls arrive through the inbox (`messages.py`) between 
 talk to it only through the `SchedulerHandle` methods; a worker process also reads `stats`,
 `has_work` and uses `call`.
 
-Who owns what (each alone changes its collection): the request table (`table.py`, every
-request in flight and its phase), the prefill queue (`prefill.py`, the waiting requests), the
-running set (`running.py`, the decoding ones), the KV pool (`engine/kv/`); `endings.py` ends
-requests, `results.py` applies a pass's outputs.
+Who owns what (each alone changes its collection): the request table (`table.py`), the prefill
+queue (`prefill.py`), the running set (`running.py`), the KV pool (`engine/kv/`), the runner's
+adapters (`lora_lifecycle.py`); `endings.py` ends requests, `results.py` applies a pass's outputs.
 """
 
 from __future__ import annotations
@@ -33,6 +32,7 @@ from sglr.engine.postprocess import OutputProcessor
 from sglr.engine.request import Phase, Req, TokenizedRequest
 from sglr.engine.scheduler.endings import RequestEndings
 from sglr.engine.scheduler.handle import SchedulerHandle
+from sglr.engine.scheduler.lora_lifecycle import LoraLifecycle
 from sglr.engine.scheduler.messages import (
     AbortRequest,
     AddRequest,
@@ -90,6 +90,7 @@ class SchedulerLoop(SchedulerHandle):
             self._table,
             self.stats,
         )
+        self._loras = LoraLifecycle(runner, self._prefill.lora_admission)
         self._running = RunningSet(self._pool, self._table, self._prefill, self.stats)
         self._endings = RequestEndings(
             self._pool, self._table, self._prefill, self._running, self._out, self.stats
@@ -144,6 +145,12 @@ class SchedulerLoop(SchedulerHandle):
     def flush_cache(self) -> Future[bool]:
         return self.call(self._flush_cache)
 
+    def load_lora(self, lora_id: int, name: str, path: str) -> Future[None]:
+        return self.call(lambda: self._loras.load(lora_id, name, path))
+
+    def unload_lora(self, lora_id: int) -> Future[bool]:
+        return self.call(lambda: self._loras.unload(lora_id))
+
     def call(self, fn: Callable[[], Any]) -> Future[Any]:
         """Runs `fn` on the loop thread between steps; its result or error in the future."""
         future: Future[Any] = Future()
@@ -165,8 +172,7 @@ class SchedulerLoop(SchedulerHandle):
         return len(self._running)
 
     def get_stats(self) -> dict[str, Any]:
-        stats: dict[str, Any] = self.stats.as_dict()
-        stats.update(self._pool.stats())
+        stats: dict[str, Any] = {**self.stats.as_dict(), **self._pool.stats()}
         stats.update(
             num_running_requests=self.num_running,
             num_waiting_requests=self.num_waiting,
@@ -227,8 +233,10 @@ class SchedulerLoop(SchedulerHandle):
         closed = self._closed_message
         match message:
             case AddRequest(req):
-                if closed is not None:
-                    self._endings.refuse(req, EngineClosedError(closed))
+                # (An adapter may have been unloaded between the front's check and now.)
+                refusal = self._loras.refusal(req.lora_id) if closed is None else EngineClosedError(closed)
+                if refusal is not None:
+                    self._endings.refuse(req, refusal)
                     return
                 self._table.add(req)
                 if req.phase is not Phase.COMPILING:
@@ -337,5 +345,6 @@ class SchedulerLoop(SchedulerHandle):
         self._prefill.check_invariants()
         self._table.check_invariants()
         self._running.check_invariants()
+        self._loras.check_invariants()
         if self._speculator is not None:
             self._speculator.check_invariants({req.uid for req in self._running})

@@ -8,6 +8,7 @@ last request ends. The base model (id 0) is never counted. Owned by `PrefillQueu
 from __future__ import annotations
 
 from collections import Counter, deque
+from collections.abc import Callable
 
 from sglr.engine.request import Req
 
@@ -15,6 +16,8 @@ from sglr.engine.request import Req
 class LoraAdmission:
     def __init__(self, max_loras_per_batch: int) -> None:
         self.max_loras_per_batch = max_loras_per_batch
+        # Called with an adapter's id when its last request in flight ends (`LoraLifecycle`).
+        self.on_idle: Callable[[int], None] | None = None
         self._num_reqs_by_lora: Counter[int] = Counter()
         self._lora_by_uid: dict[int, int] = {}  # adapter requests counted, by uid
         self._held: deque[Req] = deque()
@@ -36,14 +39,21 @@ class LoraAdmission:
         self._held.append(req)
         return False
 
-    def drop(self, uid: int) -> None:
+    def num_requests(self, lora_id: int) -> int:
+        """Requests in flight with this adapter (counted or held)."""
+        return self._num_reqs_by_lora[lora_id] + sum(req.lora_id == lora_id for req in self._held)
+
+    def drop(self, req: Req) -> None:
         """A request that ends (finished or aborted, counted or held)."""
-        lora_id = self._lora_by_uid.pop(uid, None)
+        lora_id = self._lora_by_uid.pop(req.uid, None)
         if lora_id is not None:
             self._num_reqs_by_lora[lora_id] -= 1
             if not self._num_reqs_by_lora[lora_id]:
                 del self._num_reqs_by_lora[lora_id]
-        self._held = deque(req for req in self._held if req.uid != uid)
+        if any(held.uid == req.uid for held in self._held):
+            self._held = deque(held for held in self._held if held.uid != req.uid)
+        if req.lora_id and self.on_idle is not None and not self.num_requests(req.lora_id):
+            self.on_idle(req.lora_id)
 
     def release(self) -> list[Req]:
         """Held requests that fit now, in arrival order (counted); the first that does not fit

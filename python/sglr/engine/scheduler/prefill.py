@@ -86,13 +86,17 @@ class PrefillQueue:
     def remove(self, uid: int) -> None:
         self._scheduler.remove(uid)
 
+    @property
+    def lora_admission(self) -> LoraAdmission:
+        return self._loras
+
     def is_held(self, req: Req) -> bool:
         """Waiting outside the queue for its adapter's place in batches (`LoraAdmission`)."""
         return self._loras.is_held(req.uid)
 
     def on_request_end(self, req: Req) -> None:
         """`req` ended: its adapter's place may go to a held request."""
-        self._loras.drop(req.uid)
+        self._loras.drop(req)
         for released in self._loras.release():
             self._enqueue(released)
 

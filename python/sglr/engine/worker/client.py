@@ -131,6 +131,12 @@ class WorkerScheduler(SchedulerHandle):
     def flush_cache(self) -> Future[bool]:
         return self._ask(messages.FlushCache)
 
+    def load_lora(self, lora_id: int, name: str, path: str) -> Future[None]:
+        return self._ask(lambda token: messages.LoadLora(token, lora_id, name, path))
+
+    def unload_lora(self, lora_id: int) -> Future[bool]:
+        return self._ask(lambda token: messages.UnloadLora(token, lora_id))
+
     def get_stats(self) -> dict[str, Any]:
         return self._ask(messages.GetStats).result(timeout=_REPLY_TIMEOUT_S)
 

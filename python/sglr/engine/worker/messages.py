@@ -1,8 +1,8 @@
 """Control messages between the front and worker rank 0: one dataclass per kind.
 
 Front -> rank 0 (the commands socket), read in one place, `process._handle_command`:
-`AddRequest`, `AbortRequest`, the queries `FlushCache`, `GetStats`, `CheckInvariants` (each
-with a `token` its `Reply` names) and `StopWorkers`.
+`AddRequest`, `AbortRequest`, the queries `FlushCache`, `GetStats`, `LoadLora`, `UnloadLora`,
+`CheckInvariants` (each with a `token` its `Reply` names) and `StopWorkers`.
 
 Rank 0 -> front (the outputs socket), read in one place, `WorkerScheduler._handle`: `Ready`
 (its runner's attributes), `Failed` (why it could not start or serve), `Outputs` (one step's
@@ -59,6 +59,18 @@ class GetStats(Query):
 
 
 @dataclass(frozen=True, slots=True)
+class LoadLora(Query):
+    lora_id: int
+    name: str
+    path: str
+
+
+@dataclass(frozen=True, slots=True)
+class UnloadLora(Query):
+    lora_id: int
+
+
+@dataclass(frozen=True, slots=True)
 class CheckInvariants(Query):
     pass
 
@@ -68,7 +80,9 @@ class StopWorkers(_Message):
     pass
 
 
-Command = AddRequest | AbortRequest | FlushCache | GetStats | CheckInvariants | StopWorkers
+Command = (
+    AddRequest | AbortRequest | FlushCache | GetStats | LoadLora | UnloadLora | CheckInvariants | StopWorkers
+)
 
 
 # ----- rank 0 -> front -----

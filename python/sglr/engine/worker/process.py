@@ -155,6 +155,10 @@ def _handle_command(
             loop.abort(rid)
         case messages.FlushCache(token):
             loop.flush_cache().add_done_callback(reply_to(token))
+        case messages.LoadLora(token, lora_id, name, path):
+            loop.load_lora(lora_id, name, path).add_done_callback(reply_to(token))
+        case messages.UnloadLora(token, lora_id):
+            loop.unload_lora(lora_id).add_done_callback(reply_to(token))
         case messages.GetStats(token):
             loop.call(loop.get_stats).add_done_callback(reply_to(token))
         case messages.CheckInvariants(token):
