@@ -51,7 +51,7 @@ def test_load_serves_and_unload_refuses(base: Path, adapters: dict[str, Path], m
         engine.generate(input_ids=PROMPT, sampling_params=GREEDY, lora_path="first")
     with pytest.raises(UnknownLoraError):
         engine.unload_lora_adapter("first")
-    with pytest.raises(LoraAdapterError, match="no adapter_config.json"):
+    with pytest.raises(LoraAdapterError, match=r"no adapter_config\.json"):
         engine.load_lora_adapter("broken", str(base))
     assert engine.lora_adapters() == []  # a failed load leaves nothing behind
     engine.check_invariants()
