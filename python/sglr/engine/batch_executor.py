@@ -79,6 +79,8 @@ class BatchExecutor:
         self.token_masks = token_masks
 
     def extend(self, items: Sequence[ExtendItem]) -> ExtendOutcome:
+        # Requests of one adapter side by side: each adapter's delta then runs on a slice.
+        items = sorted(items, key=lambda item: item.req.lora_id)
         requests = []
         for item in items:
             fill = item.req.fill_ids()
@@ -126,6 +128,16 @@ class BatchExecutor:
     def decode(self, reqs: Sequence[Req], row_writes: PendingRowWrites | None = None) -> list[SampledToken]:
         """One token per request into its one reserved slot (and the row entries the pool
         switched to other slots since the rows were written)."""
+        if any(req.lora_id for req in reqs):  # side by side by adapter, as in `extend`
+            order = sorted(range(len(reqs)), key=lambda i: reqs[i].lora_id)
+            tokens = self._decode([reqs[i] for i in order], row_writes)
+            in_order: list[SampledToken] = [tokens[0]] * len(reqs)
+            for position, index in enumerate(order):
+                in_order[index] = tokens[position]
+            return in_order
+        return self._decode(reqs, row_writes)
+
+    def _decode(self, reqs: Sequence[Req], row_writes: PendingRowWrites | None) -> list[SampledToken]:
         output = self.runner.forward_decode(
             [req.kv.row for req in reqs],
             [req.output_ids[-1] for req in reqs],

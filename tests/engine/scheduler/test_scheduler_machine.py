@@ -61,7 +61,11 @@ class _Sink:
 
 def _loop() -> SchedulerLoop:
     runner = SimpleNamespace(
-        num_kv_slots=48, runner_config=SimpleNamespace(max_num_reqs=6), max_context_len=64, vocab_size=8
+        num_kv_slots=48,
+        runner_config=SimpleNamespace(max_num_reqs=6),
+        max_context_len=64,
+        vocab_size=8,
+        loras=None,  # serves no LoRA adapters
     )
     config = EngineConfig(debug_invariants=True)
     return SchedulerLoop(config, runner, tokenizer=None, max_running_requests=4, chunked_prefill_size=12)

@@ -25,10 +25,14 @@ from sglr.model.lora.adapter import LoraWeights
 
 @dataclass(frozen=True)
 class LoraRows:
-    """Which rows of a step's token stream use which adapter: `rows` None means all of them."""
+    """Which rows of a step's token stream use which adapter: the index tensor `rows`, or (when
+    None) the contiguous range `start:end` (the engine orders a batch's requests by adapter, so
+    this is the common case: slices instead of a gather and a scatter)."""
 
     adapter_id: int
     rows: torch.Tensor | None
+    start: int = 0
+    end: int = 0
 
 
 class LoraStep:
@@ -121,10 +125,10 @@ class LinearLoraDeltas:
             delta = self._deltas.get(group.adapter_id)
             if delta is None:
                 continue
-            rows_x = x if group.rows is None else x.index_select(0, group.rows)
+            rows_x = x[group.start : group.end] if group.rows is None else x.index_select(0, group.rows)
             change = (rows_x.to(delta.shrink.dtype) @ delta.shrink) @ delta.expand
             if group.rows is None:
-                y.add_(change.to(y.dtype))
+                y[group.start : group.end] += change.to(y.dtype)
             else:
                 y.index_add_(0, group.rows, change.to(y.dtype))
         return y

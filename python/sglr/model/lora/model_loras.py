@@ -83,13 +83,15 @@ class ModelLoras:
         unknown = [int(i) for i in ids if int(i) not in self.adapters]
         if unknown:
             raise BatchError(f"adapter ids {unknown} are not loaded")
-        if ids.size == 1 and bool((token_adapter_ids == ids[0]).all()):
-            self.step.groups = (LoraRows(int(ids[0]), None),)
-            return
-        self.step.groups = tuple(
-            LoraRows(int(i), torch.from_numpy(np.flatnonzero(token_adapter_ids == i)).to(self.device))
-            for i in ids
-        )
+        groups = []
+        for adapter_id in ids.tolist():
+            rows = np.flatnonzero(token_adapter_ids == adapter_id)
+            start, end = int(rows[0]), int(rows[-1]) + 1
+            if end - start == rows.size:  # one run of rows: a slice
+                groups.append(LoraRows(adapter_id, None, start, end))
+            else:
+                groups.append(LoraRows(adapter_id, torch.from_numpy(rows).to(self.device)))
+        self.step.groups = tuple(groups)
 
     def end(self) -> None:
         self.step.groups = ()
