@@ -4,8 +4,9 @@ worker process (this process tokenizes, assembles results and runs the programs)
 `sglr-server` runs them; `--in-process` keeps everything in this process.
 
 It runs a multi-turn chat, a fork/join program, multiple choice with `select`, a JSON
-schema-constrained extraction and an EBNF grammar-constrained expression, prints each result, then the engine's prefix-cache hit rate and
-generation speed. Last, it starts `sglr-server` on the same model (HTTP front, scheduler in a
+schema-constrained extraction, an EBNF grammar-constrained expression, a passage quoted back under
+speculative decoding and a batch over two LoRA adapters and the base, prints each result, then the
+engine's prefix-cache hit rate and generation speed. Last, it starts `sglr-server` on the same model (HTTP front, scheduler in a
 worker process) and runs a tool-calling program through its OpenAI API (`--no-server` skips it).
 
     python examples/main_job.py [--model-path PATH] [--device cpu|cuda] [--in-process] [--no-server]
@@ -34,6 +35,7 @@ PROGRAMS = [
         "speculative decoding: a passage quoted back, drafts copied from the prompt (NGRAM)",
         "speculative_quote",
     ),
+    ("LoRA: two adapters loaded at run time, one batch with the base model", "lora_adapters"),
 ]
 
 

@@ -35,6 +35,10 @@ def test_main_job_answers_correctly_on_smollm2(smollm2_dir, monkeypatch, capsys)
     quote = results["speculative_quote"]  # greedy tokens equal with and without speculation
     assert quote["identical"] and quote["accepted_drafts"] > 0, quote
 
+    lora = results["lora_adapters"]  # one batch: the base and two adapters, answers of their own
+    assert lora["distinct_answers"] >= 2 and lora["same_when_asked_again"], lora
+    assert all(n > 0 for n in lora["cached_again"].values()) and lora["unloaded_refused"], lora
+
     call = results["tool_calling"]  # through sglr-server's OpenAI API, arguments per the schema
     assert call["name"] == "get_weather" and call["arguments"]["unit"] in ("celsius", "fahrenheit")
     assert "Paris" in call["arguments"]["city"]
