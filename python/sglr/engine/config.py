@@ -68,7 +68,9 @@ class EngineConfig:
     max_loras_per_batch: distinct adapters one batch may hold; max_loaded_loras: adapters loaded
         at once (None: no bound); max_lora_rank: the largest rank accepted (None: any);
         lora_target_modules: the projections adapters may change (None: any of q_proj, k_proj,
-        v_proj, o_proj, gate_proj, up_proj, down_proj). See docs/lora.md.
+        v_proj, o_proj, gate_proj, up_proj, down_proj); lora_backend: "triton" (a segmented
+        kernel, the default on CUDA), "torch" (grouped matmuls, the default on the CPU), "auto".
+        See docs/lora.md.
     """
 
     model_path: str | None = None
@@ -123,6 +125,7 @@ class EngineConfig:
     max_loaded_loras: int | None = None
     max_lora_rank: int | None = None
     lora_target_modules: tuple[str, ...] | None = None
+    lora_backend: str = "auto"
 
     def __post_init__(self) -> None:
         if self.schedule_policy not in SCHEDULE_POLICIES:

@@ -34,4 +34,5 @@ def runner_config_for(cfg: EngineConfig) -> Any:
         max_lora_rank=cfg.max_lora_rank,
         lora_target_modules=None if cfg.lora_target_modules is None else tuple(cfg.lora_target_modules),
         lora_adapters=startup_adapters(parse_lora_paths(cfg.lora_paths)),
+        lora_backend=cfg.lora_backend,
     )

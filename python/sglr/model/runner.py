@@ -125,7 +125,12 @@ class ModelRunner:
         # The request-table rows a verify pass gives its draft tokens (see `ReqToTokenTable`).
         self.draft_rows = np.arange(config.max_num_reqs + 1, config.max_num_reqs + 1 + config.num_draft_rows)
         # The loaded LoRA adapters (None: the runner serves the base model alone).
-        self.loras = ModelLoras(self.model, self.dtype, self.device) if config.enable_lora else None
+        lora_backend = config.lora_backend
+        if lora_backend == "auto":
+            lora_backend = "triton" if self.device.type == "cuda" else "torch"
+        self.loras = (
+            ModelLoras(self.model, self.dtype, self.device, lora_backend) if config.enable_lora else None
+        )
         for adapter_id, name, path in config.lora_adapters:  # every rank reads them itself
             assert self.loras is not None
             self.loras.load(adapter_id, self._read_lora(name, path))

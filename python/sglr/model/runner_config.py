@@ -46,7 +46,8 @@ class RunnerConfig:
     enable_lora: serve LoRA adapters (`load_lora`); max_lora_rank: the largest rank one may have
         (None: any); lora_target_modules: the projections they may adapt (None: any of
         q/k/v/o/gate/up/down); lora_adapters: (id, name, PEFT directory) of the adapters every
-        rank loads at start.
+        rank loads at start; lora_backend: "torch" (grouped matmuls per adapter), "triton" (one
+        segmented kernel per linear), "auto" (triton on CUDA, torch on the CPU).
     """
 
     model_path: str | Path | None
@@ -67,6 +68,7 @@ class RunnerConfig:
     max_lora_rank: int | None = None
     lora_target_modules: tuple[str, ...] | None = None
     lora_adapters: tuple[tuple[int, str, str], ...] = ()
+    lora_backend: str = "auto"
 
     def __post_init__(self) -> None:
         if self.dtype != "auto" and self.dtype not in RUN_DTYPES:
@@ -83,6 +85,8 @@ class RunnerConfig:
             raise ModelConfigError(f"attention_backend must be one of {ATTENTION_BACKENDS}")
         if self.load_format not in ("auto", "dummy"):
             raise ModelConfigError(f"load_format must be 'auto' or 'dummy', got {self.load_format!r}")
+        if self.lora_backend not in ("auto", "torch", "triton"):
+            raise ModelConfigError(f"lora_backend must be auto, torch or triton, got {self.lora_backend!r}")
         if self.lora_adapters and not self.enable_lora:
             raise ModelConfigError("lora_adapters need enable_lora")
         if self.max_lora_rank is not None and self.max_lora_rank < 1:

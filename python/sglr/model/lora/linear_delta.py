@@ -41,6 +41,9 @@ class LoraStep:
 
     def __init__(self) -> None:
         self.groups: tuple[LoraRows, ...] = ()
+        # The Triton backend's view: each row's adapter slot (`ModelLoras.slot_ids`; the number
+        # of slots for the base model's rows), or None on the torch backend.
+        self.row_slots: torch.Tensor | None = None
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,8 @@ class LinearLoraDeltas:
         self.in_features, self.out_features = in_features, out_features
         self.col_start = col_start
         self._deltas: dict[int, _PackedDelta] = {}
+        # The Triton backend's: every loaded adapter's pairs stacked by slot (`restack`).
+        self._stacked: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def add_adapter(
         self, adapter_id: int, pairs: dict[str, LoraWeights], dtype: torch.dtype, device: torch.device
@@ -107,6 +112,28 @@ class LinearLoraDeltas:
     def remove_adapter(self, adapter_id: int) -> None:
         self._deltas.pop(adapter_id, None)
 
+    def restack(self, slot_ids: Sequence[int], rank_width: int) -> None:
+        """Stacks the pairs of adapters `slot_ids` (slot order) for the Triton kernel: shrink
+        `[S, rank_width, in]`, expand `[S, out, rank_width]`, zeros where an adapter has a
+        smaller rank or does not adapt this linear."""
+        if not self._deltas:
+            self._stacked = None
+            return
+        some = next(iter(self._deltas.values())).shrink
+        shrink = some.new_zeros(len(slot_ids), rank_width, self.in_features)
+        expand = some.new_zeros(len(slot_ids), self.out_features, rank_width)
+        for slot, adapter_id in enumerate(slot_ids):
+            delta = self._deltas.get(adapter_id)
+            if delta is not None:
+                rank = delta.shrink.shape[1]
+                shrink[slot, :rank] = delta.shrink.t()
+                expand[slot, :, :rank] = delta.expand.t()
+        self._stacked = (shrink, expand)
+
+    @property
+    def max_rank(self) -> int:
+        return max((d.shrink.shape[1] for d in self._deltas.values()), default=0)
+
     def has_adapter(self, adapter_id: int) -> bool:
         return adapter_id in self._deltas
 
@@ -121,6 +148,10 @@ class LinearLoraDeltas:
     def add_to(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """`y` (the base output of `x`, this rank's part before any all-reduce) plus each
         adapter's delta on its rows; in place."""
+        if self.step.row_slots is not None and self._stacked is not None:
+            from sglr.kernels.triton_lora import add_lora_deltas  # CUDA or TRITON_INTERPRET only
+
+            return add_lora_deltas(x, y, *self._stacked, self.step.row_slots)
         for group in self.step.groups:
             delta = self._deltas.get(group.adapter_id)
             if delta is None:

@@ -18,6 +18,7 @@ from sglr.model.lora.adapter import LoraAdapter
 from sglr.model.lora.linear_delta import LinearLoraDeltas, LoraRows, LoraStep
 
 BASE_ADAPTER_ID = 0
+LORA_BACKENDS = ("torch", "triton")
 
 # (checkpoint projection, the module path from the layer, the shard of the fused linear)
 _PROJECTION_TARGETS = {
@@ -32,8 +33,16 @@ _PROJECTION_TARGETS = {
 
 
 class ModelLoras:
-    def __init__(self, model: torch.nn.Module, dtype: torch.dtype, device: torch.device) -> None:
-        self.dtype, self.device = dtype, device
+    """`backend`: "torch" (grouped matmuls, adapter by adapter) or "triton" (one segmented
+    shrink and expand per linear over all adapters stacked by slot, `kernels/triton_lora.py`)."""
+
+    def __init__(
+        self, model: torch.nn.Module, dtype: torch.dtype, device: torch.device, backend: str = "torch"
+    ) -> None:
+        if backend not in LORA_BACKENDS:
+            raise ValueError(f"lora backend must be one of {LORA_BACKENDS}, got {backend!r}")
+        self.dtype, self.device, self.backend = dtype, device, backend
+        self.slot_ids: list[int] = []  # the Triton backend's slots: adapter ids in slot order
         self.step = LoraStep()
         self.adapters: dict[int, LoraAdapter] = {}
         # (layer id, linear path) -> the linear's deltas
@@ -68,13 +77,25 @@ class ModelLoras:
             self._drop(adapter_id)
             raise
         self.adapters[adapter_id] = adapter
+        self._restack()
 
     def unload(self, adapter_id: int) -> None:
         self._drop(adapter_id)
         self.adapters.pop(adapter_id, None)
+        self._restack()
+
+    def _restack(self) -> None:
+        if self.backend != "triton":
+            return
+        self.slot_ids = sorted(self.adapters)
+        max_rank = max((d.max_rank for d in self._linears.values()), default=1)
+        width = -(-max_rank // 16) * 16  # the kernel's dots need multiples of 16
+        for deltas in self._linears.values():
+            deltas.restack(self.slot_ids, width)
 
     def begin(self, token_adapter_ids: np.ndarray | None) -> None:
         """The step's rows (its token stream's) by adapter; None or all 0: the base alone."""
+        self.step.row_slots = None
         if token_adapter_ids is None:
             self.step.groups = ()
             return
@@ -92,9 +113,15 @@ class ModelLoras:
             else:
                 groups.append(LoraRows(adapter_id, torch.from_numpy(rows).to(self.device)))
         self.step.groups = tuple(groups)
+        if self.backend == "triton":
+            slot_ids = np.array(self.slot_ids, dtype=np.int64)
+            slots = np.searchsorted(slot_ids, token_adapter_ids)
+            slots[token_adapter_ids == BASE_ADAPTER_ID] = len(slot_ids)
+            self.step.row_slots = torch.from_numpy(slots).to(self.device)
 
     def end(self) -> None:
         self.step.groups = ()
+        self.step.row_slots = None
 
     def check_invariants(self) -> None:
         """Every linear holds exactly the loaded adapters that adapt one of its projections."""
