@@ -67,7 +67,7 @@ class EngineConfig:
         requests pick one by name (`lora_path`), and the prefix cache is kept apart per adapter.
     max_loras_per_batch: distinct adapters one batch may hold; max_loaded_loras: adapters loaded
         at once (None: no bound); max_lora_rank: the largest rank accepted (None: any);
-        lora_target_modules: the projections adapters may change (None: any of q_proj, k_proj,
+        lora_target_modules: the projections adapters may change (None or "all": any of q_proj, k_proj,
         v_proj, o_proj, gate_proj, up_proj, down_proj); lora_backend: "triton" (a segmented
         kernel, the default on CUDA), "torch" (grouped matmuls, the default on the CPU), "auto".
         See docs/lora.md.
