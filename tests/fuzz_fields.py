@@ -268,7 +268,6 @@ BAD_NATIVE_BIAS = st.sampled_from(
 _UNSUPPORTED_NATIVE = (
     "audio_data",
     "input_embeds",
-    "lora_path",
     "lora_id",
     "session_params",
     "custom_logit_processor",
@@ -292,6 +291,7 @@ _NATIVE_KNOWN = [
     "return_text_in_logprobs",
     "image_data",
     "video_data",
+    "lora_path",
     *_UNSUPPORTED_NATIVE,
     *_IGNORED_NATIVE,
     "extra_key",
@@ -351,6 +351,8 @@ NATIVE = RouteFields(
         Field(
             "video_data", st.none(), st.sampled_from(["aGVsbG8=", [["aGVsbG8="]], 5, "file:///etc/passwd"])
         ),
+        # An adapter name, or one per prompt; the fuzzed server serves none, so any is refused.
+        Field("lora_path", st.none(), st.sampled_from(["no-such-adapter", "", 5, True, [], [1], {"a": 1}])),
         *(Field(name, EMPTY_VALUES, NON_EMPTY_VALUES) for name in _UNSUPPORTED_NATIVE),
         *(Field(name, ANY_JSON) for name in _IGNORED_NATIVE),
         *_native_sampling(),

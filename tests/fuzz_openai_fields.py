@@ -104,7 +104,13 @@ SAMPLING = (
     Field("regex", GOOD_REGEXES, BAD_REGEXES | st.just(5), group="grammar"),
     Field("ebnf", GOOD_EBNF, BAD_EBNF | st.just(5), group="grammar"),
     Field("rid", st.uuids().map(str), wrong_types("str", "null")),
-    Field("model", st.none(), st.sampled_from(["no-such-model", 5, ["a"], "", "\ud800"])),
+    Field(
+        "model",
+        st.none(),
+        st.sampled_from(["no-such-model", 5, ["a"], "", "\ud800", "default:no-such-adapter"]),
+    ),
+    # SGLang's extension; the fuzzed server serves no adapters, so any name is refused.
+    Field("lora_path", st.none(), st.sampled_from(["no-such-adapter", "", 5, True, [1], {"a": 1}])),
 )
 PROMPTS = (
     NONEMPTY_TEXT

@@ -1,12 +1,14 @@
 """File paths a request names, confined to the directories the server allows.
 
-`confine_path` is the one check every path a client sends goes through (image paths today;
-adapter paths and cache directories are to use it too): the path must be absolute (or a
+`confine_path` is the one check every path a client sends goes through (image paths, LoRA
+adapter directories; cache directories are to use it too): the path must be absolute (or a
 `file://` URL), hold no NUL byte, no `..` component and no percent-encoded `.`, `/` or `\\`,
 and its real path (symlinks followed) must lie inside one of the allowed roots. Anything else
 is a `PathNotAllowedError` naming the request field. `read_confined_file` reads such a file
 (a regular file only, at most `max_bytes`) and checks again on the opened file, so a symlink
-swapped in after the check does not lead out either.
+swapped in after the check does not lead out either. `confine_directory` is `confine_path` for
+a directory something else reads whole (a LoRA adapter): every entry in it must lie inside the
+roots as well, so a symlinked file in an allowed directory does not lead out.
 """
 
 from __future__ import annotations
@@ -61,6 +63,28 @@ def confine_path(value: object, field: str, roots: Sequence[Path]) -> Path:
         raise PathNotAllowedError(
             f"{field}: {why} outside the directories this server reads files from", param=field
         )
+    return real
+
+
+def confine_directory(value: object, field: str, roots: Sequence[Path]) -> Path:
+    """The real path of the directory `value` names, confined as `confine_path` says, with each
+    of its entries' real paths inside `roots` too (checked now: whoever reads the files later
+    reads what an allowed directory holds, as long as nobody who may write there swaps them)."""
+    real = confine_path(value, field, roots)
+    if not real.is_dir():
+        raise InvalidRequestError(f"{field}: not an existing directory", param=field)
+    try:
+        entries = sorted(os.listdir(real))
+    except OSError as exc:
+        raise InvalidRequestError(
+            f"{field}: cannot read the directory: {exc.strerror}", param=field
+        ) from None
+    for entry in entries:
+        if not _inside(Path(os.path.realpath(real / entry)), roots):
+            raise PathNotAllowedError(
+                f"{field}: {entry!r} in it leads outside the directories this server reads files from",
+                param=field,
+            )
     return real
 
 

@@ -10,7 +10,9 @@ one replica and counts it in flight there until its result or stream ends.
 Routing key: the prompt's token ids when the caller gives `input_ids`, else its text as UTF-8
 bytes (a text prefix shared by two prompts is a token prefix shared by them too, so the route
 is the same and the front does not tokenize twice). A batch goes to one replica, keyed on its
-first sequence, so its sequences share one cache.
+first sequence, so its sequences share one cache. A LoRA adapter's requests key apart
+(`sglr.router.keys.with_adapter`): each replica caches prefixes per adapter. Adapters load and
+unload on every replica (a load that fails on one is undone on those that took it).
 
 Dead replicas: a replica whose engine stops is removed from the router before the next
 route, so requests avoid it; the facade stays alive while any replica is.
@@ -18,12 +20,14 @@ route, so requests avoid it; the facade stays alive while any replica is.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from sglr.errors import EngineClosedError, NoReplicaAvailableError
+from sglr.router.keys import with_adapter
 from sglr.router.policy import Router, RouterConfig
 
 logger = logging.getLogger(__name__)
@@ -109,6 +113,33 @@ class DataParallelEngine:
     def flush_cache(self) -> bool:
         self._check_open()
         return all([replica.flush_cache() for replica in self._live_replicas()])
+
+    # ----- LoRA adapters (the same on every replica) -----
+
+    def load_lora_adapter(self, lora_name: str, lora_path: str) -> Any:
+        self._check_open()
+        loaded: list[Any] = []
+        ref = None
+        try:
+            for replica in self._live_replicas():
+                ref = replica.load_lora_adapter(lora_name, lora_path)
+                loaded.append(replica)
+        except BaseException:
+            for replica in loaded:  # all or none: a name must mean one adapter everywhere
+                with contextlib.suppress(Exception):
+                    replica.unload_lora_adapter(lora_name)
+            raise
+        if ref is None:
+            raise EngineClosedError("every data-parallel replica has stopped")
+        return ref
+
+    def unload_lora_adapter(self, lora_name: str) -> None:
+        self._check_open()
+        for replica in self._live_replicas():
+            replica.unload_lora_adapter(lora_name)
+
+    def lora_adapters(self) -> list[Any]:
+        return self.replicas[0].lora_adapters()
 
     def get_stats(self) -> dict[str, Any]:
         per_replica = [replica.get_stats() for replica in self._live_replicas()]
@@ -206,6 +237,12 @@ class _FinishingStream:
 
 
 def _routing_key(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Sequence[int] | str:
+    lora_path = kwargs.get("lora_path")
+    adapter = lora_path[0] if isinstance(lora_path, list) and lora_path else lora_path
+    return with_adapter(_prompt_key(args, kwargs), adapter if isinstance(adapter, str) else None)
+
+
+def _prompt_key(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Sequence[int] | str:
     input_ids = kwargs.get("input_ids")
     if input_ids:
         return input_ids[0] if isinstance(input_ids[0], list) else input_ids

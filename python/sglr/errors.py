@@ -211,6 +211,16 @@ class UnknownLoraError(LoraError, InvalidRequestError):
     """A request names an adapter that is not loaded (never served by the base instead)."""
 
 
+class LoraNotFoundError(UnknownLoraError):
+    """An unload names an adapter that is not loaded: there is nothing to unload (HTTP 404,
+    where a generation naming one is a bad request)."""
+
+
+class UnknownModelError(InvalidRequestError):
+    """An OpenAI request's `model` names neither the served model nor a loaded LoRA adapter
+    (HTTP 404 with OpenAI's code `model_not_found`)."""
+
+
 class LoraCapacityError(LoraError, RuntimeError):
     """No room for another adapter: `max_loaded_loras` are loaded and all of them are in use."""
 

@@ -468,7 +468,8 @@ def _parsed_route(path: str, body: bytes) -> tuple[object, bool]:
     path=st.sampled_from(_PATHS),
     ids=st.one_of(st.none(), st.just("text"), st.lists(_ID_VALUES, max_size=12), st.lists(st.integers(0, 2**32 - 1), max_size=40)),
     stream=st.sampled_from([None, True, False, 1, "true"]),
-    tail=st.sampled_from(["", ', "input_ids": [7]', ', "prompt": [8, 9]', ', "n": 1e400', ', "n": -0', ', "stream": true', "x"]),
+    tail=st.sampled_from(["", ', "input_ids": [7]', ', "prompt": [8, 9]', ', "n": 1e400', ', "n": -0', ', "stream": true', "x",
+                          ', "lora_path": "a"', ', "lora_path": ["a"]', ', "model": "base:a"', ', "model": "base"', ', "lora_p\\u0061th": "a"']),
 )  # fmt: skip
 def test_scanned_id_prompts_route_as_parsed_ones(path: str, ids: object, stream: object, tail: str) -> None:
     field = "prompt" if path == "/v1/completions" else "input_ids"

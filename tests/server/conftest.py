@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from lora_support import LoraSet
 from server_harness import Served, served_engine
 
 from sglr.server import ServerSettings
@@ -33,3 +34,11 @@ def fuzzed(tiny_dir: Path) -> Iterator[Served]:
     settings = ServerSettings(enable_metrics=True)
     with served_engine(tiny_dir, settings, debug_invariants=True, context_length=FUZZ_CONTEXT_LEN) as s:
         yield s
+
+
+@pytest.fixture(scope="session")
+def lora_set(tiny_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> LoraSet:
+    """PEFT adapters of the tiny model for the LoRA server tests (`lora_support.py`)."""
+    from lora_support import write_lora_set
+
+    return write_lora_set(tiny_dir, tmp_path_factory.mktemp("served-lora"))

@@ -33,7 +33,8 @@ BAD_AUTHORIZATIONS = ({}, {"Authorization": "Bearer wrong"}, {"Authorization": K
 # The routes whose handlers read a body.
 READS_BODY = {("POST", "/generate"), ("PUT", "/generate"), ("POST", "/v1/completions"),
               ("POST", "/v1/chat/completions"), ("POST", "/abort_request"),
-              ("POST", "/concate_and_append_request")}  # fmt: skip
+              ("POST", "/concate_and_append_request"), ("POST", "/load_lora_adapter"),
+              ("POST", "/unload_lora_adapter")}  # fmt: skip
 
 
 @pytest.fixture(scope="module")

@@ -19,12 +19,15 @@ def client(served: Served):
         yield c
 
 
-def assert_error(response: httpx.Response, status: int, param: str | None, words: str) -> None:
+def assert_error(
+    response: httpx.Response, status: int, param: str | None, words: str, code: str | None = None
+) -> None:
+    """`code`: OpenAI's name of the error where it has one (else the code is the status)."""
     assert response.status_code == status, response.text
     body = response.json()
     assert set(body) == {"error"}
     error = body["error"]
-    assert error["code"] == status and error["param"] == param
+    assert error["code"] == (status if code is None else code) and error["param"] == param
     assert words in error["message"], error["message"]
     assert "Traceback" not in response.text and 'File "' not in response.text
 
@@ -70,7 +73,9 @@ NATIVE_CASES = [
     ({"text": "hi", "sampling_params": {"max_new_tokenz": 3}}, "sampling_params.max_new_tokenz", "unknown field `max_new_tokenz`"),
     ({"text": "hi", "max_new_tokens": 3}, "max_new_tokens", "unknown field `max_new_tokens` in the /generate request"),
     ({"text": "hi", "image_data": "aGVsbG8="}, "image_data", "this model does not take images"),
-    ({"text": "hi", "lora_path": "adapter"}, "lora_path", "LoRA"),
+    ({"text": "hi", "lora_path": "adapter"}, "lora_path", "serves no adapters"),
+    ({"text": "hi", "lora_path": 5}, "lora_path", "lora_path must be a name or a list"),
+    ({"text": "hi", "lora_id": 1}, "lora_id", "name the adapter with lora_path"),
     # out of range
     ({"text": "hi", "sampling_params": {"temperature": -1}}, "sampling_params.temperature", "temperature must be a non-negative"),
     ({"text": "hi", "sampling_params": {"top_p": 0}}, "sampling_params.top_p", "top_p must be in (0, 1]"),
@@ -137,7 +142,7 @@ def test_lone_surrogates_are_refused(client: httpx.Client) -> None:
     assert_error(client.post("/v1/completions", content=completion), 400, "prompt", "lone UTF-16 surrogate")
     # found by fuzzing: an error message echoing one was a 500 (it has no UTF-8 form); it goes escaped
     unknown_model = client.post("/v1/completions", content=b'{"model": "\\ud800", "prompt": "x"}')
-    assert_error(unknown_model, 404, "model", "does not exist")
+    assert_error(unknown_model, 404, "model", "does not exist", code="model_not_found")
     assert "`\\ud800`" in unknown_model.text
 
 

@@ -113,6 +113,10 @@ BAD_FLAGS = {
     "--model-path /no/such/model": "sglr-server:",
     "--chat-template not-a-template": "is not a file, a Jinja template",
     "--tp-size 2 --single-process": "multiprocess cannot be False",
+    "--lora-target-modules all q_proj": "'all' stands alone",
+    "--lora-paths {oops": "not valid JSON",
+    "--max-loras-per-batch 0": "max_loras_per_batch",
+    "--allowed-lora-path /no/such/dir": "is not an existing directory",
 }
 
 

@@ -13,7 +13,13 @@ import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from sglr.errors import EngineConfigError, LoraAdapterError, LoraCapacityError, UnknownLoraError
+from sglr.errors import (
+    EngineConfigError,
+    LoraAdapterError,
+    LoraCapacityError,
+    LoraNotFoundError,
+    UnknownLoraError,
+)
 
 BASE_LORA_ID = 0
 
@@ -74,7 +80,9 @@ class LoraRegistry:
         """A new id for `name` (not resolvable until `commit`); refuses a name in use and a load
         past `max_loaded`."""
         if not self.enabled:
-            raise LoraAdapterError("this engine serves no LoRA adapters (start it with enable_lora)")
+            raise LoraAdapterError(
+                "this engine serves no LoRA adapters (start it with enable_lora; sglr-server: --enable-lora)"
+            )
         if not name or not isinstance(name, str):
             raise LoraAdapterError(f"a LoRA adapter needs a name, got {name!r}")
         with self._lock:
@@ -101,7 +109,7 @@ class LoraRegistry:
         with self._lock:
             ref = self._by_name.pop(name, None)
         if ref is None:
-            raise UnknownLoraError(f"LoRA adapter {name!r} is not loaded", param="lora_name")
+            raise LoraNotFoundError(f"LoRA adapter {name!r} is not loaded", param="lora_name")
         return ref
 
     def resolve(self, name: str | None) -> int:
@@ -113,7 +121,8 @@ class LoraRegistry:
         if ref is None:
             if not self.enabled:
                 raise UnknownLoraError(
-                    f"LoRA adapter {name!r}: this engine serves no adapters (start it with lora_paths)",
+                    f"LoRA adapter {name!r}: this engine serves no adapters (start it with lora_paths or "
+                    "enable_lora; sglr-server: --lora-paths, --enable-lora)",
                     param="lora_path",
                 )
             loaded = ", ".join(sorted(self._by_name)) or "none"

@@ -34,7 +34,7 @@ def endpoint(
             return await handler(state, request)
         except Exception as exc:
             error = as_api_error(exc)
-            return error_response(error.status, error.message, error.param)
+            return error_response(error.status, error.message, error.param, error.code)
 
     return run
 

@@ -4,7 +4,8 @@ stack trace, and the one place where sglr's typed errors become HTTP statuses (`
     {"error": {"message": "...", "type": "invalid_request_error", "param": "temperature", "code": 400}}
 
 This is OpenAI's error object (the `openai` client reads `message`, `type`, `param`, `code`);
-SGLang's native clients read `error.message`. `code` is always the HTTP status.
+SGLang's native clients read `error.message`. `code` is the HTTP status, except where OpenAI
+(and SGLang after it) names the error: an unknown `model` is 404 with code `model_not_found`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ from sglr.errors import (
     EngineInternalError,
     HeadersTooLargeError,
     InvalidRequestError,
+    LoraCapacityError,
+    LoraNotFoundError,
+    UnknownModelError,
     UnknownWorkerError,
 )
 from sglr.http.jsonout import JSONOut
@@ -33,6 +37,7 @@ _TYPES = {
     401: "authentication_error",
     404: "not_found_error",
     405: "invalid_request_error",
+    409: "conflict_error",  # the server's state refuses it now (no room for another adapter)
     413: "invalid_request_error",
     415: "invalid_request_error",
     431: "invalid_request_error",
@@ -45,30 +50,39 @@ _TYPES = {
 class ApiError(Exception):
     """Raised by handlers; answered with `status` and the error body above."""
 
-    def __init__(self, status: int, message: str, param: str | None = None) -> None:
+    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None) -> None:
+        """`code`: OpenAI's name of the error, where it has one (else the status is the code)."""
         super().__init__(message)
         self.status = status
         self.message = message
         self.param = param
+        self.code = code
 
     @classmethod
     def bad_request(cls, message: str, param: str | None = None) -> ApiError:
         return cls(400, message, param)
 
 
-def error_body(status: int, message: str, param: str | None = None) -> dict[str, Any]:
+# OpenAI's named codes and the error type it gives each.
+_NAMED_CODE_TYPES = {"model_not_found": "invalid_request_error"}
+
+
+def error_body(
+    status: int, message: str, param: str | None = None, code: str | None = None
+) -> dict[str, Any]:
+    kind = _TYPES.get(status, "invalid_request_error" if status < 500 else "internal_server_error")
     return {
         "error": {
             "message": message,
-            "type": _TYPES.get(status, "invalid_request_error" if status < 500 else "internal_server_error"),
+            "type": _NAMED_CODE_TYPES.get(code, kind),
             "param": param,
-            "code": status,
+            "code": status if code is None else code,
         }
     }
 
 
-def error_response(status: int, message: str, param: str | None = None) -> Response:
-    return JSONOut(error_body(status, message, param), status_code=status)
+def error_response(status: int, message: str, param: str | None = None, code: str | None = None) -> Response:
+    return JSONOut(error_body(status, message, param, code), status_code=status)
 
 
 class FieldNames(Protocol):
@@ -86,6 +100,10 @@ def as_api_error(exc: BaseException, names: FieldNames | None = None) -> ApiErro
         return ApiError(413, exc.message, exc.param)
     if isinstance(exc, HeadersTooLargeError):
         return ApiError(431, exc.message, exc.param)
+    if isinstance(exc, UnknownModelError):
+        return ApiError(404, exc.message, exc.param, code="model_not_found")
+    if isinstance(exc, LoraNotFoundError):  # an unload of an adapter that is not loaded
+        return ApiError(404, exc.message, exc.param)
     if isinstance(exc, InvalidRequestError):
         param = exc.param if names is None else names.client_name(exc.param)
         message = exc.message
@@ -96,6 +114,8 @@ def as_api_error(exc: BaseException, names: FieldNames | None = None) -> ApiErro
         return ApiError(503, "the engine is not running")
     if isinstance(exc, EngineInternalError):
         return ApiError(500, str(exc))
+    if isinstance(exc, LoraCapacityError):  # retry after unloading one: a conflict, not overload
+        return ApiError(409, str(exc))
     if isinstance(exc, UnknownWorkerError):  # sglr-router's admin routes name workers by url
         return ApiError(404, str(exc), "url")
     if isinstance(exc, DuplicateWorkerError):

@@ -23,7 +23,7 @@ def sse_event(payload: Any) -> bytes:
 
 def sse_error(error: ApiError) -> bytes:
     """An error inside an event stream (the 200 status has been sent already)."""
-    return sse_event(error_body(error.status, error.message, error.param))
+    return sse_event(error_body(error.status, error.message, error.param, error.code))
 
 
 class EventStreamResponse(Response):

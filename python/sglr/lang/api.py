@@ -53,6 +53,7 @@ def gen(
     ebnf: str | None = None,
     tools: Sequence[dict] | None = None,
     tool_choice: str | dict | None = None,
+    lora_path: str | None = None,
 ) -> ir.Expr:
     """Generates text into variable `name` (unset values come from `run(...)` defaults).
 
@@ -65,6 +66,9 @@ def gen(
     chat-completions backends (`sgl.OpenAI`, also against sglr-server): the variable gets the
     reply's text (empty when it only called tools) and `get_meta_info(name)["tool_calls"]` the
     calls, OpenAI-shaped (`id`, `type`, `function.name`, `function.arguments` as JSON text).
+
+    `lora_path` generates with that LoRA adapter (by name, as the engine or server loaded it);
+    `run(..., lora_path=...)` sets it for every `gen`, `select` and cache hint of the program.
     """
     if choices is not None:
         return select(

@@ -112,7 +112,7 @@ class CompiledProgram:
         params = batch_run_params(sampling)
         bound = [self._bind((), dict(kwargs)) for kwargs in batch_kwargs]
         if len(bound) > 1:
-            send_prefix_hint(self.graph, backend)
+            send_prefix_hint(self.graph, backend, params.lora_path)
 
         def run_one(arguments: dict[str, Any]) -> ProgramState:
             state = self._start(backend, arguments, params)
@@ -155,10 +155,14 @@ def constant_prefix_text(graph: ProgramGraph, backend: Any) -> str:
     return renderer.text_
 
 
-def send_prefix_hint(graph: ProgramGraph, backend: Any) -> str:
-    """Sends the graph's constant prefix to the backend to be cached, if it is long enough."""
+def send_prefix_hint(graph: ProgramGraph, backend: Any, lora_path: str | None = None) -> str:
+    """Sends the graph's constant prefix to the backend to be cached, if it is long enough
+    (cached for the LoRA adapter `lora_path` the runs use, when they use one)."""
     prefix = constant_prefix_text(graph, backend)
     if len(prefix) >= global_config.min_prefix_hint_chars:
-        backend.cache_prefix(prefix)
+        if lora_path is None:
+            backend.cache_prefix(prefix)
+        else:
+            backend.cache_prefix(prefix, lora_path=lora_path)
         return prefix
     return ""

@@ -55,6 +55,9 @@ class GenParams:
     # chat-completions backends carry them.
     tools: str | None = None
     tool_choice: str | None = None
+    # The LoRA adapter to generate with, by name (None: the base model); a request-level field
+    # of native requests, not a sampling parameter.
+    lora_path: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -81,6 +84,8 @@ class GenParams:
             raise ValueError(f"min_new_tokens must be in [0, max_new_tokens], got {self.min_new_tokens}.")
         if self.n < 1:
             raise ValueError(f"n must be at least 1, got {self.n}.")
+        if self.lora_path is not None and (not isinstance(self.lora_path, str) or not self.lora_path):
+            raise ValueError(f"lora_path must be an adapter's name, got {self.lora_path!r}.")
         if not self.temperature >= 0 or self.temperature == float("inf"):
             raise ValueError(f"temperature must be a non-negative finite number, got {self.temperature}.")
         if not 0 < self.top_p <= 1:
@@ -170,6 +175,7 @@ _SHARED_OPTIONS = (
     "logprob_start_len",
     "top_logprobs_num",
     "return_text_in_logprobs",
+    "lora_path",
 )
 
 #: The names `gen` accepts, mapped to GenParams fields (`max_tokens` is `max_new_tokens`).

@@ -99,7 +99,7 @@ class Program:
             return []
         backend = resolve_backend(backend)
         if len(batch) > 1 and global_config.enable_precache_with_tracing:
-            self.cache(backend)
+            self.cache(backend, params.lora_path)
 
         def run_one(arguments: dict[str, Any]) -> ProgramState:
             return run_program(self, backend, (), arguments, params, False, sync=True, capture_errors=True)
@@ -126,11 +126,12 @@ class Program:
         """A program that runs the traced graph (raises TraceError if untraceable)."""
         return CompiledProgram(self.trace(), self.arg_defaults)
 
-    def cache(self, backend: Any = None) -> str:
-        """Sends the prompt prefix shared by every run to the backend to be cached; returns it."""
+    def cache(self, backend: Any = None, lora_path: str | None = None) -> str:
+        """Sends the prompt prefix shared by every run to the backend to be cached (for the
+        LoRA adapter `lora_path`, when the runs use one); returns it."""
         if self._prefix_graph is None:
             self._prefix_graph = trace_prefix_graph(self)
-        return send_prefix_hint(self._prefix_graph, resolve_backend(backend))
+        return send_prefix_hint(self._prefix_graph, resolve_backend(backend), lora_path)
 
     def __repr__(self) -> str:
         return f"<sglr program {self.name}({', '.join(self.arg_names)})>"

@@ -3,7 +3,10 @@
 Generation (`keys.GENERATION_PATHS`: `/generate`, `/v1/completions`, `/v1/chat/completions`)
 does not pass through here: `sglr.router.server` sends it straight to the worker the policy
 picks (`sglr.router.proxy`) and hands every other request to this app. Model and server info
-go to any healthy worker; `/flush_cache` and `/abort_request` go to every healthy one.
+go to any healthy worker; `/flush_cache` and `/abort_request` go to every healthy one (answering
+the worst status), and so do `/load_lora_adapter` and `/unload_lora_adapter` (every worker
+serves the same adapters; the answer is the first worker's, or the first error in worker order,
+with each worker's status under `workers`).
 Run-time membership: `POST /add_worker?url=...` / `POST /remove_worker?url=...` (or
 `{"url": ...}` as the body), `GET /list_workers`; a new worker is routable once it answers a
 health check (`sglr.router.health`). `/health` is 200 while some worker is healthy; `/metrics`
@@ -43,6 +46,9 @@ ANY_WORKER_GET_PATHS = (
     "/get_server_info",
 )
 EVERY_WORKER_POST_PATHS = ("/flush_cache", "/abort_request")
+LORA_ADMIN_PATHS = ("/load_lora_adapter", "/unload_lora_adapter")
+# One worker's answer to a broadcast: its url, status, error object (None: success) and body.
+_Answer = tuple[str, int, Any, Any]
 
 
 def build_router_app(pool: WorkerPool, settings: RouterSettings | None = None) -> Starlette:
@@ -52,6 +58,9 @@ def build_router_app(pool: WorkerPool, settings: RouterSettings | None = None) -
     routes = [Route(path, endpoint(state, _any_worker), methods=["GET"]) for path in ANY_WORKER_GET_PATHS]
     routes.append(Route("/v1/models/{model:path}", endpoint(state, _any_worker), methods=["GET"]))
     routes += [Route(path, endpoint(state, _every_worker), methods=["GET", "POST"]) for path in EVERY_WORKER_POST_PATHS]  # fmt: skip
+    routes += [
+        Route(path, endpoint(state, _every_worker_lora), methods=["POST"]) for path in LORA_ADMIN_PATHS
+    ]
     routes += [
         Route("/health", endpoint(state, _health), methods=["GET"]),
         Route("/add_worker", endpoint(state, _add_worker), methods=["POST"]),
@@ -88,36 +97,68 @@ async def _any_worker(state: RouterState, request: Request) -> Response:
     return error_response(503, "no healthy worker is available")
 
 
-async def _every_worker(state: RouterState, request: Request) -> Response:
+async def _broadcast(state: RouterState, request: Request) -> list[_Answer] | None:
+    """The request sent to every healthy worker at once; their answers in worker order (None:
+    no worker is healthy)."""
     assert state.client is not None
+    client = state.client
     body = await request.body()
     workers = state.pool.healthy_workers()
     if not workers:
-        return error_response(503, "no healthy worker is available")
+        return None
     headers = {**_auth(request), "content-type": request.headers.get("content-type", "application/json")}
 
-    async def one(worker: Worker) -> tuple[str, int, Any]:
+    async def one(worker: Worker) -> _Answer:
         try:
-            upstream = await state.client.request(request.method, worker.url + _path_and_query(request), content=body, headers=headers)  # fmt: skip
+            upstream = await client.request(request.method, worker.url + _path_and_query(request), content=body, headers=headers)  # fmt: skip
         except httpx.TransportError as exc:
             state.pool.mark_failed(worker, f"{type(exc).__name__}: {exc}")
-            return (
-                worker.url,
-                502,
-                error_body(502, f"worker {worker.url} did not answer: {type(exc).__name__}")["error"],
-            )
-        return worker.url, upstream.status_code, _error_of(upstream)
+            message = f"worker {worker.url} did not answer: {type(exc).__name__}"
+            return worker.url, 502, error_body(502, message)["error"], None
+        return worker.url, upstream.status_code, _error_of(upstream), _json_of(upstream)
 
-    answers = await asyncio.gather(*(one(worker) for worker in workers))
-    statuses = {url: code for url, code, _ in answers}
+    return list(await asyncio.gather(*(one(worker) for worker in workers)))
+
+
+async def _every_worker(state: RouterState, request: Request) -> Response:
+    answers = await _broadcast(state, request)
+    if answers is None:
+        return error_response(503, "no healthy worker is available")
+    statuses = {url: code for url, code, _, _ in answers}
     if all(code == 200 for code in statuses.values()):
         return JSONOut({"workers": statuses})
     # The worst answer's status, and its error (the field a bad request got wrong, say).
-    _, status, error = max(answers, key=lambda answer: answer[1])
+    _, status, error, _ = max(answers, key=lambda answer: answer[1])
     payload: dict[str, Any] = {"workers": statuses}
     if error is not None:
         payload["error"] = error
     return JSONOut(payload, status_code=status)
+
+
+async def _every_worker_lora(state: RouterState, request: Request) -> Response:
+    """A load or unload on every worker: the first worker's answer (its adapters), or the first
+    error in worker order. No undoing: a load one worker refused stays on those that took it,
+    which `workers` names (unload it there, or through the router, to start over)."""
+    answers = await _broadcast(state, request)
+    if answers is None:
+        return error_response(503, "no healthy worker is available")
+    statuses = {url: code for url, code, _, _ in answers}
+    failed = [answer for answer in answers if answer[1] != 200]
+    if not failed:
+        first = answers[0][3]
+        return JSONOut({**(first if isinstance(first, dict) else {}), "workers": statuses})
+    _, status, error, _ = failed[0]
+    payload: dict[str, Any] = {"workers": statuses}
+    if error is not None:
+        payload["error"] = error
+    return JSONOut(payload, status_code=status)
+
+
+def _json_of(upstream: httpx.Response) -> Any:
+    try:
+        return upstream.json()
+    except ValueError:
+        return None
 
 
 def _error_of(upstream: httpx.Response) -> Any:

@@ -7,10 +7,18 @@ tokenize; a shared text prefix is a shared token prefix).
 Chat requests key on their messages in order, role then content, so a conversation's next turn
 extends the key of the turn before. A batch keys on its first prompt. A body the router cannot
 read keys to "" (the worker answers it with the proper error).
+
+A request for a LoRA adapter keys apart from the base model's and every other adapter's
+(`with_adapter`): the worker caches a prefix per adapter, so the router's trees must too. The
+adapter is the body's `lora_path` (a batch's first entry), else on the OpenAI routes what follows
+the last colon of `model` (`"base:adapter"`). A bare `model` is not read: the router cannot tell
+the base's name from an adapter's, so such requests key as the base's do.
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
 from array import array
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -25,17 +33,49 @@ _INT_ONLY = {int}
 # ~2 us) rather than by the type of every id (~18 ns each).
 _SCAN_MIN_IDS = 128
 _scan_id_prompt: Callable[[bytes, str], tuple[Any, bool] | None] | None = None
+# An adapter's id keys start with two ids above any vocabulary (tokens are < 2**31).
+_ADAPTER_ID_BIT = 0x80000000
+# In a raw body: a `model` string (escapes included) that holds a colon, so may name an adapter.
+_MODEL_WITH_COLON = re.compile(rb'"model"\s*:\s*"(?:[^"\\:]|\\.)*:')
+_OPENAI_PATHS = ("/v1/completions", "/v1/chat/completions")
 
 
 def routing_key(path: str, body: Any) -> Key:
     if not isinstance(body, dict):
         return ""
     if path == "/v1/chat/completions":
-        return _chat_key(body.get("messages"))
-    if path == "/v1/completions":
-        return _prompt_key(body.get("prompt"))
-    ids = _prompt_key(body.get("input_ids"))
-    return ids if ids else _prompt_key(body.get("text"))
+        key: Key = _chat_key(body.get("messages"))
+    elif path == "/v1/completions":
+        key = _prompt_key(body.get("prompt"))
+    else:
+        ids = _prompt_key(body.get("input_ids"))
+        key = ids if ids else _prompt_key(body.get("text"))
+    return with_adapter(key, request_adapter(path, body))
+
+
+def request_adapter(path: str, body: dict[str, Any]) -> str | None:
+    """The LoRA adapter a parsed request body names for routing (None: the base model)."""
+    lora_path = body.get("lora_path")
+    if isinstance(lora_path, list):
+        lora_path = lora_path[0] if lora_path else None
+    if isinstance(lora_path, str):
+        return lora_path or None
+    model = body.get("model")
+    if path in _OPENAI_PATHS and isinstance(model, str) and ":" in model:
+        return model.rpartition(":")[2] or None
+    return None
+
+
+def with_adapter(key: Key, adapter: str | None) -> Key:
+    """`key` in the adapter's own key space: text behind the adapter's name, ids behind two ids
+    drawn from its name that no token has (None: the base model's, `key` itself)."""
+    if not adapter:
+        return key
+    if isinstance(key, str):
+        return f"\x00{adapter}\x00{key}"
+    digest = hashlib.blake2b(adapter.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    marker = [int.from_bytes(digest[at : at + 4], "little") | _ADAPTER_ID_BIT for at in (0, 4)]
+    return array(_U32, marker) + key if isinstance(key, array) else [*marker, *key]
 
 
 def scan_ids_request(path: str, body: bytes) -> tuple[Key, bool] | None:
@@ -43,7 +83,7 @@ def scan_ids_request(path: str, body: bytes) -> tuple[Key, bool] | None:
     in Rust from the bytes: no Python int per id, nothing built for the rest of the body. None for
     any other body (parse it, then `routing_key`); when it answers, the answer is what that gives
     (`rust/router/src/id_prompt.rs`). The ids come as a u32 numpy array the trees read in place."""
-    if path == "/v1/chat/completions":
+    if path == "/v1/chat/completions" or _may_name_adapter(path, body):
         return None
     global _scan_id_prompt
     if _scan_id_prompt is None:  # imported on first use, then kept: an import per call costs
@@ -51,6 +91,14 @@ def scan_ids_request(path: str, body: bytes) -> tuple[Key, bool] | None:
 
         _scan_id_prompt = scan_id_prompt
     return _scan_id_prompt(body, "prompt" if path == "/v1/completions" else "input_ids")
+
+
+def _may_name_adapter(path: str, body: bytes) -> bool:
+    """Whether the raw body may name a LoRA adapter (then it is parsed: the scan reads only the
+    prompt). `\\u` escapes could spell a key's letters, so a body with any is parsed too."""
+    if b'"lora_path"' in body or b"\\u" in body:
+        return True
+    return path in _OPENAI_PATHS and _MODEL_WITH_COLON.search(body) is not None
 
 
 def _prompt_key(prompt: Any) -> Key:

@@ -1,7 +1,8 @@
 """`build_app(engine)`: the Starlette application (all state lives in the returned app).
 
 Routes: SGLang's native API (`/generate`, `/model_info`, `/server_info`, `/health`,
-`/health_generate`, `/flush_cache`, `/abort_request`, ...), the OpenAI-compatible API
+`/health_generate`, `/flush_cache`, `/abort_request`, `/load_lora_adapter`,
+`/unload_lora_adapter`, ...), the OpenAI-compatible API
 (`/v1/models`, `/v1/completions`, `/v1/chat/completions`), and `/metrics` when enabled.
 Every error is JSON in one shape (`sglr.http.errors`); nothing a client sends yields a 500
 or a stack trace.

@@ -1,13 +1,16 @@
 """`sglr-server`'s flags that come from tables: one per request limit of `sglr.limits.TABLE`
-that has one, and the speculative-decoding flags (SGLang's names, one per `speculative_*` engine
-option: `EngineConfig` documents each, `engine/speculative/config.py` checks them)."""
+that has one, the speculative-decoding flags (SGLang's names, one per `speculative_*` engine
+option: `EngineConfig` documents each, `engine/speculative/config.py` checks them), and the
+LoRA flags (SGLang's names and meanings)."""
 
 from __future__ import annotations
 
 import argparse
+import json
 from typing import Any
 
 from sglr.engine.speculative.config import SPECULATIVE_ALGORITHMS
+from sglr.errors import EngineConfigError
 
 # (option, type, help)
 _FLAGS: tuple[tuple[str, type, str], ...] = (
@@ -50,3 +53,105 @@ def add_limit_arguments(parser: argparse.ArgumentParser) -> None:
                 default=limit.default,
                 help=f"{limit.what} (default: {limits.describe(limit)})",
             )
+
+
+def add_table_arguments(parser: argparse.ArgumentParser) -> None:
+    """The speculative-decoding flags, then the LoRA flags."""
+    add_speculative_arguments(parser)
+    add_lora_arguments(parser)
+
+
+def table_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The engine options of `add_table_arguments`'s flags."""
+    return speculative_options(args) | lora_options(args)
+
+
+def add_lora_arguments(parser: argparse.ArgumentParser) -> None:
+    """SGLang's LoRA flags (docs/lora.md; the engine checks them), and where runtime loads may
+    read adapters from."""
+    add = parser.add_argument
+    many: dict[str, Any] = {"nargs": "+", "action": "extend", "default": None}
+    add(
+        "--enable-lora",
+        action="store_true",
+        default=None,
+        help="serve LoRA adapters (on when --lora-paths names any)",
+    )
+    add(
+        "--lora-paths",
+        metavar="NAME=PATH",
+        **many,
+        help='adapters loaded at start: NAME=PATH, a bare PATH (its own name) or SGLang\'s JSON {"lora_name": ..., "lora_path": ...}',
+    )
+    add(
+        "--max-loras-per-batch",
+        type=int,
+        default=8,
+        help="distinct adapters among the requests one batch holds (8)",
+    )
+    add(
+        "--max-loaded-loras",
+        type=int,
+        default=None,
+        help="adapters loaded at once; a load past it is refused (no bound)",
+    )
+    add("--max-lora-rank", type=int, default=None, help="the largest adapter rank accepted (any)")
+    add(
+        "--lora-target-modules",
+        metavar="MODULE",
+        **many,
+        help="the projections adapters may change: q_proj k_proj v_proj o_proj gate_proj up_proj down_proj, or all (all)",
+    )
+    add(
+        "--lora-backend",
+        choices=("auto", "torch", "triton"),
+        default="auto",
+        help="how adapter deltas run: triton (a segmented kernel) or torch (grouped matmuls); auto: triton on CUDA",
+    )
+    add(
+        "--allowed-lora-path",
+        dest="allowed_lora_paths",
+        metavar="DIR",
+        nargs="+",
+        action="extend",
+        default=[],
+        help="/load_lora_adapter may read adapters from directories inside DIR (repeatable; default: no runtime loads)",
+    )  # fmt: skip
+
+
+def lora_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The LoRA flags as engine options."""
+    modules = args.lora_target_modules
+    if modules is not None and "all" in modules:
+        if len(modules) > 1:
+            raise EngineConfigError("--lora-target-modules: 'all' stands alone")
+        modules = None
+    return {
+        "enable_lora": args.enable_lora,
+        "lora_paths": None if args.lora_paths is None else tuple(map(_lora_path_item, args.lora_paths)),
+        "max_loras_per_batch": args.max_loras_per_batch,
+        "max_loaded_loras": args.max_loaded_loras,
+        "max_lora_rank": args.max_lora_rank,
+        "lora_target_modules": None if modules is None else tuple(modules),
+        "lora_backend": args.lora_backend,
+    }
+
+
+def _lora_path_item(item: str) -> str:
+    """`name=path` or a bare path as given; SGLang's JSON form (`pinned` is accepted: adapters
+    are never evicted here, each stays loaded until it is unloaded) as `name=path`."""
+    if not item.lstrip().startswith("{"):
+        return item
+    try:
+        spec = json.loads(item)
+    except ValueError as exc:
+        raise EngineConfigError(f"--lora-paths {item!r}: not valid JSON: {exc}") from None
+    unknown = sorted(set(spec) - {"lora_name", "lora_path", "pinned"}) if isinstance(spec, dict) else []
+    if not isinstance(spec, dict) or unknown:
+        raise EngineConfigError(
+            f"--lora-paths {item!r}: a JSON item has lora_name, lora_path and pinned only"
+        )
+    name, path = spec.get("lora_name"), spec.get("lora_path")
+    if not isinstance(name, str) or not isinstance(path, str) or not name or not path:
+        raise EngineConfigError(f"--lora-paths {item!r}: lora_name and lora_path must be non-empty strings")
+    return f"{name}={path}"

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 _NORMALIZE_KEYS = (
     "prompt", "input_ids", "sampling_params", "rid", "return_logprob", "logprob_start_len",
-    "top_logprobs_num", "return_text_in_logprobs", "image_data", "video_data",
+    "top_logprobs_num", "return_text_in_logprobs", "image_data", "video_data", "lora_path",
 )  # fmt: skip
 
 
@@ -46,7 +46,7 @@ async def start_generation(
         batch = normalize_generate_input(
             args["prompt"], args["input_ids"], args["sampling_params"], args["rid"], args["return_logprob"],
             args["logprob_start_len"], args["top_logprobs_num"], bool(args["return_text_in_logprobs"]),
-            image_data=args["image_data"], video_data=args["video_data"],
+            image_data=args["image_data"], video_data=args["video_data"], lora_path=args["lora_path"],
         )  # fmt: skip
         _check_top_logprobs(batch.specs)
         rids = [spec.rid for spec in batch.specs]

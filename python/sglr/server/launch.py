@@ -26,7 +26,7 @@ from sglr.http.listen import (
     run_event_loop,
 )
 from sglr.router.policy import ROUTER_POLICIES
-from sglr.server.flag_tables import add_limit_arguments, add_speculative_arguments, speculative_options
+from sglr.server.flag_tables import add_limit_arguments, add_table_arguments, table_options
 
 CHATML_TEMPLATE = (
     "{%- for message in messages %}"
@@ -157,7 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="accept images given as paths (or file:// URLs) of files inside DIR (default: none)",
     )
     add_limit_arguments(parser)
-    add_speculative_arguments(parser)
+    add_table_arguments(parser)
     add(
         "--shutdown-timeout",
         type=float,
@@ -207,7 +207,7 @@ def engine_options(args: argparse.Namespace) -> dict[str, Any]:
         "max_images_per_request": args.max_images_per_request,
         "max_image_bytes": args.max_image_bytes,
         "max_image_pixels": args.max_image_pixels,
-    } | speculative_options(args)
+    } | table_options(args)
 
 
 def _build_engine(args: argparse.Namespace, engine_class: Any) -> Any:
@@ -267,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     from sglr.server.settings import ServerSettings
 
     try:
-        engine = _build_engine(args, Engine)
+        # The server's own settings first: a bad one fails before the model loads.
         settings = ServerSettings(
             api_key=args.api_key,
             enable_metrics=args.enable_metrics,
@@ -275,6 +275,7 @@ def main(argv: list[str] | None = None) -> int:
             allow_image_urls=args.allow_image_urls,
             allowed_image_url_networks=tuple(args.allowed_image_url_networks),
             allowed_local_media_paths=tuple(args.allowed_local_media_paths),
+            allowed_lora_paths=tuple(args.allowed_lora_paths),
             max_body_bytes=args.max_body_bytes,
             max_sequences_per_request=args.max_sequences_per_request,
             max_messages=args.max_messages,
@@ -282,6 +283,7 @@ def main(argv: list[str] | None = None) -> int:
             max_tool_schema_bytes=args.max_tool_schema_bytes,
             launch_args=vars(args),
         )
+        engine = _build_engine(args, Engine)
     except (SglrError, ValueError, OSError) as exc:
         listener.close()
         print(f"sglr-server: {exc}", file=sys.stderr)

@@ -26,6 +26,9 @@ class ParamNames:
     images: tuple[str, ...] = ()
     # Request field the prompt came from (`prompt`, `messages`); None: `text` / `input_ids`.
     prompt: str | None = None
+    # Request field the LoRA adapter came from (`model` for `"model": "base:adapter"`); None:
+    # `lora_path`.
+    lora: str | None = None
 
     def client_name(self, engine_param: str | None) -> str | None:
         if engine_param is not None and self.images and engine_param.startswith("image_data["):
@@ -34,6 +37,8 @@ class ParamNames:
                 return self.images[int(index)]
         if self.prompt is not None and engine_param in _PROMPT_FIELDS:
             return self.prompt
+        if self.lora is not None and engine_param == "lora_path":
+            return self.lora
         if self.sampling is None or engine_param is None or not engine_param.startswith(_SAMPLING_PREFIX):
             return engine_param
         name = engine_param.removeprefix(_SAMPLING_PREFIX)

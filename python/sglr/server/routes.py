@@ -24,6 +24,7 @@ from sglr.server.native.control import (
     server_info,
 )
 from sglr.server.native.generate import generate
+from sglr.server.native.lora import load_lora_adapter, unload_lora_adapter
 from sglr.server.openai.chat import chat_completions
 from sglr.server.openai.completions import completions
 from sglr.server.openai.models import get_model, list_models
@@ -52,6 +53,8 @@ NATIVE_ROUTES = (
     RouteSpec("/flush_cache", flush_cache, ("GET", "POST")),
     RouteSpec("/abort_request", abort_request, _POST),
     RouteSpec("/concate_and_append_request", concate_and_append_request, _POST),
+    RouteSpec("/load_lora_adapter", load_lora_adapter, _POST),
+    RouteSpec("/unload_lora_adapter", unload_lora_adapter, _POST),
     RouteSpec("/debug/check_invariants", check_invariants, _GET),
     RouteSpec("/", root, _GET),
 )

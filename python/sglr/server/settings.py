@@ -37,6 +37,9 @@ class ServerSettings:
         URLs may reach too (by default public addresses only; `sglr.engine.images.fetch`).
     allowed_local_media_paths: directories images may be read from by path or `file://` URL
         (none: paths are refused); see `sglr.confined_paths` for what a path may be.
+    allowed_lora_paths: directories `/load_lora_adapter` may read adapters from (each adapter a
+        directory inside one; none: runtime loads are refused). Adapters the engine loads at
+        start (`lora_paths`) are the operator's and need no root.
     launch_args: the resolved command-line options, echoed by `/server_info` (the key masked).
     """
 
@@ -52,11 +55,14 @@ class ServerSettings:
     allow_image_urls: bool = False
     allowed_image_url_networks: tuple[str, ...] = ()
     allowed_local_media_paths: tuple[str, ...] = ()
+    allowed_lora_paths: tuple[str, ...] = ()
     launch_args: dict[str, Any] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "allowed_local_media_paths", tuple(map(str, self.allowed_local_media_paths)))
         allowed_roots(self.allowed_local_media_paths)  # existing directories, or a config error
+        object.__setattr__(self, "allowed_lora_paths", tuple(map(str, self.allowed_lora_paths)))
+        allowed_roots(self.allowed_lora_paths)
         object.__setattr__(
             self, "allowed_image_url_networks", tuple(map(str, self.allowed_image_url_networks))
         )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sglr.confined_paths import allowed_roots
@@ -20,6 +21,7 @@ from sglr.server.settings import ServerSettings
 
 if TYPE_CHECKING:
     from sglr.engine.engine import Engine
+    from sglr.engine.lora_registry import LoraRef
     from sglr.server.metrics import ServerMetrics
 
 
@@ -60,6 +62,8 @@ class ServerState:
     started_at: float = field(default_factory=time.time)
     shutting_down: bool = False
     image_sources: ImageSources = field(init=False)
+    # The real paths runtime LoRA loads may read adapters below (none: such loads are refused).
+    lora_roots: tuple[Path, ...] = field(init=False)
 
     def __post_init__(self) -> None:
         config = getattr(self.engine, "config", None)  # None: a test's stand-in engine
@@ -69,6 +73,7 @@ class ServerState:
             max_bytes=config.max_image_bytes if config is not None else MAX_IMAGE_BYTES,
             max_images=config.max_images_per_request if config is not None else MAX_IMAGES_PER_REQUEST,
         )
+        self.lora_roots = allowed_roots(self.settings.allowed_lora_paths)
 
     def abort_all(self) -> int:
         """Aborts every request of this server still running; returns how many."""
@@ -79,5 +84,12 @@ class ServerState:
 
     @property
     def model_names(self) -> set[str]:
-        """Names a request's `model` may use: the served name, the model path, or "default"."""
+        """Names a request's `model` may use for the base model: the served name, the model
+        path, or "default" (a loaded LoRA adapter's name, or `<one of these>:<adapter>`, picks
+        that adapter: `sglr.server.openai.models.resolve_model`)."""
         return {self.engine.served_model_name, self.engine.model_path, "default"}
+
+    def lora_adapters(self) -> list[LoraRef]:
+        """The adapters requests may name now (none for an engine without them)."""
+        adapters = getattr(self.engine, "lora_adapters", None)  # None: a test's stand-in engine
+        return adapters() if adapters is not None else []

@@ -26,6 +26,7 @@ from sglr.engine.worker.ipc import Receiver, Sender
 from sglr.engine.worker.orphans import die_with_parent
 from sglr.engine.worker.runner_info import RunnerInfo
 from sglr.engine.worker.spec import WorkerSpec
+from sglr.errors import SglrError
 
 if TYPE_CHECKING:
     from sglr.engine.scheduler.loop import SchedulerLoop
@@ -67,11 +68,21 @@ def run_worker(spec: WorkerSpec) -> None:
         else:
             _serve(spec, context, runner, outputs)
     except BaseException as exc:
-        logger.error("worker rank %d failed:\n%s", spec.rank, traceback.format_exc())
-        if outputs is not None:
-            outputs.send(messages.Failed(f"{type(exc).__name__}: {exc}"))
-            outputs.close(linger_s=_LINGER_S)
-        os._exit(1)
+        if isinstance(exc, SglrError) and isinstance(exc, ValueError):
+            # A user's mistake (a bad LoRA adapter, an unusable checkpoint): the message says
+            # what is wrong, a traceback would bury it.
+            logger.error("worker rank %d failed: %s: %s", spec.rank, type(exc).__name__, exc)
+        else:
+            logger.error("worker rank %d failed:\n%s", spec.rank, traceback.format_exc())
+        try:
+            if outputs is not None:
+                outputs.send(messages.Failed(f"{type(exc).__name__}: {exc}"))
+                outputs.close(linger_s=_LINGER_S)
+            # The context's I/O thread sends what is queued only until the process exits: wait
+            # for it, or the front learns only an exit code instead of the reason.
+            context.destroy(linger=int(_LINGER_S * 1000))
+        finally:
+            os._exit(1)
     if outputs is not None:
         outputs.close(linger_s=_LINGER_S)
     os._exit(0)

@@ -9,7 +9,9 @@ working default (no prefix caching, no server to flush). The argument `s` is the
 - `s.images_`    `(source, base64)` pairs of the images in the prompt,
 - `s.videos_`    `(source, [base64 frame, ...])` pairs of the videos in the prompt,
 - `s.cur_role`   the open role (`"assistant"` while a reply is being generated) or None,
-- `s.sid`        a unique id of the prompt state.
+- `s.sid`        a unique id of the prompt state,
+- `s.default_sampling_params.lora_path`  the run's LoRA adapter (None: the base model), which
+                 a `select` and the cache hints use (each `gen` carries its own).
 
 Calls come from one worker thread per prompt state, so a backend must be thread-safe across
 states; calls for one state never overlap.
@@ -72,8 +74,9 @@ class BaseBackend:
     def get_chat_template(self) -> ChatTemplate:
         return self.chat_template
 
-    def cache_prefix(self, prefix_str: str) -> None:
-        """Hint: `prefix_str` starts many prompts soon; prefill it into the prefix cache now."""
+    def cache_prefix(self, prefix_str: str, lora_path: str | None = None) -> None:
+        """Hint: `prefix_str` starts many prompts soon; prefill it into the prefix cache now
+        (the LoRA adapter `lora_path`'s cache when given: the prompts run with it)."""
 
     def commit_lazy_operations(self, s: Any) -> None:
         """Hint: `s.text_` (with its images) is about to be shared by forks; cache it now."""

@@ -20,7 +20,12 @@ from typing import Any
 from sglr.engine.finish import FinishAbort
 from sglr.errors import InvalidRequestError, RequestAbortedError
 from sglr.lang.backend.base import BaseBackend
-from sglr.lang.backend.request_params import native_logprob_fields, native_sampling_params
+from sglr.lang.backend.request_params import (
+    adapter_fields,
+    native_request_fields,
+    native_sampling_params,
+    run_adapter,
+)
 from sglr.lang.chat_template import choose_chat_template
 from sglr.lang.choices import ChoicesDecision, ChoicesSamplingMethod, decide
 from sglr.lang.gen_params import GenParams
@@ -65,7 +70,7 @@ class EngineBackend(BaseBackend):
             sampling_params=engine_sampling_params(sampling_params),
             image_data=self._images(s),
             video_data=self._videos(s),
-            **native_logprob_fields(sampling_params),
+            **native_request_fields(sampling_params),
         )
         if isinstance(result, list):  # n > 1
             for item in result:
@@ -84,7 +89,7 @@ class EngineBackend(BaseBackend):
             video_data=self._videos(s),
             stream=True,
             rid=rid,
-            **native_logprob_fields(sampling_params),
+            **native_request_fields(sampling_params),
         )
         output_logprobs: list = []
         finished = False
@@ -117,6 +122,7 @@ class EngineBackend(BaseBackend):
             raise ValueError("select on the engine is greedy: temperature must be 0")
         images = self._images(s)
         videos = self._videos(s)
+        lora_path = run_adapter(s)
         tokenizer = self.engine.tokenizer
         prompt_ids = tokenizer.encode(s.text_)
         sequences = [tokenizer.encode(s.text_ + choice) for choice in choices]
@@ -124,14 +130,14 @@ class EngineBackend(BaseBackend):
         # The prompt's images stand before every choice, each image token grown into its run of
         # tokens (as many as the image's size gives): prefilling the prompt (which the choices
         # then reuse from the cache) tells how many positions they add.
-        shift = self._prefill(s.text_, images, videos) - len(prompt_ids) if images or videos else 0
+        shift = self._prefill(s.text_, images, videos, lora_path) - len(prompt_ids) if images or videos else 0
         input_logprobs = self._prompt_logprobs(
-            sequences, [max(start - 1, 0) + shift for start in choice_starts], images, videos
+            sequences, [max(start - 1, 0) + shift for start in choice_starts], images, videos, lora_path
         )
         unconditional = None
         if choices_method.requires_unconditional_logprobs:
             alone = [ids[start:] for ids, start in zip(sequences, choice_starts, strict=True)]
-            unconditional = self._prompt_logprobs(alone, [0] * len(alone))
+            unconditional = self._prompt_logprobs(alone, [0] * len(alone), lora_path=lora_path)
         output_logprobs: list[list] = [[] for _ in choices]
         return decide(choices, input_logprobs, choices_method, output_logprobs, unconditional)
 
@@ -141,6 +147,7 @@ class EngineBackend(BaseBackend):
         starts: list[int],
         images: list[str] | None = None,
         videos: list[list[str]] | None = None,
+        lora_path: str | None = None,
     ) -> list[list]:
         """`input_token_logprobs` of each sequence from its start (empty sequences: no entries);
         `images` go with every sequence."""
@@ -156,6 +163,7 @@ class EngineBackend(BaseBackend):
             return_text_in_logprobs=True,
             image_data=[images] * len(todo) if images else None,
             video_data=[videos] * len(todo) if videos else None,
+            **adapter_fields(lora_path),
         )
         for i, result in zip(todo, results, strict=True):
             raise_if_aborted(result["meta_info"])
@@ -164,22 +172,31 @@ class EngineBackend(BaseBackend):
 
     # --- hints -----------------------------------------------------------------------------------
     def _prefill(
-        self, text: str, images: list[str] | None = None, videos: list[list[str]] | None = None
+        self,
+        text: str,
+        images: list[str] | None = None,
+        videos: list[list[str]] | None = None,
+        lora_path: str | None = None,
     ) -> int:
-        """Caches the prompt; returns its length in tokens as the model runs it."""
+        """Caches the prompt (in `lora_path`'s cache when given); returns its length in tokens
+        as the model runs it."""
         if not text:
             return 0
         result = self.engine.generate(
-            prompt=text, sampling_params={"max_new_tokens": 0}, image_data=images, video_data=videos
+            prompt=text,
+            sampling_params={"max_new_tokens": 0},
+            image_data=images,
+            video_data=videos,
+            **adapter_fields(lora_path),
         )
         raise_if_aborted(result["meta_info"])
         return int(result["meta_info"]["prompt_tokens"])
 
-    def cache_prefix(self, prefix_str: str) -> None:
-        self._prefill(prefix_str)
+    def cache_prefix(self, prefix_str: str, lora_path: str | None = None) -> None:
+        self._prefill(prefix_str, lora_path=lora_path)
 
     def commit_lazy_operations(self, s: Any) -> None:
-        self._prefill(self._prompt(s), self._images(s), self._videos(s))
+        self._prefill(self._prompt(s), self._images(s), self._videos(s), run_adapter(s))
 
     # --- the rest of the protocol ----------------------------------------------------------------
     def _prompt(self, s: Any) -> str:

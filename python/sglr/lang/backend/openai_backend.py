@@ -153,6 +153,8 @@ class OpenAI(BaseBackend):
             extra["ignore_eos"] = True
         if params.min_new_tokens:
             extra["min_tokens"] = params.min_new_tokens
+        if params.lora_path is not None:  # SGLang's extension; sglr-server takes it too
+            extra["lora_path"] = params.lora_path
         if extra and self.extensions:
             out["extra_body"] = extra
         elif extra:

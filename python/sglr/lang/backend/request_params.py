@@ -47,3 +47,20 @@ def native_sampling_params(params: GenParams) -> dict[str, Any]:
 def native_logprob_fields(params: GenParams) -> dict[str, Any]:
     """The request-level logprob keys of a native request (only those that are set)."""
     return {key: getattr(params, key) for key in LOGPROB_KEYS if getattr(params, key) is not None}
+
+
+def native_request_fields(params: GenParams) -> dict[str, Any]:
+    """The request-level keys of a native request beside `sampling_params`: the logprob ones and
+    `lora_path` (only those that are set)."""
+    return {**native_logprob_fields(params), **adapter_fields(params.lora_path)}
+
+
+def run_adapter(s: Any) -> str | None:
+    """The LoRA adapter of the run the prompt state `s` belongs to (None: the base model)."""
+    return getattr(getattr(s, "default_sampling_params", None), "lora_path", None)
+
+
+def adapter_fields(lora_path: str | None) -> dict[str, Any]:
+    """`lora_path` for a request the program sends besides its `gen`s (a `select`'s scoring, a
+    cache hint): the run's adapter, so what it scores and caches is that adapter's."""
+    return {} if lora_path is None else {"lora_path": lora_path}

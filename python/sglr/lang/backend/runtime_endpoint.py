@@ -17,7 +17,12 @@ import httpx
 from sglr.errors import BackendError
 from sglr.lang.backend.base import BaseBackend
 from sglr.lang.backend.native_stream import StreamDecoder
-from sglr.lang.backend.request_params import native_logprob_fields, native_sampling_params
+from sglr.lang.backend.request_params import (
+    adapter_fields,
+    native_request_fields,
+    native_sampling_params,
+    run_adapter,
+)
 from sglr.lang.chat_template import choose_chat_template
 from sglr.lang.choices import ChoicesDecision, ChoicesSamplingMethod, decide
 from sglr.lang.gen_params import GenParams
@@ -120,14 +125,14 @@ class RuntimeEndpoint(BaseBackend):
         videos = [frames for _, frames in s.videos_]
         return {"video_data": videos if num_prompts is None else [videos] * num_prompts}
 
-    def _prefill(self, text: str, s: Any = None) -> dict:
-        body = {"text": text, "sampling_params": {"max_new_tokens": 0}}
+    def _prefill(self, text: str, s: Any = None, lora_path: str | None = None) -> dict:
+        body = {"text": text, "sampling_params": {"max_new_tokens": 0}, **adapter_fields(lora_path)}
         if s is not None:
-            body.update(self._image_data(s))
+            body.update(self._image_data(s), **adapter_fields(run_adapter(s)))
         return self._post(body)
 
-    def cache_prefix(self, prefix_str: str) -> None:
-        self._prefill(prefix_str)
+    def cache_prefix(self, prefix_str: str, lora_path: str | None = None) -> None:
+        self._prefill(prefix_str, lora_path=lora_path)
 
     def commit_lazy_operations(self, s: Any) -> None:
         self._prefill(s.text_, s)
@@ -136,7 +141,7 @@ class RuntimeEndpoint(BaseBackend):
         return {
             "text": s.text_,
             "sampling_params": native_sampling_params(sampling_params),
-            **native_logprob_fields(sampling_params),
+            **native_request_fields(sampling_params),
             **self._image_data(s),
         }
 
@@ -187,6 +192,7 @@ class RuntimeEndpoint(BaseBackend):
                 "return_text_in_logprobs": True,
                 "logprob_start_len": max(prompt_len - 1, 0),
                 **self._image_data(s, len(choices)),
+                **adapter_fields(run_adapter(s)),
             }
         )
         if not isinstance(scored, list) or len(scored) != len(choices):
@@ -204,6 +210,7 @@ class RuntimeEndpoint(BaseBackend):
                     "sampling_params": {"max_new_tokens": 0},
                     "return_logprob": True,
                     "logprob_start_len": 0,
+                    **adapter_fields(run_adapter(s)),
                 }
             )
             unconditional = [item["meta_info"]["input_token_logprobs"] for item in result]

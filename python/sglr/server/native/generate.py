@@ -4,7 +4,9 @@ Request: `text` or `input_ids` (one prompt or a batch), `sampling_params` (one o
 prompt), `rid`, `stream`, `return_logprob`, `logprob_start_len`, `top_logprobs_num`,
 `return_text_in_logprobs`, `image_data` (for a model that takes images: per prompt an image
 or a list, as data URLs or base64; paths and URLs with `--allow-image-urls`), `video_data`
-(per prompt a list of videos, each a list of frames or an encoded video file). Response: `{"text", "output_ids", "meta_info"}`, a list of them for
+(per prompt a list of videos, each a list of frames or an encoded video file), `lora_path` (the
+LoRA adapter by name, or one name per prompt with null for the base model; an adapter that is
+not loaded is a 400 naming it). Response: `{"text", "output_ids", "meta_info"}`, a list of them for
 a batch or `n > 1`. Streams are SSE: by default every event holds the cumulative response so far
 (SGLang's default, which its `RuntimeEndpoint` relies on); with
 `--incremental-streaming-output`, only what is new. Batch events carry `index`. The stream ends
@@ -27,7 +29,7 @@ from sglr.server.state import ServerState
 
 _FIELDS = frozenset({
     "text", "input_ids", "sampling_params", "rid", "stream", "return_logprob", "logprob_start_len",
-    "top_logprobs_num", "return_text_in_logprobs", "image_data", "video_data",
+    "top_logprobs_num", "return_text_in_logprobs", "image_data", "video_data", "lora_path",
 })  # fmt: skip
 # SGLang fields without an effect here (routing, logging and priority hints): accepted, ignored.
 _IGNORED = frozenset({
@@ -39,8 +41,7 @@ _IGNORED = frozenset({
 _UNSUPPORTED = {
     "audio_data": "this server serves text-only models",
     "input_embeds": "send text or input_ids",
-    "lora_path": "LoRA adapters are not supported",
-    "lora_id": "LoRA adapters are not supported",
+    "lora_id": "adapter ids are the server's own; name the adapter with lora_path",
     "session_params": "sessions are not supported",
     "custom_logit_processor": "custom logit processors are not supported",
     "return_hidden_states": "hidden states are not returned",
@@ -78,6 +79,7 @@ def parse_generate_request(
         "return_text_in_logprobs": get_bool(body, "return_text_in_logprobs", False),
         "image_data": body.get("image_data"),
         "video_data": body.get("video_data"),
+        "lora_path": body.get("lora_path"),
     }
     return kwargs, bool(get_bool(body, "stream", False))
 

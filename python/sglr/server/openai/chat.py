@@ -116,6 +116,7 @@ class _ChatRequest(OpenAIRequest):
             "image_data": [[self.image_sources.resolved(i.url, i.where) for i in self.images]]
             if self.images
             else None,
+            "lora_path": self.lora_path,
         }
 
     def header(self, kind: str) -> dict[str, Any]:

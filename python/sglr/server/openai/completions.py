@@ -83,6 +83,7 @@ class _CompletionRequest(OpenAIRequest):
             "top_logprobs_num": self.logprobs or 0,
             "logprob_start_len": 0 if self.echo and want_logprobs else -1,
             "return_text_in_logprobs": True,
+            "lora_path": self.lora_path,
         }
 
     def echo_text(self, state: ServerState, prompt: int) -> str:

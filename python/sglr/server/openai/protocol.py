@@ -20,6 +20,7 @@ from typing import Any
 from sglr.http.errors import ApiError
 from sglr.http.request import check_known_fields, get_bool, get_dict, get_str, require_null
 from sglr.server.generation_response import DeltaRenderer
+from sglr.server.openai.models import resolve_model
 from sglr.server.openai.sampling import sampling_params
 from sglr.server.param_names import ParamNames
 from sglr.server.state import ServerState
@@ -169,7 +170,7 @@ class OpenAIRequest:
         check_known_fields(body, known, where)
         for name, reason in unsupported.items():
             require_null(body, name, reason)
-        self.model = _check_model(state, body)
+        self.model, self.lora_path, self.lora_field = _model_and_adapter(state, body)
 
     def _read_sampling(
         self, body: dict[str, Any], max_tokens: int | None, max_tokens_field: str, prompt_field: str
@@ -180,7 +181,7 @@ class OpenAIRequest:
         self.options = _stream_options(body, self.stream)
         sampling = sampling_params(body, max_tokens, max_tokens_field)
         self.params = sampling.params
-        self.names = dataclasses.replace(sampling.names, prompt=prompt_field)
+        self.names = dataclasses.replace(sampling.names, prompt=prompt_field, lora=self.lora_field)
 
     def _number_choices(self, body: dict[str, Any], num_prompts: int, id_prefix: str) -> None:
         self.layout = ChoiceLayout(num_prompts, self.params["n"])
@@ -210,18 +211,23 @@ class OpenAIRequest:
         return {**self.header(kind), "choices": choices, "usage": usage(metas, self.layout)}
 
 
-def _check_model(state: ServerState, body: dict[str, Any]) -> str:
-    """The `model` to echo back; 404 for a model this server does not serve."""
+def _model_and_adapter(state: ServerState, body: dict[str, Any]) -> tuple[str, Any, str]:
+    """The `model` to echo back, the engine's `lora_path` (None: the base model) and the request
+    field it came from. The adapter is SGLang's `lora_path` extension when given (a name, or on
+    completions one per prompt), else the one `model` names; both naming different adapters is
+    a 400, a `model` that names nothing served a 404."""
     model = get_str(body, "model")
-    if model is None:
-        return state.engine.served_model_name
-    if model not in state.model_names:
-        raise ApiError(
-            404,
-            f"The model `{model}` does not exist (this server serves `{state.engine.served_model_name}`)",
-            "model",
+    echoed = state.engine.served_model_name if model is None else model
+    adapter = resolve_model(state, model) if model is not None else None
+    lora_path = body.get("lora_path")
+    if lora_path is None:
+        return echoed, None if adapter is None else adapter.name, "model"
+    if adapter is not None and lora_path != adapter.name:
+        raise ApiError.bad_request(
+            f"lora_path and model `{model}` name different LoRA adapters (model: `{adapter.name}`)",
+            "lora_path",
         )
-    return model
+    return echoed, lora_path, "lora_path"
 
 
 def _stream_options(body: dict[str, Any], stream: bool) -> StreamOptions:
