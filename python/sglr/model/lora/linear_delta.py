@@ -103,6 +103,12 @@ class LinearLoraDeltas:
     def remove_adapter(self, adapter_id: int) -> None:
         self._deltas.pop(adapter_id, None)
 
+    def packed(self, adapter_id: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """The adapter's packed pair here, shrink `[in, R]` and expand `[R, out]` (None: it does
+        not adapt this linear)."""
+        delta = self._deltas.get(adapter_id)
+        return None if delta is None else (delta.shrink, delta.expand)
+
     def has_adapter(self, adapter_id: int) -> bool:
         return adapter_id in self._deltas
 
