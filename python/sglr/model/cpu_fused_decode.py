@@ -19,6 +19,11 @@ Mistral, Qwen2 and Qwen3 files qualify; the others fall back to the layered path
 logged (Gemma: offset and sandwich norms, GeLU, soft-caps; mixture-of-experts blocks; Phi-3
 files, whose fused q/k/v matrix stays dequantized).
 `SGLR_CPU_FUSED_DECODE=0` turns it off (benchmarks compare the two).
+
+LoRA adapters run inside the step: the runner's `ModelLoras` hands each loaded adapter's packed
+pairs over (`add_adapter`; this object is its listener), and a decode batch passes each row's
+adapter id, so decode batches with adapters take the fused step too (prefill keeps the layered
+path and its torch deltas).
 """
 
 from __future__ import annotations
@@ -168,6 +173,22 @@ class CpuFusedDecode:
             return None
         return cls(model, kv_cache, req_to_token)
 
+    def add_adapter(
+        self, adapter_id: int, layers: list[tuple[tuple[torch.Tensor, torch.Tensor] | None, ...]]
+    ) -> None:
+        """Loads an adapter's packed pairs (per layer: q/k/v, o, gate/up, down; each shrink
+        `[in, R]` and expand `[R, out]`, as `LinearLoraDeltas` packs them, or None)."""
+        self._model.add_adapter(
+            adapter_id,
+            [
+                tuple(None if pair is None else (_f32(pair[0].t()), _f32(pair[1].t())) for pair in layer)
+                for layer in layers
+            ],
+        )
+
+    def remove_adapter(self, adapter_id: int) -> None:
+        self._model.remove_adapter(adapter_id)
+
     def applies(self, batch: ForwardBatch) -> bool:
         return batch.is_decode and batch.batch_size <= FUSED_MAX_BATCH and not batch.image_spans
 
@@ -189,6 +210,7 @@ class CpuFusedDecode:
             self._k_cache,
             self._v_cache,
             out,
+            batch.token_lora_ids,  # one token per row; None: the base model
         )
         if self.has_head:
             return torch.from_numpy(out)

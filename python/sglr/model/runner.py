@@ -131,6 +131,8 @@ class ModelRunner:
         self.loras = (
             ModelLoras(self.model, self.dtype, self.device, lora_backend) if config.enable_lora else None
         )
+        if self.loras is not None and self.fused_decode is not None:
+            self.loras.set_listener(self.fused_decode)  # it adds the deltas of decode steps
         for adapter_id, name, path in config.lora_adapters:  # every rank reads them itself
             assert self.loras is not None
             self.loras.load(adapter_id, self._read_lora(name, path))
@@ -254,10 +256,13 @@ class ModelRunner:
             ):
                 table[dst, :n] = table[src, :n]
         if batch.uses_lora:
-            # Adapter rows take the layered path: neither the decode graphs nor the fused CPU
-            # step apply the adapters' deltas.
+            # The fused CPU decode step adds the adapters' deltas itself; the decode graphs do
+            # not (nor does any other path but the layered one).
             if self.loras is None:
                 raise BatchError("a batch with LoRA adapters on a runner without enable_lora")
+            if self.fused_decode is not None and self.fused_decode.applies(batch):
+                self.loras.check_ids(batch.token_lora_ids)
+                return ForwardOutput(self.fused_decode.forward(batch), [None] * batch.batch_size)
             self.loras.begin(batch.token_lora_ids)
             try:
                 return self._forward_layered(batch)

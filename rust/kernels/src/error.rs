@@ -25,6 +25,10 @@ pub enum DecodeError {
     Position { position: usize, num_positions: usize },
     #[error("row id {id} out of range for a matrix of {rows} rows")]
     RowId { id: u64, rows: usize },
+    #[error("LoRA adapter id {0} is taken (0 is the base model)")]
+    AdapterTaken(u32),
+    #[error("LoRA adapter {0} is not loaded")]
+    UnknownAdapter(u32),
     #[error(transparent)]
     Attention(#[from] AttnError),
     #[error(transparent)]

@@ -1,7 +1,7 @@
 //! `sglr-kernels` for Python: the quantized matrices (owned by Rust, held by the model's layers)
 //! and the fused CPU decode step over numpy views of torch tensors (bf16 arrives as int16 bits).
 
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use numpy::{
     PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2, PyReadwriteArray2, PyReadwriteArrayDyn,
@@ -10,7 +10,9 @@ use numpy::{
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use rayon::ThreadPool;
-use sglr_kernels::decode::{DecodeModel, HeadNorms, LayerWeights, ModelShape, RotaryTables, StepBatch};
+use sglr_kernels::decode::{
+    DecodeModel, HeadNorms, LayerLora, LayerWeights, LoraPair, ModelShape, RotaryTables, StepBatch,
+};
 use sglr_kernels::element::{Bf16, Element};
 use sglr_kernels::error::DecodeError;
 use sglr_kernels::gemm::{dequantize_bf16_into, dequantize_into, matmul, shared_pool};
@@ -292,14 +294,42 @@ type LayerTuple<'py> = (
     Option<(PyReadonlyArray1<'py, f32>, PyReadonlyArray1<'py, f32>, f32)>,
 );
 
+/// A LoRA pair as Python hands it over: shrink `[rank, in]`, expand `[out, rank]` float32.
+type PairArrays<'py> = Option<(PyReadonlyArray2<'py, f32>, PyReadonlyArray2<'py, f32>)>;
+/// An adapter's pairs on one layer's q/k/v, o, gate/up and down matmuls.
+type LayerPairs<'py> = (PairArrays<'py>, PairArrays<'py>, PairArrays<'py>, PairArrays<'py>);
+
+fn lora_pair(arrays: PairArrays<'_>, what: &str) -> PyResult<Option<LoraPair>> {
+    let Some((shrink, expand)) = arrays else {
+        return Ok(None);
+    };
+    let ([rank, in_features], [out_features, expand_rank]) = (
+        <[usize; 2]>::try_from(shrink.shape()).expect("2-D"),
+        <[usize; 2]>::try_from(expand.shape()).expect("2-D"),
+    );
+    if expand_rank != rank {
+        return Err(PyValueError::new_err(format!(
+            "{what}: shrink {:?} and expand {:?} are not a rank-{rank} pair",
+            shrink.shape(),
+            expand.shape()
+        )));
+    }
+    let shrink = slice(&shrink, "shrink")?.to_vec();
+    LoraPair::new(rank, in_features, out_features, shrink, slice(&expand, "expand")?)
+        .map(Some)
+        .map_err(decode_error)
+}
+
 /// A pre-norm decoder's decode step in one call (`sglr-kernels`' `decode`). Layers are tuples
 /// `(input_norm, qkv, qkv_bias | None, o, post_norm, gate_up, down, sliding_window | None,
 /// (q_norm, k_norm, eps) | None)`,
 /// norms float32, matrices `GgufMatrix`; `head` a `Q8Matrix`, `GgufMatrix` or None
 /// (then `step` returns the final-normalized hidden states); `rope_cos`, `rope_sin` `[positions, head_dim / 2]` float32.
+/// LoRA adapters are loaded by id (`add_adapter`) and named per request in `step`.
 #[pyclass(frozen, name = "CpuDecodeModel", module = "sglr._core")]
 pub(crate) struct PyCpuDecodeModel {
-    model: DecodeModel,
+    // A lock, not a borrow: loading an adapter waits for a running step (outside the GIL).
+    model: RwLock<DecodeModel>,
     pool: Arc<ThreadPool>,
 }
 
@@ -364,24 +394,54 @@ impl PyCpuDecodeModel {
             rotary,
         )
         .map_err(decode_error)?;
-        Ok(Self { model, pool: shared_pool(num_threads) })
+        Ok(Self { model: RwLock::new(model), pool: shared_pool(num_threads) })
     }
 
     #[getter]
     fn output_width(&self) -> usize {
-        self.model.output_width()
+        self.read().output_width()
     }
 
     #[getter]
     fn isa(&self) -> &'static str {
-        self.model.isa().name()
+        self.read().isa().name()
+    }
+
+    /// Loads a LoRA adapter as `adapter_id` (> 0, not loaded): `layers` has one tuple per layer
+    /// of its `(qkv, o, gate_up, down)` pairs, each None or `(shrink [rank, in], expand [out,
+    /// rank])` float32 with the scaling folded into expand.
+    fn add_adapter(&self, py: Python<'_>, adapter_id: u32, layers: Vec<LayerPairs<'_>>) -> PyResult<()> {
+        let mut adapter = Vec::with_capacity(layers.len());
+        for (index, (qkv, o, gate_up, down)) in layers.into_iter().enumerate() {
+            let what = |name: &str| format!("adapter {adapter_id} layer {index} {name}");
+            adapter.push(LayerLora {
+                qkv: lora_pair(qkv, &what("qkv"))?,
+                o: lora_pair(o, &what("o"))?,
+                gate_up: lora_pair(gate_up, &what("gate_up"))?,
+                down: lora_pair(down, &what("down"))?,
+            });
+        }
+        py.detach(|| self.write().add_adapter(adapter_id, adapter)).map_err(decode_error)
+    }
+
+    fn remove_adapter(&self, py: Python<'_>, adapter_id: u32) -> PyResult<()> {
+        py.detach(|| self.write().remove_adapter(adapter_id)).map_err(decode_error)
+    }
+
+    /// The loaded adapters' ids, in increasing order.
+    #[getter]
+    fn adapter_ids(&self) -> Vec<u32> {
+        self.read().adapter_ids()
     }
 
     /// One decode step. `hidden` `[B, hidden_size]` float32: the tokens' embeddings (used as
     /// the residual stream: overwritten); `positions`, `seq_lens`, `out_slots` `[B]` ids;
     /// `slot_table` `[B, W]` int32; `k_cache`, `v_cache` every layer's rows (int16 bf16 bits
-    /// or float32, C-contiguous); `out` `[B, output_width]` float32.
+    /// or float32, C-contiguous); `out` `[B, output_width]` float32; `adapter_ids` None (every
+    /// request runs the base model) or `[B]` ids, each 0 (the base) or a loaded adapter's.
     #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (hidden, positions, slot_table, seq_lens, out_slots, k_cache, v_cache, out,
+                        adapter_ids=None))]
     fn step(
         &self,
         py: Python<'_>,
@@ -393,7 +453,10 @@ impl PyCpuDecodeModel {
         k_cache: &Bound<'_, PyAny>,
         v_cache: &Bound<'_, PyAny>,
         mut out: PyReadwriteArray2<'_, f32>,
+        adapter_ids: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
+        let adapter_ids = adapter_ids.map(|ids| IdArray::extract(ids, "adapter_ids")).transpose()?;
+        let adapter_ids = adapter_ids.as_ref().map(IdArray::as_slice);
         let positions = IdArray::extract(positions, "positions")?;
         let seq_lens = IdArray::extract(seq_lens, "seq_lens")?;
         let out_slots = IdArray::extract(out_slots, "out_slots")?;
@@ -408,6 +471,7 @@ impl PyCpuDecodeModel {
             slot_table: table,
             seq_lens: &seq_lens,
             out_slots: &out_slots,
+            adapter_ids: adapter_ids.as_deref().unwrap_or(&[]),
         };
         let hidden =
             hidden.as_slice_mut().map_err(|_| PyValueError::new_err("hidden must be C-contiguous"))?;
@@ -437,6 +501,14 @@ impl PyCpuDecodeModel {
 }
 
 impl PyCpuDecodeModel {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, DecodeModel> {
+        self.model.read().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, DecodeModel> {
+        self.model.write().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
     fn run<T: Element>(
         &self,
         py: Python<'_>,
@@ -446,7 +518,7 @@ impl PyCpuDecodeModel {
         v_cache: &mut [T],
         out: &mut [f32],
     ) -> PyResult<()> {
-        py.detach(|| self.pool.install(|| self.model.step(hidden, batch, k_cache, v_cache, out)))
+        py.detach(|| self.pool.install(|| self.read().step(hidden, batch, k_cache, v_cache, out)))
             .map_err(decode_error)
     }
 }

@@ -134,6 +134,12 @@ class LinearLoraDeltas:
     def max_rank(self) -> int:
         return max((d.shrink.shape[1] for d in self._deltas.values()), default=0)
 
+    def packed(self, adapter_id: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """The adapter's packed pair here, shrink `[in, R]` and expand `[R, out]` (None: it does
+        not adapt this linear)."""
+        delta = self._deltas.get(adapter_id)
+        return None if delta is None else (delta.shrink, delta.expand)
+
     def has_adapter(self, adapter_id: int) -> bool:
         return adapter_id in self._deltas
 

@@ -4,9 +4,14 @@ It attaches a `LinearLoraDeltas` to every adaptable projection of the model (q/k
 and down of each layer with a gated MLP), packs an adapter into them at `load`, drops it at
 `unload`, and around each forward tells them which rows use which adapter (`begin` / `end`).
 Adapter ids are the engine's (stable: a name loaded again gets a new id); 0 is the base model.
+
+A step that applies the adapters itself (the fused CPU decode step) listens (`set_listener`):
+it gets every loaded adapter's packed pairs, layer by layer, and is told of each unload.
 """
 
 from __future__ import annotations
+
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -30,6 +35,17 @@ _PROJECTION_TARGETS = {
     "up_proj": ("ffn.gate_up_proj", "up"),
     "down_proj": ("ffn.down_proj", None),
 }
+# The linears of a layer a listener gets, in this order.
+LISTENER_LINEARS = ("self_attn.qkv_proj", "self_attn.o_proj", "ffn.gate_up_proj", "ffn.down_proj")
+
+# Per layer, per `LISTENER_LINEARS` entry: the packed (shrink [in, R], expand [R, out]) or None.
+PackedLayers = list[tuple[tuple[torch.Tensor, torch.Tensor] | None, ...]]
+
+
+class LoraListener(Protocol):
+    def add_adapter(self, adapter_id: int, layers: PackedLayers) -> None: ...
+
+    def remove_adapter(self, adapter_id: int) -> None: ...
 
 
 class ModelLoras:
@@ -56,6 +72,23 @@ class ModelLoras:
                 deltas = _deltas_for(linear, path, self.step)
                 linear.lora = deltas
                 self._linears[(layer_id, path)] = deltas
+        self.listener: LoraListener | None = None
+
+    def set_listener(self, listener: LoraListener) -> None:
+        """`listener` gets the loaded adapters now and every later load and unload."""
+        for adapter_id in self.adapters:
+            listener.add_adapter(adapter_id, self.packed_layers(adapter_id))
+        self.listener = listener
+
+    def packed_layers(self, adapter_id: int) -> PackedLayers:
+        """The adapter's packed pairs on each layer's `LISTENER_LINEARS`."""
+        return [
+            tuple(
+                None if (deltas := self._linears.get((layer_id, path))) is None else deltas.packed(adapter_id)
+                for path in LISTENER_LINEARS
+            )
+            for layer_id in range(self._num_layers)
+        ]
 
     def load(self, adapter_id: int, adapter: LoraAdapter) -> None:
         """Packs `adapter`'s pairs into the linears (raises `LoraAdapterError` for a projection
@@ -73,6 +106,8 @@ class ModelLoras:
         try:
             for key, pairs in by_linear.items():
                 self._linears[key].add_adapter(adapter_id, pairs, self.dtype, self.device)
+            if self.listener is not None:
+                self.listener.add_adapter(adapter_id, self.packed_layers(adapter_id))
         except BaseException:
             self._drop(adapter_id)
             raise
@@ -81,7 +116,8 @@ class ModelLoras:
 
     def unload(self, adapter_id: int) -> None:
         self._drop(adapter_id)
-        self.adapters.pop(adapter_id, None)
+        if self.adapters.pop(adapter_id, None) is not None and self.listener is not None:
+            self.listener.remove_adapter(adapter_id)
         self._restack()
 
     def _restack(self) -> None:
@@ -93,17 +129,23 @@ class ModelLoras:
         for deltas in self._linears.values():
             deltas.restack(self.slot_ids, width)
 
+    def check_ids(self, token_adapter_ids: np.ndarray) -> np.ndarray:
+        """The distinct adapters of a step's rows, the base left out (`BatchError` for one that
+        is not loaded)."""
+        ids = np.unique(token_adapter_ids)
+        ids = ids[ids != BASE_ADAPTER_ID]
+        unknown = [int(i) for i in ids if int(i) not in self.adapters]
+        if unknown:
+            raise BatchError(f"adapter ids {unknown} are not loaded")
+        return ids
+
     def begin(self, token_adapter_ids: np.ndarray | None) -> None:
         """The step's rows (its token stream's) by adapter; None or all 0: the base alone."""
         self.step.row_slots = None
         if token_adapter_ids is None:
             self.step.groups = ()
             return
-        ids = np.unique(token_adapter_ids)
-        ids = ids[ids != BASE_ADAPTER_ID]
-        unknown = [int(i) for i in ids if int(i) not in self.adapters]
-        if unknown:
-            raise BatchError(f"adapter ids {unknown} are not loaded")
+        ids = self.check_ids(token_adapter_ids)
         groups = []
         for adapter_id in ids.tolist():
             rows = np.flatnonzero(token_adapter_ids == adapter_id)

@@ -13,8 +13,14 @@
 //! The results differ from a bf16 or f32 computation by the activations' int8 rounding (about
 //! 0.4% of a block's largest value); `benches/results/smollm2_cpu_gguf.md` reports the effect on
 //! greedy tokens.
+//!
+//! LoRA adapters (`lora`) run inside the step: each of a layer's four matmuls adds, for every
+//! adapter of the batch, its low-rank delta over that adapter's rows, computed in f32 from the
+//! matmul's input before quantization; the base model's rows are computed as without adapters.
 
+mod lora;
 mod model;
 mod silu;
 
-pub use model::{DecodeModel, HeadNorms, LayerWeights, ModelShape, RotaryTables, StepBatch};
+pub use lora::{add_lora_deltas, LayerLora, LoraGroup, LoraPair, LoraScratch};
+pub use model::{DecodeModel, HeadNorms, LayerWeights, ModelShape, RotaryTables, StepBatch, BASE_ADAPTER};

@@ -1,10 +1,14 @@
 //! The decode step: every layer of a pre-norm decoder (RMSNorm, fused q/k/v, optional per-head
 //! q/k RMSNorm, rotary, KV write, attention, o, residual, RMSNorm, fused gate/up, SiLU, down,
 //! residual), the final norm and an 8-bit head, in one call. The residual stream stays f32; each matmul input is quantized to
-//! int8 per block of 32 once and shared by all of that matmul's rows.
+//! int8 per block of 32 once and shared by all of that matmul's rows. LoRA adapters, loaded by
+//! id, add their deltas after each matmul over the rows of the requests that name them.
+
+use std::collections::BTreeMap;
 
 use rayon::prelude::*;
 
+use super::lora::{add_lora_deltas, LayerLora, LoraGroup, LoraPair, LoraScratch};
 use super::silu::silu_mul;
 use crate::attn::{decode_attention_split, store_rows, AttnError, DecodeShape};
 use crate::element::Element;
@@ -62,15 +66,24 @@ pub struct RotaryTables {
     pub sin: Vec<f32>,
 }
 
+/// The adapter id of requests that run the base model alone.
+pub const BASE_ADAPTER: u32 = 0;
+
 /// One decode step's requests: request b is at `positions[b]` (its new token), attends to the
-/// slots `slot_table[b * W .. b * W + seq_lens[b]]` and writes its K/V at `out_slots[b]`.
+/// slots `slot_table[b * W .. b * W + seq_lens[b]]`, writes its K/V at `out_slots[b]` and runs
+/// with the LoRA adapter `adapter_ids[b]` (`BASE_ADAPTER`: none; an empty `adapter_ids`: every
+/// request runs the base model).
 #[derive(Clone, Copy, Debug)]
 pub struct StepBatch<'a> {
     pub positions: &'a [u32],
     pub slot_table: &'a [u32],
     pub seq_lens: &'a [u32],
     pub out_slots: &'a [u32],
+    pub adapter_ids: &'a [u32],
 }
+
+/// A step's adapters: each one's layers and the rows (requests) that use it.
+type AdapterRows<'a> = Vec<(&'a [LayerLora], Vec<usize>)>;
 
 pub struct DecodeModel {
     shape: ModelShape,
@@ -79,6 +92,8 @@ pub struct DecodeModel {
     head: Option<SharedWeight>,
     rotary: RotaryTables,
     isa: Isa,
+    /// The loaded LoRA adapters by id, each with one entry per layer.
+    adapters: BTreeMap<u32, Vec<LayerLora>>,
 }
 
 impl DecodeModel {
@@ -126,7 +141,7 @@ impl DecodeModel {
         if rotary.cos.len() != rotary.sin.len() || rotary.cos.len() % (head_dim / 2) != 0 {
             return Err(DecodeError::Shape("rotary tables of unequal or partial rows".into()));
         }
-        Ok(Self { shape, layers, final_norm, head, rotary, isa: Isa::detect() })
+        Ok(Self { shape, layers, final_norm, head, rotary, isa: Isa::detect(), adapters: BTreeMap::new() })
     }
 
     pub fn num_layers(&self) -> usize {
@@ -150,6 +165,47 @@ impl DecodeModel {
         }
     }
 
+    /// Loads a LoRA adapter as `id` (not `BASE_ADAPTER`, not loaded yet): `layers` holds one
+    /// entry per layer, each pair shaped as its matmul (q/k/v: hidden -> q + 2 kv, o: q ->
+    /// hidden, gate/up: hidden -> 2 x intermediate, down: intermediate -> hidden).
+    pub fn add_adapter(&mut self, id: u32, layers: Vec<LayerLora>) -> Result<(), DecodeError> {
+        if id == BASE_ADAPTER || self.adapters.contains_key(&id) {
+            return Err(DecodeError::AdapterTaken(id));
+        }
+        check_len("adapter layers", layers.len(), self.layers.len())?;
+        let shape = self.shape;
+        let (hidden, q_size, inter) = (shape.hidden_size, shape.q_size(), shape.intermediate_size);
+        let qkv_rows = q_size + 2 * shape.kv_size();
+        for (index, layer) in layers.iter().enumerate() {
+            for (what, pair, want) in [
+                ("qkv", &layer.qkv, (hidden, qkv_rows)),
+                ("o", &layer.o, (q_size, hidden)),
+                ("gate_up", &layer.gate_up, (hidden, 2 * inter)),
+                ("down", &layer.down, (inter, hidden)),
+            ] {
+                if let Some(pair) = pair {
+                    let got = (pair.in_features(), pair.out_features());
+                    if got != want {
+                        return Err(DecodeError::Shape(format!(
+                            "adapter {id} layer {index} {what}: {got:?} features, expected {want:?}"
+                        )));
+                    }
+                }
+            }
+        }
+        self.adapters.insert(id, layers);
+        Ok(())
+    }
+
+    pub fn remove_adapter(&mut self, id: u32) -> Result<(), DecodeError> {
+        self.adapters.remove(&id).map(|_| ()).ok_or(DecodeError::UnknownAdapter(id))
+    }
+
+    /// The loaded adapters' ids, in increasing order.
+    pub fn adapter_ids(&self) -> Vec<u32> {
+        self.adapters.keys().copied().collect()
+    }
+
     /// Runs the step on the current rayon pool. `hidden` holds the requests' token embeddings
     /// (`B x hidden_size`) and is used as the residual stream; `k_cache`, `v_cache` hold every
     /// layer's `[num_slots, num_kv_heads, head_dim]` rows back to back; `out` gets
@@ -168,6 +224,8 @@ impl DecodeModel {
         if num_requests == 0 {
             return Ok(());
         }
+        let adapters = self.adapter_rows(batch.adapter_ids);
+        let mut lora = LoraScratch::default();
         let (q_size, kv_size) = (shape.q_size(), shape.kv_size());
         let layer_len = num_slots * kv_size;
         let mut normed = vec![0.0f32; hidden.len()];
@@ -188,6 +246,7 @@ impl DecodeModel {
             rms_norm(hidden, &layer.input_norm, shape.rms_norm_eps, &mut normed)?;
             quantized.quantize(&normed, shape.hidden_size)?;
             matmul(self.isa, layer.qkv.as_ref(), &quantized, &mut qkv, &mut scratch)?;
+            self.add_deltas(&adapters, index, |l| l.qkv.as_ref(), &normed, &mut qkv, &mut lora)?;
             for (b, row) in qkv.chunks_exact_mut(q_size + 2 * kv_size).enumerate() {
                 if let Some(bias) = &layer.qkv_bias {
                     row.iter_mut().zip(bias).for_each(|(v, b)| *v += b);
@@ -211,10 +270,12 @@ impl DecodeModel {
             self.attend(layer, batch, &queries, k_layer, v_layer, num_slots, &mut attended)?;
             quantized.quantize(&attended, q_size)?;
             matmul(self.isa, layer.o.as_ref(), &quantized, &mut projected, &mut scratch)?;
+            self.add_deltas(&adapters, index, |l| l.o.as_ref(), &attended, &mut projected, &mut lora)?;
             hidden.iter_mut().zip(&projected).for_each(|(h, p)| *h += p);
             rms_norm(hidden, &layer.post_norm, shape.rms_norm_eps, &mut normed)?;
             quantized.quantize(&normed, shape.hidden_size)?;
             matmul(self.isa, layer.gate_up.as_ref(), &quantized, &mut gate_up, &mut scratch)?;
+            self.add_deltas(&adapters, index, |l| l.gate_up.as_ref(), &normed, &mut gate_up, &mut lora)?;
             let size = shape.intermediate_size;
             for (row, act) in gate_up.chunks_exact(2 * size).zip(activated.chunks_exact_mut(size)) {
                 let (gate, up) = row.split_at(size);
@@ -222,6 +283,7 @@ impl DecodeModel {
             }
             quantized.quantize(&activated, size)?;
             matmul(self.isa, layer.down.as_ref(), &quantized, &mut projected, &mut scratch)?;
+            self.add_deltas(&adapters, index, |l| l.down.as_ref(), &activated, &mut projected, &mut lora)?;
             hidden.iter_mut().zip(&projected).for_each(|(h, p)| *h += p);
         }
         match &self.head {
@@ -232,6 +294,34 @@ impl DecodeModel {
             }
             None => Ok(rms_norm(hidden, &self.final_norm, shape.rms_norm_eps, out)?),
         }
+    }
+
+    /// The adapters of a step's requests (checked loaded), each with its rows, by id.
+    fn adapter_rows(&self, adapter_ids: &[u32]) -> AdapterRows<'_> {
+        let mut rows: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+        for (request, &id) in adapter_ids.iter().enumerate() {
+            if id != BASE_ADAPTER {
+                rows.entry(id).or_default().push(request);
+            }
+        }
+        rows.into_iter().map(|(id, rows)| (self.adapters[&id].as_slice(), rows)).collect()
+    }
+
+    /// Adds the delta of every adapter with a pair on this matmul (`pick`) to its rows of `out`.
+    fn add_deltas(
+        &self,
+        adapters: &AdapterRows<'_>,
+        layer: usize,
+        pick: impl Fn(&LayerLora) -> Option<&LoraPair>,
+        xs: &[f32],
+        out: &mut [f32],
+        scratch: &mut LoraScratch,
+    ) -> Result<(), DecodeError> {
+        let groups: Vec<LoraGroup<'_>> = adapters
+            .iter()
+            .filter_map(|(layers, rows)| pick(&layers[layer]).map(|pair| LoraGroup { pair, rows }))
+            .collect();
+        add_lora_deltas(self.isa, &groups, xs, out, scratch)
     }
 
     /// Validates a step's arguments; returns the KV slots per layer.
@@ -249,6 +339,14 @@ impl DecodeModel {
         check_len("seq_lens", batch.seq_lens.len(), num_requests)?;
         check_len("out_slots", batch.out_slots.len(), num_requests)?;
         check_len("out", out.len(), num_requests * self.output_width())?;
+        if !batch.adapter_ids.is_empty() {
+            check_len("adapter_ids", batch.adapter_ids.len(), num_requests)?;
+        }
+        if let Some(&id) =
+            batch.adapter_ids.iter().find(|&&id| id != BASE_ADAPTER && !self.adapters.contains_key(&id))
+        {
+            return Err(DecodeError::UnknownAdapter(id));
+        }
         let per_slot = self.layers.len() * shape.kv_size();
         if k_cache.len() != v_cache.len() || k_cache.len() % per_slot != 0 {
             return Err(DecodeError::Shape(format!(
