@@ -106,3 +106,36 @@ def test_max_loaded_loras_bounds_loads(base: Path, adapters: dict[str, Path], ma
     engine.unload_lora_adapter("first")
     engine.load_lora_adapter("second", str(adapters["second"]))
     assert [r.name for r in engine.lora_adapters()] == ["second"]
+
+
+def test_packed_adapters_are_bounded_and_least_recently_used_evicted(
+    base: Path, adapters: dict[str, Path], tmp_path: Path, make_engine
+) -> None:
+    """Four adapters loaded, two packed on the runner at most (max_loras_per_batch): each use of
+    an evicted one packs it again from its host copy, with peft's tokens every time."""
+    more = {
+        "third": write_peft_adapter(
+            base, tmp_path / "third", rank=16, target_modules=("k_proj", "gate_proj"), seed=13
+        ),
+        "fourth": write_peft_adapter(
+            base, tmp_path / "fourth", rank=2, target_modules=("down_proj",), seed=14
+        ),
+    }
+    every = {**adapters, **more}
+    engine = make_engine(base, lora_paths=[f"{n}={p}" for n, p in every.items()], max_loras_per_batch=2)
+    lifecycle = engine._scheduler._loras
+    assert len(engine.runner.loras.adapters) == 2  # the start's four, evicted down to the bound
+    expected = {
+        name: peft_greedy(base, path, PROMPT, GREEDY["max_new_tokens"]) for name, path in every.items()
+    }
+    order = ["first", "third", "second", "fourth", "first", "fourth", "third", "second"]
+    for name in order:  # one at a time: each adapter's turn may evict the least recently used
+        out = engine.generate(input_ids=PROMPT, sampling_params=GREEDY, lora_path=name)
+        assert out["output_ids"] == expected[name], name
+        assert len(engine.runner.loras.adapters) <= 2
+    evictions = lifecycle.num_evictions
+    assert evictions >= len(order) - 2
+    outs = engine.generate(input_ids=[PROMPT] * 8, sampling_params=GREEDY, lora_path=order)  # all at once
+    assert [o["output_ids"] for o in outs] == [expected[name] for name in order]
+    assert lifecycle.num_evictions > evictions
+    engine.check_invariants()

@@ -35,6 +35,7 @@ from sglr.model.forward_batch import ExtendRequest, ForwardBatch, IntArrayLike
 from sglr.model.kv_cache import KVCache, KVCacheShape, kv_slots_for_memory_fraction
 from sglr.model.loader import release_freed_heap
 from sglr.model.logprobs import TokenLogprobs, score_tokens
+from sglr.model.lora.adapter import LoraAdapter
 from sglr.model.lora.model_loras import ModelLoras
 from sglr.model.lora.peft_loader import load_peft_adapter
 from sglr.model.parallel import TensorParallel
@@ -125,17 +126,13 @@ class ModelRunner:
         # The request-table rows a verify pass gives its draft tokens (see `ReqToTokenTable`).
         self.draft_rows = np.arange(config.max_num_reqs + 1, config.max_num_reqs + 1 + config.num_draft_rows)
         # The loaded LoRA adapters (None: the runner serves the base model alone).
-        lora_backend = config.lora_backend
-        if lora_backend == "auto":
-            lora_backend = "triton" if self.device.type == "cuda" else "torch"
-        self.loras = (
-            ModelLoras(self.model, self.dtype, self.device, lora_backend) if config.enable_lora else None
-        )
+        backend = config.lora_backend
+        self.loras = ModelLoras(self.model, self.dtype, self.device, backend) if config.enable_lora else None
         if self.loras is not None and self.fused_decode is not None:
             self.loras.set_listener(self.fused_decode)  # it adds the deltas of decode steps
         for adapter_id, name, path in config.lora_adapters:  # every rank reads them itself
             assert self.loras is not None
-            self.loras.load(adapter_id, self._read_lora(name, path))
+            self.loras.load(adapter_id, self.read_lora(name, path))
         self.cuda_graphs: DecodeCudaGraphs | None = None
         # NOTE: decode graphs are not captured under tensor parallelism (collectives inside).
         graphs_ok = tp is None and config.cuda_graph_max_bs > 0 and self.attn.supports_cuda_graph
@@ -186,13 +183,19 @@ class ModelRunner:
     def load_lora(self, adapter_id: int, name: str, path: str) -> None:
         """Reads the PEFT adapter at `path` (`LoraAdapterError` when it does not fit the model or
         the runner's limits) and loads it as `adapter_id` on every rank."""
+        self.pack_lora(adapter_id, self.read_lora(name, path))
+
+    def read_lora(self, name: str, path: str) -> LoraAdapter:
+        """The PEFT adapter at `path`, checked against the model and the runner's limits (host
+        memory, not loaded)."""
         if self.loras is None:
             raise BatchError("this runner serves no LoRA adapters (enable_lora is off)")
-        self._run_recipe(("load_lora", (adapter_id, self._read_lora(name, path))), lead=True)
-
-    def _read_lora(self, name: str, path: str):  # -> LoraAdapter
         cfg = self.runner_config
         return load_peft_adapter(name, path, self.config, cfg.max_lora_rank, cfg.lora_target_modules)
+
+    def pack_lora(self, adapter_id: int, adapter: LoraAdapter) -> None:
+        """Loads an adapter read by `read_lora` as `adapter_id` on every rank."""
+        self._run_recipe(("load_lora", (adapter_id, adapter)), lead=True)
 
     def unload_lora(self, adapter_id: int) -> None:
         if self.loras is not None:

@@ -16,7 +16,9 @@ from sglr.engine.request import Req
 class LoraAdmission:
     def __init__(self, max_loras_per_batch: int) -> None:
         self.max_loras_per_batch = max_loras_per_batch
-        # Called with an adapter's id when its last request in flight ends (`LoraLifecycle`).
+        # Called with an adapter's id when its first request is counted (it may join batches
+        # from now on) and when its last request in flight ends (`LoraLifecycle`).
+        self.on_active: Callable[[int], None] | None = None
         self.on_idle: Callable[[int], None] | None = None
         self._num_reqs_by_lora: Counter[int] = Counter()
         self._lora_by_uid: dict[int, int] = {}  # adapter requests counted, by uid
@@ -85,3 +87,9 @@ class LoraAdmission:
         if req.lora_id != 0:
             self._lora_by_uid[req.uid] = req.lora_id
             self._num_reqs_by_lora[req.lora_id] += 1
+            if self._num_reqs_by_lora[req.lora_id] == 1 and self.on_active is not None:
+                self.on_active(req.lora_id)
+
+    def is_active(self, lora_id: int) -> bool:
+        """Whether requests of this adapter are queued or running (it may be in a batch)."""
+        return lora_id in self._num_reqs_by_lora

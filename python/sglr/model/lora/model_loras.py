@@ -49,12 +49,15 @@ class LoraListener(Protocol):
 
 
 class ModelLoras:
-    """`backend`: "torch" (grouped matmuls, adapter by adapter) or "triton" (one segmented
-    shrink and expand per linear over all adapters stacked by slot, `kernels/triton_lora.py`)."""
+    """`backend`: "torch" (grouped matmuls, adapter by adapter), "triton" (one segmented shrink
+    and expand per linear over all adapters stacked by slot, `kernels/triton_lora.py`) or
+    "auto" (triton on CUDA, torch elsewhere)."""
 
     def __init__(
         self, model: torch.nn.Module, dtype: torch.dtype, device: torch.device, backend: str = "torch"
     ) -> None:
+        if backend == "auto":
+            backend = "triton" if device.type == "cuda" else "torch"
         if backend not in LORA_BACKENDS:
             raise ValueError(f"lora backend must be one of {LORA_BACKENDS}, got {backend!r}")
         self.dtype, self.device, self.backend = dtype, device, backend
