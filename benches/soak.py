@@ -3,7 +3,7 @@ tp=2) on a tiny LLaVA checkpoint, under mixed load for `--duration` seconds whil
 injected, and a verdict on what a client saw.
 
 Load: `--concurrency` clients send native and OpenAI requests, streamed and not, constrained
-(regex, JSON schema), tool calls and images; some leave mid-way, read slowly or abort; some
+(regex, JSON schema), tool calls, images and a LoRA adapter's requests; some leave mid-way, read slowly or abort; some
 send malformed, hostile or oversized bodies. Faults: a worker SIGKILLed (the server restarted
 by this script, as a supervisor would), a worker SIGSTOPped and resumed, the router restarted.
 
@@ -36,7 +36,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from soaklib.cluster import Cluster
 from soaklib.faults import FaultWindow, inject_faults
 from soaklib.report import RssSample, SoakReport, table
-from soaklib.requests import bad_call, good_call
+from soaklib.requests import SOAK_ADAPTER, bad_call, good_call
 from soaklib.traffic import BEHAVIOURS, Outcome, send
 
 CONTEXT_LEN = 4096
@@ -118,11 +118,15 @@ def main() -> int:
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="[soak %(asctime)s] %(message)s", datefmt="%H:%M:%S")
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    from sglr.model.config import load_model_config
     from sglr.testing.tiny_llava import write_llava_checkpoint
+    from sglr.testing.tiny_lora import write_random_adapter
 
     with tempfile.TemporaryDirectory(prefix="sglr-soak-") as tmp:
         model_dir = write_llava_checkpoint(Path(tmp) / "llava", seed=4)
-        cluster = Cluster(model_dir)
+        adapter = write_random_adapter(load_model_config(model_dir), Path(tmp) / "adapter", rank=8,
+                                       target_modules=("q_proj", "v_proj", "down_proj"))  # fmt: skip
+        cluster = Cluster(model_dir, lora_paths=(f"{SOAK_ADAPTER}={adapter}",))
         logger.info("starting the router and two servers (tp=1, tp=2) on %s", model_dir.name)
         cluster.start()
         try:

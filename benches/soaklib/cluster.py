@@ -47,6 +47,7 @@ class Cluster:
     model_dir: Path
     max_total_tokens: int = 4096
     max_body_bytes: int = 1 << 20
+    lora_paths: tuple[str, ...] = ()  # `name=path` adapters every server loads at start
     servers: list[ServerSpec] = field(
         default_factory=lambda: [
             ServerSpec("server-tp1", 1),
@@ -75,6 +76,8 @@ class Cluster:
         argv += ["--port", str(spec.port), "--tp-size", str(spec.tp_size), "--log-level", "error"]
         argv += ["--max-total-tokens", str(self.max_total_tokens), "--enable-metrics"]
         argv += ["--max-body-bytes", str(self.max_body_bytes), *spec.extra_args]
+        if self.lora_paths:
+            argv += ["--lora-paths", *self.lora_paths]
         self.processes[spec.name] = start(argv, timeout=300)
         self.last_started[spec.name] = time.monotonic()
         self.remember()

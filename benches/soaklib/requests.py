@@ -72,6 +72,10 @@ class Call:
         return self.body if isinstance(self.body, bytes) else json.dumps(self.body).encode()
 
 
+# The LoRA adapter every soak server loads at start (`--lora-paths`).
+SOAK_ADAPTER = "soak-adapter"
+
+
 def _prompt(rng: random.Random, num_words: int) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(num_words))
 
@@ -96,7 +100,9 @@ def good_call(rng: random.Random, shared_prefix: str) -> Call:
     text = (shared_prefix if rng.random() < 0.5 else "") + _prompt(rng, rng.randrange(3, 60))
     max_new = rng.randrange(1, 24)
     stream = rng.random() < 0.5
-    kind = rng.choice(["native", "native", "chat", "chat", "completions", "regex", "json", "tools", "image"])
+    kind = rng.choice(
+        ["native", "native", "chat", "chat", "completions", "regex", "json", "tools", "image", "lora"]
+    )
     sampling = _sampling(rng)
     messages = [{"role": "user", "content": text}]
     chat = {"model": "default", "messages": messages, "max_tokens": max_new, "stream": stream, **sampling}
@@ -115,6 +121,12 @@ def good_call(rng: random.Random, shared_prefix: str) -> Call:
         schema = {"name": "person", "schema": PERSON}
         body = {**chat, "max_tokens": 64, "response_format": {"type": "json_schema", "json_schema": schema}}
         return Call("json", "/v1/chat/completions", body, stream)
+    if kind == "lora":  # the soak's adapter (`SOAK_ADAPTER`), by the native field or the model name
+        if rng.random() < 0.5:
+            params = {"max_new_tokens": max_new, **sampling}
+            body = {"text": text, "sampling_params": params, "stream": stream, "lora_path": SOAK_ADAPTER}
+            return Call("lora", "/generate", body, stream)
+        return Call("lora", "/v1/chat/completions", {**chat, "model": SOAK_ADAPTER}, stream)
     if kind == "tools":
         body = {**chat, "max_tokens": 64, "tools": [WEATHER_TOOL], "tool_choice": "required"}
         return Call("tools", "/v1/chat/completions", body, stream)
@@ -130,7 +142,8 @@ def bad_call(rng: random.Random, context_len: int, max_body_bytes: int) -> Call:
     """One request the servers must refuse with a 4xx."""
     kind = rng.choice(
         ["not-json", "json-array", "wrong-type", "out-of-range", "deep-nesting", "bad-unicode",
-         "over-context", "over-body-limit", "bad-image", "bad-regex", "unknown-field", "empty"]
+         "over-context", "over-body-limit", "bad-image", "bad-regex", "unknown-field", "unknown-adapter",
+         "empty"]
     )  # fmt: skip
     chat = {"model": "default", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
     native = {"text": "hi", "sampling_params": {"max_new_tokens": 4}}
@@ -162,6 +175,8 @@ def bad_call(rng: random.Random, context_len: int, max_body_bytes: int) -> Call:
         return Call(kind, "/v1/chat/completions", {**chat, "messages": [{"role": "user", "content": content}]}, bad=True)  # fmt: skip
     if kind == "bad-regex":
         return Call(kind, "/generate", {**native, "sampling_params": {"regex": "(unclosed"}}, bad=True)
+    if kind == "unknown-adapter":
+        return Call(kind, "/generate", {**native, "lora_path": "no-such-adapter"}, bad=True)
     if kind == "unknown-field":
         return Call(kind, "/generate", {**native, "sampling_params": {"max_new_tokenz": 3}}, bad=True)
     return Call(kind, "/v1/chat/completions", b"", bad=True)

@@ -143,6 +143,8 @@ def _parse_key(key: str, config: ModelConfig) -> tuple[str, int, str, str]:
     if match is None:
         raise LoraAdapterError(f"{key}: not a LoRA weight sglr knows (lora_A / lora_B of a projection)")
     module, half = match["module"], match["half"]
+    if "vision" in module or "multi_modal_projector" in module:  # a LLaVA's image side
+        raise LoraAdapterError(f"{module}: adapters of the image tower or projector are not supported")
     found = _LAYER_PROJECTION.search(module)
     projection = module.rsplit(".", 1)[-1]
     if found is None or (projection not in LORA_PROJECTIONS and projection not in FUSED_LORA_PROJECTIONS):
