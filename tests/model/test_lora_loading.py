@@ -106,6 +106,9 @@ def test_damaged_weights_are_refused(base: Path, good: Path, tmp_path: Path) -> 
     refused(base, adapter, "has no lora_B weight")
     edit_tensors(adapter, lambda t: {**t, "base_model.model.model.layers.0.mystery.weight": torch.zeros(2)})
     refused(base, adapter, "mystery.weight: not a LoRA weight")
+    tower = "base_model.model.vision_tower.vision_model.encoder.layers.0.self_attn.q_proj.lora_A.weight"
+    edit_tensors(adapter, lambda t: {**t, tower: torch.zeros(8, 64)})  # a LLaVA's image side
+    refused(base, adapter, "image tower or projector are not supported")
     (adapter / WEIGHTS).write_bytes(b"not safetensors")
     refused(base, adapter, "not readable")
     (adapter / WEIGHTS).unlink()
