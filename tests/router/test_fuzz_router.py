@@ -11,9 +11,7 @@ Cost: ~10 s at the default budget; `SGLR_FUZZ_SCALE=N` runs N times the examples
 
 from __future__ import annotations
 
-import asyncio
 import socket
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
@@ -22,56 +20,25 @@ import httpx
 import pytest
 from hypothesis import given, note
 from hypothesis import strategies as st
+from in_process_router import InProcessRouter
 
 from fuzz_fields import FUZZ_CONTEXT_LEN, NATIVE, RouteFields, bad_body, wild_body
 from fuzz_openai_fields import CHAT, COMPLETIONS
 from fuzz_support import ANY_JSON, TEXT, assert_refused_naming, check_response, encode, fuzz_settings
 from sglr.engine.engine import Engine
 from sglr.http.background import serve_in_background
-from sglr.router import RouterConfig
-from sglr.router.admin import build_router_app
-from sglr.router.server import serve_router
-from sglr.router.state import RouterSettings
-from sglr.router.workers import WorkerPool
 from sglr.server import ServerSettings, build_app
 
 ROUTES = [NATIVE, COMPLETIONS, CHAT]
 
 
-class Stack:
+class Stack(InProcessRouter):
     """One worker (an engine behind `sglr-server`'s app) and a router in front of it."""
 
     def __init__(self, engine: Engine, worker_url: str) -> None:
         self.engine = engine
         self.worker_url = worker_url
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="fuzz-router", daemon=True)
-        self.thread.start()
-        self.pool = WorkerPool([worker_url], RouterConfig())
-        app = build_router_app(self.pool, RouterSettings(health_check_interval_s=3600.0))
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(64)
-        self.port = sock.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        ready = threading.Event()
-        self.stopping = asyncio.run_coroutine_threadsafe(_event(), self.loop).result(30)
-        self.served = asyncio.run_coroutine_threadsafe(
-            serve_router(app, sock, shutdown_timeout_s=2, on_ready=ready.set, stopping=self.stopping),
-            self.loop,
-        )
-        assert ready.wait(30)
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.stopping.set)
-        self.served.result(30)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(30)
-        self.loop.close()
-
-
-async def _event() -> asyncio.Event:
-    return asyncio.Event()
+        super().__init__([worker_url], name="fuzz-router")
 
 
 @pytest.fixture(scope="module")

@@ -5,24 +5,18 @@ replica that cached them and never count as the base's; bodies pass through unch
 
 from __future__ import annotations
 
-import asyncio
-import socket
-import threading
 from array import array
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from in_process_router import InProcessRouter
 
 from sglr.engine.engine import Engine
 from sglr.http.background import serve_in_background
 from sglr.router import Router, RouterConfig
-from sglr.router.admin import build_router_app
 from sglr.router.keys import routing_key, scan_ids_request, with_adapter
-from sglr.router.server import serve_router
-from sglr.router.state import RouterSettings
-from sglr.router.workers import WorkerPool
 from sglr.server import ServerSettings, build_app
 from sglr.testing.tiny_lora import write_peft_adapter
 
@@ -98,39 +92,13 @@ def test_one_adapters_prefixes_go_to_the_replica_that_cached_them() -> None:
 # -- through a router in front of two sglr-servers ------------------------------------------------
 
 
-class RouterOverWorkers:
+class RouterOverWorkers(InProcessRouter):
     """Two workers (sglr-server apps over in-process engines) and a router in front of them."""
 
     def __init__(self, engines: list[Engine], worker_urls: list[str]) -> None:
         self.engines = engines
         self.worker_urls = worker_urls
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="lora-router", daemon=True)
-        self.thread.start()
-        self.pool = WorkerPool(worker_urls, RouterConfig())
-        app = build_router_app(self.pool, RouterSettings(health_check_interval_s=3600.0))
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(64)
-        self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-        ready = threading.Event()
-        self.stopping = asyncio.run_coroutine_threadsafe(_event(), self.loop).result(30)
-        self.served = asyncio.run_coroutine_threadsafe(
-            serve_router(app, sock, shutdown_timeout_s=2, on_ready=ready.set, stopping=self.stopping),
-            self.loop,
-        )
-        assert ready.wait(30)
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.stopping.set)
-        self.served.result(30)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(30)
-        self.loop.close()
-
-
-async def _event() -> asyncio.Event:
-    return asyncio.Event()
+        super().__init__(worker_urls, name="lora-router")
 
 
 @pytest.fixture(scope="module")
