@@ -191,6 +191,8 @@ def test_admin_routes_take_any_query_body_and_method(stack: Stack, client: httpx
             "/get_server_info",
             "/flush_cache",
             "/abort_request",
+            "/tokenize",
+            "/v1/detokenize",
             "/list_workers",
             "/metrics",
             "/v1/models/x",

@@ -1,7 +1,8 @@
 """LoRA adapters through sglr-router: the adapter a body names (`lora_path`, or `"model":
 "base:adapter"` on the OpenAI routes) joins its routing key, so one adapter's prefixes go to the
 replica that cached them and never count as the base's; bodies pass through unchanged; and
-`/load_lora_adapter` / `/unload_lora_adapter` go to every worker, answering the first error."""
+`/load_lora_adapter` / `/unload_lora_adapter` go to every worker, answering the first error;
+`/tokenize` and `/detokenize` pass through to one worker."""
 
 from __future__ import annotations
 
@@ -186,3 +187,18 @@ def test_a_broadcast_answers_the_first_error(stack: RouterOverWorkers, adapters:
         for engine in stack.engines:
             if any(ref.name == "second" for ref in engine.lora_adapters()):
                 engine.unload_lora_adapter("second")
+
+
+def test_tokenize_and_detokenize_pass_through(stack: RouterOverWorkers) -> None:
+    tokenizer = stack.engines[0].tokenizer
+    with httpx.Client(base_url=stack.url, timeout=120) as client:
+        for prefix in ("", "/v1"):
+            out = client.post(f"{prefix}/tokenize", json={"prompt": ["hi there", "x"]})
+            assert out.status_code == 200 and out.json()["tokens"] == [
+                tokenizer.encode("hi there"),
+                tokenizer.encode("x"),
+            ]
+            back = client.post(f"{prefix}/detokenize", json={"tokens": out.json()["tokens"]})
+            assert back.json() == {"text": ["hi there", "x"]}
+            refused = client.post(f"{prefix}/detokenize", json={"tokens": [-1]})
+            assert refused.status_code == 400 and refused.json()["error"]["param"] == "tokens"

@@ -34,7 +34,8 @@ BAD_AUTHORIZATIONS = ({}, {"Authorization": "Bearer wrong"}, {"Authorization": K
 READS_BODY = {("POST", "/generate"), ("PUT", "/generate"), ("POST", "/v1/completions"),
               ("POST", "/v1/chat/completions"), ("POST", "/abort_request"),
               ("POST", "/concate_and_append_request"), ("POST", "/load_lora_adapter"),
-              ("POST", "/unload_lora_adapter")}  # fmt: skip
+              ("POST", "/unload_lora_adapter"), ("POST", "/tokenize"), ("POST", "/v1/tokenize"),
+              ("POST", "/detokenize"), ("POST", "/v1/detokenize")}  # fmt: skip
 
 
 @pytest.fixture(scope="module")

@@ -1,8 +1,8 @@
 """Fuzzed requests on `sglr-server`'s routes besides generation: the probes and info routes
 with any query string and method, `/v1/models/{model}` with any path, `/flush_cache?timeout=`,
-and the bodies of `/abort_request` and `/concate_and_append_request` drawn from their fields
-(`tests/fuzz_fields.py`). Never a 5xx; a bad field is a 4xx naming it; the server stays whole
-(`fuzz_server.assert_alive`). The server is the fuzz modules' shared one (`fuzzed`).
+and the bodies of `/abort_request`, `/concate_and_append_request`, `/tokenize` and `/detokenize`
+drawn from their fields (`tests/fuzz_fields.py`). Never a 5xx; a bad field is a 4xx naming it;
+the server stays whole (`fuzz_server.assert_alive`). The server is the fuzz modules' shared one (`fuzzed`).
 
 Cost: ~3 s at the default budget; `SGLR_FUZZ_SCALE=N` runs N times the examples."""
 
@@ -18,9 +18,10 @@ from hypothesis import given, note
 from hypothesis import strategies as st
 from server_harness import Served
 
-from fuzz_fields import Field, RouteFields, bad_body, valid_body
+from fuzz_fields import TOKEN_IDS, VOCAB_SIZE, Field, RouteFields, bad_body, valid_body
 from fuzz_support import (
     ANY_JSON,
+    LONE_SURROGATES,
     TEXT,
     assert_refused_naming,
     check_response,
@@ -51,6 +52,43 @@ JOIN = RouteFields(
     ),
     bounds=(),
 )
+# A model field either route takes: a name of what is served, or a 4xx naming it.
+MODEL = Field(
+    "model", st.sampled_from([None, "default"]), st.sampled_from(["no-such-model", 5, [], {}, True])
+)
+TOKENIZE = RouteFields(
+    "/tokenize",
+    base={"prompt": "hello"},
+    fields=(
+        Field(
+            "prompt",
+            TEXT | st.lists(TEXT, min_size=1, max_size=3),
+            wrong_types("str", "list")
+            | LONE_SURROGATES
+            | st.sampled_from([[], [1], [None], [["a"]], ["a\ud800"]]),
+        ),
+        Field("add_special_tokens", st.booleans() | st.none(), wrong_types("bool", "null")),
+        MODEL,
+    ),
+    bounds=(),
+)
+DETOKENIZE = RouteFields(
+    "/detokenize",
+    base={"tokens": [1]},
+    fields=(
+        Field(
+            "tokens",
+            TOKEN_IDS
+            | st.lists(st.lists(st.integers(0, VOCAB_SIZE - 1), max_size=12), min_size=1, max_size=3),
+            wrong_types("list")
+            | st.sampled_from(
+                [[], [-1], [VOCAB_SIZE], [2**70], ["a"], [1.5], [True], [[1], "x"], [1, [2]], [None]]
+            ),
+        ),
+        MODEL,
+    ),
+    bounds=(),
+)
 INFO_PATHS = [
     "/health",
     "/health_generate",
@@ -71,7 +109,7 @@ def client(fuzzed: Served) -> Iterator[httpx.Client]:
         yield c
 
 
-@pytest.mark.parametrize("route", [ABORT, JOIN], ids=lambda r: r.path)
+@pytest.mark.parametrize("route", [ABORT, JOIN, TOKENIZE, DETOKENIZE], ids=lambda r: r.path)
 def test_control_bodies_are_answered_or_refused_naming_the_field(
     fuzzed: Served, client: httpx.Client, route: RouteFields
 ) -> None:

