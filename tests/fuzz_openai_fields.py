@@ -264,6 +264,8 @@ CHAT = RouteFields(
             st.sampled_from([["audio"], 5, "text", [], ["text", "audio"]]),
         ),
         Field("reasoning_effort", ANY_JSON),
+        bools("separate_reasoning"),
+        bools("stream_reasoning"),
     ),
     bounds=(("max_completion_tokens", 2),),
 )

@@ -117,6 +117,7 @@ BAD_FLAGS = {
     "--lora-paths {oops": "not valid JSON",
     "--max-loras-per-batch 0": "max_loras_per_batch",
     "--allowed-lora-path /no/such/dir": "is not an existing directory",
+    "--reasoning-parser nope": "invalid choice: 'nope' (choose from 'deepseek-r1', 'qwen3')",
 }
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from sglr.engine.speculative.config import SPECULATIVE_ALGORITHMS
 from sglr.errors import EngineConfigError
+from sglr.server.reasoning.formats import REASONING_FORMATS
 
 # (option, type, help)
 _FLAGS: tuple[tuple[str, type, str], ...] = (
@@ -56,9 +57,16 @@ def add_limit_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_table_arguments(parser: argparse.ArgumentParser) -> None:
-    """The speculative-decoding flags, then the LoRA flags."""
+    """The speculative-decoding flags, the LoRA flags, then the reasoning parser (a server
+    setting: launch.py reads it)."""
     add_speculative_arguments(parser)
     add_lora_arguments(parser)
+    parser.add_argument(
+        "--reasoning-parser",
+        choices=tuple(REASONING_FORMATS),
+        default=None,
+        help="put chat replies' reasoning in reasoning_content (default: it stays in content)",
+    )
 
 
 def table_options(args: argparse.Namespace) -> dict[str, Any]:

@@ -276,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
             allowed_image_url_networks=tuple(args.allowed_image_url_networks),
             allowed_local_media_paths=tuple(args.allowed_local_media_paths),
             allowed_lora_paths=tuple(args.allowed_lora_paths),
+            reasoning_parser=args.reasoning_parser,
             max_body_bytes=args.max_body_bytes,
             max_sequences_per_request=args.max_sequences_per_request,
             max_messages=args.max_messages,

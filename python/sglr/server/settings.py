@@ -17,6 +17,7 @@ from sglr.limits import (
     MAX_TOOL_SCHEMA_BYTES,
     MAX_TOOLS,
 )
+from sglr.server.reasoning.formats import ReasoningFormat, reasoning_format
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,8 @@ class ServerSettings:
     allowed_lora_paths: directories `/load_lora_adapter` may read adapters from (each adapter a
         directory inside one; none: runtime loads are refused). Adapters the engine loads at
         start (`lora_paths`) are the operator's and need no root.
+    reasoning_parser: the reasoning format of chat replies (`sglr.server.reasoning.formats`):
+        their reasoning goes in `reasoning_content`; None: it stays in the content.
     launch_args: the resolved command-line options, echoed by `/server_info` (the key masked).
     """
 
@@ -56,6 +59,7 @@ class ServerSettings:
     allowed_image_url_networks: tuple[str, ...] = ()
     allowed_local_media_paths: tuple[str, ...] = ()
     allowed_lora_paths: tuple[str, ...] = ()
+    reasoning_parser: str | None = None
     launch_args: dict[str, Any] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
@@ -69,6 +73,7 @@ class ServerSettings:
         if self.allowed_image_url_networks and not self.allow_image_urls:
             raise EngineConfigError("allowed_image_url_networks needs allow_image_urls")
         _networks(self.allowed_image_url_networks)  # CIDRs, or a config error
+        reasoning_format(self.reasoning_parser)  # a known name, or a config error
         if self.api_key is not None and not self.api_key:
             raise EngineConfigError("api_key must not be empty (leave it unset to disable auth)")
         if self.max_body_bytes < 1024:
@@ -78,6 +83,10 @@ class ServerSettings:
                 raise EngineConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.health_timeout_s <= 0:
             raise EngineConfigError(f"health_timeout_s must be positive, got {self.health_timeout_s}")
+
+    @functools.cached_property
+    def reasoning_format(self) -> ReasoningFormat | None:
+        return reasoning_format(self.reasoning_parser)
 
     @functools.cached_property
     def image_url_policy(self) -> UrlPolicy | None:

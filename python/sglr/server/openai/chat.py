@@ -3,8 +3,10 @@
 Messages are rendered with the chat template; `max_completion_tokens` (or the older
 `max_tokens`) bounds the reply, by default up to the context length; `logprobs` and
 `top_logprobs`; `response_format` json_schema / json_object and the `regex` extension constrain
-the reply. Streams send a role chunk per choice, content deltas, a finish chunk per choice,
-then (with `stream_options.include_usage`) a usage chunk, and `data: [DONE]`.
+the reply. With `--reasoning-parser`, a reply's reasoning goes in `reasoning_content` (see
+`sglr.server.reasoning`); tool calls are parsed in the content after it. Streams send a role
+chunk per choice, reasoning and content deltas, a finish chunk per choice, then (with
+`stream_options.include_usage`) a usage chunk, and `data: [DONE]`.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from sglr.server.openai.protocol import (
     matched_stop,
 )
 from sglr.server.openai.sampling import SAMPLING_FIELDS
+from sglr.server.reasoning.chat import ChatReasoning, ReasoningDeltas
 from sglr.server.state import ServerState
 from sglr.server.tools.chat import ChatTools
 from sglr.server.tools.stream import ToolCallDeltas
@@ -38,7 +41,7 @@ from sglr.server.tools.stream import ToolCallDeltas
 _FIELDS = SAMPLING_FIELDS | {
     "messages", "max_completion_tokens", "logprobs", "top_logprobs", "tools", "tool_choice",
     "parallel_tool_calls", "functions", "function_call", "chat_template_kwargs", "reasoning_effort",
-    "modalities", "audio", "prediction",
+    "modalities", "audio", "prediction", "separate_reasoning", "stream_reasoning",
 }  # fmt: skip
 # `apply_chat_template`'s parameters (Hugging Face's and sglr's), refused in chat_template_kwargs.
 _RENDERER_ARGUMENTS = frozenset({
@@ -75,7 +78,9 @@ class _ChatRequest(OpenAIRequest):
             settings.max_messages,
         )
         messages, tool_kwargs = self.tools.render_inputs(messages)
-        template_kwargs = {**_template_kwargs(body), **tool_kwargs}
+        client_kwargs = _template_kwargs(body)
+        self.reasoning = ChatReasoning(settings.reasoning_format, body, client_kwargs)
+        template_kwargs = {**client_kwargs, **tool_kwargs}
         try:
             text = state.engine.tokenizer.apply_chat_template(
                 messages, add_generation_prompt=True, **template_kwargs
@@ -157,7 +162,9 @@ def _response(req: _ChatRequest, results: list[dict[str, Any]]) -> dict[str, Any
     called: set[int] = set()
 
     def content(sequence: int, result: dict[str, Any]) -> dict[str, Any]:
-        message, has_calls = req.tools.message(result["text"])
+        reasoning, text = req.reasoning.split(result["text"])
+        message, has_calls = req.tools.message(text)
+        message["reasoning_content"] = reasoning
         if has_calls:
             called.add(req.layout.choice_of(sequence))
         return {"message": message, "logprobs": req.logprobs_of(result["meta_info"])}
@@ -176,6 +183,7 @@ class _ChatChunks(OpenAIChunks):
         super().__init__(req, "chat.completion.chunk")
         self.chat = req
         self.tool_deltas = [ToolCallDeltas(req.tools) for _ in range(req.layout.num_sequences)]
+        self.reasoning_deltas = [ReasoningDeltas(req.reasoning) for _ in range(req.layout.num_sequences)]
 
     def opening(self) -> list[Any]:
         role = {"role": "assistant", "content": ""}
@@ -195,18 +203,15 @@ class _ChatChunks(OpenAIChunks):
         index = self.req.layout.choice_of(sequence)
         logprobs = self.chat.logprobs_of(delta["meta_info"])
         reason = delta["meta_info"].get("finish_reason")
-        if self.chat.tools.active:
-            return self._tool_choices(index, sequence, delta["text"], reason)
+        reasoning, text = self._split(sequence, delta["text"], reason is not None)
         choices = []
-        if delta["text"] or (logprobs is not None and logprobs["content"]):
-            choices.append(
-                {
-                    "index": index,
-                    "delta": {"content": delta["text"]},
-                    "logprobs": logprobs,
-                    "finish_reason": None,
-                }
-            )
+        if reasoning:  # the delta's logprobs go with its first chunk
+            choices.append(_delta_choice(index, {"reasoning_content": reasoning}, logprobs))
+            logprobs = None
+        if self.chat.tools.active:
+            return choices + self._tool_choices(index, sequence, text, reason)
+        if text or (logprobs is not None and logprobs["content"]):
+            choices.append(_delta_choice(index, {"content": text}, logprobs))
         if reason is not None:
             choices.append(
                 {
@@ -218,6 +223,15 @@ class _ChatChunks(OpenAIChunks):
                 }
             )
         return choices
+
+    def _split(self, sequence: int, text: str, last: bool) -> tuple[str, str]:
+        """The delta's reasoning to send and its content (all of it without a reasoning parser)."""
+        deltas = self.reasoning_deltas[sequence]
+        reasoning, content = deltas.feed(text)
+        if last:
+            more_reasoning, more_content = deltas.finish()
+            reasoning, content = reasoning + more_reasoning, content + more_content
+        return reasoning, content
 
     def _tool_choices(
         self, index: int, sequence: int, text: str, reason: dict[str, Any] | None
@@ -240,3 +254,7 @@ class _ChatChunks(OpenAIChunks):
                 }
             )
         return choices
+
+
+def _delta_choice(index: int, delta: dict[str, Any], logprobs: dict[str, Any] | None) -> dict[str, Any]:
+    return {"index": index, "delta": delta, "logprobs": logprobs, "finish_reason": None}
