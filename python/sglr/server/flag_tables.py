@@ -59,11 +59,16 @@ def add_table_arguments(parser: argparse.ArgumentParser) -> None:
     """The speculative-decoding flags, then the LoRA flags."""
     add_speculative_arguments(parser)
     add_lora_arguments(parser)
+    parser.add_argument(
+        "--is-embedding",
+        action="store_true",
+        help="serve embeddings (/v1/embeddings, /encode) instead of generating",
+    )
 
 
 def table_options(args: argparse.Namespace) -> dict[str, Any]:
     """The engine options of `add_table_arguments`'s flags."""
-    return speculative_options(args) | lora_options(args)
+    return speculative_options(args) | lora_options(args) | {"is_embedding": args.is_embedding}
 
 
 def add_lora_arguments(parser: argparse.ArgumentParser) -> None:
