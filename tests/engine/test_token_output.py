@@ -24,6 +24,7 @@ def test_every_field_survives_pickling() -> None:
         input_logprobs=([(None, 1), (-2.0, 2)], [None, [(-2.0, 2)]]),
         spec_verify_ct=5,
         spec_accepted_tokens=3,
+        embedding_parts=([1.0, 2.0], [0.5, 0.25]),  # numpy arrays in the engine
     )
     back = pickle.loads(pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL))
     # Every field differs from its default, so a field the pickle dropped would show.

@@ -58,6 +58,7 @@ class OutputAssembler:
         self._num_sent_chars = 0
         self._num_sent_ids = 0
         self._num_sent_logprobs = 0
+        self.embedding_parts: tuple[Any, Any] | None = None  # an embedding request's, at its finish
 
     @property
     def finished(self) -> bool:
@@ -78,6 +79,8 @@ class OutputAssembler:
         self.output_top_logprobs.extend(out.output_top_logprobs)
         if out.input_logprobs is not None:
             self.input_logprobs, self.input_top_logprobs = out.input_logprobs
+        if out.embedding_parts is not None:
+            self.embedding_parts = out.embedding_parts
         if out.finish_reason is not None:
             self.finish_reason = out.finish_reason
             if out.text_end is not None:  # a stop string: the scheduler says where the text ends

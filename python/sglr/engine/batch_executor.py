@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -41,6 +42,8 @@ class ExtendOutcome:
     sampled: dict[int, SampledToken]  # by request uid
     # By uid: logprob entries (logprob, token id) and top lists for scored prompt tokens.
     prompt_scores: dict[int, tuple[list[tuple[float, int]], list[list[tuple[float, int]]]]]
+    # By uid: an embedding request's pooling parts for this chunk (hidden-state sum, last).
+    embedding_parts: dict[int, tuple[Any, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -96,9 +99,12 @@ class BatchExecutor:
                     top_logprobs_num=item.req.spec.top_logprobs_num,
                     images=item.req.images,
                     lora_id=item.req.lora_id,
+                    embed=item.req.spec.embed,
                 )
             )
         output = self.runner.forward_extend(requests)
+        parts = output.embedding_parts or [None] * len(items)
+        embeddings = {item.req.uid: part for item, part in zip(items, parts, strict=True) if part is not None}
         scores: dict[int, tuple[list[tuple[float, int]], list[list[tuple[float, int]]]]] = {}
         for i, item in enumerate(items):
             scored = output.prompt_logprobs[i]
@@ -123,7 +129,7 @@ class BatchExecutor:
             reqs = [items[i].req for i in sampling_rows]
             tokens = self._sample(reqs, output.next_token_logits.index_select(0, rows))
             sampled = {req.uid: token for req, token in zip(reqs, tokens, strict=True)}
-        return ExtendOutcome(sampled, scores)
+        return ExtendOutcome(sampled, scores, embeddings)
 
     def decode(self, reqs: Sequence[Req], row_writes: PendingRowWrites | None = None) -> list[SampledToken]:
         """One token per request into its one reserved slot (and the row entries the pool

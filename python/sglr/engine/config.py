@@ -71,6 +71,8 @@ class EngineConfig:
         v_proj, o_proj, gate_proj, up_proj, down_proj); lora_backend: "triton" (a segmented
         kernel, the default on CUDA), "torch" (grouped matmuls, the default on the CPU), "auto".
         See docs/lora.md.
+    is_embedding: serve embeddings instead of generating (`Engine.encode`; generate refuses):
+        the prompt's final hidden states pooled as the checkpoint declares (`model/pooling.py`).
     """
 
     model_path: str | None = None
@@ -126,6 +128,7 @@ class EngineConfig:
     max_lora_rank: int | None = None
     lora_target_modules: tuple[str, ...] | None = None
     lora_backend: str = "auto"
+    is_embedding: bool = False
 
     def __post_init__(self) -> None:
         if self.schedule_policy not in SCHEDULE_POLICIES:

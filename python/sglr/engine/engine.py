@@ -25,6 +25,7 @@ from typing import Any
 from sglr.engine import delivery
 from sglr.engine.assembler import OutputAssembler
 from sglr.engine.config import EngineConfig
+from sglr.engine.embedding import EmbeddingModel, EncodeMixin
 from sglr.engine.images.loading import ImageLimits
 from sglr.engine.images.prompt import ImagePrompter
 from sglr.engine.io import NormalizedInput, normalize_generate_input
@@ -46,7 +47,7 @@ _GPU_CHUNK = 8192
 _LORA_LOAD_TIMEOUT_S = 300.0
 
 
-class Engine:
+class Engine(EncodeMixin):
     def __init__(self, model_path: str | None = None, **kwargs: Any) -> None:
         cfg = EngineConfig.from_kwargs(model_path=model_path, **kwargs)
         if cfg.node_rank != 0:
@@ -114,6 +115,7 @@ class Engine:
         # The checkpoint's readable name, not a path (the path stays accepted: `model_path`).
         self.served_model_name = cfg.served_model_name or checkpoint_name(cfg.model_path)
         self.context_len = runner.max_context_len
+        self.embedding_model = EmbeddingModel.of(runner.model_dir) if cfg.is_embedding else None
         self._builder = RequestBuilder(
             self.tokenizer,
             runner.vocab_size,
@@ -160,6 +162,7 @@ class Engine:
         video_data: Any = None,
         lora_path: str | list[str | None] | None = None,
     ) -> dict[str, Any] | list[dict[str, Any]] | Iterator[dict[str, Any]]:
+        self.check_generates()
         batch = _normalize(locals())
         requests, assemblers = self._prepare(batch)
         sinks = [QueueSink() for _ in requests]
@@ -177,6 +180,7 @@ class Engine:
     ) -> dict[str, Any] | list[dict[str, Any]] | AsyncIterator[dict[str, Any]]:
         """`generate` for asyncio callers, with the same arguments; cancelling the call aborts
         the sequences that have not finished."""
+        self.check_generates()
         call = _generate_signature().bind(self, *args, **kwargs)
         call.apply_defaults()
         batch = _normalize(call.arguments)

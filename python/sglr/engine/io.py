@@ -38,6 +38,9 @@ class SequenceSpec:
     video_data: tuple[Any, ...] = ()
     # The LoRA adapter it runs with, by name (None: the base model).
     lora_path: str | None = None
+    # An embedding request (`Engine.encode`): the prompt runs once, uncached, and its pooled
+    # hidden states are the result.
+    embed: bool = False
 
 
 @dataclass(frozen=True)

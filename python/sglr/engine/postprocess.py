@@ -59,6 +59,7 @@ class OutputProcessor:
             text_end=req.text_end,
             spec_verify_ct=req.spec_verify_ct,
             spec_accepted_tokens=req.spec_accepted_tokens,
+            embedding_parts=req.embedding_parts if finished else None,
         )
         record = req.logprobs
         if record is not None:

@@ -35,6 +35,22 @@ def record_prompt_scores(req: Req, score_from: int, scores: Any) -> None:
         record.input_top_logprobs.extend(tops)
 
 
+def prefix_limit(req: Req) -> int | None:
+    """How much of the prompt the scheduler may take from the prefix cache (None: all of it). An
+    embedding request takes none: cached positions have no hidden states to pool."""
+    return 0 if req.spec.embed else logprob_start(req)
+
+
+def add_embedding_part(req: Req, start: int, part: tuple[Any, Any]) -> None:
+    """Adds one chunk's pooling parts; a run from position 0 starts over (a prompt computed
+    again after a retraction must not count twice)."""
+    total, last = part
+    if start == 0 or req.embedding_parts is None:
+        req.embedding_parts = (total, last)
+    else:
+        req.embedding_parts = (req.embedding_parts[0] + total, last)
+
+
 def record_output_logprob(
     req: Req, logprob: float | None, token_id: int, top: list[tuple[float, int]]
 ) -> None:

@@ -96,6 +96,8 @@ class Req:
     num_sent_ids: int = 0
     num_sent_logprobs: int = 0
     sent_input_logprobs: bool = False
+    # An embedding request's pooling parts so far (`model/pooling.py`): hidden-state sum, last.
+    embedding_parts: tuple[np.ndarray, np.ndarray] | None = None
 
     @classmethod
     def from_tokenized(cls, t: TokenizedRequest, sink: OutputSink, tokenizer: Decoder) -> Req:

@@ -37,6 +37,8 @@ class TokenOutput:
     # Speculative decoding: verify passes the request took part in, drafts of it accepted.
     spec_verify_ct: int = 0
     spec_accepted_tokens: int = 0
+    # An embedding request's pooling parts (hidden-state sum, last), with its finish.
+    embedding_parts: tuple[Any, Any] | None = None
 
     def __reduce__(self) -> tuple[type[TokenOutput], tuple[Any, ...]]:
         # Pickled as the constructor's arguments: a worker sends every request's output of a step
@@ -48,6 +50,6 @@ class TokenOutput:
                 self.uid, self.new_token_ids, self.completion_tokens, self.cached_tokens,
                 self.num_retractions, self.finish_reason, self.last_is_stop_token, self.text_end,
                 self.output_logprobs, self.output_top_logprobs, self.input_logprobs,
-                self.spec_verify_ct, self.spec_accepted_tokens,
+                self.spec_verify_ct, self.spec_accepted_tokens, self.embedding_parts,
             ),
         )  # fmt: skip

@@ -15,6 +15,7 @@ their input and raise `BatchError` on anything inconsistent.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -51,6 +52,7 @@ class ExtendRequest:
     images: the images of the request's prompt (all of them, wherever they stand; the batch
         takes the parts at the positions this extend computes).
     lora_id: the LoRA adapter its tokens run with (0: the base model; see `ModelRunner.load_lora`).
+    embed: the runner also returns this chunk's pooled hidden states (`model/pooling.py`).
     """
 
     row: int
@@ -61,6 +63,7 @@ class ExtendRequest:
     top_logprobs_num: int = 0
     images: tuple[ImageInput, ...] = ()
     lora_id: int = 0
+    embed: bool = False
 
     @property
     def prefix_len(self) -> int:
@@ -101,6 +104,8 @@ class ForwardBatch(AttentionMetadata):
     row_copies: RowCopies | None = None
     # The LoRA adapter of each token of the stream (None: the base model for all).
     token_lora_ids: np.ndarray | None = None
+    # Per request: whether it wants its chunk's pooled hidden states (embedding requests).
+    embed_flags: tuple[bool, ...] = ()
 
     @property
     def uses_lora(self) -> bool:
@@ -149,7 +154,7 @@ class ForwardBatch(AttentionMetadata):
             if r.images
             for span in spans_at(r.images, r.prefix_len, r.seq_len, start)
         ]
-        return cls._build(
+        batch = cls._build(
             layout,
             device,
             is_decode=False,
@@ -158,6 +163,9 @@ class ForwardBatch(AttentionMetadata):
             image_spans=tuple(spans),
             token_lora_ids=_token_lora_ids([r.lora_id for r in requests], extend_lens),
         )
+        if not any(r.embed for r in requests):
+            return batch
+        return dataclasses.replace(batch, embed_flags=tuple(r.embed for r in requests))
 
     @classmethod
     def decode(

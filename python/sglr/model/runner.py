@@ -39,6 +39,7 @@ from sglr.model.lora.adapter import LoraAdapter
 from sglr.model.lora.model_loras import ModelLoras
 from sglr.model.lora.peft_loader import load_peft_adapter
 from sglr.model.parallel import TensorParallel
+from sglr.model.pooling import chunk_parts
 from sglr.model.req_to_token import ReqToTokenTable
 from sglr.model.runner_config import RunnerConfig
 from sglr.model.weights_policy import (
@@ -64,10 +65,12 @@ class ForwardOutput:
     """next_token_logits: fp32 `[B, V]`, the distribution after each request's last token. With
     decode CUDA graphs it is a view of the graph's output buffer: use it before the next forward.
     prompt_logprobs: per request, `TokenLogprobs` for the positions asked via
-    `ExtendRequest.logprob_start` (scoring the next prompt token at each), else None."""
+    `ExtendRequest.logprob_start` (scoring the next prompt token at each), else None.
+    embedding_parts: per request, its chunk's pooling parts if some asks (`ExtendRequest.embed`)."""
 
     next_token_logits: torch.Tensor
     prompt_logprobs: list[TokenLogprobs | None]
+    embedding_parts: list[tuple[np.ndarray, np.ndarray] | None] | None = None
 
 
 class ModelRunner:
@@ -293,7 +296,7 @@ class ModelRunner:
             for i, start in enumerate(batch.logprob_starts):
                 if start is not None:
                     prompt_logprobs[i] = self._prompt_logprobs(batch, i, start, hidden)
-        return ForwardOutput(logits, prompt_logprobs)
+        return ForwardOutput(logits, prompt_logprobs, chunk_parts(hidden, batch))
 
     def _logits_of_every_token(
         self, input_ids: torch.Tensor, positions: torch.Tensor, metadata: AttentionMetadata
@@ -308,9 +311,7 @@ class ModelRunner:
         """Scores tokens `start+1 .. seq_len-1` of request `index` from the logits at `start ..`."""
         chunk_start = int(batch.extend_starts_cpu[index])
         first = chunk_start + start - int(batch.prefix_lens_cpu[index])
-        end = (
-            chunk_start + int(batch.extend_lens_cpu[index]) - 1
-        )  # the last position scores the unknown next token
+        end = chunk_start + int(batch.extend_lens_cpu[index]) - 1  # the last scores the unknown next
         rows = hidden[first:end]
         next_ids = batch.input_ids[first + 1 : end + 1]
         top_k = batch.top_logprobs_nums[index]

@@ -57,8 +57,8 @@ def add_limit_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_table_arguments(parser: argparse.ArgumentParser) -> None:
-    """The speculative-decoding flags, the LoRA flags, then the reasoning parser (a server
-    setting: launch.py reads it)."""
+    """The speculative-decoding flags, the LoRA flags, the reasoning parser (a server setting:
+    launch.py reads it) and embedding mode."""
     add_speculative_arguments(parser)
     add_lora_arguments(parser)
     parser.add_argument(
@@ -67,11 +67,16 @@ def add_table_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="put chat replies' reasoning in reasoning_content (default: it stays in content)",
     )
+    parser.add_argument(
+        "--is-embedding",
+        action="store_true",
+        help="serve embeddings (/v1/embeddings, /encode) instead of generating",
+    )
 
 
 def table_options(args: argparse.Namespace) -> dict[str, Any]:
     """The engine options of `add_table_arguments`'s flags."""
-    return speculative_options(args) | lora_options(args)
+    return speculative_options(args) | lora_options(args) | {"is_embedding": args.is_embedding}
 
 
 def add_lora_arguments(parser: argparse.ArgumentParser) -> None:

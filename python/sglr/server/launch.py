@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from sglr.engine.config import SCHEDULE_POLICIES
+from sglr.errors import EngineConfigError
 from sglr.http.listen import (
     LOG_LEVELS,
     Listener,
@@ -213,6 +214,8 @@ def engine_options(args: argparse.Namespace) -> dict[str, Any]:
 def _build_engine(args: argparse.Namespace, engine_class: Any) -> Any:
     if args.dp_size == 1:
         return engine_class(model_path=args.model_path, **engine_options(args))
+    if args.is_embedding:  # DataParallelEngine routes generation only
+        raise EngineConfigError("--is-embedding does not combine with --dp-size > 1")
     from sglr.data_parallel import DataParallelEngine
     from sglr.router.policy import RouterConfig
 

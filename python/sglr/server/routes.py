@@ -23,11 +23,13 @@ from sglr.server.native.control import (
     root,
     server_info,
 )
+from sglr.server.native.encode import encode
 from sglr.server.native.generate import generate
 from sglr.server.native.lora import load_lora_adapter, unload_lora_adapter
 from sglr.server.native.tokenize import detokenize, tokenize
 from sglr.server.openai.chat import chat_completions
 from sglr.server.openai.completions import completions
+from sglr.server.openai.embeddings import embeddings
 from sglr.server.openai.models import get_model, list_models
 from sglr.server.state import ServerState
 
@@ -45,6 +47,7 @@ _POST = ("POST",)
 
 NATIVE_ROUTES = (
     RouteSpec("/generate", generate, ("POST", "PUT")),
+    RouteSpec("/encode", encode, ("POST", "PUT")),
     RouteSpec("/health", health, _GET),
     RouteSpec("/health_generate", health_generate, _GET),
     RouteSpec("/model_info", model_info, _GET),
@@ -69,4 +72,5 @@ OPENAI_ROUTES = (
     RouteSpec("/v1/models/{model:path}", get_model, _GET),
     RouteSpec("/v1/completions", completions, _POST),
     RouteSpec("/v1/chat/completions", chat_completions, _POST),
+    RouteSpec("/v1/embeddings", embeddings, _POST),
 )

@@ -17,7 +17,7 @@ import numpy as np
 from sglr._core import Scheduler
 from sglr.engine.config import EngineConfig
 from sglr.engine.kv import KVPool
-from sglr.engine.prompt_logprobs import logprob_start
+from sglr.engine.prompt_logprobs import logprob_start, prefix_limit
 from sglr.engine.request import Req
 from sglr.engine.scheduler.extend import ExtendItem, ExtendKind, start_extend
 from sglr.engine.scheduler.lora_admission import LoraAdmission
@@ -68,7 +68,7 @@ class PrefillQueue:
             req.max_new_tokens,
             req.cache_namespace,
             arrival_time=req.arrival_time,
-            max_prefix_len=logprob_start(req),
+            max_prefix_len=prefix_limit(req),
         )
 
     def requeue(self, req: Req) -> None:
@@ -80,7 +80,7 @@ class PrefillQueue:
             max(req.tokens_left, 1),
             req.cache_namespace,
             arrival_time=req.arrival_time,
-            max_prefix_len=logprob_start(req),
+            max_prefix_len=prefix_limit(req),
         )
 
     def remove(self, uid: int) -> None:

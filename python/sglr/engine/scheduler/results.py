@@ -15,7 +15,7 @@ from sglr.engine.constraints.runtime import Constraints
 from sglr.engine.finish import FinishLength, FinishStop
 from sglr.engine.kv import KVPool
 from sglr.engine.postprocess import OutputProcessor
-from sglr.engine.prompt_logprobs import record_output_logprob, record_prompt_scores
+from sglr.engine.prompt_logprobs import add_embedding_part, record_output_logprob, record_prompt_scores
 from sglr.engine.request import Req
 from sglr.engine.scheduler.endings import RequestEndings
 from sglr.engine.scheduler.extend import ExtendItem, ExtendKind
@@ -56,6 +56,8 @@ class StepResults:
             req = item.req
             if item.score_from is not None:
                 record_prompt_scores(req, item.score_from, outcome.prompt_scores.get(req.uid))
+            if req.uid in outcome.embedding_parts:
+                add_embedding_part(req, item.start, outcome.embedding_parts[req.uid])
             match item.kind:
                 case ExtendKind.PROMPT_CHUNK:
                     self._share(req)  # later chunks and other requests reuse it

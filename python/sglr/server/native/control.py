@@ -33,17 +33,21 @@ async def health(state: ServerState, request: Request) -> Response:
 
 
 async def health_generate(state: ServerState, request: Request) -> Response:
-    """Readiness: a one-token generation must come back within `health_timeout_s`."""
-    if state.shutting_down or not state.engine.is_alive:
+    """Readiness: a one-token generation (an embedding server: a one-token embedding) must come
+    back within `health_timeout_s`."""
+    engine = state.engine
+    if state.shutting_down or not engine.is_alive:
         return PlainTextResponse("unavailable\n", status_code=503)
     rid = f"health-{uuid.uuid4().hex}"
     try:
-        result = await asyncio.wait_for(
-            state.engine.async_generate(
+        probe = (
+            engine.async_encode(input_ids=[0], rid=rid)
+            if getattr(engine, "is_embedding", False)
+            else engine.async_generate(
                 input_ids=[0], sampling_params={"max_new_tokens": 1, "temperature": 0}, rid=rid
-            ),
-            timeout=state.settings.health_timeout_s,
+            )
         )
+        result = await asyncio.wait_for(probe, timeout=state.settings.health_timeout_s)
     except Exception:  # a timeout or an engine that stopped: not healthy
         return PlainTextResponse("unavailable\n", status_code=503)
     if result["meta_info"]["finish_reason"].get("type") == "abort":
@@ -58,7 +62,7 @@ def model_info_payload(state: ServerState) -> dict[str, Any]:
         "model_path": engine.model_path,
         "tokenizer_path": engine.model_path,
         "served_model_name": engine.served_model_name,
-        "is_generation": True,
+        "is_generation": not getattr(engine, "is_embedding", False),
         "preferred_sampling_params": None,
         "weight_version": "default",
         "load_format": engine.config.load_format,
