@@ -149,8 +149,9 @@ class WorkerScheduler(SchedulerHandle):
         if self._closing or self._stopping:
             return
         self._stopping = True  # workers that exit from now on are not failures
-        if self._fatal_error is None:
-            self._commands.send(messages.StopWorkers())
+        if self._fatal_error is None and self._dead_worker() is None:
+            # Never blocking: rank 0 may have died since the check (the waits below end it).
+            self._commands.send(messages.StopWorkers(), block=False)
         deadline = time.monotonic() + (timeout or 0.0)
         for proc in self._procs:
             with contextlib.suppress(subprocess.TimeoutExpired):

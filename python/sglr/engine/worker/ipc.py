@@ -22,10 +22,16 @@ class Sender:
         self._socket = _open(context, zmq.PUSH, endpoint, bind)
         self._lock = threading.Lock()
 
-    def send(self, message: Any) -> None:
+    def send(self, message: Any, block: bool = True) -> bool:
+        """Queues `message`; with `block` False, gives up (False) instead of waiting when the
+        socket cannot take it now: a PUSH socket whose only peer has gone waits forever."""
         data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
         with self._lock:
-            self._socket.send(data, copy=False)
+            try:
+                self._socket.send(data, copy=False, flags=0 if block else zmq.NOBLOCK)
+            except zmq.Again:
+                return False
+        return True
 
     def close(self, linger_s: float = 0.0) -> None:
         """Closes the socket, first waiting up to `linger_s` for queued messages to leave."""
