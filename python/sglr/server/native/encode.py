@@ -16,10 +16,10 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from sglr.errors import LimitExceededError
 from sglr.http.errors import ApiError
 from sglr.http.jsonout import JSONOut
 from sglr.http.request import check_known_fields, json_type, read_json_object
+from sglr.server.native.tokenize import check_batch_size
 from sglr.server.state import ServerState
 
 _ENCODE_FIELDS = frozenset({"text", "input_ids", "rid"})
@@ -60,14 +60,7 @@ def embedding_inputs(state: ServerState, value: Any, field: str) -> EmbeddingInp
             f"{field} must be one kind: strings, token ids, or non-empty lists of token ids (not mixed)",
             field,
         )
-    size = len(inputs.texts or inputs.id_lists or [])
-    limit = state.settings.max_sequences_per_request
-    if size > limit:
-        raise LimitExceededError(
-            f"{field} holds {size} entries, over the server's limit of {limit} per request",
-            param=field,
-            limit="max_sequences_per_request",
-        )
+    check_batch_size(state, len(inputs.texts or inputs.id_lists or []), field)
     for text in inputs.texts or []:  # the limit /generate has: longer cannot fit the context
         state.engine.check_prompt_text(text, field)
     return inputs

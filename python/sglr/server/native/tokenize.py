@@ -38,7 +38,7 @@ async def tokenize(state: ServerState, request: Request) -> Response:
     _check_model(state, body)
     add_special_tokens = get_bool(body, "add_special_tokens", True)
     prompts, is_batch = _prompts(body.get("prompt"))
-    _check_batch_size(state, len(prompts), "prompt")
+    check_batch_size(state, len(prompts), "prompt")
     engine = state.engine
     for prompt in prompts:  # the limit /generate has: longer cannot fit the context
         engine.check_prompt_text(prompt, "prompt")
@@ -60,7 +60,7 @@ async def detokenize(state: ServerState, request: Request) -> Response:
     _check_model(state, body)
     tokenizer = state.engine.tokenizer
     id_lists, is_batch = _token_lists(body.get("tokens"), tokenizer.vocab_size)
-    _check_batch_size(state, len(id_lists), "tokens")
+    check_batch_size(state, len(id_lists), "tokens")
     texts = await asyncio.to_thread(
         lambda: [tokenizer.decode(ids, skip_special_tokens=False) for ids in id_lists]
     )
@@ -132,7 +132,8 @@ def _token_lists(value: Any, vocab_size: int) -> tuple[list[list[int]], bool]:
     return lists, is_batch
 
 
-def _check_batch_size(state: ServerState, size: int, field: str) -> None:
+def check_batch_size(state: ServerState, size: int, field: str) -> None:
+    """Refuses more entries than `max_sequences_per_request` (also `/encode`'s check)."""
     limit = state.settings.max_sequences_per_request
     if size > limit:
         raise LimitExceededError(
