@@ -2,7 +2,7 @@
 "base:adapter"` on the OpenAI routes) joins its routing key, so one adapter's prefixes go to the
 replica that cached them and never count as the base's; bodies pass through unchanged; and
 `/load_lora_adapter` / `/unload_lora_adapter` go to every worker, answering the first error;
-`/tokenize` and `/detokenize` pass through to one worker."""
+`/tokenize`, `/detokenize`, `/encode` and `/v1/embeddings` pass through to one worker."""
 
 from __future__ import annotations
 
@@ -202,3 +202,14 @@ def test_tokenize_and_detokenize_pass_through(stack: RouterOverWorkers) -> None:
             assert back.json() == {"text": ["hi there", "x"]}
             refused = client.post(f"{prefix}/detokenize", json={"tokens": [-1]})
             assert refused.status_code == 400 and refused.json()["error"]["param"] == "tokens"
+
+
+def test_embedding_routes_pass_through(stack: RouterOverWorkers) -> None:
+    """The workers generate, so each refuses embeddings: the router hands back that answer
+    (its own 404 would mean the route never reached a worker)."""
+    with httpx.Client(timeout=120) as client:
+        for path, body in (("/v1/embeddings", {"input": "hi"}), ("/encode", {"text": "hi"})):
+            direct = client.post(stack.worker_urls[0] + path, json=body)
+            routed = client.post(stack.url + path, json=body)
+            assert direct.status_code == 400, direct.text
+            assert (routed.status_code, routed.json()) == (direct.status_code, direct.json())

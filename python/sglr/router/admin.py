@@ -3,7 +3,8 @@
 Generation (`keys.GENERATION_PATHS`: `/generate`, `/v1/completions`, `/v1/chat/completions`)
 does not pass through here: `sglr.router.server` sends it straight to the worker the policy
 picks (`sglr.router.proxy`) and hands every other request to this app. Model and server info,
-and `/tokenize` and `/detokenize`, go to any healthy worker; `/flush_cache` and `/abort_request` go to every healthy one (answering
+`/tokenize`, `/detokenize`, `/encode` and `/v1/embeddings`, go to any healthy worker
+(rotating); `/flush_cache` and `/abort_request` go to every healthy one (answering
 the worst status), and so do `/load_lora_adapter` and `/unload_lora_adapter` (every worker
 serves the same adapters; the answer is the first worker's, or the first error in worker order,
 with each worker's status under `workers`).
@@ -45,8 +46,15 @@ ANY_WORKER_GET_PATHS = (
     "/server_info",
     "/get_server_info",
 )
-# Answered by any one worker too: they share the tokenizer.
-ANY_WORKER_POST_PATHS = ("/tokenize", "/v1/tokenize", "/detokenize", "/v1/detokenize")
+# Answered by any one worker too: they share the tokenizer (and the weights, for embeddings).
+ANY_WORKER_POST_PATHS = (
+    "/tokenize",
+    "/v1/tokenize",
+    "/detokenize",
+    "/v1/detokenize",
+    "/encode",
+    "/v1/embeddings",
+)
 EVERY_WORKER_POST_PATHS = ("/flush_cache", "/abort_request")
 LORA_ADMIN_PATHS = ("/load_lora_adapter", "/unload_lora_adapter")
 # One worker's answer to a broadcast: its url, status, error object (None: success) and body.
