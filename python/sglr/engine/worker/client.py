@@ -122,11 +122,11 @@ class WorkerScheduler(SchedulerHandle):
                 sink.push(_aborted(request.uid, self._fatal_error))
                 return
             self._sinks[request.uid] = sink
-        self._commands.send(messages.AddRequest(request))
+        self._commands.send(messages.AddRequest(request), abandon=self._unreachable)
 
     def abort(self, rid: str) -> None:
         if self.is_alive:
-            self._commands.send(messages.AbortRequest(rid))
+            self._commands.send(messages.AbortRequest(rid), abandon=self._unreachable)
 
     def flush_cache(self) -> Future[bool]:
         return self._ask(messages.FlushCache)
@@ -172,7 +172,11 @@ class WorkerScheduler(SchedulerHandle):
             return future
         token = next(self._tokens)
         self._replies[token] = future
-        self._commands.send(query(token))
+        if not self._commands.send(query(token), abandon=self._unreachable):
+            # Rank 0 died with the query unsent; _fail may have ended the pending ones already.
+            self._replies.pop(token, None)
+            if not future.done():
+                future.set_exception(self._fatal_error or EngineClosedError("the engine has been shut down"))
         return future
 
     def _wait_ready(self, timeout_s: float) -> RunnerInfo:
@@ -258,6 +262,11 @@ class WorkerScheduler(SchedulerHandle):
                     del self._sinks[out.uid]
                 deliveries.append((sink, out))
         push_all(deliveries)
+
+    def _unreachable(self) -> bool:
+        """True once rank 0 can no longer read commands: a send waiting for it gives up (a
+        request already registered ends through `_fail`'s `_end_pending`)."""
+        return self._fatal_error is not None or self._closing or self._dead_worker() is not None
 
     def _dead_worker(self) -> str | None:
         for rank, proc in enumerate(self._procs):

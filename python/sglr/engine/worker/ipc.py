@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import pickle
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import zmq
+
+# How long a send waiting for room sleeps between its `abandon()` checks.
+_ABANDON_POLL_MS = 100
 
 
 class Sender:
@@ -22,16 +26,21 @@ class Sender:
         self._socket = _open(context, zmq.PUSH, endpoint, bind)
         self._lock = threading.Lock()
 
-    def send(self, message: Any, block: bool = True) -> bool:
-        """Queues `message`; with `block` False, gives up (False) instead of waiting when the
-        socket cannot take it now: a PUSH socket whose only peer has gone waits forever."""
+    def send(self, message: Any, block: bool = True, abandon: Callable[[], bool] | None = None) -> bool:
+        """Queues `message`; gives up (False) when the socket cannot take it now and `block` is
+        False, or, while waiting, once `abandon()` is true. A PUSH socket whose only peer has
+        gone waits forever, so a caller whose peer can die passes `abandon`."""
         data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
         with self._lock:
-            try:
-                self._socket.send(data, copy=False, flags=0 if block else zmq.NOBLOCK)
-            except zmq.Again:
-                return False
-        return True
+            while True:
+                try:
+                    self._socket.send(data, copy=False, flags=zmq.NOBLOCK if abandon or not block else 0)
+                    return True
+                except zmq.Again:
+                    if not block or (abandon is not None and abandon()):
+                        return False
+                # Room (or a peer) may come back: wait for it a while, then ask again.
+                self._socket.poll(_ABANDON_POLL_MS, zmq.POLLOUT)
 
     def close(self, linger_s: float = 0.0) -> None:
         """Closes the socket, first waiting up to `linger_s` for queued messages to leave."""
