@@ -191,6 +191,15 @@ class EngineConfig:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise EngineConfigError(f"{name} must be a positive integer, got {value!r}")
+        modules = self.lora_target_modules
+        if isinstance(modules, str):
+            modules = (modules,)
+        if modules is not None and "all" in modules:
+            if len(modules) > 1:
+                raise EngineConfigError("lora_target_modules: 'all' stands alone")
+            modules = None
+        # One spelling from here on: None (any projection) or a tuple of names.
+        object.__setattr__(self, "lora_target_modules", None if modules is None else tuple(modules))
         if self.max_loaded_loras is not None and len(adapters) > self.max_loaded_loras:
             raise EngineConfigError(
                 f"lora_paths names {len(adapters)} adapters, over max_loaded_loras={self.max_loaded_loras}"

@@ -32,14 +32,7 @@ def runner_config_for(cfg: EngineConfig) -> Any:
         num_draft_rows=num_draft_rows_for(cfg, resolve_device(cfg.device).type == "cuda"),
         enable_lora=cfg.serves_lora,
         max_lora_rank=cfg.max_lora_rank,
-        lora_target_modules=_target_modules(cfg.lora_target_modules),
+        lora_target_modules=cfg.lora_target_modules,
         lora_adapters=startup_adapters(parse_lora_paths(cfg.lora_paths)),
         lora_backend=cfg.lora_backend,
     )
-
-
-def _target_modules(modules) -> tuple[str, ...] | None:
-    """None (any projection) for None or SGLang's "all"."""
-    if modules is None or (isinstance(modules, str) and modules == "all") or "all" in modules:
-        return None
-    return (modules,) if isinstance(modules, str) else tuple(modules)

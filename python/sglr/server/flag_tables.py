@@ -134,11 +134,7 @@ def add_lora_arguments(parser: argparse.ArgumentParser) -> None:
 
 def lora_options(args: argparse.Namespace) -> dict[str, Any]:
     """The LoRA flags as engine options."""
-    modules = args.lora_target_modules
-    if modules is not None and "all" in modules:
-        if len(modules) > 1:
-            raise EngineConfigError("--lora-target-modules: 'all' stands alone")
-        modules = None
+    modules = args.lora_target_modules  # "all" is EngineConfig's to read
     return {
         "enable_lora": args.enable_lora,
         "lora_paths": None if args.lora_paths is None else tuple(map(_lora_path_item, args.lora_paths)),
