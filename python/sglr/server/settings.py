@@ -43,6 +43,9 @@ class ServerSettings:
         start (`lora_paths`) are the operator's and need no root.
     reasoning_parser: the reasoning format of chat replies (`sglr.server.reasoning.formats`):
         their reasoning goes in `reasoning_content`; None: it stays in the content.
+    responses_store_path: the SQLite file stored `/v1/responses` responses are kept in (None:
+        in memory, gone with the server).
+    max_stored_responses: stored responses kept; the oldest are evicted past it.
     launch_args: the resolved command-line options, echoed by `/server_info` (the key masked).
     """
 
@@ -60,6 +63,8 @@ class ServerSettings:
     allowed_local_media_paths: tuple[str, ...] = ()
     allowed_lora_paths: tuple[str, ...] = ()
     reasoning_parser: str | None = None
+    responses_store_path: str | None = None
+    max_stored_responses: int = 1000
     launch_args: dict[str, Any] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
@@ -78,7 +83,10 @@ class ServerSettings:
             raise EngineConfigError("api_key must not be empty (leave it unset to disable auth)")
         if self.max_body_bytes < 1024:
             raise EngineConfigError(f"max_body_bytes must be at least 1024, got {self.max_body_bytes}")
-        for name in ("max_sequences_per_request", "max_messages", "max_tools", "max_tool_schema_bytes"):
+        for name in (
+            "max_sequences_per_request", "max_messages", "max_tools", "max_tool_schema_bytes",
+            "max_stored_responses",
+        ):  # fmt: skip
             if getattr(self, name) < 1:
                 raise EngineConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.health_timeout_s <= 0:
