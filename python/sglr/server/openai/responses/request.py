@@ -34,7 +34,8 @@ _FIELDS = frozenset({
 _SAME_FIELDS = ("model", "temperature", "top_p", "stream", "parallel_tool_calls", "user")
 # Chat's names of a field -> the Responses name (first match: a prefix of the param).
 _RENAMES = (
-    (re.compile(r"^messages(\[\d+\])?"), "input"),
+    # The chat messages do not line up with the input items: the input as a whole.
+    (re.compile(r"^messages(\[\d+\].*)?$"), "input"),
     (re.compile(r"^max_completion_tokens"), "max_output_tokens"),
     (re.compile(r"^response_format\.json_schema"), "text.format"),
     (re.compile(r"^response_format"), "text.format"),
