@@ -220,7 +220,7 @@ def test_unknown_ids_are_404_and_cancel_is_400(served_responses: Served, client:
         cancel = http.post(f"/v1/responses/{created.id}/cancel")
         assert cancel.status_code == 400 and "background" in cancel.json()["error"]["message"]
         metrics = http.get("/metrics").text
+        assert http.get("/debug/check_invariants").json()["ok"] is True  # the store's bound too
     stored = [line for line in metrics.splitlines() if line.startswith("sglr:num_stored_responses{")]
     assert len(stored) == 1 and float(stored[0].split()[-1]) >= 1
     served_responses.assert_no_leaks()
-    served_responses.engine.check_invariants()
