@@ -101,15 +101,8 @@ class ResponsesRequest:
             chat_body["response_format"] = response_format
         try:
             self.chat = ChatRequest(state, chat_body)
-        except InvalidRequestError as exc:
-            param = client_param(exc.param)
-            renamed = LimitExceededError if isinstance(exc, LimitExceededError) else InvalidRequestError
-            raise renamed(exc.message.replace(exc.param or "\0", param or ""), param) from exc
-        except ApiError as exc:
-            param = client_param(exc.param)
-            raise ApiError(
-                exc.status, exc.message.replace(exc.param or "\0", param or ""), param, exc.code
-            ) from exc
+        except (InvalidRequestError, ApiError) as exc:
+            raise _renamed(exc) from exc
         names = self.chat.names
         sources = {key: client_param(value) or value for key, value in (names.sampling or {}).items()}
         self.chat.names = dataclasses.replace(names, sampling=sources, prompt="input")
@@ -139,6 +132,17 @@ class ResponsesRequest:
             "user": body.get("user"),
             "background": False,
         }
+
+
+def _renamed(exc: InvalidRequestError | ApiError) -> Exception:
+    """The chat request's error, naming the field as the Responses request spells it."""
+    param = client_param(exc.param)
+    message = exc.message if exc.param is None else exc.message.replace(exc.param, param or "")
+    if isinstance(exc, ApiError):
+        return ApiError(exc.status, message, param, exc.code)
+    if isinstance(exc, LimitExceededError):
+        return LimitExceededError(message, param, exc.limit)
+    return InvalidRequestError(message, param)
 
 
 def _previous(state: ServerState, response_id: str | None) -> StoredResponse | None:
