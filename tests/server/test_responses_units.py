@@ -100,9 +100,29 @@ REPLY = [text_delta("<think>abc", [5]), text_delta("de</think>Hel", [5, 6]), tex
 REPLY[-1]["meta_info"]["finish_reason"] = {"type": "stop", "matched": None}
 
 
+class _RecordingEngine(ScriptedEngine):
+    """Remembers the messages each prompt was rendered from."""
+
+    def __init__(self) -> None:
+        super().__init__(REPLY)
+        self.rendered: list[list[dict]] = []
+        render = self.tokenizer.apply_chat_template
+
+        def recording(messages: list[dict], **kwargs) -> str:
+            self.rendered.append(messages)
+            return render(messages, **kwargs)
+
+        self.tokenizer.apply_chat_template = recording  # type: ignore[method-assign]
+
+
 @pytest.fixture(scope="module")
-def reasoning_client() -> openai.OpenAI:
-    app = build_app(ScriptedEngine(REPLY), ServerSettings(reasoning_parser="qwen3"))  # type: ignore[arg-type]
+def engine() -> _RecordingEngine:
+    return _RecordingEngine()
+
+
+@pytest.fixture(scope="module")
+def reasoning_client(engine: _RecordingEngine) -> openai.OpenAI:
+    app = build_app(engine, ServerSettings(reasoning_parser="qwen3"))  # type: ignore[arg-type]
     with TestClient(app) as http:
         yield openai.OpenAI(
             base_url="http://testserver/v1", api_key="unused", http_client=http, max_retries=0
@@ -136,3 +156,22 @@ def test_streamed_reasoning_comes_before_the_message(reasoning_client: openai.Op
     final = events[-1].response
     assert [item.type for item in final.output] == ["reasoning", "message"] and final.output_text == "Hello"
     assert reasoning_client.responses.retrieve(final.id).output_text == "Hello"
+
+
+def test_previous_response_id_chains_whole_conversations(
+    reasoning_client: openai.OpenAI, engine: _RecordingEngine
+) -> None:
+    first = reasoning_client.responses.create(model="default", instructions="Be brief.", input="One")
+    second = reasoning_client.responses.create(model="default", previous_response_id=first.id, input="Two")
+    reasoning_client.responses.create(
+        model="default", previous_response_id=second.id, input=[{"role": "user", "content": "Three"}]
+    )
+    # Each reply's reasoning is not rendered again; the first's instructions are not carried over.
+    assert engine.rendered[-1] == [
+        {"role": "user", "content": "One"},
+        {"role": "assistant", "content": "Hello"},
+        {"role": "user", "content": "Two"},
+        {"role": "assistant", "content": "Hello"},
+        {"role": "user", "content": "Three"},
+    ]
+    assert engine.rendered[-3][0] == {"role": "system", "content": "Be brief."}
