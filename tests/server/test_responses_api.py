@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import jsonschema
 import openai
+import pydantic
 import pytest
 from server_harness import Served, served_engine
 from test_tool_calling import SCHEMA, TEMPLATE
@@ -168,6 +169,18 @@ def test_text_format_json_schema_constrains_the_output(client: openai.OpenAI) ->
     assert response.status == "completed"
     jsonschema.validate(json.loads(response.output_text), SCHEMA)
     assert response.text.format.type == "json_schema"
+
+
+class Forecast(pydantic.BaseModel):
+    city: str = pydantic.Field(max_length=8)
+    days: int = pydantic.Field(ge=1, le=9)
+
+
+def test_the_clients_parse_helper_gets_its_model(client: openai.OpenAI) -> None:
+    parsed = client.responses.parse(
+        model="default", input="A forecast", text_format=Forecast, max_output_tokens=60
+    )
+    assert isinstance(parsed.output_parsed, Forecast) and 1 <= parsed.output_parsed.days <= 9
 
 
 def test_stored_responses_are_read_back_deleted_and_not_kept_without_store(client: openai.OpenAI) -> None:

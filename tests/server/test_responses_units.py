@@ -175,3 +175,15 @@ def test_previous_response_id_chains_whole_conversations(
         {"role": "user", "content": "Three"},
     ]
     assert engine.rendered[-3][0] == {"role": "system", "content": "Be brief."}
+
+
+def test_the_clients_stream_helper_assembles_the_stored_response(reasoning_client: openai.OpenAI) -> None:
+    with reasoning_client.responses.stream(model="default", input="Think") as stream:
+        texts = [event.delta for event in stream if event.type == "response.output_text.delta"]
+        assembled = stream.get_final_response()
+    assert "".join(texts) == "Hello" == assembled.output_text
+    stored = reasoning_client.responses.retrieve(assembled.id)
+    # (the helper's items have a `parsed` field, None without a text_format)
+    assert [i.model_dump(exclude_none=True) for i in assembled.output] == [
+        i.model_dump(exclude_none=True) for i in stored.output
+    ]
