@@ -163,7 +163,7 @@ def test_previous_response_id_chains_whole_conversations(
 ) -> None:
     first = reasoning_client.responses.create(model="default", instructions="Be brief.", input="One")
     second = reasoning_client.responses.create(model="default", previous_response_id=first.id, input="Two")
-    reasoning_client.responses.create(
+    third = reasoning_client.responses.create(
         model="default", previous_response_id=second.id, input=[{"role": "user", "content": "Three"}]
     )
     # Each reply's reasoning is not rendered again; the first's instructions are not carried over.
@@ -175,6 +175,16 @@ def test_previous_response_id_chains_whole_conversations(
         {"role": "user", "content": "Three"},
     ]
     assert engine.rendered[-3][0] == {"role": "system", "content": "Be brief."}
+    # The third's input items: the whole conversation, a page at a time (the client follows pages).
+    listed = reasoning_client.responses.input_items.list(third.id, order="asc", limit=100)
+    assert [item.type for item in listed.data] == ["message", "reasoning", "message"] * 2 + ["message"]
+    assert listed.data[0].content[0].text == "One" and listed.data[-1].content[0].text == "Three"
+    assert listed.data[1].id == first.output[0].id and not listed.has_more
+    paged = list(reasoning_client.responses.input_items.list(third.id, limit=2))  # newest first
+    assert [item.id for item in paged] == [item.id for item in reversed(listed.data)]
+    with pytest.raises(openai.BadRequestError) as bad:
+        reasoning_client.responses.input_items.list(third.id, limit=0)
+    assert bad.value.body["param"] == "limit"
 
 
 def test_the_clients_stream_helper_assembles_the_stored_response(reasoning_client: openai.OpenAI) -> None:

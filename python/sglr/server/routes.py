@@ -36,6 +36,7 @@ from sglr.server.openai.responses.routes import (
     create_response,
     delete_response,
     get_response,
+    list_input_items,
 )
 from sglr.server.state import ServerState
 
@@ -82,5 +83,6 @@ OPENAI_ROUTES = (
     RouteSpec("/v1/responses", create_response, _POST),
     RouteSpec("/v1/responses/{response_id}", get_response, _GET),
     RouteSpec("/v1/responses/{response_id}", delete_response, ("DELETE",)),
+    RouteSpec("/v1/responses/{response_id}/input_items", list_input_items, _GET),
     RouteSpec("/v1/responses/{response_id}/cancel", cancel_response, _POST),
 )

@@ -9,6 +9,7 @@ chat templates drop earlier turns' reasoning. 400s name the item: `input[3].call
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from sglr.errors import LimitExceededError
@@ -17,6 +18,7 @@ from sglr.http.request import json_type
 
 _ROLES = ("user", "system", "developer", "assistant")
 _TEXT_PARTS = ("input_text", "output_text", "text", "refusal")
+
 ITEM_TYPES = ("message", "function_call", "function_call_output", "reasoning")
 
 
@@ -27,6 +29,22 @@ def input_items(raw: Any) -> list[dict[str, Any]]:
     if not isinstance(raw, list) or not raw:
         raise ApiError.bad_request("input must be a string or a non-empty array of items", "input")
     return raw
+
+
+_ID_PREFIXES = {"message": "msg", "function_call": "fc", "function_call_output": "fco", "reasoning": "rs"}
+
+
+def stored_item(item: dict[str, Any]) -> dict[str, Any]:
+    """An input item as it is kept and listed: with an `id`, a message's text as a content part."""
+    kind = item.get("type", "message")
+    out = {**item, "type": kind}
+    out.setdefault("id", f"{_ID_PREFIXES[kind]}_{uuid.uuid4().hex}")
+    if kind == "message" and isinstance(item.get("content"), str):
+        part = "output_text" if item.get("role") == "assistant" else "input_text"
+        out["content"] = [{"type": part, "text": item["content"]}]
+    if kind in ("message", "function_call", "function_call_output"):
+        out.setdefault("status", "completed")
+    return out
 
 
 class ChatMessages:

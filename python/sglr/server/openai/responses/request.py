@@ -20,7 +20,7 @@ from sglr.errors import InvalidRequestError, LimitExceededError
 from sglr.http.errors import ApiError
 from sglr.http.request import check_known_fields, get_bool, get_dict, get_str
 from sglr.server.openai.chat import ChatRequest
-from sglr.server.openai.responses.items import ChatMessages, input_items
+from sglr.server.openai.responses.items import ChatMessages, input_items, stored_item
 from sglr.server.openai.responses.store import StoredResponse
 from sglr.server.state import ServerState
 
@@ -84,7 +84,10 @@ class ResponsesRequest:
             messages.add(previous.conversation(), "previous_response_id")
         messages.add(own_items, "input")
         # What a response continuing this one starts from (`StoredResponse.conversation`).
-        self.conversation_items = [*(previous.conversation() if previous else []), *own_items]
+        self.conversation_items = [
+            *(previous.conversation() if previous else []),
+            *(stored_item(item) for item in own_items),
+        ]
         self.response_id = f"resp_{uuid.uuid4().hex}"
         chat_body = {name: body[name] for name in _SAME_FIELDS if name in body}
         chat_body.update(messages=messages.messages, rid=self.response_id)
