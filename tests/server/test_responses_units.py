@@ -8,10 +8,10 @@ from pathlib import Path
 
 import openai
 import pytest
-from scripted_engine import ScriptedEngine, text_delta
+from scripted_engine import ScriptedEngine, abort_delta, text_delta
 from starlette.testclient import TestClient
 
-from sglr.errors import EngineConfigError, LimitExceededError
+from sglr.errors import EngineConfigError, LimitExceededError, RequestAbortedError
 from sglr.http.errors import ApiError
 from sglr.server import ServerSettings, build_app
 from sglr.server.openai.responses.items import ChatMessages
@@ -197,3 +197,19 @@ def test_the_clients_stream_helper_assembles_the_stored_response(reasoning_clien
     assert [i.model_dump(exclude_none=True) for i in assembled.output] == [
         i.model_dump(exclude_none=True) for i in stored.output
     ]
+
+
+def test_an_aborted_response_is_cancelled_whole_and_streamed() -> None:
+    deltas = [text_delta("Hel", [5]), abort_delta(RequestAbortedError("aborted by /abort_request"), 1)]
+    app = build_app(ScriptedEngine(deltas), ServerSettings())  # type: ignore[arg-type]
+    with TestClient(app) as http:
+        client = openai.OpenAI(
+            base_url="http://testserver/v1", api_key="unused", http_client=http, max_retries=0
+        )
+        whole = client.responses.create(model="default", input="Hi")
+        events = list(client.responses.create(model="default", input="Hi", stream=True))
+    assert (
+        whole.status == "cancelled" and whole.output_text == "Hel" and whole.output[0].status == "incomplete"
+    )
+    assert events[-1].type == "response.incomplete" and events[-1].response.status == "cancelled"
+    assert events[-2].type == "response.output_item.done" and events[-2].item.status == "incomplete"

@@ -9,7 +9,7 @@
                    response.content_part.done
         function call: response.function_call_arguments.delta..., .done
     response.output_item.done
-    response.completed (or response.incomplete when max_output_tokens cut it short)
+    response.completed (response.incomplete when max_output_tokens or an abort cut it short)
 
 An item is open until another kind of delta starts the next one; the finish closes the last.
 The finished response is stored (with `store`) before `response.completed` goes out.
@@ -89,9 +89,12 @@ class ResponseEvents(DeltaRenderer):
 
     def closing(self) -> list[Any]:
         events = self._close()
+        if self.status == "in_progress":  # every sequence ends with a finish reason; to be sure
+            self.status = "completed"
         response = self._response(self.status, with_usage=True)
         self.on_done(response)
-        kind = "response.incomplete" if self.status == "incomplete" else "response.completed"
+        # OpenAI has no event for a cancelled response: it did not complete.
+        kind = "response.completed" if self.status == "completed" else "response.incomplete"
         return [*events, self._event(kind, response=response)]
 
     def _on_choice(self, choice: dict[str, Any]) -> list[Any]:
@@ -168,7 +171,7 @@ class ResponseEvents(DeltaRenderer):
         if self.open is None:
             return []
         opened, self.open = self.open, None
-        done = "incomplete" if self.status == "incomplete" else "completed"
+        done = "completed" if self.status in ("completed", "in_progress") else "incomplete"
         item = opened.item
         fields = {"item_id": item["id"], "output_index": opened.index}
         events = []

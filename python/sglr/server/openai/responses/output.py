@@ -102,7 +102,7 @@ def whole_response(
     choice = completion["choices"][0]
     message = choice["message"]
     status = response_status(choice["finish_reason"])
-    item_status = "incomplete" if status == "incomplete" else "completed"
+    item_status = "completed" if status == "completed" else "incomplete"
     output: list[dict[str, Any]] = []
     reasoning = message.get("reasoning_content")
     if reasoning:
