@@ -52,6 +52,11 @@ def test_a_store_file_outlives_its_connection(tmp_path: Path) -> None:
         ResponseStore(str(tmp_path / "missing" / "dir" / "file.sqlite"), max_responses=5)
     with pytest.raises(EngineConfigError):
         ResponseStore(None, max_responses=0)
+    # The server's settings refuse both before a model loads.
+    with pytest.raises(EngineConfigError, match="directory"):
+        ServerSettings(responses_store_path=str(tmp_path / "missing" / "file.sqlite"))
+    with pytest.raises(EngineConfigError, match="max_stored_responses"):
+        ServerSettings(max_stored_responses=0)
 
 
 def test_items_become_chat_turns() -> None:

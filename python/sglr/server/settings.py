@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import ipaddress
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from sglr.confined_paths import allowed_roots
@@ -83,12 +84,10 @@ class ServerSettings:
             raise EngineConfigError("api_key must not be empty (leave it unset to disable auth)")
         if self.max_body_bytes < 1024:
             raise EngineConfigError(f"max_body_bytes must be at least 1024, got {self.max_body_bytes}")
-        for name in (
-            "max_sequences_per_request", "max_messages", "max_tools", "max_tool_schema_bytes",
-            "max_stored_responses",
-        ):  # fmt: skip
+        for name in ("max_sequences_per_request", "max_messages", "max_tools", "max_tool_schema_bytes"):
             if getattr(self, name) < 1:
                 raise EngineConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
+        _check_responses_store(self.responses_store_path, self.max_stored_responses)
         if self.health_timeout_s <= 0:
             raise EngineConfigError(f"health_timeout_s must be positive, got {self.health_timeout_s}")
 
@@ -102,6 +101,14 @@ class ServerSettings:
         if not self.allow_image_urls:
             return None
         return UrlPolicy(allowed_networks=_networks(self.allowed_image_url_networks))
+
+
+def _check_responses_store(path: str | None, max_responses: int) -> None:
+    """Before the model loads: the store opens with the app, after it."""
+    if max_responses < 1:
+        raise EngineConfigError(f"max_stored_responses must be at least 1, got {max_responses}")
+    if path is not None and not Path(path).parent.is_dir():
+        raise EngineConfigError(f"responses_store_path {path!r}: its directory does not exist")
 
 
 def _networks(cidrs: tuple[str, ...]) -> tuple[IPNetwork, ...]:
