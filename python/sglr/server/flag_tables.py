@@ -57,8 +57,8 @@ def add_limit_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_table_arguments(parser: argparse.ArgumentParser) -> None:
-    """The speculative-decoding flags, the LoRA flags, the reasoning parser (a server setting:
-    launch.py reads it) and embedding mode."""
+    """The speculative-decoding flags, the LoRA flags, the reasoning parser and the responses
+    store (server settings: launch.py reads them) and embedding mode."""
     add_speculative_arguments(parser)
     add_lora_arguments(parser)
     parser.add_argument(
@@ -66,6 +66,17 @@ def add_table_arguments(parser: argparse.ArgumentParser) -> None:
         choices=tuple(REASONING_FORMATS),
         default=None,
         help="put chat replies' reasoning in reasoning_content (default: it stays in content)",
+    )
+    parser.add_argument(
+        "--responses-store-path",
+        default=None,
+        help="SQLite file that keeps stored /v1/responses responses (default: in memory)",
+    )
+    parser.add_argument(
+        "--max-stored-responses",
+        type=int,
+        default=1000,
+        help="stored /v1/responses responses kept; the oldest are evicted past it (1000)",
     )
     parser.add_argument(
         "--is-embedding",

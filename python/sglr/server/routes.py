@@ -31,6 +31,13 @@ from sglr.server.openai.chat import chat_completions
 from sglr.server.openai.completions import completions
 from sglr.server.openai.embeddings import embeddings
 from sglr.server.openai.models import get_model, list_models
+from sglr.server.openai.responses.routes import (
+    cancel_response,
+    create_response,
+    delete_response,
+    get_response,
+    list_input_items,
+)
 from sglr.server.state import ServerState
 
 Handler = Callable[[ServerState, Request], Awaitable[Response]]
@@ -73,4 +80,9 @@ OPENAI_ROUTES = (
     RouteSpec("/v1/completions", completions, _POST),
     RouteSpec("/v1/chat/completions", chat_completions, _POST),
     RouteSpec("/v1/embeddings", embeddings, _POST),
+    RouteSpec("/v1/responses", create_response, _POST),
+    RouteSpec("/v1/responses/{response_id}", get_response, _GET),
+    RouteSpec("/v1/responses/{response_id}", delete_response, ("DELETE",)),
+    RouteSpec("/v1/responses/{response_id}/input_items", list_input_items, _GET),
+    RouteSpec("/v1/responses/{response_id}/cancel", cancel_response, _POST),
 )

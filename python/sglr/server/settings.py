@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import ipaddress
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from sglr.confined_paths import allowed_roots
@@ -43,6 +44,9 @@ class ServerSettings:
         start (`lora_paths`) are the operator's and need no root.
     reasoning_parser: the reasoning format of chat replies (`sglr.server.reasoning.formats`):
         their reasoning goes in `reasoning_content`; None: it stays in the content.
+    responses_store_path: the SQLite file stored `/v1/responses` responses are kept in (None:
+        in memory, gone with the server).
+    max_stored_responses: stored responses kept; the oldest are evicted past it.
     launch_args: the resolved command-line options, echoed by `/server_info` (the key masked).
     """
 
@@ -60,6 +64,8 @@ class ServerSettings:
     allowed_local_media_paths: tuple[str, ...] = ()
     allowed_lora_paths: tuple[str, ...] = ()
     reasoning_parser: str | None = None
+    responses_store_path: str | None = None
+    max_stored_responses: int = 1000
     launch_args: dict[str, Any] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
@@ -81,6 +87,7 @@ class ServerSettings:
         for name in ("max_sequences_per_request", "max_messages", "max_tools", "max_tool_schema_bytes"):
             if getattr(self, name) < 1:
                 raise EngineConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
+        _check_responses_store(self.responses_store_path, self.max_stored_responses)
         if self.health_timeout_s <= 0:
             raise EngineConfigError(f"health_timeout_s must be positive, got {self.health_timeout_s}")
 
@@ -94,6 +101,14 @@ class ServerSettings:
         if not self.allow_image_urls:
             return None
         return UrlPolicy(allowed_networks=_networks(self.allowed_image_url_networks))
+
+
+def _check_responses_store(path: str | None, max_responses: int) -> None:
+    """Before the model loads: the store opens with the app, after it."""
+    if max_responses < 1:
+        raise EngineConfigError(f"max_stored_responses must be at least 1, got {max_responses}")
+    if path is not None and not Path(path).parent.is_dir():
+        raise EngineConfigError(f"responses_store_path {path!r}: its directory does not exist")
 
 
 def _networks(cidrs: tuple[str, ...]) -> tuple[IPNetwork, ...]:

@@ -17,6 +17,7 @@ from sglr.confined_paths import allowed_roots
 from sglr.http.errors import ApiError
 from sglr.limits import MAX_IMAGE_BYTES, MAX_IMAGES_PER_REQUEST
 from sglr.server.image_sources import ImageSources
+from sglr.server.openai.responses.store import ResponseStore, StoredResponsesGauge
 from sglr.server.settings import ServerSettings
 
 if TYPE_CHECKING:
@@ -64,6 +65,8 @@ class ServerState:
     image_sources: ImageSources = field(init=False)
     # The real paths runtime LoRA loads may read adapters below (none: such loads are refused).
     lora_roots: tuple[Path, ...] = field(init=False)
+    # Stored `/v1/responses` responses (`store: true`).
+    responses: ResponseStore = field(init=False)
 
     def __post_init__(self) -> None:
         config = getattr(self.engine, "config", None)  # None: a test's stand-in engine
@@ -74,6 +77,9 @@ class ServerState:
             max_images=config.max_images_per_request if config is not None else MAX_IMAGES_PER_REQUEST,
         )
         self.lora_roots = allowed_roots(self.settings.allowed_lora_paths)
+        self.responses = ResponseStore(self.settings.responses_store_path, self.settings.max_stored_responses)
+        if self.metrics is not None:
+            self.metrics.registry.register(StoredResponsesGauge(self.responses, self.metrics.model_name))
 
     def abort_all(self) -> int:
         """Aborts every request of this server still running; returns how many."""

@@ -175,11 +175,12 @@ async def concate_and_append_request(state: ServerState, request: Request) -> Re
 
 async def check_invariants(state: ServerState, request: Request) -> Response:
     """The engine's KV and scheduler accounting checked now (`Engine.check_invariants`: slots,
-    rows, the prefix tree, the owners of the request collections), with its stats. For soak
-    runs and operators; a violation is a 500 naming it."""
+    rows, the prefix tree, the owners of the request collections) and the stored responses'
+    bound, with the engine's stats. For soak runs and operators; a violation is a 500 naming it."""
     engine = state.engine
     try:
         await asyncio.to_thread(engine.check_invariants)
+        state.responses.check_invariants()
     except SglrError:
         raise
     except Exception as exc:  # a violated invariant is an engine bug: say which

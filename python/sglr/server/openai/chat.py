@@ -57,7 +57,7 @@ _UNSUPPORTED = {
 }
 
 
-class _ChatRequest(OpenAIRequest):
+class ChatRequest(OpenAIRequest):
     """A validated chat request, rendered to prompt token ids."""
 
     def __init__(self, state: ServerState, body: dict[str, Any]) -> None:
@@ -136,12 +136,12 @@ class _ChatRequest(OpenAIRequest):
 
 async def chat_completions(state: ServerState, request: Request) -> Response:
     body = await read_json_object(request, state.settings.max_body_bytes)
-    req = _ChatRequest(state, body)
+    req = ChatRequest(state, body)
     await req.image_sources.read()
     gen = await start_generation(state, req.engine_kwargs(), req.names)
     if req.stream:
-        return await stream_response(request, gen, _ChatChunks(req))
-    return await json_response(request, gen, lambda results: _response(req, results))
+        return await stream_response(request, gen, ChatChunks(req))
+    return await json_response(request, gen, lambda results: chat_response(req, results))
 
 
 def _template_kwargs(body: dict[str, Any]) -> dict[str, Any]:
@@ -158,7 +158,7 @@ def _template_kwargs(body: dict[str, Any]) -> dict[str, Any]:
     return kwargs
 
 
-def _response(req: _ChatRequest, results: list[dict[str, Any]]) -> dict[str, Any]:
+def chat_response(req: ChatRequest, results: list[dict[str, Any]]) -> dict[str, Any]:
     called: set[int] = set()
 
     def content(sequence: int, result: dict[str, Any]) -> dict[str, Any]:
@@ -176,10 +176,10 @@ def _response(req: _ChatRequest, results: list[dict[str, Any]]) -> dict[str, Any
     return response
 
 
-class _ChatChunks(OpenAIChunks):
+class ChatChunks(OpenAIChunks):
     """A role chunk per choice first, then content deltas, then a finish chunk per choice."""
 
-    def __init__(self, req: _ChatRequest) -> None:
+    def __init__(self, req: ChatRequest) -> None:
         super().__init__(req, "chat.completion.chunk")
         self.chat = req
         self.tool_deltas = [ToolCallDeltas(req.tools) for _ in range(req.layout.num_sequences)]
