@@ -229,6 +229,9 @@ def _native_sampling() -> tuple[Field, ...]:
         Field(sp("regex"), GOOD_REGEXES, BAD_REGEXES | st.just(5), group="grammar"),
         Field(sp("ebnf"), GOOD_EBNF, BAD_EBNF | st.just(5), group="grammar"),
         Field(
+            sp("reasoning_close_tag"), st.sampled_from(["</think>", "x"]), st.sampled_from(["", "x" * 65, 5])
+        ),
+        Field(
             sp("logit_bias"),
             st.dictionaries(st.integers(0, VOCAB_SIZE - 1).map(str), st.floats(-100, 100), max_size=2),
             BAD_NATIVE_BIAS,

@@ -31,6 +31,8 @@ TOP_K_ALL = 1 << 30
 # Below this, a temperature means greedy decoding (as in SGLang and vLLM).
 GREEDY_TEMPERATURE = 1e-6
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+# A reasoning tag is a marker such as "</think>", matched token by token.
+MAX_REASONING_TAG_CHARS = 64
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,12 @@ class SamplingParams:
     # An EBNF / GBNF grammar the whole output must match (SGLang clients send it empty when
     # unused, which means no grammar).
     ebnf: str | None = None
+    # sglr extensions: with a constraint, the output may first reason freely up to
+    # `reasoning_close_tag` (e.g. "</think>"), the constraint applying from there on; with
+    # `reasoning_open_tag` too, only a reply that opens with it reasons first (the chat server
+    # sets both from `--reasoning-parser`).
+    reasoning_open_tag: str | None = None
+    reasoning_close_tag: str | None = None
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__  # frozen: normalise in place before validating
@@ -189,6 +197,12 @@ class SamplingParams:
                 fail(f"json_schema is not valid JSON: {exc}", "json_schema")
         if sum(c is not None for c in (self.json_schema, self.regex, self.ebnf)) > 1:
             fail("Only one of json_schema, regex, ebnf, or structural_tag can be set.", "regex")
+        for name in ("reasoning_open_tag", "reasoning_close_tag"):
+            tag = getattr(self, name)
+            if tag is not None and not 0 < len(tag) <= MAX_REASONING_TAG_CHARS:
+                fail(f"{name} must be 1 to {MAX_REASONING_TAG_CHARS} characters.", name)
+        if self.reasoning_open_tag is not None and self.reasoning_close_tag is None:
+            fail("reasoning_open_tag needs reasoning_close_tag.", "reasoning_open_tag")
         if self.seed is not None and (
             not isinstance(self.seed, int) or not _INT64_MIN <= self.seed <= _INT64_MAX
         ):
@@ -279,7 +293,7 @@ def _coerce(name: str, value: Any) -> Any:
         if isinstance(value, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in value):
             return value
         raise wrong("a list of integers")
-    if name in ("json_schema", "regex", "ebnf"):
+    if name in ("json_schema", "regex", "ebnf", "reasoning_open_tag", "reasoning_close_tag"):
         if not isinstance(value, str):
             raise wrong("a string")
         return value

@@ -97,3 +97,21 @@ def test_unknown_parser_names_the_choices() -> None:
     assert reasoning_format(None) is None
     with pytest.raises(EngineConfigError, match="deepseek-r1, qwen3"):
         reasoning_format("gpt-oss-x")
+
+
+def test_a_constraint_waits_for_the_end_of_the_reasoning() -> None:
+    r1, qwen3 = REASONING_FORMATS["deepseek-r1"], REASONING_FORMATS["qwen3"]
+
+    def gated(fmt, body: dict, kwargs: dict | None = None, params: dict | None = None) -> dict:
+        params = {"json_schema": "{}"} if params is None else params
+        _request(fmt, body, kwargs).gate_constraint(params)
+        return {k: v for k, v in params.items() if k.startswith("reasoning_")}
+
+    assert gated(r1, {}) == {"reasoning_close_tag": "</think>"}  # the reply starts inside
+    assert gated(qwen3, {}) == {"reasoning_open_tag": "<think>", "reasoning_close_tag": "</think>"}
+    # Reasoning kept in content is still reasoning: the constraint waits for it all the same.
+    assert gated(r1, {"separate_reasoning": False}) == {"reasoning_close_tag": "</think>"}
+    assert gated(qwen3, {}, {"enable_thinking": False}) == {}  # no thinking: constrained at once
+    assert gated(None, {}) == {}
+    assert gated(r1, {}, params={"regex": ""}) == {} == gated(r1, {}, params={})
+    assert gated(r1, {}, params={"ebnf": "root ::= x"}) == {"reasoning_close_tag": "</think>"}

@@ -1,7 +1,7 @@
 """`Constraints`: everything the scheduler loop does with output constraints, behind one interface.
 
-- `start_compile(req, on_ready)`: compiles the request's `regex` / `json_schema` / `ebnf` on a worker
-  thread (one slow pattern never stalls the loop) and calls `on_ready(req, error)`; a pattern
+- `start_compile(req, on_ready)`: compiles the request's `regex` / `json_schema` / `ebnf` (behind a
+  `ReasoningGate` when the request reasons first) on a worker thread (one slow pattern never stalls the loop) and calls `on_ready(req, error)`; a pattern
   that does not compile fails only its own request, with an `InvalidRequestError` naming the
   field.
 - `token_masks(reqs, vocab_size)`: the allowed-token mask of a sampling step (see `masker`).
@@ -24,6 +24,7 @@ from sglr.engine.constraints.compiler import ConstraintCompiler
 from sglr.engine.constraints.grammar_state import GrammarConstraintState
 from sglr.engine.constraints.jump_forward import jump_forward
 from sglr.engine.constraints.masker import build_token_masks
+from sglr.engine.constraints.reasoning_gate import ReasoningGate
 from sglr.engine.tokenizer import EngineTokenizer
 from sglr.errors import InvalidRequestError
 
@@ -57,6 +58,14 @@ class Constraints:
         error = None
         try:
             req.constraint = self.compiler().compile(req.params)
+            close_tag = req.params.reasoning_close_tag
+            if close_tag is not None:
+                open_tag = req.params.reasoning_open_tag
+                req.constraint = ReasoningGate(
+                    req.constraint,
+                    self._tag_ids(close_tag),
+                    None if open_tag is None else self._tag_ids(open_tag),
+                )
         except InvalidRequestError as exc:
             error = exc
         except Exception as exc:  # never let a compile failure hang the request
@@ -64,12 +73,22 @@ class Constraints:
             error = InvalidRequestError(f"constraint error: {exc}")
         on_ready(req, error)
 
+    def _tag_ids(self, tag: str) -> list[int]:
+        return list(self.tokenizer.hf.encode(tag, add_special_tokens=False))
+
     def token_masks(self, reqs: Sequence[Any], vocab_size: int) -> np.ndarray | None:
         return build_token_masks(reqs, vocab_size)
 
     def accept(self, req: Any, token_id: int) -> list[int] | None:
         constraint = req.constraint
         if constraint is None:
+            return [token_id]
+        if isinstance(constraint, ReasoningGate):
+            started = constraint.take(token_id)
+            if started is None:
+                return None
+            if started:
+                req.constraint = constraint.inner
             return [token_id]
         if not constraint.advance(token_id):
             return None

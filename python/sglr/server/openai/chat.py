@@ -104,6 +104,9 @@ class ChatRequest(OpenAIRequest):
             raise ApiError.bad_request("top_logprobs requires logprobs to be true", "top_logprobs")
         self._read_sampling(body, max_tokens, max_tokens_field, "messages")
         self.tools.constrain(self.params)
+        if self.tools.constraint is not None or _formats_the_answer(body):
+            # The regex / ebnf extensions rule the whole reply, reasoning included.
+            self.reasoning.gate_constraint(self.params)
         if self.tools.active:
             self.tools.keep_special_tokens(self.params, state.engine.tokenizer.is_special_token_text)
         if self.images:  # engine errors about image k name its content part
@@ -258,3 +261,8 @@ class ChatChunks(OpenAIChunks):
 
 def _delta_choice(index: int, delta: dict[str, Any], logprobs: dict[str, Any] | None) -> dict[str, Any]:
     return {"index": index, "delta": delta, "logprobs": logprobs, "finish_reason": None}
+
+
+def _formats_the_answer(body: dict[str, Any]) -> bool:
+    response_format = body.get("response_format")
+    return isinstance(response_format, dict) and response_format.get("type") not in (None, "text")

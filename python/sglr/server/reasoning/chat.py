@@ -1,7 +1,8 @@
 """Reasoning in one chat request: the server's `--reasoning-parser` format, unless the request
 says `separate_reasoning: false` (the reasoning stays in `content`) or turns the model's thinking
 off through the format's `chat_template_kwargs` switch; `stream_reasoning: false` holds a
-stream's reasoning until the reasoning ends and sends it in one delta."""
+stream's reasoning until the reasoning ends and sends it in one delta. An answer's constraint
+(response_format, tools) applies from the end of the reasoning on."""
 
 from __future__ import annotations
 
@@ -21,7 +22,19 @@ class ChatReasoning:
         switch = None if fmt is None else fmt.thinking_switch
         if switch is not None and template_kwargs.get(switch) is False:
             fmt = None  # the template was told not to think: nothing to split off
+        self.thinking = fmt  # the model reasons first (whether or not it is split off)
         self.format = fmt if separate else None
+
+    def gate_constraint(self, params: dict[str, Any]) -> None:
+        """A reply that reasons first takes its answer's constraint (the chat server's
+        response_format or tool call) only after the reasoning
+        (`SamplingParams.reasoning_close_tag`)."""
+        fmt = self.thinking
+        if fmt is None or not any(params.get(k) for k in ("json_schema", "regex", "ebnf")):
+            return
+        params["reasoning_close_tag"] = fmt.close_tag
+        if not fmt.starts_in_reasoning:
+            params["reasoning_open_tag"] = fmt.open_tag
 
     @property
     def active(self) -> bool:
