@@ -276,7 +276,7 @@ _UNSUPPORTED_NATIVE = (
     "token_ids_logprob",
     "return_prompt_token_ids",
 )
-_IGNORED_NATIVE = ("log_metrics", "priority", "modalities", "custom_labels", "routing_key", "conversation_id")
+_IGNORED_NATIVE = ("log_metrics", "modalities", "custom_labels", "routing_key", "conversation_id")
 EMPTY_VALUES = st.sampled_from([None, False, "", [], {}])
 NON_EMPTY_VALUES = st.sampled_from([1, 0, True, "x", [1], {"a": 1}, 0.5])
 _NATIVE_KNOWN = [
@@ -292,6 +292,7 @@ _NATIVE_KNOWN = [
     "image_data",
     "video_data",
     "lora_path",
+    "priority",
     *_UNSUPPORTED_NATIVE,
     *_IGNORED_NATIVE,
     "extra_key",
@@ -353,6 +354,12 @@ NATIVE = RouteFields(
         ),
         # An adapter name, or one per prompt; the fuzzed server serves none, so any is refused.
         Field("lora_path", st.none(), st.sampled_from(["no-such-adapter", "", 5, True, [], [1], {"a": 1}])),
+        # Accepted and ignored: the fuzzed server runs without priority scheduling.
+        Field(
+            "priority",
+            st.none() | st.integers(-3, 3),
+            st.sampled_from(["high", 1.5, True, ["x"], {"a": 1}, 2**70]),
+        ),
         *(Field(name, EMPTY_VALUES, NON_EMPTY_VALUES) for name in _UNSUPPORTED_NATIVE),
         *(Field(name, ANY_JSON) for name in _IGNORED_NATIVE),
         *_native_sampling(),

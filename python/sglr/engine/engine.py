@@ -123,6 +123,7 @@ class Engine(EncodeMixin):
             runner.num_kv_slots,
             _image_prompter(runner.model_dir, runner.vocab_size, cfg),
             LoraRegistry(runner_config.lora_adapters, runner_config.enable_lora, cfg.max_loaded_loras),
+            cfg.priority_policy,
         )
         if scheduler is None:
             loop = SchedulerLoop(
@@ -161,6 +162,7 @@ class Engine(EncodeMixin):
         image_data: Any = None,
         video_data: Any = None,
         lora_path: str | list[str | None] | None = None,
+        priority: int | list[int | None] | None = None,
     ) -> dict[str, Any] | list[dict[str, Any]] | Iterator[dict[str, Any]]:
         self.check_generates()
         batch = _normalize(locals())
@@ -329,5 +331,5 @@ def _normalize(call: Mapping[str, Any]) -> NormalizedInput:
     return normalize_generate_input(
         call["prompt"], call["input_ids"], call["sampling_params"], call["rid"], call["return_logprob"],
         call["logprob_start_len"], call["top_logprobs_num"], call["return_text_in_logprobs"], call["namespace"],
-        call.get("image_data"), call.get("video_data"), call.get("lora_path"),
+        call.get("image_data"), call.get("video_data"), call.get("lora_path"), call.get("priority"),
     )  # fmt: skip

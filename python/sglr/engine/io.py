@@ -41,6 +41,8 @@ class SequenceSpec:
     # An embedding request (`Engine.encode`): the prompt runs once, uncached, and its pooled
     # hidden states are the result.
     embed: bool = False
+    # Its scheduling priority as the caller gave it (None: none given; `engine/priority.py`).
+    priority: int | None = None
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,7 @@ def normalize_generate_input(
     image_data: Any = None,
     video_data: Any = None,
     lora_path: str | list[str | None] | None = None,
+    priority: int | list[int | None] | None = None,
 ) -> NormalizedInput:
     if (text is None) == (input_ids is None):
         raise InvalidRequestError("Either text, input_ids or input_embeds should be provided.", param="text")
@@ -82,6 +85,9 @@ def normalize_generate_input(
     images = _images_per_item(image_data, num_items, is_batch, "image_data")
     videos = _images_per_item(video_data, num_items, is_batch, "video_data")
     adapters = _lora_per_item(lora_path, num_items)
+    priorities = (
+        [None] * num_items if priority is None else _per_item(priority, num_items, "priority", int, 0)
+    )
     num_sequences = num_items * num_samples
     rids = _rids(rid, num_items, num_sequences)
     specs = []
@@ -102,6 +108,7 @@ def normalize_generate_input(
                     image_data=images[item],
                     video_data=videos[item],
                     lora_path=adapters[item],
+                    priority=priorities[item],
                 )
             )
     return NormalizedInput(specs, is_batch or num_samples > 1)

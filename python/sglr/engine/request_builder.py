@@ -20,6 +20,7 @@ from sglr.engine.assembler import OutputAssembler
 from sglr.engine.images.prompt import ImagePrompter
 from sglr.engine.io import SequenceSpec
 from sglr.engine.lora_registry import LoraRegistry
+from sglr.engine.priority import PriorityPolicy
 from sglr.engine.request import TokenizedRequest
 from sglr.engine.tokenizer import EngineTokenizer
 from sglr.errors import InvalidRequestError, LimitExceededError
@@ -35,10 +36,12 @@ class RequestBuilder:
         num_kv_slots: int,
         image_prompter: ImagePrompter | None = None,
         loras: LoraRegistry | None = None,
+        priorities: PriorityPolicy | None = None,
     ) -> None:
         self.tokenizer = tokenizer
         self.loras = loras if loras is not None else LoraRegistry((), enabled=False)
         self.image_prompter = image_prompter
+        self.priorities = priorities if priorities is not None else PriorityPolicy()
         self.vocab_size = vocab_size
         self.context_len = context_len
         self.num_kv_slots = num_kv_slots
@@ -62,6 +65,7 @@ class RequestBuilder:
     def build(self, spec: SequenceSpec) -> tuple[TokenizedRequest, OutputAssembler]:
         params = spec.params
         lora_id = self.loras.resolve(spec.lora_path)
+        priority = self.priorities.resolve(spec.priority)
         if spec.text is not None:
             self.check_prompt_text(spec.text, "text")
         ids = self.tokenizer.encode(spec.text) if spec.text is not None else list(spec.input_ids or ())
@@ -101,6 +105,7 @@ class RequestBuilder:
             images=images,
             prompt_keys=prompt_keys,
             lora_id=lora_id,
+            priority=priority,
         )
         assembler = OutputAssembler(
             self.tokenizer,

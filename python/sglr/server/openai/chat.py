@@ -122,6 +122,7 @@ class _ChatRequest(OpenAIRequest):
             if self.images
             else None,
             "lora_path": self.lora_path,
+            "priority": self.priority,
         }
 
     def header(self, kind: str) -> dict[str, Any]:
