@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sglr.engine.session_params import SessionParams, parse_session_params
 from sglr.errors import InvalidRequestError
 from sglr.sampling_params import SamplingParams
 
@@ -43,6 +44,8 @@ class SequenceSpec:
     embed: bool = False
     # Its scheduling priority as the caller gave it (None: none given; `engine/priority.py`).
     priority: int | None = None
+    # The session it continues (`engine/sessions.py`; None: none).
+    session_params: SessionParams | None = None
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,7 @@ def normalize_generate_input(
     video_data: Any = None,
     lora_path: str | list[str | None] | None = None,
     priority: int | list[int | None] | None = None,
+    session_params: dict[str, Any] | SessionParams | None = None,
 ) -> NormalizedInput:
     if (text is None) == (input_ids is None):
         raise InvalidRequestError("Either text, input_ids or input_embeds should be provided.", param="text")
@@ -89,6 +93,9 @@ def normalize_generate_input(
         [None] * num_items if priority is None else _per_item(priority, num_items, "priority", int, 0)
     )
     num_sequences = num_items * num_samples
+    session = parse_session_params(session_params)
+    if session is not None and num_sequences != 1:
+        raise InvalidRequestError("a session request has one prompt and n = 1", param="session_params")
     rids = _rids(rid, num_items, num_sequences)
     specs = []
     for sample in range(num_samples):
@@ -109,6 +116,7 @@ def normalize_generate_input(
                     video_data=videos[item],
                     lora_path=adapters[item],
                     priority=priorities[item],
+                    session_params=session,
                 )
             )
     return NormalizedInput(specs, is_batch or num_samples > 1)
