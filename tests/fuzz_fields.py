@@ -269,7 +269,6 @@ _UNSUPPORTED_NATIVE = (
     "audio_data",
     "input_embeds",
     "lora_id",
-    "session_params",
     "custom_logit_processor",
     "return_hidden_states",
     "return_entropy",
@@ -293,6 +292,7 @@ _NATIVE_KNOWN = [
     "video_data",
     "lora_path",
     "priority",
+    "session_params",
     *_UNSUPPORTED_NATIVE,
     *_IGNORED_NATIVE,
     "extra_key",
@@ -359,6 +359,14 @@ NATIVE = RouteFields(
             "priority",
             st.none() | st.integers(-3, 3),
             st.sampled_from(["high", 1.5, True, ["x"], {"a": 1}, 2**70]),
+        ),
+        # The fuzzed server has no session open: any session is unknown.
+        Field(
+            "session_params",
+            st.none(),
+            st.sampled_from(
+                [{"id": "no-such-session"}, {"id": ""}, {"rid": "x"}, "s", 5, [1], {"id": "s", "x": 1}]
+            ),
         ),
         *(Field(name, EMPTY_VALUES, NON_EMPTY_VALUES) for name in _UNSUPPORTED_NATIVE),
         *(Field(name, ANY_JSON) for name in _IGNORED_NATIVE),

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sglr.engine.session_params import SessionParams, parse_session_params
-from sglr.errors import InvalidRequestError
+from sglr.errors import InvalidRequestError, SessionError
 from sglr.sampling_params import SamplingParams
 
 
@@ -95,7 +95,7 @@ def normalize_generate_input(
     num_sequences = num_items * num_samples
     session = parse_session_params(session_params)
     if session is not None and num_sequences != 1:
-        raise InvalidRequestError("a session request has one prompt and n = 1", param="session_params")
+        raise SessionError("a session request has one prompt and n = 1", param="session_params")
     rids = _rids(rid, num_items, num_sequences)
     specs = []
     for sample in range(num_samples):

@@ -169,6 +169,7 @@ class SchedulerLoop(LoopCalls):
             num_waiting_requests=self.num_waiting,
             constraint_cache_hits=self._constraints.num_cache_hits,
             num_open_sessions=len(self._endings.sessions),
+            num_locked_kv_slots=self._pool.index.protected_size(),  # at rest: the sessions' pins
         )
         return stats
 
