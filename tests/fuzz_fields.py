@@ -329,7 +329,8 @@ NATIVE = RouteFields(
             replaces=("text",),
         ),
         Field("sampling_params", st.just({"max_new_tokens": 2}), st.sampled_from(["hot", 5, True, [1]])),
-        Field("rid", st.uuids().map(str), wrong_types("str", "null", "list") | st.just(["a", "b"])),
+        # (Duplicates: refused whatever the prompts and n; two distinct ids fit two sequences.)
+        Field("rid", st.uuids().map(str), wrong_types("str", "null", "list") | st.just(["a", "a"])),
         bools("stream"),
         bools("return_logprob"),
         bools("return_text_in_logprobs"),
