@@ -272,14 +272,13 @@ _UNSUPPORTED_NATIVE = (
     "audio_data",
     "input_embeds",
     "lora_id",
-    "session_params",
     "custom_logit_processor",
     "return_hidden_states",
     "return_entropy",
     "token_ids_logprob",
     "return_prompt_token_ids",
 )
-_IGNORED_NATIVE = ("log_metrics", "priority", "modalities", "custom_labels", "routing_key", "conversation_id")
+_IGNORED_NATIVE = ("log_metrics", "modalities", "custom_labels", "routing_key", "conversation_id")
 EMPTY_VALUES = st.sampled_from([None, False, "", [], {}])
 NON_EMPTY_VALUES = st.sampled_from([1, 0, True, "x", [1], {"a": 1}, 0.5])
 _NATIVE_KNOWN = [
@@ -295,6 +294,8 @@ _NATIVE_KNOWN = [
     "image_data",
     "video_data",
     "lora_path",
+    "priority",
+    "session_params",
     *_UNSUPPORTED_NATIVE,
     *_IGNORED_NATIVE,
     "extra_key",
@@ -331,7 +332,8 @@ NATIVE = RouteFields(
             replaces=("text",),
         ),
         Field("sampling_params", st.just({"max_new_tokens": 2}), st.sampled_from(["hot", 5, True, [1]])),
-        Field("rid", st.uuids().map(str), wrong_types("str", "null", "list") | st.just(["a", "b"])),
+        # (Duplicates: refused whatever the prompts and n; two distinct ids fit two sequences.)
+        Field("rid", st.uuids().map(str), wrong_types("str", "null", "list") | st.just(["a", "a"])),
         bools("stream"),
         bools("return_logprob"),
         bools("return_text_in_logprobs"),
@@ -356,6 +358,20 @@ NATIVE = RouteFields(
         ),
         # An adapter name, or one per prompt; the fuzzed server serves none, so any is refused.
         Field("lora_path", st.none(), st.sampled_from(["no-such-adapter", "", 5, True, [], [1], {"a": 1}])),
+        # Accepted and ignored: the fuzzed server runs without priority scheduling.
+        Field(
+            "priority",
+            st.none() | st.integers(-3, 3),
+            st.sampled_from(["high", 1.5, True, ["x"], {"a": 1}, 2**70]),
+        ),
+        # The fuzzed server has no session open: any session is unknown.
+        Field(
+            "session_params",
+            st.none(),
+            st.sampled_from(
+                [{"id": "no-such-session"}, {"id": ""}, {"rid": "x"}, "s", 5, [1], {"id": "s", "x": 1}]
+            ),
+        ),
         *(Field(name, EMPTY_VALUES, NON_EMPTY_VALUES) for name in _UNSUPPORTED_NATIVE),
         *(Field(name, ANY_JSON) for name in _IGNORED_NATIVE),
         *_native_sampling(),

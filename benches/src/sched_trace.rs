@@ -54,6 +54,7 @@ pub fn sched_trace(num_requests: usize, min_len: usize, max_len: usize, seed: u6
             namespace: None,
             arrival_s: 0.0,
             max_prefix_len: None,
+            priority_key: 0,
         });
     }
     let num_cached_tokens = tree.total_size();

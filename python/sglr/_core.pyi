@@ -139,10 +139,12 @@ class Scheduler:
         *,
         arrival_time: float | None = None,
         max_prefix_len: int | None = None,
+        priority_key: int = 0,
     ) -> None:
         """Queues a request at the back (`arrival_time` on `time.monotonic()`'s clock).
         `max_prefix_len` caps the cached prefix it may reuse (positions past it are computed,
-        e.g. for prompt logprobs); the last token is always computed."""
+        e.g. for prompt logprobs); the last token is always computed. Smaller `priority_key`s
+        are offered first whatever the policy (which orders equal keys)."""
     def requeue(
         self,
         rid: int,
@@ -152,8 +154,10 @@ class Scheduler:
         *,
         arrival_time: float | None = None,
         max_prefix_len: int | None = None,
+        priority_key: int = 0,
     ) -> None:
-        """Puts a retracted request (prompt + output so far) back at the head of the queue."""
+        """Puts a retracted request (prompt + output so far) back at the head of the queue
+        (of its `priority_key`'s requests)."""
     def remove(self, rid: int) -> bool:
         """Drops a held request (abort); False if it was not held."""
     def select(

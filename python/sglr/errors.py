@@ -61,6 +61,19 @@ class LimitExceededError(InvalidRequestError):
         self.limit = limit
 
 
+class SessionError(InvalidRequestError):
+    """A session request that cannot be served (`engine/sessions.py`): its `session_params.rid`
+    is not a finished request of the session, or its prompt outgrows the session's capacity."""
+
+
+class UnknownSessionError(SessionError):
+    """The session named is not open (never opened, or closed)."""
+
+
+class SessionLimitError(LimitExceededError, SessionError):
+    """No room for another session (`max_sessions`) or for another request of one."""
+
+
 class BodyTooLargeError(LimitExceededError):
     """A request body larger than the server's `max_body_bytes` (HTTP 413)."""
 

@@ -31,6 +31,8 @@ MAX_STOP_REGEX_BYTES = 256
 MAX_EBNF_BYTES = 256 << 10
 MAX_LOGIT_BIAS_ENTRIES = 1024
 MAX_VIDEO_FRAMES = 32
+MAX_SESSIONS = 1024
+MAX_SESSION_REQUESTS = 1024
 # A text prompt longer than context length x the longest token x this is refused before it is
 # tokenized: no token covers more characters than the longest, and normalizers that fold
 # characters together (NFKC) fold at most a few into one.
@@ -64,6 +66,8 @@ TABLE = (
     Limit("max_stop_regex_bytes", MAX_STOP_REGEX_BYTES, None, "bytes of one `stop_regex` pattern"),
     Limit("max_ebnf_bytes", MAX_EBNF_BYTES, None, "bytes of an `ebnf` grammar"),
     Limit("max_logit_bias_entries", MAX_LOGIT_BIAS_ENTRIES, None, "`logit_bias` entries (applied at every step)"),
+    Limit("max_sessions", MAX_SESSIONS, None, "sessions open at once (`/open_session`)"),
+    Limit("max_session_requests", MAX_SESSION_REQUESTS, None, "requests one session remembers (each may be continued)"),
 )  # fmt: skip
 
 

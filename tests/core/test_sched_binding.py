@@ -296,3 +296,12 @@ def test_select_releases_the_gil() -> None:
         spinner.join(timeout=60)
     assert not spinner.is_alive()
     assert any(progress), progress
+
+
+def test_priority_keys_go_first_and_keep_requeues_within_their_level() -> None:
+    sched = Scheduler("fcfs", max_prefill_tokens=1000, max_running_requests=10)
+    sched.add_request(1, ids(1, 2), max_new_tokens=1)
+    sched.add_request(2, ids(3, 4), max_new_tokens=1, priority_key=-5)
+    sched.requeue(3, ids(5, 6), max_new_tokens=1, priority_key=0)
+    decision = sched.select(RadixTree(), num_free_slots=1000)
+    assert [a.rid for a in decision.admitted] == [2, 3, 1]

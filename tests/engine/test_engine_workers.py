@@ -188,3 +188,21 @@ def test_a_worker_that_hangs_is_detected_and_ends_every_request(tiny_dir: Path, 
             os.kill(pid, signal.SIGCONT)
         engine.shutdown()
     assert not _running(pid)
+
+
+def test_sessions_work_across_processes(workers: Engine, engine: Engine) -> None:
+    # The pins live in the worker (OpenSession / CloseSession): the continuation is a cache hit there.
+    sid = workers.open_session(1000)
+    first = workers.generate(
+        input_ids=[5, 6, 7, 8], sampling_params=GREEDY, rid="w1", session_params={"id": sid}
+    )
+    second = workers.generate(
+        input_ids=[9, 10], sampling_params=GREEDY, rid="w2", session_params={"id": sid, "rid": "w1"}
+    )
+    full = [5, 6, 7, 8] + first["output_ids"] + [9, 10]
+    assert second["output_ids"] == engine.generate(input_ids=full, sampling_params=GREEDY)["output_ids"]
+    assert second["meta_info"]["cached_tokens"] == 4 + len(first["output_ids"]) - 1
+    assert workers.get_stats()["num_open_sessions"] == 1
+    workers.close_session(sid)
+    assert workers.get_stats()["num_locked_kv_slots"] == 0
+    workers.check_invariants()

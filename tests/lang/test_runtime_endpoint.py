@@ -260,3 +260,20 @@ def test_image_is_sent_as_raw_base64(native):
 
     look.run(backend=sgl.RuntimeEndpoint(url)).sync()
     assert server.generate_bodies()[-1]["image_data"] == "aW1n"
+
+
+def test_run_level_priority_is_a_request_field(native):
+    server, url = native
+
+    @sgl.function
+    def answer(s):
+        s += "Q: capital of France?\nA:" + sgl.gen("answer", max_tokens=4, temperature=0)
+
+    backend = sgl.RuntimeEndpoint(url, chat_template_name="default")
+    assert answer.run(backend=backend, priority=7)["answer"]  # (read: the run has sent its request)
+    body = server.generate_bodies()[-1]
+    assert body["priority"] == 7 and "priority" not in body["sampling_params"]
+    assert answer.run(backend=backend)["answer"]
+    assert "priority" not in server.generate_bodies()[-1]
+    with pytest.raises(ValueError, match="priority must be an integer"):
+        answer.run(backend=backend, priority="high")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
+from sglr.engine.priority import DEFAULT_PREEMPTION_THRESHOLD, PriorityPolicy
 from sglr.engine.speculative.config import SpeculativeConfig
 from sglr.errors import EngineConfigError
 from sglr.limits import MAX_IMAGE_BYTES, MAX_IMAGE_PIXELS, MAX_IMAGES_PER_REQUEST, MAX_VIDEO_FRAMES
@@ -30,6 +31,10 @@ class EngineConfig:
     disable_jump_forward: decode constrained output one token at a time (ablation).
     starvation_guard / max_wait_s: admit a request that waited longer than this ahead of the
         cache-aware order (off reproduces plain longest-prefix-first).
+    enable_priority_scheduling / schedule_low_priority_values_first /
+        priority_scheduling_preemption_threshold / abort_on_priority_when_disabled: SGLang's
+        priority scheduling (requests' `priority` orders admission and may retract running
+        requests); see `engine/priority.py` and docs/scheduling.md.
     debug_invariants: check slot accounting after every step (tests turn it on).
     tp_size: tensor-parallel ranks, one worker process each (torch.distributed: gloo on CPU,
         NCCL on GPU).
@@ -93,6 +98,10 @@ class EngineConfig:
     disable_jump_forward: bool = False
     starvation_guard: bool = True
     max_wait_s: float = 30.0
+    enable_priority_scheduling: bool = False
+    schedule_low_priority_values_first: bool = False
+    priority_scheduling_preemption_threshold: int = DEFAULT_PREEMPTION_THRESHOLD
+    abort_on_priority_when_disabled: bool = False
     cuda_graph_max_bs: int = 160
     seed: int = 0
     debug_invariants: bool = False
@@ -153,6 +162,8 @@ class EngineConfig:
             raise EngineConfigError(f"mem_fraction_static must be in (0, 1], got {self.mem_fraction_static}")
         if self.max_total_tokens is not None and self.mem_fraction_static is not None:
             raise EngineConfigError("give max_total_tokens or mem_fraction_static, not both")
+        if self.priority_scheduling_preemption_threshold < 0:
+            raise EngineConfigError("priority_scheduling_preemption_threshold must be >= 0")
         if self.max_wait_s <= 0:
             raise EngineConfigError(f"max_wait_s must be positive, got {self.max_wait_s}")
         if not isinstance(self.tp_size, int) or self.tp_size < 1:
@@ -180,6 +191,15 @@ class EngineConfig:
             raise EngineConfigError(
                 "base_gpu_id must be >= 0, worker_start_timeout_s and watchdog_timeout_s positive"
             )
+
+    @property
+    def priority_policy(self) -> PriorityPolicy:
+        return PriorityPolicy(
+            self.enable_priority_scheduling,
+            self.schedule_low_priority_values_first,
+            self.priority_scheduling_preemption_threshold,
+            self.abort_on_priority_when_disabled,
+        )
 
     def _check_lora(self) -> None:
         from sglr.engine.lora_registry import parse_lora_paths

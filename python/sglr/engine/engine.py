@@ -36,6 +36,8 @@ from sglr.engine.request_builder import RequestBuilder
 from sglr.engine.runner_settings import GPU_MAX_RUNNING, runner_config_for
 from sglr.engine.scheduler.handle import SchedulerHandle
 from sglr.engine.scheduler.loop import SchedulerLoop
+from sglr.engine.session_api import SessionMixin
+from sglr.engine.sessions import SessionRegistry
 from sglr.engine.tokenizer import EngineTokenizer
 from sglr.errors import EngineClosedError, EngineConfigError
 
@@ -47,7 +49,7 @@ _GPU_CHUNK = 8192
 _LORA_LOAD_TIMEOUT_S = 300.0
 
 
-class Engine(EncodeMixin):
+class Engine(EncodeMixin, SessionMixin):
     def __init__(self, model_path: str | None = None, **kwargs: Any) -> None:
         cfg = EngineConfig.from_kwargs(model_path=model_path, **kwargs)
         if cfg.node_rank != 0:
@@ -123,6 +125,8 @@ class Engine(EncodeMixin):
             runner.num_kv_slots,
             _image_prompter(runner.model_dir, runner.vocab_size, cfg),
             LoraRegistry(runner_config.lora_adapters, runner_config.enable_lora, cfg.max_loaded_loras),
+            cfg.priority_policy,
+            SessionRegistry(abort=lambda rid: self._scheduler.abort(rid)),
         )
         if scheduler is None:
             loop = SchedulerLoop(
@@ -161,6 +165,8 @@ class Engine(EncodeMixin):
         image_data: Any = None,
         video_data: Any = None,
         lora_path: str | list[str | None] | None = None,
+        priority: int | list[int | None] | None = None,
+        session_params: dict[str, Any] | None = None,
     ) -> dict[str, Any] | list[dict[str, Any]] | Iterator[dict[str, Any]]:
         self.check_generates()
         batch = _normalize(locals())
@@ -329,5 +335,6 @@ def _normalize(call: Mapping[str, Any]) -> NormalizedInput:
     return normalize_generate_input(
         call["prompt"], call["input_ids"], call["sampling_params"], call["rid"], call["return_logprob"],
         call["logprob_start_len"], call["top_logprobs_num"], call["return_text_in_logprobs"], call["namespace"],
-        call.get("image_data"), call.get("video_data"), call.get("lora_path"),
+        call.get("image_data"), call.get("video_data"), call.get("lora_path"), call.get("priority"),
+        call.get("session_params"),
     )  # fmt: skip

@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sglr.errors import InvalidRequestError
+from sglr.engine.session_params import SessionParams, parse_session_params
+from sglr.errors import InvalidRequestError, SessionError
 from sglr.sampling_params import SamplingParams
 
 
@@ -41,6 +42,10 @@ class SequenceSpec:
     # An embedding request (`Engine.encode`): the prompt runs once, uncached, and its pooled
     # hidden states are the result.
     embed: bool = False
+    # Its scheduling priority as the caller gave it (None: none given; `engine/priority.py`).
+    priority: int | None = None
+    # The session it continues (`engine/sessions.py`; None: none).
+    session_params: SessionParams | None = None
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,8 @@ def normalize_generate_input(
     image_data: Any = None,
     video_data: Any = None,
     lora_path: str | list[str | None] | None = None,
+    priority: int | list[int | None] | None = None,
+    session_params: dict[str, Any] | SessionParams | None = None,
 ) -> NormalizedInput:
     if (text is None) == (input_ids is None):
         raise InvalidRequestError("Either text, input_ids or input_embeds should be provided.", param="text")
@@ -82,7 +89,13 @@ def normalize_generate_input(
     images = _images_per_item(image_data, num_items, is_batch, "image_data")
     videos = _images_per_item(video_data, num_items, is_batch, "video_data")
     adapters = _lora_per_item(lora_path, num_items)
+    priorities = (
+        [None] * num_items if priority is None else _per_item(priority, num_items, "priority", int, 0)
+    )
     num_sequences = num_items * num_samples
+    session = parse_session_params(session_params)
+    if session is not None and num_sequences != 1:
+        raise SessionError("a session request has one prompt and n = 1", param="session_params")
     rids = _rids(rid, num_items, num_sequences)
     specs = []
     for sample in range(num_samples):
@@ -102,6 +115,8 @@ def normalize_generate_input(
                     image_data=images[item],
                     video_data=videos[item],
                     lora_path=adapters[item],
+                    priority=priorities[item],
+                    session_params=session,
                 )
             )
     return NormalizedInput(specs, is_batch or num_samples > 1)

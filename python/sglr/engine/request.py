@@ -61,6 +61,8 @@ class TokenizedRequest:
     # The prompt as the prefix cache sees it (None: `prompt_ids` itself, a text-only prompt).
     prompt_keys: np.ndarray | None = None
     lora_id: int = 0  # the LoRA adapter it runs with (0: the base model)
+    priority: int = 0  # its scheduling priority (`engine/priority.py`; 0 while that is off)
+    session_id: str | None = None  # the open session whose KV it pins when it ends
 
 
 @dataclass(eq=False)
@@ -74,6 +76,8 @@ class Req:
     images: tuple[ImageInput, ...] = ()
     prompt_keys: np.ndarray | None = None  # see `TokenizedRequest.prompt_keys`
     lora_id: int = 0  # see `TokenizedRequest.lora_id`
+    priority: int = 0  # see `TokenizedRequest.priority`
+    session_id: str | None = None  # see `TokenizedRequest.session_id`
     # Only for requests with stop strings: the text, decoded to find them.
     stop_text: StopText | None = None
     arrival_time: float = field(default_factory=time.monotonic)
@@ -115,6 +119,8 @@ class Req:
             images=t.images,
             prompt_keys=t.prompt_keys,
             lora_id=t.lora_id,
+            priority=t.priority,
+            session_id=t.session_id,
             stop_text=stop_text,
             arrival_time=t.arrival_time,
             logprobs=LogprobRecord() if t.spec.return_logprob else None,

@@ -2,7 +2,8 @@
 submitted, and the `OutputAssembler` that will turn its outputs into responses.
 
 Tokenizes the prompt, checks token ids against the vocabulary and the lengths against the
-context and the KV cache, resolves `max_new_tokens` and the stop token set. Every failure is an
+context and the KV cache, resolves `max_new_tokens` and the stop token set; a session request's
+prompt continues its session's (`sessions.py`). Every failure is an
 `InvalidRequestError` naming the field, raised to the caller (a bad item rejects its batch).
 """
 
@@ -20,7 +21,9 @@ from sglr.engine.assembler import OutputAssembler
 from sglr.engine.images.prompt import ImagePrompter
 from sglr.engine.io import SequenceSpec
 from sglr.engine.lora_registry import LoraRegistry
+from sglr.engine.priority import PriorityPolicy
 from sglr.engine.request import TokenizedRequest
+from sglr.engine.sessions import SessionRegistry
 from sglr.engine.tokenizer import EngineTokenizer
 from sglr.errors import InvalidRequestError, LimitExceededError
 from sglr.limits import PROMPT_CHARS_MARGIN
@@ -35,10 +38,14 @@ class RequestBuilder:
         num_kv_slots: int,
         image_prompter: ImagePrompter | None = None,
         loras: LoraRegistry | None = None,
+        priorities: PriorityPolicy | None = None,
+        sessions: SessionRegistry | None = None,
     ) -> None:
         self.tokenizer = tokenizer
         self.loras = loras if loras is not None else LoraRegistry((), enabled=False)
         self.image_prompter = image_prompter
+        self.priorities = priorities if priorities is not None else PriorityPolicy()
+        self.sessions = sessions if sessions is not None else SessionRegistry(abort=lambda rid: None)
         self.vocab_size = vocab_size
         self.context_len = context_len
         self.num_kv_slots = num_kv_slots
@@ -62,10 +69,18 @@ class RequestBuilder:
     def build(self, spec: SequenceSpec) -> tuple[TokenizedRequest, OutputAssembler]:
         params = spec.params
         lora_id = self.loras.resolve(spec.lora_path)
+        priority = self.priorities.resolve(spec.priority)
         if spec.text is not None:
             self.check_prompt_text(spec.text, "text")
         ids = self.tokenizer.encode(spec.text) if spec.text is not None else list(spec.input_ids or ())
         prompt_field = "text" if spec.text is not None else "input_ids"
+        session = None
+        if spec.session_params is not None:
+            if spec.image_data or spec.video_data:
+                raise InvalidRequestError("a session request takes no images", param="session_params")
+            hf = getattr(self.tokenizer, "hf", None)
+            session = self.sessions.compose(spec.session_params, ids, getattr(hf, "bos_token_id", None))
+            ids = session.ids
         if not ids:
             raise InvalidRequestError("The prompt is empty after tokenization.", param=prompt_field)
         vocab = self.vocab_size
@@ -101,6 +116,8 @@ class RequestBuilder:
             images=images,
             prompt_keys=prompt_keys,
             lora_id=lora_id,
+            priority=priority,
+            session_id=None if session is None else session.session_id,
         )
         assembler = OutputAssembler(
             self.tokenizer,
@@ -112,6 +129,8 @@ class RequestBuilder:
             spec.return_text_in_logprobs,
             arrival_time,
         )
+        if session is not None:  # last: a request refused above is no part of its session
+            self.sessions.record(session, spec.rid, assembler, max_new)
         return request, assembler
 
     def _max_new_tokens(self, prompt_len: int, max_new: int | None, prompt_field: str) -> int:

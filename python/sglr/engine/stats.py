@@ -24,6 +24,7 @@ class EngineStats:
     num_decode_seqs: int = 0
     max_decode_batch_size: int = 0
     num_retractions: int = 0
+    num_preemptions: int = 0  # retractions for a waiting request of higher priority
     # Speculative decoding: verify passes (decode passes that carried drafts), drafts proposed and
     # accepted; accepted / verify passes is the mean accepted length.
     num_verify_passes: int = 0
@@ -61,6 +62,7 @@ class EngineStats:
             "max_decode_batch_size": self.max_decode_batch_size,
             "mean_decode_batch_size": self.num_decode_seqs / max(self.num_decode_passes, 1),
             "num_retractions": self.num_retractions,
+            "num_preemptions": self.num_preemptions,
             "num_verify_passes": self.num_verify_passes,
             "num_draft_tokens": self.num_draft_tokens,
             "num_accepted_draft_tokens": self.num_accepted_draft_tokens,

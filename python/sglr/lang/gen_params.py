@@ -58,6 +58,9 @@ class GenParams:
     # The LoRA adapter to generate with, by name (None: the base model); a request-level field
     # of native requests, not a sampling parameter.
     lora_path: str | None = None
+    # The scheduling priority (with the engine's priority scheduling; docs/scheduling.md), also a
+    # request-level field. None: the engine's default.
+    priority: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -86,6 +89,10 @@ class GenParams:
             raise ValueError(f"n must be at least 1, got {self.n}.")
         if self.lora_path is not None and (not isinstance(self.lora_path, str) or not self.lora_path):
             raise ValueError(f"lora_path must be an adapter's name, got {self.lora_path!r}.")
+        if self.priority is not None and (
+            isinstance(self.priority, bool) or not isinstance(self.priority, int)
+        ):
+            raise ValueError(f"priority must be an integer, got {self.priority!r}.")
         if not self.temperature >= 0 or self.temperature == float("inf"):
             raise ValueError(f"temperature must be a non-negative finite number, got {self.temperature}.")
         if not 0 < self.top_p <= 1:
@@ -188,8 +195,9 @@ GEN_PARAM_FIELDS = {
     },
 }
 
-#: The keyword arguments of `run()` / `run_batch()` that are run-level `GenParams` defaults.
-RUN_SAMPLING_KEYS = ("max_new_tokens", "min_new_tokens", *_SHARED_OPTIONS)
+#: The keyword arguments of `run()` / `run_batch()` that are run-level `GenParams` defaults
+#: (`priority` is run-level only: one program's requests share it).
+RUN_SAMPLING_KEYS = ("max_new_tokens", "min_new_tokens", *_SHARED_OPTIONS, "priority")
 
 
 def _split(kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

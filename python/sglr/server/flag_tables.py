@@ -1,7 +1,7 @@
 """`sglr-server`'s flags that come from tables: one per request limit of `sglr.limits.TABLE`
 that has one, the speculative-decoding flags (SGLang's names, one per `speculative_*` engine
-option: `EngineConfig` documents each, `engine/speculative/config.py` checks them), and the
-LoRA flags (SGLang's names and meanings)."""
+option: `EngineConfig` documents each, `engine/speculative/config.py` checks them), the
+LoRA flags and the priority-scheduling flags (SGLang's names and meanings)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import argparse
 import json
 from typing import Any
 
+from sglr.engine.priority import DEFAULT_PREEMPTION_THRESHOLD
 from sglr.engine.speculative.config import SPECULATIVE_ALGORITHMS
 from sglr.errors import EngineConfigError
 from sglr.server.reasoning.formats import REASONING_FORMATS
@@ -57,8 +58,8 @@ def add_limit_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_table_arguments(parser: argparse.ArgumentParser) -> None:
-    """The speculative-decoding flags, the LoRA flags, the reasoning parser and the responses
-    store (server settings: launch.py reads them) and embedding mode."""
+    """The speculative-decoding flags, the LoRA flags, the priority flags, the reasoning parser
+    and the responses store (server settings: launch.py reads them) and embedding mode."""
     add_speculative_arguments(parser)
     add_lora_arguments(parser)
     parser.add_argument(
@@ -67,6 +68,7 @@ def add_table_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="put chat replies' reasoning in reasoning_content (default: it stays in content)",
     )
+    add_priority_arguments(parser)
     parser.add_argument(
         "--responses-store-path",
         default=None,
@@ -87,7 +89,48 @@ def add_table_arguments(parser: argparse.ArgumentParser) -> None:
 
 def table_options(args: argparse.Namespace) -> dict[str, Any]:
     """The engine options of `add_table_arguments`'s flags."""
-    return speculative_options(args) | lora_options(args) | {"is_embedding": args.is_embedding}
+    return (
+        speculative_options(args)
+        | lora_options(args)
+        | priority_options(args)
+        | {"is_embedding": args.is_embedding}
+    )
+
+
+def add_priority_arguments(parser: argparse.ArgumentParser) -> None:
+    """SGLang's priority-scheduling flags (docs/scheduling.md)."""
+    add = parser.add_argument
+    add(
+        "--enable-priority-scheduling",
+        action="store_true",
+        help="requests' priority orders admission and may retract running requests",
+    )
+    add(
+        "--schedule-low-priority-values-first",
+        action="store_true",
+        help="smaller priority values go first (default: larger ones)",
+    )
+    add(
+        "--priority-scheduling-preemption-threshold",
+        type=int,
+        default=DEFAULT_PREEMPTION_THRESHOLD,
+        help=f"a waiting request retracts a running one whose priority is lower by more than this ({DEFAULT_PREEMPTION_THRESHOLD})",
+    )  # fmt: skip
+    add(
+        "--abort-on-priority-when-disabled",
+        action="store_true",
+        help="refuse (400) a request that gives a priority while priority scheduling is off",
+    )
+
+
+def priority_options(args: argparse.Namespace) -> dict[str, Any]:
+    names = (
+        "enable_priority_scheduling",
+        "schedule_low_priority_values_first",
+        "priority_scheduling_preemption_threshold",
+        "abort_on_priority_when_disabled",
+    )
+    return {name: getattr(args, name) for name in names}
 
 
 def add_lora_arguments(parser: argparse.ArgumentParser) -> None:

@@ -121,6 +121,12 @@ class _EngineGauges:
                 "Decode passes that verified drafts",
                 stats.get("num_verify_passes", 0),
             ),
+            ("sglr:num_retractions", "Running requests retracted so far", stats.get("num_retractions", 0)),
+            (
+                "sglr:num_preemptions",
+                "Retractions for a waiting request of higher priority",
+                stats.get("num_preemptions", 0),
+            ),
         )
         for name, doc, value in values:
             family = GaugeMetricFamily(name, doc, labels=["model_name"])

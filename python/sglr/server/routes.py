@@ -26,6 +26,7 @@ from sglr.server.native.control import (
 from sglr.server.native.encode import encode
 from sglr.server.native.generate import generate
 from sglr.server.native.lora import load_lora_adapter, unload_lora_adapter
+from sglr.server.native.sessions import close_session, open_session
 from sglr.server.native.tokenize import detokenize, tokenize
 from sglr.server.openai.chat import chat_completions
 from sglr.server.openai.completions import completions
@@ -66,6 +67,8 @@ NATIVE_ROUTES = (
     RouteSpec("/concate_and_append_request", concate_and_append_request, _POST),
     RouteSpec("/load_lora_adapter", load_lora_adapter, _POST),
     RouteSpec("/unload_lora_adapter", unload_lora_adapter, _POST),
+    RouteSpec("/open_session", open_session, _POST),
+    RouteSpec("/close_session", close_session, _POST),
     RouteSpec("/tokenize", tokenize, _POST),
     RouteSpec("/v1/tokenize", tokenize, _POST),  # SGLang serves both spellings
     RouteSpec("/detokenize", detokenize, _POST),

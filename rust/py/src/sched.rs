@@ -87,9 +87,9 @@ impl PyScheduler {
         max_new_tokens: i64,
         namespace: Option<&str>,
         arrival_time: Option<f64>,
-        max_prefix_len: Option<usize>,
-        is_requeue: bool,
+        placing: Placing,
     ) -> PyResult<()> {
+        let Placing { max_prefix_len, priority_key, is_requeue } = placing;
         let rid = rid_arg(rid)?;
         let max_new_tokens = count_arg("max_new_tokens", max_new_tokens)?;
         let tokens: Arc<[TokenId]> = Arc::from(IdArray::extract(token_ids, "token_ids")?.as_slice());
@@ -104,7 +104,15 @@ impl PyScheduler {
         let add = || {
             let mut state = self.state();
             let namespace = namespace.map(|name| state.intern(name));
-            let request = NewRequest { rid, tokens, max_new_tokens, namespace, arrival_s, max_prefix_len };
+            let request = NewRequest {
+                rid,
+                tokens,
+                max_new_tokens,
+                namespace,
+                arrival_s,
+                max_prefix_len,
+                priority_key,
+            };
             if is_requeue {
                 state.core.requeue(request)
             } else {
@@ -114,6 +122,13 @@ impl PyScheduler {
         let result = if num_tokens >= DETACH_MIN_TOKENS { py.detach(add) } else { add() };
         result.map_err(|e| sched_error(py, e))
     }
+}
+
+/// Where `push` puts a request: its prefix limit, priority key, and whether at the head.
+struct Placing {
+    max_prefix_len: Option<usize>,
+    priority_key: i64,
+    is_requeue: bool,
 }
 
 impl State {
@@ -214,7 +229,7 @@ impl PyScheduler {
     /// that ran before); `arrival_time`: seconds on `time.monotonic()`'s clock (default now).
     // The Python signature (keyword arguments) sets the arity.
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (rid, token_ids, max_new_tokens, namespace=None, *, arrival_time=None, max_prefix_len=None))]
+    #[pyo3(signature = (rid, token_ids, max_new_tokens, namespace=None, *, arrival_time=None, max_prefix_len=None, priority_key=0))]
     fn add_request(
         &self,
         py: Python<'_>,
@@ -224,8 +239,10 @@ impl PyScheduler {
         namespace: Option<&str>,
         arrival_time: Option<f64>,
         max_prefix_len: Option<usize>,
+        priority_key: i64,
     ) -> PyResult<()> {
-        self.push(py, rid, token_ids, max_new_tokens, namespace, arrival_time, max_prefix_len, false)
+        let placing = Placing { max_prefix_len, priority_key, is_requeue: false };
+        self.push(py, rid, token_ids, max_new_tokens, namespace, arrival_time, placing)
     }
 
     /// Puts a retracted request back at the head of the queue (offered before every other
@@ -233,7 +250,7 @@ impl PyScheduler {
     /// `max_new_tokens` is what it may still generate.
     // The Python signature (keyword arguments) sets the arity.
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (rid, token_ids, max_new_tokens, namespace=None, *, arrival_time=None, max_prefix_len=None))]
+    #[pyo3(signature = (rid, token_ids, max_new_tokens, namespace=None, *, arrival_time=None, max_prefix_len=None, priority_key=0))]
     fn requeue(
         &self,
         py: Python<'_>,
@@ -243,8 +260,10 @@ impl PyScheduler {
         namespace: Option<&str>,
         arrival_time: Option<f64>,
         max_prefix_len: Option<usize>,
+        priority_key: i64,
     ) -> PyResult<()> {
-        self.push(py, rid, token_ids, max_new_tokens, namespace, arrival_time, max_prefix_len, true)
+        let placing = Placing { max_prefix_len, priority_key, is_requeue: true };
+        self.push(py, rid, token_ids, max_new_tokens, namespace, arrival_time, placing)
     }
 
     /// Drops a waiting request (abort); returns whether it was held. For the request whose

@@ -4,7 +4,8 @@
 //! first); the rest follow the policy. Only `lpm` needs cache matches for ranking, and it
 //! continues each request's previous match instead of re-comparing its tokens, so a step
 //! costs a few node hops per request; first matches are bounded per step by
-//! `max_match_tokens_per_step`.
+//! `max_match_tokens_per_step`. Priority keys (priority scheduling) order all of it first:
+//! a retracted low-priority request does not jump ahead of a waiting high-priority one.
 
 use std::cmp::Reverse;
 
@@ -87,6 +88,8 @@ impl<N: Copy + Eq + std::fmt::Debug> Scheduler<N> {
         let mut candidates = Vec::with_capacity(urgent.len() + regular.len());
         candidates.extend(urgent.into_iter().map(|(_, _, key)| Candidate { key, is_urgent: true }));
         candidates.extend(regular.into_iter().map(|key| Candidate { key, is_urgent: false }));
+        // Stable: within one priority the order above (urgent, then policy) stands.
+        candidates.sort_by_key(|candidate| self.queue.get(candidate.key).priority_key);
         candidates
     }
 }

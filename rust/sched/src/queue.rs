@@ -29,6 +29,8 @@ pub(crate) struct Entry<N> {
     pub(crate) trie_node: u32,
     /// Tokens whose KV exists once a chunked prefill has started (`None` before).
     pub(crate) num_computed: Option<usize>,
+    /// See `NewRequest::priority_key`.
+    pub(crate) priority_key: i64,
 }
 
 #[derive(Debug)]

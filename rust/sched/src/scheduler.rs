@@ -29,6 +29,9 @@ pub struct NewRequest {
     /// Longest cached prefix the request may reuse (e.g. the first position whose logprob it
     /// asks for); `None` = no limit beyond leaving the last token to compute.
     pub max_prefix_len: Option<usize>,
+    /// Offered before every request with a larger key, whatever the policy says (priority
+    /// scheduling: the engine maps priorities to keys); equal keys keep the policy's order.
+    pub priority_key: i64,
 }
 
 /// What the engine reports at each step.
@@ -231,7 +234,8 @@ impl<N: Copy + Eq + Debug> Scheduler<N> {
     }
 
     fn push(&mut self, request: NewRequest, is_front: bool) -> Result<(), SchedError> {
-        let NewRequest { rid, tokens, max_new_tokens, namespace, arrival_s, max_prefix_len } = request;
+        let NewRequest { rid, tokens, max_new_tokens, namespace, arrival_s, max_prefix_len, priority_key } =
+            request;
         if self.contains(rid) {
             return Err(SchedError::DuplicateRequest(rid));
         }
@@ -263,6 +267,7 @@ impl<N: Copy + Eq + Debug> Scheduler<N> {
             cached: None,
             trie_node,
             num_computed: None,
+            priority_key,
         });
         debug_assert_eq!(inserted, key);
         Ok(())

@@ -3,7 +3,7 @@
 mod common;
 
 use common::*;
-use sglr_sched::{Policy, SchedConfig, StarvationGuard, StopReason};
+use sglr_sched::{NewRequest, Policy, SchedConfig, StarvationGuard, StopReason};
 
 fn with_policy(policy: Policy) -> SchedConfig {
     SchedConfig { policy, in_batch_share_min_len: None, ..config() }
@@ -230,4 +230,20 @@ fn starving_followers_still_wait_one_step_for_their_leaders_prefix() {
     let decision = select(&mut sched, &mut index, step(1000));
     assert_eq!(decision.admissions.len(), 2);
     assert!(decision.admissions.iter().all(|a| a.prefix_len == 40 && a.is_urgent));
+}
+
+#[test]
+fn priority_keys_order_levels_and_keep_the_policy_within_a_level() {
+    let mut index = FakeIndex::default();
+    index.cache(&[1, 2, 3, 4, 5, 6, 7, 8], 100);
+    let mut sched = scheduler(with_policy(Policy::Lpm));
+    let with_key = |rid, tokens: &[u32], key| NewRequest { priority_key: key, ..request(rid, tokens, 1) };
+    sched.add(with_key(10, &[50, 51, 52, 53], -1)).unwrap();
+    sched.add(with_key(11, &[1, 2, 3, 60, 61], 0)).unwrap();
+    sched.add(with_key(12, &[1, 2, 3, 4, 5, 6, 70], 0)).unwrap();
+    sched.add(with_key(13, &[1, 2, 3, 80, 81], -1)).unwrap();
+    // A requeued request leads its own level only.
+    sched.requeue(with_key(14, &[90, 91], 0)).unwrap();
+    let decision = select(&mut sched, &mut index, step(1000));
+    assert_eq!(rids(&decision), vec![13, 10, 14, 12, 11]);
 }

@@ -99,6 +99,7 @@ fn longest_wait(stream: &Stream, bound: Bound) -> (u64, usize) {
                 namespace: None,
                 arrival_s: 0.0,
                 max_prefix_len: None,
+                priority_key: 0,
             })
             .unwrap();
         arrival_step.insert(next_rid, 0);
@@ -125,6 +126,7 @@ fn longest_wait(stream: &Stream, bound: Bound) -> (u64, usize) {
                     namespace: None,
                     arrival_s: step as f64 * STEP_S,
                     max_prefix_len: None,
+                    priority_key: 0,
                 })
                 .unwrap();
             arrival_step.insert(rid, step as u64);

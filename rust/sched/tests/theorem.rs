@@ -85,6 +85,7 @@ fn computed_tokens(requests: &[Vec<TokenId>], policy: Policy) -> usize {
                 namespace: None,
                 arrival_s: 0.0,
                 max_prefix_len: None,
+                priority_key: 0,
             })
             .unwrap();
     }

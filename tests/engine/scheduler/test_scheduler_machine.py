@@ -1,5 +1,5 @@
 """The scheduler's owners under random request lifecycles, with no model: the real loop's step
-(prefill queue, running set, retraction, endings, results) over a small KV pool, a stand-in
+(prefill queue, running set, retraction and priority preemption, endings, results) over a small KV pool, a stand-in
 executor sampling random tokens. After every operation every owner's invariants hold
 (`SchedulerLoop.check_invariants`), and every request ends exactly once."""
 
@@ -67,7 +67,8 @@ def _loop() -> SchedulerLoop:
         vocab_size=8,
         loras=None,  # serves no LoRA adapters
     )
-    config = EngineConfig(debug_invariants=True)
+    # Priority scheduling on: random priorities also retract running requests (preemption).
+    config = EngineConfig(debug_invariants=True, enable_priority_scheduling=True)
     return SchedulerLoop(config, runner, tokenizer=None, max_running_requests=4, chunked_prefill_size=12)
 
 
@@ -85,14 +86,21 @@ class SchedulerMachine(RuleBasedStateMachine):
         # Up to more than the pool holds with the prompt: such a request ends aborted, also
         # when its prompt was admitted in chunks.
         max_new_tokens=st.integers(0, 60),
+        priority=st.sampled_from([0, 0, 5, 50]),  # 50 preempts 0 and 5 (threshold 10)
     )
-    def submit(self, prompt: list[int], max_new_tokens: int) -> None:
+    def submit(self, prompt: list[int], max_new_tokens: int, priority: int) -> None:
         uid = self.num_submitted
         self.num_submitted += 1
         params = SamplingParams(max_new_tokens=max_new_tokens)
         spec = SequenceSpec(rid=f"r{uid}", text=None, input_ids=tuple(prompt), params=params)
         request = TokenizedRequest(
-            uid, spec, np.array(prompt, dtype=np.int32), max_new_tokens, frozenset({_STOP_TOKEN}), float(uid)
+            uid,
+            spec,
+            np.array(prompt, dtype=np.int32),
+            max_new_tokens,
+            frozenset({_STOP_TOKEN}),
+            float(uid),
+            priority=priority,
         )
         self.loop.submit(request, _Sink(self.ended))
         self.loop._drain_inbox(block=False)

@@ -45,3 +45,18 @@ def test_outputs_pickle_as_their_list() -> None:
     as_message = pickle.dumps(messages.Outputs(outputs), protocol=pickle.HIGHEST_PROTOCOL)
     as_tuple = pickle.dumps(("outputs", outputs), protocol=pickle.HIGHEST_PROTOCOL)
     assert len(as_message) <= len(as_tuple) + 64  # the class's name, not a dict of fields
+
+
+def test_a_request_keeps_its_priority_across_the_process_boundary() -> None:
+    import numpy as np
+
+    from sglr.engine.io import SequenceSpec
+    from sglr.engine.request import TokenizedRequest
+    from sglr.sampling_params import SamplingParams
+
+    spec = SequenceSpec("r1", None, (1, 2), SamplingParams(max_new_tokens=2), priority=7)
+    request = TokenizedRequest(3, spec, np.array([1, 2], dtype=np.int32), 2, frozenset(), 0.5, priority=7)
+    sent = _round_trip(messages.AddRequest(request))
+    assert isinstance(sent, messages.AddRequest)
+    assert sent.request.priority == 7 and sent.request.spec.priority == 7
+    assert sent.request.prompt_ids.tolist() == [1, 2]

@@ -2,7 +2,8 @@
 
 `finish` ends a request whose `finish_reason` is set: its KV hold is released (kept in the
 prefix cache unless it was aborted), it leaves the running set and the table, the counters are
-updated and the result is published. `abort` ends a request early with a typed error;
+updated and the result is published (a request of an open session pins its KV there:
+`session_pins.py`). `abort` ends a request early with a typed error;
 `fail_all` ends everything when the loop stops; `refuse` answers a request that never reached
 the table (still in the inbox when the loop stopped).
 """
@@ -16,6 +17,7 @@ from sglr.engine.postprocess import OutputProcessor
 from sglr.engine.request import Phase, Req
 from sglr.engine.scheduler.prefill import PrefillQueue
 from sglr.engine.scheduler.running import RunningSet
+from sglr.engine.scheduler.session_pins import SessionPins
 from sglr.engine.scheduler.table import RequestTable
 from sglr.engine.stats import EngineStats
 from sglr.errors import EngineClosedError, InvalidRequestError, SglrError
@@ -39,13 +41,15 @@ class RequestEndings:
         self._running = running
         self._out = out
         self._stats = stats
+        self.sessions = SessionPins(pool)
 
     def finish(self, req: Req) -> None:
         """Ends `req` (its `finish_reason` is set): release KV, count, publish."""
         assert req.finish_reason is not None
-        self._pool.release(
-            req.kv, req.computed_keys(), req.cache_namespace, keep=not req.finish_reason.is_abort
-        )
+        keys, keep = req.computed_keys(), not req.finish_reason.is_abort
+        self._pool.release(req.kv, keys, req.cache_namespace, keep=keep)
+        if keep and req.session_id is not None:
+            self.sessions.on_finished(req.session_id, keys, req.cache_namespace)
         self._running.discard(req)
         self._table.to_finished(req)
         self._prefill.on_request_end(req)

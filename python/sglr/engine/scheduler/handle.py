@@ -53,6 +53,14 @@ class SchedulerHandle(ABC):
         """Unloads adapter `lora_id` (True), or marks it to unload when its requests end (False)."""
 
     @abstractmethod
+    def open_session(self, session_id: str) -> Future[None]:
+        """Starts keeping the KV of session `session_id`'s requests (`scheduler/session_pins.py`)."""
+
+    @abstractmethod
+    def close_session(self, session_id: str) -> Future[bool]:
+        """Stops keeping it; False when the session was not open."""
+
+    @abstractmethod
     def get_stats(self) -> dict[str, Any]:
         """The engine's counters, KV usage and queue lengths."""
 

@@ -4,8 +4,8 @@ Each step reads as schedule -> run -> process outputs, twice: an extend pass (ad
 prompt chunks from the prefill queue, jump-forward runs from the running set), then a decode
 pass for everything else that is running (retracting the newest requests when KV runs short).
 New requests, aborts and calls arrive through the inbox (`messages.py`) between steps. Callers
-talk to it only through the `SchedulerHandle` methods; a worker process also reads `stats`,
-`has_work` and uses `call`.
+talk to it only through the `SchedulerHandle` methods (those answered between steps in
+`loop_calls.py`); a worker process also reads `stats`, `has_work` and uses `call`.
 
 Who owns what (each alone changes its collection): the request table (`table.py`), the prefill
 queue (`prefill.py`), the running set (`running.py`), the KV pool (`engine/kv/`), the runner's
@@ -31,7 +31,7 @@ from sglr.engine.output import OutputSink
 from sglr.engine.postprocess import OutputProcessor
 from sglr.engine.request import Phase, Req, TokenizedRequest
 from sglr.engine.scheduler.endings import RequestEndings
-from sglr.engine.scheduler.handle import SchedulerHandle
+from sglr.engine.scheduler.loop_calls import LoopCalls
 from sglr.engine.scheduler.lora_lifecycle import LoraLifecycle
 from sglr.engine.scheduler.messages import (
     AbortRequest,
@@ -57,7 +57,7 @@ logger = logging.getLogger("sglr.engine")
 _IDLE_WAIT_S = 0.002
 
 
-class SchedulerLoop(SchedulerHandle):
+class SchedulerLoop(LoopCalls):
     def __init__(
         self,
         config: EngineConfig,
@@ -142,15 +142,6 @@ class SchedulerLoop(SchedulerHandle):
     def abort(self, rid: str) -> None:
         self._inbox.put(AbortRequest(rid))
 
-    def flush_cache(self) -> Future[bool]:
-        return self.call(self._flush_cache)
-
-    def load_lora(self, lora_id: int, name: str, path: str) -> Future[None]:
-        return self.call(lambda: self._loras.load(lora_id, name, path))
-
-    def unload_lora(self, lora_id: int) -> Future[bool]:
-        return self.call(lambda: self._loras.unload(lora_id))
-
     def call(self, fn: Callable[[], Any]) -> Future[Any]:
         """Runs `fn` on the loop thread between steps; its result or error in the future."""
         future: Future[Any] = Future()
@@ -177,6 +168,8 @@ class SchedulerLoop(SchedulerHandle):
             num_running_requests=self.num_running,
             num_waiting_requests=self.num_waiting,
             constraint_cache_hits=self._constraints.num_cache_hits,
+            num_open_sessions=len(self._endings.sessions),
+            num_locked_kv_slots=self._pool.index.protected_size(),  # at rest: the sessions' pins
         )
         return stats
 
@@ -266,13 +259,6 @@ class SchedulerLoop(SchedulerHandle):
         else:
             self._prefill.add(req)
 
-    def _flush_cache(self) -> bool:
-        """Drops the whole prefix cache; refused (False) while requests are in flight."""
-        if self._table:
-            return False
-        self._pool.reset()
-        return True
-
     def _step_isolated(self) -> None:
         """One step; an unexpected error fails the requests in flight, not the engine."""
         started = time.monotonic()
@@ -346,5 +332,6 @@ class SchedulerLoop(SchedulerHandle):
         self._table.check_invariants()
         self._running.check_invariants()
         self._loras.check_invariants()
+        self._endings.sessions.check_invariants()
         if self._speculator is not None:
             self._speculator.check_invariants({req.uid for req in self._running})

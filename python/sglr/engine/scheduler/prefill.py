@@ -5,7 +5,8 @@ cached prefix first by default), budgets each pass's prefill against free + evic
 chunks long prompts and locks the admitted prefixes in the tree (GIL released). It never frees
 memory: the KV pool takes over each lock, gives the request a row and reserves the slots the
 pass computes, evicting what the decision needs. This class alone adds to, takes from and
-reorders the queue.
+reorders the queue. With priority scheduling the Rust scheduler offers higher priorities first
+(`engine/priority.py` maps them to its keys), the policy's order standing within a priority.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from sglr.engine.prompt_logprobs import logprob_start, prefix_limit
 from sglr.engine.request import Req
 from sglr.engine.scheduler.extend import ExtendItem, ExtendKind, start_extend
 from sglr.engine.scheduler.lora_admission import LoraAdmission
+from sglr.engine.scheduler.preemption import BLOCKED_STOPS, Preemptible, pick_victim
 from sglr.engine.scheduler.table import RequestTable
 from sglr.engine.stats import EngineStats
 
@@ -49,6 +51,7 @@ class PrefillQueue:
         self._table = table
         self._stats = stats
         self._loras = LoraAdmission(config.max_loras_per_batch)
+        self.priorities = config.priority_policy
         self.last_stop_reason = ""  # why the last selection stopped admitting ("memory", ...)
 
     def __len__(self) -> int:
@@ -69,6 +72,7 @@ class PrefillQueue:
             req.cache_namespace,
             arrival_time=req.arrival_time,
             max_prefix_len=prefix_limit(req),
+            priority_key=self.priorities.queue_key(req.priority),
         )
 
     def requeue(self, req: Req) -> None:
@@ -81,6 +85,7 @@ class PrefillQueue:
             req.cache_namespace,
             arrival_time=req.arrival_time,
             max_prefix_len=prefix_limit(req),
+            priority_key=self.priorities.queue_key(req.priority),
         )
 
     def remove(self, uid: int) -> None:
@@ -102,8 +107,9 @@ class PrefillQueue:
 
     # ----- admission -----
 
-    def next_extend(self, running: Collection[Req]) -> list[ExtendItem]:
-        """This pass's admissions: new requests and prompt chunks, their slots reserved."""
+    def next_extend(self, running: Preemptible) -> list[ExtendItem]:
+        """This pass's admissions: new requests and prompt chunks, their slots reserved. With
+        priority scheduling, a waiting request left out may retract a running one (`preemption.py`)."""
         running_left = np.array([req.tokens_left for req in running], dtype=np.int32)
         decision = self._scheduler.select(self._pool.tree, self._pool.num_free_slots, running_left)
         self.last_stop_reason = decision.stop_reason
@@ -120,6 +126,11 @@ class PrefillQueue:
             items.append(
                 start_extend(self._pool, req, _kind(req, admission.is_prompt_done), logprob_start(req))
             )
+        if self.priorities.enabled and decision.stop_reason in BLOCKED_STOPS:
+            waiting = [req for req in self._table.waiting() if not self.is_held(req)]
+            victim = pick_victim(self.priorities, waiting, running)
+            if victim is not None:
+                running.preempt(victim)
         return items
 
     def _take(self, req: Req, prefix_slots: object, node: int | None) -> bool:

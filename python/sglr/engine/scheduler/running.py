@@ -79,13 +79,21 @@ class RunningSet:
             return reqs, True
         return self.reserve_decode(reqs), False
 
-    def _retract(self, victim: Req) -> None:
+    def preempt(self, victim: Req) -> None:
+        """Retracts a decoding request for a waiting one of higher priority (`preemption.py`)."""
+        assert victim.uid in self._reqs, f"request {victim.rid} is not decoding"
+        self._stats.num_preemptions += 1
+        # Not a sign that decode ran short of memory: the admission estimate stays.
+        self._retract(victim, lowers_estimate=False)
+
+    def _retract(self, victim: Req, lowers_estimate: bool = True) -> None:
         self._pool.release(victim.kv, victim.computed_keys(), victim.cache_namespace, keep=True)
         del self._reqs[victim.uid]
         victim.num_retractions += 1
         self._stats.num_retractions += 1
         self._prefill.requeue(victim)
-        self._prefill.on_retract(self._reqs.values())
+        if lowers_estimate:
+            self._prefill.on_retract(self._reqs.values())
 
     def check_invariants(self) -> None:
         """Exactly the table's decoding requests are here, each with a token left to run."""

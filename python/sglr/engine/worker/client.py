@@ -137,6 +137,12 @@ class WorkerScheduler(SchedulerHandle):
     def unload_lora(self, lora_id: int) -> Future[bool]:
         return self._ask(lambda token: messages.UnloadLora(token, lora_id))
 
+    def open_session(self, session_id: str) -> Future[None]:
+        return self._ask(lambda token: messages.OpenSession(token, session_id))
+
+    def close_session(self, session_id: str) -> Future[bool]:
+        return self._ask(lambda token: messages.CloseSession(token, session_id))
+
     def get_stats(self) -> dict[str, Any]:
         return self._ask(messages.GetStats).result(timeout=_REPLY_TIMEOUT_S)
 

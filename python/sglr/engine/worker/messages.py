@@ -2,7 +2,8 @@
 
 Front -> rank 0 (the commands socket), read in one place, `process._handle_command`:
 `AddRequest`, `AbortRequest`, the queries `FlushCache`, `GetStats`, `LoadLora`, `UnloadLora`,
-`CheckInvariants` (each with a `token` its `Reply` names) and `StopWorkers`.
+`OpenSession`, `CloseSession`, `CheckInvariants` (each with a `token` its `Reply` names) and
+`StopWorkers`.
 
 Rank 0 -> front (the outputs socket), read in one place, `WorkerScheduler._handle`: `Ready`
 (its runner's attributes), `Failed` (why it could not start or serve), `Outputs` (one step's
@@ -71,6 +72,16 @@ class UnloadLora(Query):
 
 
 @dataclass(frozen=True, slots=True)
+class OpenSession(Query):
+    session_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class CloseSession(Query):
+    session_id: str
+
+
+@dataclass(frozen=True, slots=True)
 class CheckInvariants(Query):
     pass
 
@@ -81,7 +92,16 @@ class StopWorkers(_Message):
 
 
 Command = (
-    AddRequest | AbortRequest | FlushCache | GetStats | LoadLora | UnloadLora | CheckInvariants | StopWorkers
+    AddRequest
+    | AbortRequest
+    | FlushCache
+    | GetStats
+    | LoadLora
+    | UnloadLora
+    | OpenSession
+    | CloseSession
+    | CheckInvariants
+    | StopWorkers
 )
 
 

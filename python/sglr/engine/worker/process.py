@@ -170,6 +170,10 @@ def _handle_command(
             loop.load_lora(lora_id, name, path).add_done_callback(reply_to(token))
         case messages.UnloadLora(token, lora_id):
             loop.unload_lora(lora_id).add_done_callback(reply_to(token))
+        case messages.OpenSession(token, session_id):
+            loop.open_session(session_id).add_done_callback(reply_to(token))
+        case messages.CloseSession(token, session_id):
+            loop.close_session(session_id).add_done_callback(reply_to(token))
         case messages.GetStats(token):
             loop.call(loop.get_stats).add_done_callback(reply_to(token))
         case messages.CheckInvariants(token):

@@ -155,6 +155,8 @@ class OpenAI(BaseBackend):
             extra["min_tokens"] = params.min_new_tokens
         if params.lora_path is not None:  # SGLang's extension; sglr-server takes it too
             extra["lora_path"] = params.lora_path
+        if params.priority is not None:  # likewise
+            extra["priority"] = params.priority
         if extra and self.extensions:
             out["extra_body"] = extra
         elif extra:

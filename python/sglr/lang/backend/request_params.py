@@ -50,9 +50,10 @@ def native_logprob_fields(params: GenParams) -> dict[str, Any]:
 
 
 def native_request_fields(params: GenParams) -> dict[str, Any]:
-    """The request-level keys of a native request beside `sampling_params`: the logprob ones and
-    `lora_path` (only those that are set)."""
-    return {**native_logprob_fields(params), **adapter_fields(params.lora_path)}
+    """The request-level keys of a native request beside `sampling_params`: the logprob ones,
+    `lora_path` and `priority` (only those that are set)."""
+    priority = {} if params.priority is None else {"priority": params.priority}
+    return {**native_logprob_fields(params), **adapter_fields(params.lora_path), **priority}
 
 
 def run_adapter(s: Any) -> str | None:

@@ -6,8 +6,10 @@ prompt), `rid`, `stream`, `return_logprob`, `logprob_start_len`, `top_logprobs_n
 or a list, as data URLs or base64; paths and URLs with `--allow-image-urls`), `video_data`
 (per prompt a list of videos, each a list of frames or an encoded video file), `lora_path` (the
 LoRA adapter by name, or one name per prompt with null for the base model; an adapter that is
-not loaded is a 400 naming it). Response: `{"text", "output_ids", "meta_info"}`, a list of them for
-a batch or `n > 1`. Streams are SSE: by default every event holds the cumulative response so far
+not loaded is a 400 naming it), `priority` (with `--enable-priority-scheduling`) and
+`session_params` (a request of a session opened with `/open_session`), both in
+docs/scheduling.md. Response: `{"text", "output_ids", "meta_info"}`, a list of them for a batch
+or `n > 1`. Streams are SSE: by default every event holds the cumulative response so far
 (SGLang's default, which its `RuntimeEndpoint` relies on); with
 `--incremental-streaming-output`, only what is new. Batch events carry `index`. The stream ends
 with `data: [DONE]`.
@@ -29,11 +31,12 @@ from sglr.server.state import ServerState
 
 _FIELDS = frozenset({
     "text", "input_ids", "sampling_params", "rid", "stream", "return_logprob", "logprob_start_len",
-    "top_logprobs_num", "return_text_in_logprobs", "image_data", "video_data", "lora_path",
+    "top_logprobs_num", "return_text_in_logprobs", "image_data", "video_data", "lora_path", "priority",
+    "session_params",
 })  # fmt: skip
-# SGLang fields without an effect here (routing, logging and priority hints): accepted, ignored.
+# SGLang fields without an effect here (routing and logging hints): accepted, ignored.
 _IGNORED = frozenset({
-    "log_metrics", "priority", "modalities", "custom_labels", "extra_key", "cache_salt", "routing_key",
+    "log_metrics", "modalities", "custom_labels", "extra_key", "cache_salt", "routing_key",
     "no_logs", "background", "conversation_id", "data_parallel_rank", "routed_dp_rank",
     "bootstrap_host", "bootstrap_port", "bootstrap_room", "bootstrap_pair_key",
 })  # fmt: skip
@@ -42,7 +45,6 @@ _UNSUPPORTED = {
     "audio_data": "this server serves text-only models",
     "input_embeds": "send text or input_ids",
     "lora_id": "adapter ids are the server's own; name the adapter with lora_path",
-    "session_params": "sessions are not supported",
     "custom_logit_processor": "custom logit processors are not supported",
     "return_hidden_states": "hidden states are not returned",
     "return_entropy": "entropy is not returned",
@@ -80,6 +82,8 @@ def parse_generate_request(
         "image_data": body.get("image_data"),
         "video_data": body.get("video_data"),
         "lora_path": body.get("lora_path"),
+        "priority": body.get("priority"),
+        "session_params": body.get("session_params"),
     }
     return kwargs, bool(get_bool(body, "stream", False))
 

@@ -125,6 +125,7 @@ class ChatRequest(OpenAIRequest):
             if self.images
             else None,
             "lora_path": self.lora_path,
+            "priority": self.priority,
         }
 
     def header(self, kind: str) -> dict[str, Any]:

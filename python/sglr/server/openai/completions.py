@@ -84,6 +84,7 @@ class _CompletionRequest(OpenAIRequest):
             "logprob_start_len": 0 if self.echo and want_logprobs else -1,
             "return_text_in_logprobs": True,
             "lora_path": self.lora_path,
+            "priority": self.priority,
         }
 
     def echo_text(self, state: ServerState, prompt: int) -> str:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sglr.http.errors import ApiError
-from sglr.http.request import check_known_fields, get_bool, get_dict, get_str, require_null
+from sglr.http.request import check_known_fields, get_bool, get_dict, get_int, get_str, require_null
 from sglr.server.generation_response import DeltaRenderer
 from sglr.server.openai.models import resolve_model
 from sglr.server.openai.sampling import sampling_params
@@ -171,6 +171,7 @@ class OpenAIRequest:
         for name, reason in unsupported.items():
             require_null(body, name, reason)
         self.model, self.lora_path, self.lora_field = _model_and_adapter(state, body)
+        self.priority = get_int(body, "priority", None)  # SGLang's extension (docs/scheduling.md)
 
     def _read_sampling(
         self, body: dict[str, Any], max_tokens: int | None, max_tokens_field: str, prompt_field: str

@@ -152,6 +152,7 @@ pub fn request(rid: ReqId, tokens: &[TokenId], max_new_tokens: usize) -> NewRequ
         namespace: None,
         arrival_s: 0.0,
         max_prefix_len: None,
+        priority_key: 0,
     }
 }
 
