@@ -85,16 +85,27 @@ fn check(tag: &StructuralTag) -> Result<Vec<usize>, GrammarError> {
     if tag.structures.is_empty() {
         return refuse("structures".into(), "at least one structure is required".into());
     }
+    if let Some(index) = tag.triggers.iter().position(String::is_empty) {
+        return refuse(format!("triggers[{index}]"), "a trigger must not be empty".into());
+    }
     for (index, trigger) in tag.triggers.iter().enumerate() {
-        if trigger.is_empty() {
-            return refuse(format!("triggers[{index}]"), "a trigger must not be empty".into());
-        }
         if let Some(other) =
             tag.triggers.iter().enumerate().find(|&(o, t)| o != index && t.starts_with(trigger.as_str()))
         {
             return refuse(
                 format!("triggers[{index}]"),
                 format!("trigger {trigger:?} is a prefix of trigger {:?} (triggers[{}])", other.1, other.0),
+            );
+        }
+        // A trigger inside another, ending before its end, completes first: the other could
+        // never open a segment (and its free-text lexeme would match nothing).
+        let before_end = &trigger[..trigger.len() - trigger.chars().next_back().map_or(0, char::len_utf8)];
+        if let Some((other, inner)) =
+            tag.triggers.iter().enumerate().find(|&(o, t)| o != index && before_end.contains(t.as_str()))
+        {
+            return refuse(
+                format!("triggers[{index}]"),
+                format!("trigger {trigger:?} holds trigger {inner:?} (triggers[{other}]) before its end"),
             );
         }
         if !tag.structures.iter().any(|s| s.begin.starts_with(trigger.as_str())) {

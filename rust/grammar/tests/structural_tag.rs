@@ -104,6 +104,10 @@ fn malformed_tags_name_the_field() {
     let mut nested_triggers = functions();
     nested_triggers.triggers.push("<function=get".into());
     assert_eq!(field_of(&nested_triggers), "triggers[0]");
+    // "x" completes inside "<x>" first: "<x>" could never open a segment.
+    let inner = tag(vec![structure("<x>a", "{}", ""), structure("xb", "{}", "")], &["<x>", "x"]);
+    assert_eq!(field_of(&inner), "triggers[0]");
+    assert_eq!(field_of(&tag(vec![structure("ab", "{}", "")], &["ab", ""])), "triggers[1]");
     let mut bad_schema = functions();
     bad_schema.structures[1].schema = r#"{"type": "object", "properties": "#.into();
     assert_eq!(field_of(&bad_schema), "structures[1].schema");
