@@ -12,6 +12,7 @@ server's context is short (`FUZZ_CONTEXT_LEN`).
 from __future__ import annotations
 
 import copy
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -176,6 +177,31 @@ BAD_EBNF = st.sampled_from(
         "root ::= [^\\x00-\\U0010FFFF]",
     ]
 )
+_TAG = {"structures": [{"begin": "<a>", "schema": {"type": "integer"}, "end": "</a>"}], "triggers": ["<a"]}
+GOOD_TAGS = st.sampled_from(
+    [
+        _TAG,
+        {**_TAG, "type": "structural_tag"},
+        {
+            "structures": [{"begin": "[x]", "schema": {"type": "string", "maxLength": 2}, "end": ""}],
+            "triggers": ["["],
+        },
+    ]
+)
+# Objects, so that OpenAI's `response_format` can carry them too (with its `type`).
+BAD_TAGS = st.sampled_from(
+    [
+        {**_TAG, "triggers": ["<a", "<b"]},
+        {**_TAG, "triggers": []},
+        {**_TAG, "triggers": ["<", "<a"]},
+        {"structures": [{"begin": "<a>", "end": ""}], "triggers": ["<"]},
+        {"structures": [], "triggers": []},
+        {"structures": 5, "triggers": []},
+        {"format": {"type": "any_text"}},
+        {**_TAG, "extra": 1},
+        {**_TAG, "structures": [{"begin": "<a>", "schema": {"type": "nope"}, "end": ""}]},
+    ]
+)
 # Any top_k from 1 up is valid (past the vocabulary: no cut).
 BAD_TOP_K = st.sampled_from([0, -2, 0.5, Raw("1e400"), Raw("-" + "9" * 400)]) | wrong_types("int", "null")
 STOPS = NONEMPTY_TEXT | st.lists(NONEMPTY_TEXT, min_size=1, max_size=3)
@@ -230,6 +256,12 @@ def _native_sampling() -> tuple[Field, ...]:
         Field(sp("ebnf"), GOOD_EBNF, BAD_EBNF | st.just(5), group="grammar"),
         Field(
             sp("reasoning_close_tag"), st.sampled_from(["</think>", "x"]), st.sampled_from(["", "x" * 65, 5])
+        ),
+        Field(
+            sp("structural_tag"),
+            GOOD_TAGS.map(json.dumps),
+            BAD_TAGS.map(json.dumps) | st.sampled_from(["{not json", "[1]", 5]),
+            group="grammar",
         ),
         Field(
             sp("logit_bias"),

@@ -14,11 +14,13 @@ from fuzz_fields import (
     BAD_SCHEMAS,
     BAD_STOP_IDS,
     BAD_STOPS,
+    BAD_TAGS,
     BAD_TOP_K,
     EMPTY_VALUES,
     GOOD_EBNF,
     GOOD_REGEXES,
     GOOD_SCHEMAS,
+    GOOD_TAGS,
     NON_EMPTY_VALUES,
     NONEMPTY_TEXT,
     STOP_IDS,
@@ -41,18 +43,29 @@ def _response_formats() -> Field:
     def schema_format(schema: object) -> dict:
         return {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}}
 
-    valid = st.sampled_from([{"type": "text"}, {"type": "json_object"}]) | GOOD_SCHEMAS.map(schema_format)
-    invalid = st.sampled_from(
-        [
-            {"type": "xml"},
-            5,
-            {"type": "json_schema"},
-            {"type": "json_schema", "json_schema": 5},
-            {"type": "json_schema", "json_schema": {"schema": 5}},
-            {"type": None},
-            {},
-        ]
-    ) | BAD_SCHEMAS.map(schema_format)
+    def tag_format(tag: dict) -> dict:
+        return {**tag, "type": "structural_tag"}
+
+    valid = (
+        st.sampled_from([{"type": "text"}, {"type": "json_object"}])
+        | GOOD_SCHEMAS.map(schema_format)
+        | GOOD_TAGS.map(tag_format)
+    )
+    invalid = (
+        st.sampled_from(
+            [
+                {"type": "xml"},
+                5,
+                {"type": "json_schema"},
+                {"type": "json_schema", "json_schema": 5},
+                {"type": "json_schema", "json_schema": {"schema": 5}},
+                {"type": None},
+                {},
+            ]
+        )
+        | BAD_SCHEMAS.map(schema_format)
+        | BAD_TAGS.map(tag_format)
+    )
     return Field("response_format", valid, invalid, group="grammar")
 
 

@@ -337,6 +337,18 @@ class GrammarConstraint:
     ) -> GrammarConstraint:
         """`additional_properties` and `implied_types` as in `JsonSchemaConfig`: False / True
         read schemas as generation wants, True / False as the JSON Schema specification does."""
+    @staticmethod
+    def from_structural_tag(
+        structures: list[tuple[str, str, str]],
+        triggers: list[str],
+        vocabulary: Vocabulary,
+        *,
+        whitespace_pattern: str | None = None,
+        additional_properties: bool = False,
+        implied_types: bool = True,
+    ) -> GrammarConstraint:
+        """Free text in which each trigger opens a `(begin, schema JSON text, end)` segment;
+        a malformed tag raises `InvalidStructuralTagError` naming its `field`."""
     def start(self) -> GrammarState: ...
     @property
     def vocab_size(self) -> int: ...

@@ -295,6 +295,15 @@ class GrammarSyntaxError(ConstraintError, ValueError):
         self.column = column
 
 
+class InvalidStructuralTagError(ConstraintError, ValueError):
+    """A structural tag that is malformed (a missing begin, a trigger no begin starts with, a
+    schema that does not compile, ...); `field` names the part (`structures[0].begin`)."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
 class VocabularyError(ConstraintError, ValueError):
     """A malformed token table, or FSMs over different vocabularies mixed in one batch."""
 

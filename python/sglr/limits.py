@@ -64,7 +64,7 @@ TABLE = (
     Limit("max_stop_strings", MAX_STOP_STRINGS, None, "`stop` strings, and `stop_regex` patterns"),
     Limit("max_stop_string_chars", MAX_STOP_STRING_CHARS, None, "characters of one stop string (each new token is checked against every one)"),
     Limit("max_stop_regex_bytes", MAX_STOP_REGEX_BYTES, None, "bytes of one `stop_regex` pattern"),
-    Limit("max_ebnf_bytes", MAX_EBNF_BYTES, None, "bytes of an `ebnf` grammar"),
+    Limit("max_ebnf_bytes", MAX_EBNF_BYTES, None, "bytes of an `ebnf` grammar or a `structural_tag`"),
     Limit("max_logit_bias_entries", MAX_LOGIT_BIAS_ENTRIES, None, "`logit_bias` entries (applied at every step)"),
     Limit("max_sessions", MAX_SESSIONS, None, "sessions open at once (`/open_session`)"),
     Limit("max_session_requests", MAX_SESSION_REQUESTS, None, "requests one session remembers (each may be continued)"),

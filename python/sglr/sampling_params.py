@@ -15,7 +15,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from sglr.errors import InvalidRequestError, InvalidSamplingParamsError, SamplingLimitError
+from sglr.errors import (
+    InvalidRequestError,
+    InvalidSamplingParamsError,
+    InvalidStructuralTagError,
+    SamplingLimitError,
+)
 
 # Compiling a grammar is linear in its text (and the parser is bounded); each new token is
 # checked against every stop string and regex, and the logit bias is applied at every step.
@@ -26,6 +31,7 @@ from sglr.limits import (
     MAX_STOP_STRING_CHARS,
     MAX_STOP_STRINGS,
 )
+from sglr.structural_tag import parse_structural_tag
 
 TOP_K_ALL = 1 << 30
 # Below this, a temperature means greedy decoding (as in SGLang and vLLM).
@@ -67,6 +73,9 @@ class SamplingParams:
     # sets both from `--reasoning-parser`).
     reasoning_open_tag: str | None = None
     reasoning_close_tag: str | None = None
+    # A structural tag (JSON text, `sglr.structural_tag`): free text whose triggers open
+    # segments of schema-constrained JSON.
+    structural_tag: str | None = None
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__  # frozen: normalise in place before validating
@@ -87,6 +96,8 @@ class SamplingParams:
             set_(self, "regex", None)
         if self.ebnf == "":
             set_(self, "ebnf", None)
+        if self.structural_tag == "":
+            set_(self, "structural_tag", None)
         if isinstance(self.temperature, (int, float)) and 0 <= self.temperature < GREEDY_TEMPERATURE:
             set_(self, "temperature", 1.0)
             set_(self, "top_k", 1)
@@ -102,7 +113,7 @@ class SamplingParams:
 
     @property
     def has_constraint(self) -> bool:
-        return self.json_schema is not None or self.regex is not None or self.ebnf is not None
+        return any(c is not None for c in (self.json_schema, self.regex, self.ebnf, self.structural_tag))
 
     def _validate(self) -> None:
         def fail(message: str, name: str) -> None:
@@ -195,7 +206,20 @@ class SamplingParams:
                 json.loads(self.json_schema)
             except ValueError as exc:
                 fail(f"json_schema is not valid JSON: {exc}", "json_schema")
-        if sum(c is not None for c in (self.json_schema, self.regex, self.ebnf)) > 1:
+        if self.structural_tag is not None:
+            if len(self.structural_tag.encode()) > MAX_EBNF_BYTES:
+                over(
+                    f"structural_tag is over the {MAX_EBNF_BYTES}-byte limit",
+                    "structural_tag",
+                    "max_ebnf_bytes",
+                )
+            try:
+                parse_structural_tag(self.structural_tag)
+            except InvalidStructuralTagError as exc:
+                where = f"structural_tag.{exc.field}" if exc.field else "structural_tag"
+                fail(f"invalid structural_tag: {exc}", where)
+        grammars = (self.json_schema, self.regex, self.ebnf, self.structural_tag)
+        if sum(c is not None for c in grammars) > 1:
             fail("Only one of json_schema, regex, ebnf, or structural_tag can be set.", "regex")
         for name in ("reasoning_open_tag", "reasoning_close_tag"):
             tag = getattr(self, name)
@@ -253,7 +277,7 @@ def _field_names(cls: type) -> frozenset[str]:
     return frozenset(f.name for f in dataclasses.fields(cls))
 
 
-_NULLABLE = {"max_new_tokens", "json_schema", "regex", "ebnf", "logit_bias", "seed"}
+_NULLABLE = {"max_new_tokens", "json_schema", "regex", "ebnf", "structural_tag", "logit_bias", "seed"}
 _FLOATS = {"temperature", "top_p", "min_p", "frequency_penalty", "presence_penalty", "repetition_penalty"}
 _INTS = {"max_new_tokens", "min_new_tokens", "top_k", "n", "seed"}
 _BOOLS = {"ignore_eos", "skip_special_tokens", "spaces_between_special_tokens", "no_stop_trim"}
@@ -293,7 +317,14 @@ def _coerce(name: str, value: Any) -> Any:
         if isinstance(value, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in value):
             return value
         raise wrong("a list of integers")
-    if name in ("json_schema", "regex", "ebnf", "reasoning_open_tag", "reasoning_close_tag"):
+    if name in (
+        "json_schema",
+        "regex",
+        "ebnf",
+        "structural_tag",
+        "reasoning_open_tag",
+        "reasoning_close_tag",
+    ):
         if not isinstance(value, str):
             raise wrong("a string")
         return value

@@ -98,6 +98,7 @@ NATIVE_CASES = [
     ({"text": "hi", "sampling_params": {"stop_regex": ["(a"]}}, "sampling_params.stop_regex", "invalid stop_regex"),
     ({"text": "hi", "sampling_params": {"ebnf": "root ::= 'a'\nitem ::= ("}}, "sampling_params.ebnf", "line 2, column 10"),
     ({"text": "hi", "sampling_params": {"ebnf": "root ::= 'a'", "regex": "a"}}, "sampling_params.regex", "Only one of"),
+    ({"text": "hi", "sampling_params": {"structural_tag": '{"structures": [{"schema": {}, "end": ""}], "triggers": []}'}}, "sampling_params.structural_tag.structures[0].begin", "begin is required"),
     # found by fuzzing: a stack overflow (the server died) and a 10^9-symbol expansion (it aborted)
     ({"text": "hi", "sampling_params": {"ebnf": "root ::= " + "(" * 100_000 + "'a'" + ")" * 100_000}}, "sampling_params.ebnf", "nest deeper than 100"),
     ({"text": "hi", "sampling_params": {"ebnf": "root ::= 'a'" + "?" * 100_000}}, "sampling_params.ebnf", "nest deeper than 100"),
@@ -178,6 +179,9 @@ def test_openai_routes_reject_bad_input_in_the_openai_shape(client: httpx.Client
         ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "xml"}}, "response_format.type", "response_format.type must be one of"),
         ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema"}}, "response_format.json_schema", "must be an object"),
         ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}, "regex": "a"}, "response_format", "only one of"),
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "structural_tag", "structures": [{"begin": "<f>", "end": "</f>"}], "triggers": ["<"]}}, "response_format.structures[0].schema", "schema is required"),
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "structural_tag", "triggers": ["<"]}}, "response_format.structures", "structures is required"),
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "structural_tag", "format": {"type": "any_text"}}}, "response_format.format", "not supported"),
         ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 0}, "max_completion_tokens", "max_completion_tokens must be in"),
         ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "logprobs": "yes"}, "logprobs", "logprobs must be a boolean"),
         ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "stream": True, "stream_options": {"include_usage": 1}}, "stream_options.include_usage", "stream_options.include_usage must be a boolean"),

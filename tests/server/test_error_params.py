@@ -18,6 +18,12 @@ from sse_client import parse_sse
 
 CHAT = [{"role": "user", "content": "x"}]
 BAD_SCHEMA = {"type": "object", "properties": {"a": {"type": "no-such-type"}}}
+# Well formed, but its second trigger starts no structure's begin (refused building the grammar).
+UNUSED_TRIGGER = {
+    "type": "structural_tag",
+    "structures": [{"begin": "<f>", "schema": {"type": "integer"}, "end": "</f>"}],
+    "triggers": ["<", "["],
+}
 
 
 @pytest.fixture(scope="module")
@@ -47,6 +53,8 @@ BAD_CONSTRAINTS = [
         {"messages": CHAT, "max_tokens": 3, "response_format": {"type": "json_schema", "json_schema": {"name": "a", "schema": BAD_SCHEMA}}},
         "response_format",
     ),
+    ("/generate", {"text": "x", "sampling_params": {"structural_tag": json.dumps(UNUSED_TRIGGER)}}, "sampling_params.structural_tag.triggers[1]"),
+    ("/v1/chat/completions", {"messages": CHAT, "max_tokens": 3, "response_format": UNUSED_TRIGGER}, "response_format.triggers[1]"),
 ]  # fmt: skip
 
 
@@ -58,7 +66,9 @@ def test_a_constraint_the_engine_refuses_is_a_400_naming_the_request_field(
     # Streamed or not, the refusal comes before any event, so it is an HTTP error.
     error = _error(client.post(route, json={**body, "stream": stream}), 400)
     assert error["param"] == param and error["type"] == "invalid_request_error"
-    assert any(f"invalid {kind}" in error["message"] for kind in ("regex", "json_schema", "ebnf"))
+    assert any(
+        f"invalid {kind}" in error["message"] for kind in ("regex", "json_schema", "ebnf", "structural_tag")
+    )
 
 
 @pytest.mark.parametrize(

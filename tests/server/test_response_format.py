@@ -1,5 +1,6 @@
-"""Constrained output over the OpenAI API: `response_format` json_schema / json_object and the
-`regex` extension, validated with `jsonschema` / `re`; bad patterns are 400s naming the field."""
+"""Constrained output over the OpenAI API: `response_format` json_schema / json_object /
+structural_tag and the `regex` extension, validated with `jsonschema` / `re`; bad patterns are
+400s naming the field."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import openai
 import pytest
 from json_prefix import is_json_prefix
 from server_harness import Served
+from transformers import AutoTokenizer
 
 SCHEMA = {
     "type": "object",
@@ -24,6 +26,19 @@ SCHEMA = {
     "additionalProperties": False,
 }
 MESSAGES = [{"role": "user", "content": "Describe a person as JSON."}]
+DIGIT = {
+    "type": "object",
+    "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 9}},
+    "required": ["n"],
+}
+# One-character trigger: a logit bias on the tokens starting with it opens segments.
+STRUCTURAL_TAG = {
+    "type": "structural_tag",
+    "structures": [{"begin": "<d>", "schema": DIGIT, "end": "</d>"}],
+    "triggers": ["<"],
+}
+# Free text holds no trigger; each segment is `<d>` JSON `</d>`.
+TAGGED = re.compile(r"[^<]*(?:<d>\{[^<]*\}</d>[^<]*)*")
 
 
 @pytest.fixture(scope="module")
@@ -111,6 +126,35 @@ def test_native_regex_and_json_schema(served: Served) -> None:
             },
         ).json()
         jsonschema.validate(json.loads(out["text"]), SCHEMA)
+
+
+def test_chat_structural_tag_segments_validate(client: openai.OpenAI, tiny_dir) -> None:
+    tokenizer = AutoTokenizer.from_pretrained(tiny_dir)
+    special = set(tokenizer.all_special_ids)  # `<|endoftext|>` too: a bias on EOS would end every reply
+    bias = {
+        str(i): 8 for i in range(len(tokenizer)) if tokenizer.decode([i]).startswith("<") and i not in special
+    }
+    num_segments = 0
+    for seed in range(4):
+        reply = client.chat.completions.create(
+            model="default",
+            messages=MESSAGES,
+            max_tokens=40,
+            temperature=1.0,
+            seed=seed,
+            logit_bias=bias,
+            response_format=STRUCTURAL_TAG,
+        )
+        choice = reply.choices[0]
+        text = choice.message.content
+        whole = TAGGED.match(text)
+        rest = text[whole.end() :]
+        # The output ends (EOS) only outside a segment; a cut one is the start of `<d>{...}</d>`.
+        assert rest == "" if choice.finish_reason == "stop" else rest.startswith("<d>"[: len(rest)]), text
+        for value in re.findall(r"<d>(\{[^<]*\})</d>", text[: whole.end()]):
+            jsonschema.validate(json.loads(value), DIGIT)
+            num_segments += 1
+    assert num_segments > 0
 
 
 def test_invalid_patterns_are_400s_naming_the_field(served: Served, client: openai.OpenAI) -> None:

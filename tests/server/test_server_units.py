@@ -172,6 +172,16 @@ def test_engine_field_names_become_the_ones_the_request_used() -> None:
     assert openai_names.client_name("sampling_params.max_new_tokens") == "max_completion_tokens"
     assert openai_names.client_name("sampling_params.json_schema") == "response_format"
     assert openai_names.client_name("sampling_params.temperature") == "temperature"
+    # A part of a field follows the field's name.
+    tag_names = ParamNames({"structural_tag": "response_format"})
+    assert (
+        tag_names.client_name("sampling_params.structural_tag.triggers[1]") == "response_format.triggers[1]"
+    )
+    assert tag_names.client_name("sampling_params.structural_tag") == "response_format"
+    assert (
+        ENGINE_NAMES.client_name("sampling_params.structural_tag.format")
+        == "sampling_params.structural_tag.format"
+    )
     assert openai_names.client_name("input_ids") == "input_ids" and openai_names.client_name(None) is None
     chat_names = ParamNames({}, prompt="messages")
     assert chat_names.client_name("text") == chat_names.client_name("input_ids") == "messages"

@@ -42,6 +42,10 @@ class ParamNames:
         if self.sampling is None or engine_param is None or not engine_param.startswith(_SAMPLING_PREFIX):
             return engine_param
         name = engine_param.removeprefix(_SAMPLING_PREFIX)
+        # A part of a field (`structural_tag.structures[0].begin`) follows its field's name.
+        head, dot, part = name.partition(".")
+        if dot and head in self.sampling:
+            return f"{self.sampling[head]}.{part}"
         return self.sampling.get(name, name)
 
 

@@ -30,6 +30,10 @@ pub enum GrammarError {
     /// A JSON schema the grammar path refuses or cannot read (names the keyword and path).
     #[error(transparent)]
     Schema(#[from] FsmError),
+    /// A structural tag the grammar cannot be built from; `field` names the part
+    /// (`structures[0].begin`, `triggers[1]`).
+    #[error("{field}: {message}")]
+    StructuralTag { field: String, message: String },
     /// An internal invariant does not hold (a bug, never a user mistake).
     #[error("grammar invariant violated: {0}")]
     Invariant(String),

@@ -17,6 +17,7 @@ mod lexemes;
 mod mask;
 mod matcher;
 pub mod schema;
+mod structural_tag;
 mod suffix_trie;
 mod walk_memo;
 
@@ -28,3 +29,4 @@ pub use grammar::{
 };
 pub use matcher::{GrammarMatcher, ParseState};
 pub use schema::json_schema_to_grammar;
+pub use structural_tag::{structural_tag_to_grammar, StructuralTag, TagStructure};

@@ -10,8 +10,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use sglr_fsm::CompileLimits;
 use sglr_grammar::{
-    grammar_to_ebnf, json_schema_to_grammar, parse_ebnf, GrammarError, GrammarMatcher, ParseState,
-    ParserLimits,
+    grammar_to_ebnf, json_schema_to_grammar, parse_ebnf, structural_tag_to_grammar, GrammarError,
+    GrammarMatcher, ParseState, ParserLimits, StructuralTag, TagStructure,
 };
 use sglr_schema::JsonSchemaOptions;
 use sglr_vocab::Vocabulary;
@@ -35,6 +35,21 @@ pub(crate) fn grammar_error(py: Python<'_>, error: GrammarError) -> PyErr {
                     let kwargs = PyDict::new(py);
                     kwargs.set_item("line", line)?;
                     kwargs.set_item("column", column)?;
+                    class.call((error.to_string(),), Some(&kwargs))
+                });
+            return match built {
+                Ok(instance) => PyErr::from_value(instance),
+                Err(import_failure) => import_failure,
+            };
+        }
+        GrammarError::StructuralTag { field, .. } => {
+            // The field travels as an attribute so the server can name it.
+            let built = py
+                .import("sglr.errors")
+                .and_then(|m| m.getattr("InvalidStructuralTagError"))
+                .and_then(|class| {
+                    let kwargs = PyDict::new(py);
+                    kwargs.set_item("field", field)?;
                     class.call((error.to_string(),), Some(&kwargs))
                 });
             return match built {
@@ -80,15 +95,36 @@ impl PyGrammarConstraint {
         additional_properties: bool,
         implied_types: bool,
     ) -> PyResult<Self> {
-        let defaults = JsonSchemaOptions::default();
-        let options = JsonSchemaOptions {
-            whitespace_pattern: whitespace_pattern.unwrap_or(defaults.whitespace_pattern.clone()),
-            additional_properties_default: additional_properties,
-            implied_types,
-            ..defaults
-        };
+        let options = schema_options(whitespace_pattern, additional_properties, implied_types);
         let grammar =
             py.detach(|| json_schema_to_grammar(&schema, &options)).map_err(|e| grammar_error(py, e))?;
+        Ok(Self::build(grammar, vocabulary))
+    }
+
+    /// Compiles a structural tag: `structures` as `(begin, schema JSON text, end)`, and the
+    /// `triggers` that open them; schemas are read as `from_json_schema` reads them.
+    #[staticmethod]
+    #[pyo3(signature = (structures, triggers, vocabulary, *, whitespace_pattern=None,
+                        additional_properties=false, implied_types=true))]
+    fn from_structural_tag(
+        py: Python<'_>,
+        structures: Vec<(String, String, String)>,
+        triggers: Vec<String>,
+        vocabulary: &PyVocabulary,
+        whitespace_pattern: Option<String>,
+        additional_properties: bool,
+        implied_types: bool,
+    ) -> PyResult<Self> {
+        let tag = StructuralTag {
+            structures: structures
+                .into_iter()
+                .map(|(begin, schema, end)| TagStructure { begin, schema, end })
+                .collect(),
+            triggers,
+        };
+        let options = schema_options(whitespace_pattern, additional_properties, implied_types);
+        let grammar =
+            py.detach(|| structural_tag_to_grammar(&tag, &options)).map_err(|e| grammar_error(py, e))?;
         Ok(Self::build(grammar, vocabulary))
     }
 
@@ -129,6 +165,20 @@ impl PyGrammarConstraint {
     #[getter]
     fn num_lexeme_masks(&self) -> usize {
         self.matcher.num_lexeme_masks()
+    }
+}
+
+fn schema_options(
+    whitespace_pattern: Option<String>,
+    additional_properties: bool,
+    implied_types: bool,
+) -> JsonSchemaOptions {
+    let defaults = JsonSchemaOptions::default();
+    JsonSchemaOptions {
+        whitespace_pattern: whitespace_pattern.unwrap_or(defaults.whitespace_pattern.clone()),
+        additional_properties_default: additional_properties,
+        implied_types,
+        ..defaults
     }
 }
 

@@ -1,5 +1,5 @@
 """Compile cache: one immutable `TokenFsm` or `GrammarConstraint` per (constraint, options,
-vocabulary)."""
+vocabulary): kinds `regex`, `json_schema` (FSM or grammar), `ebnf` and `structural_tag`."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sglr._core import GrammarConstraint, TokenFsm, Vocabulary
+from sglr.structural_tag import StructuralTag
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,24 @@ class ConstraintCache:
             key,
             lambda: GrammarConstraint.from_json_schema(
                 schema,
+                vocabulary,
+                whitespace_pattern=config.whitespace_pattern,
+                additional_properties=config.additional_properties,
+                implied_types=config.implied_types,
+            ),
+        )
+
+    def structural_tag(
+        self, tag: StructuralTag, vocabulary: Vocabulary, config: JsonSchemaConfig | None = None
+    ) -> GrammarConstraint:
+        """The grammar constraint for a structural tag (its schemas read under `config`)."""
+        config = config or JsonSchemaConfig()
+        key = ("structural_tag", tag, config, vocabulary.fingerprint)
+        return self._get(
+            key,
+            lambda: GrammarConstraint.from_structural_tag(
+                tag.core_structures(),
+                list(tag.triggers),
                 vocabulary,
                 whitespace_pattern=config.whitespace_pattern,
                 additional_properties=config.additional_properties,

@@ -1,14 +1,16 @@
-"""`ConstraintCompiler`: `regex` / `json_schema` / `ebnf` sampling params -> a fresh constraint
-state.
+"""`ConstraintCompiler`: `regex` / `json_schema` / `ebnf` / `structural_tag` sampling params -> a
+fresh constraint state.
 
 `regex` and non-recursive schemas become a token FSM (`ConstraintState`); `ebnf`, schemas with
 a `$ref` cycle, schemas whose FSM would be too large and schemas using a keyword no regex can
 say (`patternProperties`, `minProperties`, ...) become a grammar (`GrammarConstraintState`);
-when the grammar path refuses too, its error (naming the keyword) is the request's.
+when the grammar path refuses too, its error (naming the keyword) is the request's. A
+`structural_tag` is always a grammar (free text around JSON segments).
 
 Compiles against the engine's vocabulary (built once, on first use) through the shared
 `ConstraintCache`, so one pattern is compiled once however many requests use it. A pattern
-that does not compile raises `InvalidRequestError` naming the field.
+that does not compile raises `InvalidRequestError` naming the field (inside a structural tag,
+the part: `sampling_params.structural_tag.structures[0].schema`).
 """
 
 from __future__ import annotations
@@ -22,8 +24,15 @@ from sglr.engine.constraints.grammar_state import GrammarConstraintState
 from sglr.engine.constraints.state import ConstraintState
 from sglr.engine.constraints.vocab import vocabulary_from_hf
 from sglr.engine.tokenizer import EngineTokenizer
-from sglr.errors import ConstraintError, ConstraintTooLargeError, InvalidRequestError, UnsupportedSchemaError
+from sglr.errors import (
+    ConstraintError,
+    ConstraintTooLargeError,
+    InvalidRequestError,
+    InvalidStructuralTagError,
+    UnsupportedSchemaError,
+)
 from sglr.sampling_params import SamplingParams
+from sglr.structural_tag import parse_structural_tag
 
 
 class ConstraintCompiler:
@@ -49,6 +58,8 @@ class ConstraintCompiler:
             field = "regex"
         elif params.ebnf is not None:
             field = "ebnf"
+        elif params.structural_tag is not None:
+            field = "structural_tag"
         else:
             field = "json_schema"
         try:
@@ -56,7 +67,15 @@ class ConstraintCompiler:
                 return ConstraintState(self.cache.regex(params.regex, vocabulary))
             if params.ebnf is not None:
                 return GrammarConstraintState(self.cache.ebnf(params.ebnf, vocabulary))
+            if params.structural_tag is not None:
+                tag = parse_structural_tag(params.structural_tag)
+                return GrammarConstraintState(self.cache.structural_tag(tag, vocabulary))
             return self._json_schema(params.json_schema, vocabulary)
+        except InvalidStructuralTagError as exc:
+            where = f"structural_tag.{exc.field}" if exc.field else "structural_tag"
+            raise InvalidRequestError(
+                f"invalid structural_tag: {exc}", param=f"sampling_params.{where}"
+            ) from exc
         except ConstraintError as exc:
             raise InvalidRequestError(f"invalid {field}: {exc}", param=f"sampling_params.{field}") from exc
 

@@ -4,7 +4,8 @@ Standard fields keep OpenAI's names and ranges in error messages (`max_tokens`, 
 `max_new_tokens`). SGLang's extensions are accepted too: `top_k`, `min_p`, `min_tokens`,
 `repetition_penalty`, `stop_token_ids`, `ignore_eos`, `skip_special_tokens`,
 `spaces_between_special_tokens`, `no_stop_trim`, `regex`, `ebnf` and `json_schema` (and
-`priority`, which the routes pass on to the engine's scheduler).
+`priority`, which the routes pass on to the engine's scheduler); a `response_format` of type
+`structural_tag` becomes the engine's `structural_tag`.
 """
 
 from __future__ import annotations
@@ -13,10 +14,12 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from sglr.errors import InvalidStructuralTagError
 from sglr.http.errors import ApiError
 from sglr.http.request import get_bool, get_dict, get_int, get_int_list, get_number, get_stop, get_str
 from sglr.limits import MAX_N
 from sglr.server.param_names import ParamNames
+from sglr.structural_tag import parse_structural_tag
 
 SAMPLING_FIELDS = frozenset({
     "model", "max_tokens", "temperature", "top_p", "n", "stop", "seed", "presence_penalty",
@@ -125,9 +128,12 @@ def _grammar(body: dict[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
             grammars["response_format"] = ("json_schema", _response_schema(response_format))
         elif kind == "json_object":
             grammars["response_format"] = ("json_schema", '{"type": "object"}')
+        elif kind == "structural_tag":
+            grammars["response_format"] = ("structural_tag", _structural_tag(response_format))
         elif kind != "text":
             raise ApiError.bad_request(
-                f"response_format.type must be one of text, json_object, json_schema, got {kind!r}",
+                "response_format.type must be one of text, json_object, json_schema, structural_tag, "
+                f"got {kind!r}",
                 "response_format.type",
             )
     regex = get_str(body, "regex")
@@ -159,6 +165,16 @@ def _response_schema(response_format: dict[str, Any]) -> str:
             "response_format.json_schema.schema is required", "response_format.json_schema.schema"
         )
     return _schema_text(spec["schema"], "response_format.json_schema.schema")
+
+
+def _structural_tag(response_format: dict[str, Any]) -> str:
+    """The tag as the engine's JSON text, its shape checked here so that a 400 names the part."""
+    try:
+        parse_structural_tag(response_format)
+    except InvalidStructuralTagError as exc:
+        field = f"response_format.{exc.field}" if exc.field else "response_format"
+        raise ApiError.bad_request(str(exc), field) from None
+    return json.dumps(response_format)
 
 
 def _schema_text(schema: Any, field: str) -> str:

@@ -30,7 +30,7 @@ class ChatReasoning:
         response_format or tool call) only after the reasoning
         (`SamplingParams.reasoning_close_tag`)."""
         fmt = self.thinking
-        if fmt is None or not any(params.get(k) for k in ("json_schema", "regex", "ebnf")):
+        if fmt is None or not any(params.get(k) for k in ("json_schema", "regex", "ebnf", "structural_tag")):
             return
         params["reasoning_close_tag"] = fmt.close_tag
         if not fmt.starts_in_reasoning:

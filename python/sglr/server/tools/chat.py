@@ -48,7 +48,7 @@ class ChatTools:
         """Adds the call constraint to the sampling params (one grammar per request)."""
         if self.constraint is None:
             return
-        for field in ("regex", "json_schema", "ebnf"):
+        for field in ("regex", "json_schema", "ebnf", "structural_tag"):
             if params.get(field) is not None:
                 raise ApiError.bad_request(
                     "response_format / regex / ebnf cannot be combined with a constrained tool call",
