@@ -11,6 +11,7 @@ from typing import Any
 
 from sglr.engine.speculative.config import SPECULATIVE_ALGORITHMS
 from sglr.errors import EngineConfigError
+from sglr.server.hicache_flags import add_hicache_arguments, hicache_options
 from sglr.server.reasoning.formats import REASONING_FORMATS
 
 # (option, type, help)
@@ -61,6 +62,7 @@ def add_table_arguments(parser: argparse.ArgumentParser) -> None:
     launch.py reads it) and embedding mode."""
     add_speculative_arguments(parser)
     add_lora_arguments(parser)
+    add_hicache_arguments(parser)
     parser.add_argument(
         "--reasoning-parser",
         choices=tuple(REASONING_FORMATS),
@@ -76,7 +78,12 @@ def add_table_arguments(parser: argparse.ArgumentParser) -> None:
 
 def table_options(args: argparse.Namespace) -> dict[str, Any]:
     """The engine options of `add_table_arguments`'s flags."""
-    return speculative_options(args) | lora_options(args) | {"is_embedding": args.is_embedding}
+    return (
+        speculative_options(args)
+        | lora_options(args)
+        | hicache_options(args)
+        | {"is_embedding": args.is_embedding}
+    )
 
 
 def add_lora_arguments(parser: argparse.ArgumentParser) -> None:
