@@ -22,8 +22,7 @@ from collections import OrderedDict
 import numpy as np
 import torch
 
-from sglr.engine.kv import page_file
-from sglr.engine.kv.page_file import PageData
+from sglr.engine.kv.page_file import TMP_MARK, PageData, decode, encode, write_atomic
 from sglr.errors import CorruptPageError, HiCacheStorageError, InvariantError
 
 logger = logging.getLogger("sglr.engine")
@@ -71,7 +70,7 @@ class PageStore:
         try:
             with open(path, "rb") as file:
                 data = file.read()
-            page = page_file.decode(data, key, seed, token_ids, self.dtype, self.page_shape)
+            page = decode(data, key, seed, token_ids, self.dtype, self.page_shape)
         except FileNotFoundError:
             self._forget(key)
             return None
@@ -91,13 +90,13 @@ class PageStore:
         written (0 when it was already there or can never fit)."""
         if self.contains(key):
             return 0
-        data = page_file.encode(key, seed, token_ids, page)
+        data = encode(key, seed, token_ids, page)
         if len(data) > self.capacity_bytes:
             return 0
         self._make_room(len(data))
         path = self._path(key)
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        page_file.write_atomic(path, data)
+        write_atomic(path, data)
         with self._mutex:
             self._sizes[key] = len(data)
             self._num_bytes += len(data)
@@ -145,7 +144,7 @@ class PageStore:
         for root, _, names in os.walk(os.path.join(self.directory, "pages")):
             for name in names:
                 path = os.path.join(root, name)
-                if page_file.TMP_MARK in name:
+                if TMP_MARK in name:
                     os.unlink(path)  # a writer died before its rename: the page never existed
                 elif name.endswith(_SUFFIX):
                     stat = os.stat(path)

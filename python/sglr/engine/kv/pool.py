@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from sglr.engine.kv.open_tiers import open_tiers
 from sglr.engine.kv.prefix_index import Inserted, NullIndex, RadixIndex
 from sglr.engine.kv.request_kv import RequestKV
 from sglr.engine.kv.row_writes import PendingRowWrites
@@ -52,9 +53,20 @@ class KVPool:
         self._holders: dict[int, RequestKV] = {}  # by row
         self.tiers: KVTiers | None = None
 
-    def attach_tiers(self, tiers: KVTiers) -> None:
-        """The second KV tier; the pool closes it (`close`)."""
-        if not self.reuses_kv:
+    @classmethod
+    def for_runner(cls, config: Any, runner: Any) -> KVPool:
+        """The pool of a model runner's KV cache, with the second tier `config` asks for."""
+        pool = cls(
+            runner.num_kv_slots,
+            runner.runner_config.max_num_reqs,
+            use_radix_cache=not config.disable_radix_cache,
+        )
+        pool.attach_tiers(open_tiers(config, runner))
+        return pool
+
+    def attach_tiers(self, tiers: KVTiers | None) -> None:
+        """The second KV tier (None: none); the pool closes it (`close`)."""
+        if tiers is not None and not self.reuses_kv:
             raise SlotAccountingError("a second KV tier needs the prefix index")
         self.tiers = tiers
 

@@ -27,7 +27,6 @@ from sglr.engine.config import EngineConfig
 from sglr.engine.constraints.runtime import Constraints
 from sglr.engine.finish import FinishAbort
 from sglr.engine.kv import KVPool
-from sglr.engine.kv.open_tiers import open_tiers
 from sglr.engine.output import OutputSink
 from sglr.engine.postprocess import OutputProcessor
 from sglr.engine.request import Phase, Req, TokenizedRequest
@@ -74,14 +73,7 @@ class SchedulerLoop(SchedulerHandle):
         self._after_iteration = after_iteration
         self._runner = runner
         self.stats = EngineStats()
-        self._pool = KVPool(
-            runner.num_kv_slots,
-            runner.runner_config.max_num_reqs,
-            use_radix_cache=not config.disable_radix_cache,
-        )
-        tiers = open_tiers(config, runner)
-        if tiers is not None:
-            self._pool.attach_tiers(tiers)
+        self._pool = KVPool.for_runner(config, runner)
         self._tokenizer = tokenizer
         self._out = OutputProcessor(runner.max_context_len)
         self._table = RequestTable(self.stats)
@@ -166,8 +158,8 @@ class SchedulerLoop(SchedulerHandle):
         if self._thread.is_alive():
             self._thread.join(timeout)
         self._constraints.shutdown()
-        if not self._thread.is_alive():
-            self._pool.close()  # the loop no longer touches the pool
+        if not self._thread.is_alive():  # (the loop no longer touches the pool)
+            self._pool.close()
 
     @property
     def num_waiting(self) -> int:
