@@ -134,7 +134,7 @@ def main() -> None:
     rng = np.random.default_rng(0)
     pool = 1024
     rounds = 2 if args.quick else 3
-    requests = workload(rng, num_docs=3, doc_len=900, num_chats=3, rounds=rounds)
+    requests = workload(rng, num_docs=3, doc_len=960, num_chats=3, rounds=rounds)
     working_set = sum(len(r) for r in requests[: len(requests) // rounds])
     optimum = optimal_hits(requests)
     tier_on = {"enable_hierarchical_cache": True, "hicache_size": 4.0}

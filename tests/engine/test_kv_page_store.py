@@ -121,3 +121,22 @@ def test_a_writer_killed_mid_write_leaves_a_usable_directory(tmp_path: Path) -> 
         assert torch.equal(store.read(f"k{i}", SEED, tokens(i)).k, page(i).k)
     assert not [name for _, _, names in os.walk(tmp_path) for name in names if page_file.TMP_MARK in name]
     store.close()
+
+
+def test_pages_of_adapters_are_keyed_for_this_process_only() -> None:
+    """A restart may give an adapter id to another adapter: those pages must not be found."""
+    from types import SimpleNamespace
+
+    from sglr.engine.kv.hicache_config import HiCacheConfig
+    from sglr.engine.kv.tiers import KVTiers
+
+    config = HiCacheConfig("write_through", "best_effort", 4, 1 << 20, None)
+    kv_cache = SimpleNamespace(k_buffer=torch.zeros(2, 9, 1, 8), v_buffer=torch.zeros(2, 9, 1, 8))
+    first, second = (KVTiers(config, kv_cache, b"model") for _ in range(2))
+    try:
+        assert first._seed("user") == second._seed("user") == namespace_seed(b"model", "user")
+        adapter = "user\x00lora:1"
+        assert first._seed(adapter) == first._seed(adapter) != second._seed(adapter)
+    finally:
+        first.close()
+        second.close()

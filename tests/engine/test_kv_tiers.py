@@ -150,3 +150,29 @@ def test_hicache_flags_become_engine_options() -> None:
     assert options["hicache_storage_dir"] == "/tmp/kv"
     assert options["hicache_storage_prefetch_policy"] == "timeout"
     EngineConfig(**options)  # a valid engine config
+
+
+def test_the_tier_metrics_are_gauges_of_the_engine_stats() -> None:
+    from types import SimpleNamespace
+
+    from sglr.server.metrics import _EngineGauges
+
+    stats = {
+        "num_running_requests": 0,
+        "num_waiting_requests": 0,
+        "kv_usage": 0.0,
+        "cache_hit_rate": 0.5,
+        "num_kv_slots": 256,
+        "num_cached_kv_slots": 10,
+        "generation_tokens_per_s": 1.0,
+        "hicache_loaded_tokens": 96,
+        "hicache_loaded_bytes": 4096,
+        "hicache_written_bytes": 8192,
+        "hicache_load_seconds": 0.25,
+    }
+    gauges = _EngineGauges(SimpleNamespace(get_stats=lambda: stats), "m")
+    values = {family.name: family.samples[0].value for family in gauges.collect()}
+    assert values["sglr:hicache_loaded_tokens"] == 96
+    assert values["sglr:hicache_loaded_bytes"] == 4096
+    assert values["sglr:hicache_written_bytes"] == 8192
+    assert values["sglr:hicache_load_seconds"] == 0.25

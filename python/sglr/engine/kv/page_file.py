@@ -68,6 +68,8 @@ def decode(
         header = json.loads(body[start : start + header_len])
     except ValueError:
         raise CorruptPageError(f"page {key}: unreadable header") from None
+    if not isinstance(header, dict):
+        raise CorruptPageError(f"page {key}: unreadable header")
     expected = (key, seed.hex(), [int(t) for t in token_ids], str(dtype), list(shape))
     found = (
         header.get("key"),

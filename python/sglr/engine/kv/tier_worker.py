@@ -93,7 +93,12 @@ class TierWorker:
                 case WritePage():
                     self._write(message)
                 case ReadPages():
-                    self._done.put(self._read(message))
+                    try:
+                        done = self._read(message)
+                    except Exception:  # a bug here must cost the hit, never hang a waiting step
+                        logger.exception("KV tier: a page read failed")
+                        done = PagesRead(message.job_id, (), 0.0)
+                    self._done.put(done)
 
     def _write(self, message: WritePage) -> None:
         try:

@@ -17,6 +17,7 @@ always extends the device-cached prefix, never replaces any of it.
 
 from __future__ import annotations
 
+import secrets
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ from sglr.errors import InvariantError
 _TIMEOUT_BASE_S = 0.02
 _TIMEOUT_PER_PAGE_S = 0.002
 _MAX_COUNTED_PAGES = 1 << 18
+_ADAPTER_MARK = "\x00lora:"  # in `Req.cache_namespace`
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,7 @@ class KVTiers:
         self._worker = TierWorker(self.store)
         self._fingerprint = fingerprint
         self._seeds: dict[str | None, bytes] = {}
+        self._process_nonce = "\x00process:" + secrets.token_hex(16)
         # write_back: pages noted at insert, by id; which noted page each device slot holds.
         self._noted: dict[int, _NotedPage] = {}
         self._noted_keys: set[str] = set()
@@ -256,7 +259,12 @@ class KVTiers:
     def _seed(self, namespace: str | None) -> bytes:
         seed = self._seeds.get(namespace)
         if seed is None:
-            seed = self._seeds[namespace] = namespace_seed(self._fingerprint, namespace)
+            keyed = namespace
+            if namespace is not None and _ADAPTER_MARK in namespace:
+                # Adapter ids name adapters only within this process (a restart may give the id
+                # to another adapter): such pages are this process's alone.
+                keyed = namespace + self._process_nonce
+            seed = self._seeds[namespace] = namespace_seed(self._fingerprint, keyed)
         return seed
 
     def _pages(self, seed: bytes, token_ids: np.ndarray) -> list[tuple[int, str]]:
