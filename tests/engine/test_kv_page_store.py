@@ -140,3 +140,51 @@ def test_pages_of_adapters_are_keyed_for_this_process_only() -> None:
     finally:
         first.close()
         second.close()
+
+
+def _kv_value(tokens: np.ndarray, i: int) -> float:
+    """The stand-in KV of token i: it depends on the whole prefix, as real KV does."""
+    return float(hash(tuple(tokens[: i + 1].tolist())) % 997)
+
+
+@pytest.mark.parametrize("policy", ["write_through", "write_through_selective", "write_back"])
+def test_random_lifecycles_over_a_tiny_pool_read_back_the_kv_they_wrote(policy: str) -> None:
+    """KVPool + tier over a 48-slot pool: every matched prefix (device or loaded) holds the KV
+    its tokens were given; both tiers' invariants hold after every request."""
+    from types import SimpleNamespace
+
+    from sglr.engine.kv import KVPool, RequestKV
+    from sglr.engine.kv.hicache_config import HiCacheConfig
+    from sglr.engine.kv.tiers import KVTiers
+
+    num_slots = 48
+    kv_cache = SimpleNamespace(
+        k_buffer=torch.zeros(2, num_slots + 1, 1, 2), v_buffer=torch.zeros(2, num_slots + 1, 1, 2)
+    )
+    pool = KVPool(num_slots, 4)
+    pool.attach_tiers(KVTiers(HiCacheConfig(policy, "best_effort", 4, 1 << 20, None), kv_cache, b"m"))
+    rng = np.random.default_rng(0)
+    stems = [rng.integers(1, 50, 24) for _ in range(5)]
+    num_loaded = 0
+    try:
+        for _ in range(120):
+            tokens = np.concatenate([stems[rng.integers(5)], rng.integers(1, 50, rng.integers(1, 8))])
+            pool.prefetch(tokens, None)
+            num_loaded += pool.load_prefetched()
+            slots, node = pool.tree.match_prefix(tokens[:-1])
+            expected = [_kv_value(tokens, i) for i in range(slots.size)]
+            assert kv_cache.k_buffer[0, slots, 0, 0].tolist() == expected
+            assert kv_cache.v_buffer[1, slots, 0, 1].tolist() == [-x for x in expected]
+            pool.tree.lock(node)
+            kv = RequestKV()
+            assert pool.admit(kv, slots, node)
+            assert pool.reserve([kv], [tokens.size - slots.size])
+            for i in range(slots.size, tokens.size):
+                kv_cache.k_buffer[:, kv.slots[i]] = _kv_value(tokens, i)
+                kv_cache.v_buffer[:, kv.slots[i]] = -_kv_value(tokens, i)
+            pool.commit(kv)
+            pool.release(kv, tokens, None, keep=True)
+            pool.check_invariants()
+    finally:
+        pool.close()
+    assert num_loaded > 100  # the tier served prefixes the device pool had evicted

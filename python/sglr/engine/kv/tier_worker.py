@@ -87,18 +87,17 @@ class TierWorker:
     def _run(self) -> None:
         while True:
             message = self._inbox.get()
-            match message:
-                case StopWorker():
-                    return
-                case WritePage():
+            if isinstance(message, StopWorker):
+                return
+            try:
+                if isinstance(message, WritePage):
                     self._write(message)
-                case ReadPages():
-                    try:
-                        done = self._read(message)
-                    except Exception:  # a bug here must cost the hit, never hang a waiting step
-                        logger.exception("KV tier: a page read failed")
-                        done = PagesRead(message.job_id, (), 0.0)
-                    self._done.put(done)
+                else:
+                    self._done.put(self._read(message))
+            except Exception:  # a bug here must cost hits, never hang a step waiting for a read
+                logger.exception("KV tier: a page transfer failed")
+                if isinstance(message, ReadPages):
+                    self._done.put(PagesRead(message.job_id, (), 0.0))
 
     def _write(self, message: WritePage) -> None:
         try:
