@@ -3,8 +3,8 @@
 (a) a working set several times the device pool: long-document QA (documents asked in turn,
     each question after its document) and multi-turn chats (each turn after the whole history),
     interleaved so that a request's prefix has left a small device pool by the time it returns.
-    Requests run one after another (a user waiting on each); TTFT is the time to the first
-    streamed token. Hit rate: cached prompt tokens over prompt tokens, against the optimum of an
+    Requests run one after another (a user waiting on each), each on the tier-off and the
+    tier-on engine in turn; TTFT is the time to the first streamed token. Hit rate: cached prompt tokens over prompt tokens, against the optimum of an
     unbounded cache (the longest prefix each prompt shares with any earlier one).
 (b) restart: a 2k-token system prompt and a 4k-token document, each with a question, on an
     engine with `--hicache-storage-backend file`; the engine is shut down, a new one opened on
@@ -77,29 +77,42 @@ def timed(engine: Any, prompt: list[int]) -> tuple[float, int, int]:
     return first or 0.0, meta["cached_tokens"], meta["prompt_tokens"]
 
 
-def run_a(requests: list[list[int]], pool_tokens: int, tier: dict[str, Any]) -> dict[str, float]:
+def run_a(
+    requests: list[list[int]], pool_tokens: int, tiers: dict[str, dict[str, Any]]
+) -> dict[str, dict[str, float]]:
+    """Each request on every engine in turn (tier off, tier on), so that whatever else loads the
+    machine meanwhile weighs on both alike; each engine's time is its own requests' sum."""
     from sglr.engine.engine import Engine
 
-    engine = Engine(device="cpu", max_total_tokens=pool_tokens, chunked_prefill_size=2048, **tier)
-    try:
-        started = time.perf_counter()
-        rows = [timed(engine, prompt) for prompt in requests]
-        seconds = time.perf_counter() - started
-        stats = engine.get_stats()
-    finally:
-        engine.shutdown()
-    ttft = np.array([row[0] for row in rows]) * 1e3
-    return {
-        "cached": sum(row[1] for row in rows),
-        "prompt": sum(row[2] for row in rows),
-        "ttft_p50": float(np.percentile(ttft, 50)),
-        "ttft_p99": float(np.percentile(ttft, 99)),
-        "req_per_s": len(requests) / seconds,
-        "seconds": seconds,
-        "loaded": stats.get("hicache_loaded_tokens", 0),
-        "load_s": stats.get("hicache_load_seconds", 0.0),
-        "written_mb": stats.get("hicache_written_bytes", 0) / 2**20,
+    engines = {
+        name: Engine(device="cpu", max_total_tokens=pool_tokens, chunked_prefill_size=2048, **tier)
+        for name, tier in tiers.items()
     }
+    rows: dict[str, list[tuple[float, int, int, float]]] = {name: [] for name in engines}
+    try:
+        for prompt in requests:
+            for name, engine in engines.items():
+                started = time.perf_counter()
+                ttft, cached, num_prompt = timed(engine, prompt)
+                rows[name].append((ttft, cached, num_prompt, time.perf_counter() - started))
+        stats = {name: engine.get_stats() for name, engine in engines.items()}
+    finally:
+        for engine in engines.values():
+            engine.shutdown()
+    results = {}
+    for name, done in rows.items():
+        ttft = np.array([row[0] for row in done]) * 1e3
+        results[name] = {
+            "cached": sum(row[1] for row in done),
+            "prompt": sum(row[2] for row in done),
+            "ttft_p50": float(np.percentile(ttft, 50)),
+            "ttft_p99": float(np.percentile(ttft, 99)),
+            "req_per_s": len(done) / sum(row[3] for row in done),
+            "loaded": stats[name].get("hicache_loaded_tokens", 0),
+            "load_s": stats[name].get("hicache_load_seconds", 0.0),
+            "written_mb": stats[name].get("hicache_written_bytes", 0) / 2**20,
+        }
+    return results
 
 
 def run_b(prompts: dict[str, list[int]], directory: str) -> dict[str, tuple[float, float, int]]:
@@ -133,12 +146,12 @@ def main() -> None:
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     pool = 1024
-    rounds = 2 if args.quick else 3
+    rounds = 2 if args.quick else 4
     requests = workload(rng, num_docs=3, doc_len=960, num_chats=3, rounds=rounds)
     working_set = sum(len(r) for r in requests[: len(requests) // rounds])
     optimum = optimal_hits(requests)
     tier_on = {"enable_hierarchical_cache": True, "hicache_size": 4.0}
-    results = {name: run_a(requests, pool, tier) for name, tier in (("off", {}), ("on", tier_on))}
+    results = run_a(requests, pool, {"off": {}, "on": tier_on})
     question = [5, 6, 7]
     long_prompts = {
         "2k system prompt": [*rng.integers(100, 40000, 2048).tolist(), *question],

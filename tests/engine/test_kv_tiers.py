@@ -123,6 +123,8 @@ def test_hicache_options_are_checked() -> None:
         EngineConfig(hicache_storage_backend="file", hicache_storage_dir="/tmp/x")
     with pytest.raises(EngineConfigError, match="radix cache"):
         EngineConfig(enable_hierarchical_cache=True, disable_radix_cache=True)
+    with pytest.raises(EngineConfigError, match="tp_size=1"):
+        EngineConfig(enable_hierarchical_cache=True, tp_size=2)
 
 
 def test_hicache_flags_become_engine_options() -> None:
