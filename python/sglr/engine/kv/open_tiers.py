@@ -12,10 +12,11 @@ from sglr.engine.kv.tiers import KVTiers
 def open_tiers(config: Any, runner: Any) -> KVTiers | None:
     """None when `enable_hierarchical_cache` is off. The pages' namespace fingerprints the
     runner's weights and KV layout (`page_keys.py`)."""
+    if not config.enable_hierarchical_cache:
+        return None
     kv_cache = runner.kv_cache
     settings = HiCacheConfig.of(config, kv_cache.memory_bytes())
-    if settings is None:
-        return None
+    assert settings is not None
     tp = getattr(runner, "tp", None)
     fingerprint = weights_fingerprint(
         runner.model,
