@@ -60,6 +60,27 @@ def test_greedy_tokens_equal_with_the_tier_and_prefixes_come_back_from_it(
     assert stats["hicache_written_pages"] == stats["hicache_stored_pages"] == 6 * 6
 
 
+def test_the_fused_gguf_decode_reads_loaded_bf16_pages(make_engine, tiny_dir: Path, tmp_path: Path) -> None:
+    """A quantized GGUF model on the CPU: bf16 KV, read by the Rust fused decode step from the
+    pool's tensors, which loads write into."""
+    from sglr.testing.tiny_gguf import write_quantized_gguf
+
+    gguf = write_quantized_gguf(tiny_dir, tmp_path / "tiny.gguf")
+    plain = make_engine(gguf, max_total_tokens=4096)
+    try:
+        expected = outputs(plain)[0]
+        assert plain.runner.fused_decode is not None
+    finally:
+        plain.shutdown()
+    tiered = make_engine(gguf, **TIERED)
+    try:
+        rounds = [outputs(tiered) for _ in range(2)]
+    finally:
+        tiered.shutdown()
+    assert [tokens for tokens, _ in rounds] == [expected, expected]
+    assert rounds[1][1] == [96] * 6
+
+
 def test_a_restarted_engine_finds_the_pages_and_skips_bad_ones(
     make_engine, tiny_dir: Path, reference: list[list[int]], tmp_path: Path
 ) -> None:
