@@ -210,6 +210,16 @@ class KVCacheCapacityError(ModelError, ValueError):
     """The KV cache cannot be sized as asked (too little memory, or a size below the minimum)."""
 
 
+class HiCacheStorageError(SglrError, RuntimeError):
+    """The KV tier's storage directory is unusable (another server holds it, it cannot be
+    created or written)."""
+
+
+class CorruptPageError(HiCacheStorageError, ValueError):
+    """A stored KV page is truncated, fails its checksum, or belongs to another model or
+    prefix; it is skipped (recomputed), never used."""
+
+
 class LoraError(SglrError):
     """A LoRA adapter that cannot be served, or a request naming one that is not loaded."""
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
+from sglr.engine.kv.hicache_config import check_hicache
 from sglr.engine.priority import DEFAULT_PREEMPTION_THRESHOLD, PriorityPolicy
 from sglr.engine.speculative.config import SpeculativeConfig
 from sglr.errors import EngineConfigError
@@ -78,6 +79,13 @@ class EngineConfig:
         See docs/lora.md.
     is_embedding: serve embeddings instead of generating (`Engine.encode`; generate refuses):
         the prompt's final hidden states pooled as the checkpoint declares (`model/pooling.py`).
+    enable_hierarchical_cache: a second KV tier under the device pool (pages on local disk; see
+        docs/kv-tiers.md): hicache_ratio (its size over the device pool's, 2.0) or hicache_size
+        (GB, overrides the ratio); hicache_write_policy: write_through, write_through_selective
+        (after a page's second use) or write_back (on eviction from the device pool);
+        hicache_storage_backend "file" with hicache_storage_dir keeps the pages across restarts;
+        hicache_storage_prefetch_policy: best_effort, wait_complete or timeout (how long admission
+        waits for pages being read); hicache_page_size: tokens per stored page.
     """
 
     model_path: str | None = None
@@ -138,6 +146,14 @@ class EngineConfig:
     lora_target_modules: tuple[str, ...] | None = None
     lora_backend: str = "auto"
     is_embedding: bool = False
+    enable_hierarchical_cache: bool = False
+    hicache_ratio: float = 2.0
+    hicache_size: float = 0.0
+    hicache_write_policy: str = "write_through"
+    hicache_storage_backend: str | None = None
+    hicache_storage_dir: str | None = None
+    hicache_storage_prefetch_policy: str = "best_effort"
+    hicache_page_size: int = 64
 
     def __post_init__(self) -> None:
         if self.schedule_policy not in SCHEDULE_POLICIES:
@@ -186,6 +202,7 @@ class EngineConfig:
                     "nnodes > 1 runs the ranks in worker processes: multiprocess cannot be False"
                 )
         self._check_lora()
+        check_hicache(self)
         SpeculativeConfig.from_engine(self, on_gpu=False)  # refuses bad options here
         if self.base_gpu_id < 0 or self.worker_start_timeout_s <= 0 or self.watchdog_timeout_s <= 0:
             raise EngineConfigError(

@@ -12,6 +12,7 @@ from typing import Any
 from sglr.engine.priority import DEFAULT_PREEMPTION_THRESHOLD
 from sglr.engine.speculative.config import SPECULATIVE_ALGORITHMS
 from sglr.errors import EngineConfigError
+from sglr.server.hicache_flags import add_hicache_arguments, hicache_options
 from sglr.server.reasoning.formats import REASONING_FORMATS
 
 # (option, type, help)
@@ -62,6 +63,7 @@ def add_table_arguments(parser: argparse.ArgumentParser) -> None:
     and the responses store (server settings: launch.py reads them) and embedding mode."""
     add_speculative_arguments(parser)
     add_lora_arguments(parser)
+    add_hicache_arguments(parser)
     parser.add_argument(
         "--reasoning-parser",
         choices=tuple(REASONING_FORMATS),
@@ -93,6 +95,7 @@ def table_options(args: argparse.Namespace) -> dict[str, Any]:
         speculative_options(args)
         | lora_options(args)
         | priority_options(args)
+        | hicache_options(args)
         | {"is_embedding": args.is_embedding}
     )
 

@@ -127,6 +127,27 @@ class _EngineGauges:
                 "Retractions for a waiting request of higher priority",
                 stats.get("num_preemptions", 0),
             ),
+            # The second KV tier (0 while it is off): hits from it, bytes moved, load time.
+            (
+                "sglr:hicache_loaded_tokens",
+                "Cached prompt tokens loaded from the KV tier",
+                stats.get("hicache_loaded_tokens", 0),
+            ),
+            (
+                "sglr:hicache_loaded_bytes",
+                "Bytes loaded from the KV tier",
+                stats.get("hicache_loaded_bytes", 0),
+            ),
+            (
+                "sglr:hicache_written_bytes",
+                "Bytes written to the KV tier",
+                stats.get("hicache_written_bytes", 0),
+            ),
+            (
+                "sglr:hicache_load_seconds",
+                "Seconds reading and copying in KV pages",
+                stats.get("hicache_load_seconds", 0.0),
+            ),
         )
         for name, doc, value in values:
             family = GaugeMetricFamily(name, doc, labels=["model_name"])

@@ -20,6 +20,11 @@ it. The contract, in the order a request meets it:
 
 `check_invariants`: free + cached + held by requests == total slots, free + held rows == total
 rows, plus the tree's own invariants; the engine runs it after every step in tests.
+
+With a second tier (`attach_tiers`, `tiers.py`) the pool also tells it of every insert into the
+index and every eviction from it, starts reads of stored pages for arriving prompts (`prefetch`)
+and, before each admission pass, puts what was read into fresh slots and the index
+(`load_prefetched`), so the scheduler's match counts stored prefixes as cached.
 """
 
 from __future__ import annotations
@@ -29,11 +34,13 @@ from typing import Any
 
 import numpy as np
 
-from sglr.engine.kv.prefix_index import NullIndex, RadixIndex
+from sglr.engine.kv.open_tiers import open_tiers
+from sglr.engine.kv.prefix_index import Inserted, NullIndex, RadixIndex
 from sglr.engine.kv.request_kv import RequestKV
 from sglr.engine.kv.row_writes import PendingRowWrites
 from sglr.engine.kv.rows import RowAllocator
 from sglr.engine.kv.slots import KVSlotAllocator
+from sglr.engine.kv.tiers import KVTiers, Load
 from sglr.errors import SlotAccountingError
 
 
@@ -44,6 +51,24 @@ class KVPool:
         self.index: RadixIndex | NullIndex = RadixIndex() if use_radix_cache else NullIndex()
         self.reuses_kv = use_radix_cache
         self._holders: dict[int, RequestKV] = {}  # by row
+        self.tiers: KVTiers | None = None
+
+    @classmethod
+    def for_runner(cls, config: Any, runner: Any) -> KVPool:
+        """The pool of a model runner's KV cache, with the second tier `config` asks for."""
+        pool = cls(
+            runner.num_kv_slots,
+            runner.runner_config.max_num_reqs,
+            use_radix_cache=not config.disable_radix_cache,
+        )
+        pool.attach_tiers(open_tiers(config, runner))
+        return pool
+
+    def attach_tiers(self, tiers: KVTiers | None) -> None:
+        """The second KV tier (None: none); the pool closes it (`close`)."""
+        if tiers is not None and not self.reuses_kv:
+            raise SlotAccountingError("a second KV tier needs the prefix index")
+        self.tiers = tiers
 
     # ----- what the scheduler and the stats read -----
 
@@ -70,7 +95,7 @@ class KVPool:
             "num_free_kv_slots": self.num_free_slots,
             "num_cached_kv_slots": self.num_cached_slots,
             "kv_usage": 1.0 - self.num_free_slots / self.num_slots,
-        }
+        } | (self.tiers.stats() if self.tiers is not None else {})
 
     # ----- the contract -----
 
@@ -150,8 +175,7 @@ class KVPool:
             return  # nothing is shared: the request keeps its slots
         if kv.num_pending:
             raise SlotAccountingError("share of a request whose step is still running")
-        inserted = self.index.insert(token_ids, kv.computed_slots(), namespace)
-        self.free_slots.free(inserted.rejected)
+        inserted = self._insert(token_ids, kv.computed_slots(), namespace)
         self.index.lock(inserted.node)
         self.index.unlock(kv.locked_node)
         kv.locked_node = inserted.node
@@ -187,7 +211,7 @@ class KVPool:
             return
         self.free_slots.free(kv.pending_slots())
         if keep:
-            self.free_slots.free(self.index.insert(token_ids, kv.computed_slots(), namespace).rejected)
+            self._insert(token_ids, kv.computed_slots(), namespace)
         else:
             self.free_slots.free(kv.slots[kv.num_tree_owned : kv.num_computed])
         self.index.unlock(kv.locked_node)
@@ -203,11 +227,35 @@ class KVPool:
             raise SlotAccountingError("reset of the KV pool while requests hold KV or locks")
         self.index.reset()
         self.free_slots.reset()
+        if self.tiers is not None:
+            self.tiers.reset()
+
+    # ----- the second tier -----
+
+    def prefetch(self, token_ids: np.ndarray, namespace: str | None) -> None:
+        """An arriving prompt: start reading the stored pages past its device-cached prefix."""
+        if self.tiers is not None:
+            slots, _ = self.index.match(token_ids, namespace)
+            self.tiers.prefetch(token_ids, namespace, slots)
+
+    def load_prefetched(self) -> int:
+        """Puts the pages read so far into the device pool and the index; tokens loaded."""
+        if self.tiers is None:
+            return 0
+        return sum(self._load(load) for load in self.tiers.take_loads())
+
+    def close(self) -> None:
+        """Writes what the second tier still owes and stops it."""
+        if self.tiers is not None:
+            self.tiers.close()
+            self.tiers = None
 
     def check_invariants(self) -> None:
         """Raises `SlotAccountingError` (or the tree's error) when any accounting is off."""
         self.index.check_invariants()
         self.free_rows.check_invariants()
+        if self.tiers is not None:
+            self.tiers.check_invariants()
         num_held = 0
         for row, kv in self._holders.items():
             if kv.row != row or not 0 <= kv.num_tree_owned <= kv.num_computed <= kv.num_reserved:
@@ -230,5 +278,35 @@ class KVPool:
         if shortfall > 0:
             if shortfall > self.index.evictable_size():
                 return None
-            self.free_slots.free(self.index.evict(shortfall))
+            evicted = self.index.evict(shortfall)
+            if self.tiers is not None:
+                self.tiers.on_evict(evicted)  # write_back copies them out before reuse
+            self.free_slots.free(evicted)
         return self.free_slots.try_alloc(num_tokens)
+
+    def _insert(self, token_ids: np.ndarray, slots: np.ndarray, namespace: str | None) -> Inserted:
+        inserted = self.index.insert(token_ids, slots, namespace)
+        self.free_slots.free(inserted.rejected)
+        if self.tiers is not None:
+            self.tiers.on_insert(token_ids, inserted.canonical, namespace)
+        return inserted
+
+    def _load(self, load: Load) -> int:
+        """Extends the device-cached prefix of `load.token_ids` with the loaded pages (none
+        when the device prefix meanwhile grew past them, shrank below them, or no room)."""
+        device_slots, node = self.index.match(load.token_ids, load.namespace)
+        device_len = int(device_slots.size)
+        if not load.first_token <= device_len < load.token_ids.size:
+            return 0
+        self.index.lock(node)  # the prefix being extended must not be evicted for its extension
+        try:
+            slots = self._alloc(load.token_ids.size - device_len)
+        finally:
+            self.index.unlock(node)
+        if slots is None:
+            return 0
+        assert self.tiers is not None
+        self.tiers.scatter(load, device_len, slots)
+        inserted = self.index.insert(load.token_ids, np.concatenate([device_slots, slots]), load.namespace)
+        self.free_slots.free(inserted.rejected)
+        return int(slots.size)

@@ -73,11 +73,7 @@ class SchedulerLoop(LoopCalls):
         self._after_iteration = after_iteration
         self._runner = runner
         self.stats = EngineStats()
-        self._pool = KVPool(
-            runner.num_kv_slots,
-            runner.runner_config.max_num_reqs,
-            use_radix_cache=not config.disable_radix_cache,
-        )
+        self._pool = KVPool.for_runner(config, runner)
         self._tokenizer = tokenizer
         self._out = OutputProcessor(runner.max_context_len)
         self._table = RequestTable(self.stats)
@@ -153,6 +149,8 @@ class SchedulerLoop(LoopCalls):
         if self._thread.is_alive():
             self._thread.join(timeout)
         self._constraints.shutdown()
+        if not self._thread.is_alive():  # (the loop no longer touches the pool)
+            self._pool.close()
 
     @property
     def num_waiting(self) -> int:

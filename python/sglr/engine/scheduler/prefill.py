@@ -61,6 +61,7 @@ class PrefillQueue:
 
     def add(self, req: Req) -> None:
         self._table.to_waiting(req)
+        self._pool.prefetch(req.fill_keys(), req.cache_namespace)  # a second KV tier's pages
         if self._loras.take(req):
             self._enqueue(req)
 
@@ -111,6 +112,7 @@ class PrefillQueue:
         """This pass's admissions: new requests and prompt chunks, their slots reserved. With
         priority scheduling, a waiting request left out may retract a running one (`preemption.py`)."""
         running_left = np.array([req.tokens_left for req in running], dtype=np.int32)
+        self._pool.load_prefetched()  # stored pages into the tree, where the match finds them
         decision = self._scheduler.select(self._pool.tree, self._pool.num_free_slots, running_left)
         self.last_stop_reason = decision.stop_reason
         items = []
