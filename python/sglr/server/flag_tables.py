@@ -11,6 +11,7 @@ from typing import Any
 
 from sglr.engine.speculative.config import SPECULATIVE_ALGORITHMS
 from sglr.errors import EngineConfigError
+from sglr.server.openai.batches.flags import add_batch_arguments
 from sglr.server.reasoning.formats import REASONING_FORMATS
 
 # (option, type, help)
@@ -57,9 +58,10 @@ def add_limit_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_table_arguments(parser: argparse.ArgumentParser) -> None:
-    """The speculative-decoding flags, the LoRA flags, the reasoning parser (a server setting:
-    launch.py reads it) and embedding mode."""
+    """The speculative-decoding flags, the LoRA flags, the reasoning parser and the batch flags
+    (server settings: launch.py reads them) and embedding mode."""
     add_speculative_arguments(parser)
+    add_batch_arguments(parser)
     add_lora_arguments(parser)
     parser.add_argument(
         "--reasoning-parser",

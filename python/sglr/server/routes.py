@@ -27,6 +27,8 @@ from sglr.server.native.encode import encode
 from sglr.server.native.generate import generate
 from sglr.server.native.lora import load_lora_adapter, unload_lora_adapter
 from sglr.server.native.tokenize import detokenize, tokenize
+from sglr.server.openai.batches.batches_api import cancel_batch, create_batch, get_batch, list_batches
+from sglr.server.openai.batches.files_api import create_file, delete_file, file_content, get_file, list_files
 from sglr.server.openai.chat import chat_completions
 from sglr.server.openai.completions import completions
 from sglr.server.openai.embeddings import embeddings
@@ -73,4 +75,13 @@ OPENAI_ROUTES = (
     RouteSpec("/v1/completions", completions, _POST),
     RouteSpec("/v1/chat/completions", chat_completions, _POST),
     RouteSpec("/v1/embeddings", embeddings, _POST),
+    RouteSpec("/v1/files", create_file, _POST),
+    RouteSpec("/v1/files", list_files, _GET),
+    RouteSpec("/v1/files/{file_id}", get_file, _GET),
+    RouteSpec("/v1/files/{file_id}", delete_file, ("DELETE",)),
+    RouteSpec("/v1/files/{file_id}/content", file_content, _GET),
+    RouteSpec("/v1/batches", create_batch, _POST),
+    RouteSpec("/v1/batches", list_batches, _GET),
+    RouteSpec("/v1/batches/{batch_id}", get_batch, _GET),
+    RouteSpec("/v1/batches/{batch_id}/cancel", cancel_batch, _POST),
 )
