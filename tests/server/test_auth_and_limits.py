@@ -36,7 +36,8 @@ READS_BODY = {("POST", "/generate"), ("PUT", "/generate"), ("POST", "/v1/complet
               ("POST", "/concate_and_append_request"), ("POST", "/load_lora_adapter"),
               ("POST", "/unload_lora_adapter"), ("POST", "/tokenize"), ("POST", "/v1/tokenize"),
               ("POST", "/detokenize"), ("POST", "/v1/detokenize"), ("POST", "/encode"),
-              ("PUT", "/encode"), ("POST", "/v1/embeddings")}  # fmt: skip
+              ("PUT", "/encode"), ("POST", "/v1/embeddings"), ("POST", "/v1/files"),
+              ("POST", "/v1/batches")}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
