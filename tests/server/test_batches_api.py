@@ -111,10 +111,10 @@ def test_a_chat_batch_answers_each_line_as_the_live_route_does(server: Server) -
     assert error_row["custom_id"] == "bad" and error_row["response"]["status_code"] == 400
     assert error_row["response"]["body"]["error"]["param"] == "temperature"
     assert server.client.files.retrieve(batch.output_file_id).purpose == "batch_output"
-    server.service.store().check_invariants()
+    server.service.check_invariants()
 
 
-def test_a_completions_batch_and_a_streaming_line(server: Server) -> None:
+def test_completions_and_embeddings_batches_and_a_streaming_line(server: Server) -> None:
     body = {"model": "default", "prompt": "once upon", "max_tokens": 2, "temperature": 0}
     lines = [{"custom_id": "c", "method": "POST", "url": "/v1/completions", "body": body},
              {"custom_id": "s", "method": "POST", "url": "/v1/completions", "body": {**body, "stream": True}}]  # fmt: skip
@@ -126,6 +126,17 @@ def test_a_completions_batch_and_a_streaming_line(server: Server) -> None:
     assert row["custom_id"] == "c" and row["response"]["body"]["object"] == "text_completion"
     (streamed,) = jsonl(server, batch.error_file_id)
     assert streamed["response"]["body"]["error"]["param"] == "stream"
+    embed = {"custom_id": "e", "method": "POST", "url": "/v1/embeddings", "body": {"input": "x"}}
+    batch = server.client.batches.create(
+        input_file_id=upload(server, [embed]), endpoint="/v1/embeddings", completion_window="24h"
+    )
+    batch = wait_for(server, batch.id)
+    (refused,) = jsonl(server, batch.error_file_id)  # a generating server: the route's own 400
+    live = httpx.post(
+        server.url + "/v1/embeddings", json=embed["body"], headers={"Authorization": f"Bearer {KEY}"}
+    )
+    assert refused["response"]["status_code"] == live.status_code == 400
+    assert refused["response"]["body"] == live.json()
 
 
 def test_a_bad_input_file_fails_the_batch_with_an_error_per_line(server: Server) -> None:
@@ -188,7 +199,7 @@ def test_files_list_retrieve_delete(server: Server) -> None:
     assert file_id not in [f.id for f in server.client.files.list()]
     with pytest.raises(openai.NotFoundError):
         server.client.files.retrieve(file_id)
-    server.service.store().check_invariants()
+    server.service.check_invariants()
 
 
 def test_batches_list_pages_newest_first(server: Server) -> None:
@@ -229,7 +240,7 @@ def test_cancel_stops_feeding_lines_and_keeps_what_finished(engine: Engine, tmp_
         assert batch.status == "cancelled" and batch.cancelled_at is not None
         assert (batch.request_counts.total, batch.request_counts.completed) == (5, 1)
         assert [row["custom_id"] for row in jsonl(server, batch.output_file_id)] == ["q0"]
-        server.service.store().check_invariants()
+        server.service.check_invariants()
 
 
 def test_a_restarted_server_resumes_the_batch_with_only_the_pending_lines(
@@ -249,5 +260,5 @@ def test_a_restarted_server_resumes_the_batch_with_only_the_pending_lines(
         assert sorted(row["custom_id"] for row in jsonl(second, done.output_file_id)) == [
             f"q{i}" for i in range(6)
         ]
-        second.service.store().check_invariants()
+        second.service.check_invariants()
     engine.check_invariants()

@@ -20,7 +20,8 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from sglr.server.openai.batches.store import BatchStore
+from sglr.errors import InvariantError
+from sglr.server.openai.batches.store import UNFINISHED, BatchStore
 from sglr.server.openai.batches.validate import read_batch_input
 
 logger = logging.getLogger("sglr.server")
@@ -60,6 +61,18 @@ class BatchRunner:
 
     def is_running(self, batch_id: str) -> bool:
         return batch_id in self._batch_tasks
+
+    def check_invariants(self) -> None:
+        """Lines run only for a batch being run; a batch being run is one the store has unfinished."""
+        for batch_id in self._line_tasks:
+            if batch_id not in self._batch_tasks:
+                raise InvariantError(f"lines of batch {batch_id} run without their batch")
+        for batch_id, task in self._batch_tasks.items():
+            if task.done():  # ended; its done callback has not run yet
+                continue
+            doc = self.store.batch(batch_id)
+            if doc is None or doc["status"] not in UNFINISHED:
+                raise InvariantError(f"batch {batch_id} runs but is {doc and doc['status']}")
 
     async def stop(self) -> None:
         tasks = [*self._batch_tasks.values(), *(t for lines in self._line_tasks.values() for t in lines)]

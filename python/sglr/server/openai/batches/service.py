@@ -56,6 +56,13 @@ class BatchService:
         self._runner.after_line = self.after_line
         return self._runner
 
+    def check_invariants(self) -> None:
+        """The store's and the runner's (call it from the event loop thread, or while idle)."""
+        if self._store is not None:
+            self._store.check_invariants()
+        if self._runner is not None:
+            self._runner.check_invariants()
+
     async def start(self) -> None:
         """Resumes the batches a previous server on this store left unfinished."""
         store = self.store()
