@@ -20,6 +20,7 @@ from server_harness import make_engine, serve
 from sglr.engine.engine import Engine
 from sglr.server import ServerSettings, build_app
 from sglr.server.openai.batches.service import BatchService
+from sglr.server.state import ServerState
 
 KEY = "sk-batch"
 CHAT = "/v1/chat/completions"
@@ -33,9 +34,10 @@ def engine(tiny_dir: Path) -> Iterator[Engine]:
 
 
 class Server:
-    def __init__(self, url: str, service: BatchService) -> None:
+    def __init__(self, url: str, state: ServerState) -> None:
         self.url = url
-        self.service = service
+        self.state = state
+        self.service: BatchService = state.batches
         self.client = openai.OpenAI(base_url=url + "/v1", api_key=KEY, max_retries=0, timeout=60)
 
 
@@ -46,10 +48,9 @@ def batch_server(engine: Engine, storage: Path, hook=None, **settings) -> Iterat
         api_key=KEY, batch_storage_dir=str(storage), batch_max_concurrency=1, **settings
     )
     app = build_app(engine, settings)
-    service = app.state.sglr.batches
-    service.after_line = hook
+    app.state.sglr.batches.after_line = hook
     with serve(app) as url:
-        yield Server(url, service)
+        yield Server(url, app.state.sglr)
 
 
 @pytest.fixture(scope="module")
@@ -262,3 +263,21 @@ def test_a_restarted_server_resumes_the_batch_with_only_the_pending_lines(
         ]
         second.service.check_invariants()
     engine.check_invariants()
+
+
+def test_lines_answered_while_the_server_shuts_down_stay_pending(engine: Engine, tmp_path: Path) -> None:
+    """A shutdown aborts what runs past its grace period: such answers are not recorded."""
+    lines = [chat_line(f"q{i}", f"question {i}") for i in range(3)]
+    with batch_server(engine, tmp_path) as first:
+        first.state.shutting_down = True
+        batch = first.client.batches.create(
+            input_file_id=upload(first, lines), endpoint=CHAT, completion_window="24h"
+        )
+        deadline = time.monotonic() + 60
+        while first.service.runner.is_running(batch.id):
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        stopped = first.client.batches.retrieve(batch.id)
+        assert stopped.status == "in_progress" and stopped.request_counts.completed == 0
+    with batch_server(engine, tmp_path) as second:
+        assert wait_for(second, batch.id).request_counts.completed == 3

@@ -44,12 +44,15 @@ def _line_request(url: str) -> Request:
 
 
 class LineExecutor:
-    """`await executor(url, body)` -> (status code, JSON body) of one line."""
+    """`await executor(url, body)` -> (status code, JSON body) of one line; None while the server
+    shuts down."""
 
     def __init__(self, state: ServerState) -> None:
         self.state = state
 
-    async def __call__(self, url: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    async def __call__(self, url: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
+        if self.state.shutting_down:
+            return None
         body = {**body, "priority": batch_priority(self.state.engine)}
         try:
             if body.get("stream"):
@@ -64,5 +67,9 @@ class LineExecutor:
                 response = await answer_embeddings(self.state, body)
         except Exception as exc:  # the route's error, as it would answer it
             error = as_api_error(exc)
-            return error.status, error_body(error.status, error.message, error.param, error.code)
-        return response.status_code, json.loads(bytes(response.body))
+            answer = error.status, error_body(error.status, error.message, error.param, error.code)
+        else:
+            answer = response.status_code, json.loads(bytes(response.body))
+        # A shutdown aborts what still runs after its grace period: such an answer may be cut
+        # short, so the line stays pending for the next server.
+        return None if self.state.shutting_down else answer

@@ -5,9 +5,9 @@ files are written (finalizing) and it is completed. A cancelled batch feeds no n
 lines in flight are aborted (cancelling their tasks aborts their requests in the engine), and
 it ends cancelled with the results of the lines that had finished.
 
-Stopping the runner (the server shutting down) cancels everything and records nothing more: a
-batch keeps its state, and the next server on the same store resumes it with the lines still
-pending (`BatchService.start`).
+Stopping the runner, or a line answered while the server shuts down (`execute` returns None),
+stops everything and records nothing more: a batch keeps its state, and the next server on the
+same store resumes it with the lines still pending (`BatchService.start`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ from sglr.server.openai.batches.validate import read_batch_input
 
 logger = logging.getLogger("sglr.server")
 
-Execute = Callable[[str, dict[str, Any]], Awaitable[tuple[int, dict[str, Any]]]]
+# A line's (status code, JSON body); None: no answer to record (the line stays pending).
+Execute = Callable[[str, dict[str, Any]], Awaitable[tuple[int, dict[str, Any]] | None]]
 # Awaited after each line is recorded, with the batch id and the lines this runner ran so far.
 AfterLine = Callable[[str, int], Awaitable[None]]
 
@@ -45,6 +46,7 @@ class BatchRunner:
         self._batch_tasks: dict[str, asyncio.Task[None]] = {}
         self._line_tasks: dict[str, set[asyncio.Task[None]]] = {}
         self._cancelled: set[str] = set()
+        self._stopping = False
 
     def start(self, batch_id: str) -> None:
         task = asyncio.create_task(self._run(batch_id), name=f"sglr-batch-{batch_id}")
@@ -75,6 +77,7 @@ class BatchRunner:
                 raise InvariantError(f"batch {batch_id} runs but is {doc and doc['status']}")
 
     async def stop(self) -> None:
+        self._stopping = True
         tasks = [*self._batch_tasks.values(), *(t for lines in self._line_tasks.values() for t in lines)]
         for task in tasks:
             task.cancel()
@@ -88,6 +91,8 @@ class BatchRunner:
                 await self._validate(doc)
             if self._status(batch_id) == "in_progress":
                 await self._run_lines(doc)
+            if self._stopping:  # the server shuts down: the next one goes on from here
+                return
             status = self._status(batch_id)
             if status in ("in_progress", "finalizing"):
                 self._finish(batch_id, "finalizing", "completed")
@@ -120,7 +125,7 @@ class BatchRunner:
         try:
             for index, custom_id, body in self.store.pending_lines(batch_id):
                 await self.slots.acquire()
-                if batch_id in self._cancelled:
+                if batch_id in self._cancelled or self._stopping:
                     self.slots.release()
                     break
                 task = asyncio.create_task(self._line(batch_id, doc["endpoint"], index, custom_id, body))
@@ -133,7 +138,11 @@ class BatchRunner:
 
     async def _line(self, batch_id: str, url: str, index: int, custom_id: str, body: dict[str, Any]) -> None:
         try:
-            status, response = await self.execute(url, body)
+            answer = await self.execute(url, body)
+            if answer is None:  # the server shuts down: no more lines
+                self._stopping = True
+                return
+            status, response = answer
             request_id = response.get("id") if isinstance(response.get("id"), str) else new_id("req_")
             result = {
                 "id": new_id("batch_req_"),
