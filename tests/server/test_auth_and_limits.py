@@ -37,7 +37,8 @@ READS_BODY = {("POST", "/generate"), ("PUT", "/generate"), ("POST", "/v1/complet
               ("POST", "/unload_lora_adapter"), ("POST", "/tokenize"), ("POST", "/v1/tokenize"),
               ("POST", "/detokenize"), ("POST", "/v1/detokenize"), ("POST", "/encode"),
               ("PUT", "/encode"), ("POST", "/v1/embeddings"), ("POST", "/v1/responses"),
-              ("POST", "/open_session"), ("POST", "/close_session")}  # fmt: skip
+              ("POST", "/open_session"), ("POST", "/close_session"), ("POST", "/v1/files"),
+              ("POST", "/v1/batches")}  # fmt: skip
 
 
 @pytest.fixture(scope="module")

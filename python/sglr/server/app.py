@@ -20,6 +20,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from sglr.http.app import endpoint, json_app
+from sglr.server.openai.batches.build import build_batch_service
 from sglr.server.routes import NATIVE_ROUTES, OPENAI_ROUTES, RouteSpec
 from sglr.server.settings import ServerSettings
 from sglr.server.state import ServerState
@@ -50,11 +51,14 @@ def build_app(engine: Engine, settings: ServerSettings | None = None) -> Starlet
 
         metrics = ServerMetrics(engine, engine.served_model_name)
     state = ServerState(engine=engine, settings=settings, metrics=metrics)
+    batches = state.batches = build_batch_service(state)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await batches.start()  # resumes the batches a previous server left unfinished
         yield
         state.shutting_down = True  # health checks fail while connections drain
+        await batches.stop()
 
     app = json_app(_routes(state), settings.api_key, settings.max_body_bytes, lifespan)
     app.state.sglr = state

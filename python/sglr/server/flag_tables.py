@@ -13,6 +13,7 @@ from sglr.engine.priority import DEFAULT_PREEMPTION_THRESHOLD
 from sglr.engine.speculative.config import SPECULATIVE_ALGORITHMS
 from sglr.errors import EngineConfigError
 from sglr.server.hicache_flags import add_hicache_arguments, hicache_options
+from sglr.server.openai.batches.flags import add_batch_arguments
 from sglr.server.reasoning.formats import REASONING_FORMATS
 
 # (option, type, help)
@@ -59,9 +60,11 @@ def add_limit_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_table_arguments(parser: argparse.ArgumentParser) -> None:
-    """The speculative-decoding flags, the LoRA flags, the priority flags, the reasoning parser
-    and the responses store (server settings: launch.py reads them) and embedding mode."""
+    """The speculative-decoding flags, the LoRA flags, the priority flags, the reasoning parser,
+    the responses store and the batch flags (server settings: launch.py reads them) and
+    embedding mode."""
     add_speculative_arguments(parser)
+    add_batch_arguments(parser)
     add_lora_arguments(parser)
     add_hicache_arguments(parser)
     parser.add_argument(

@@ -28,6 +28,7 @@ from sglr.http.listen import (
 )
 from sglr.router.policy import ROUTER_POLICIES
 from sglr.server.flag_tables import add_limit_arguments, add_table_arguments, table_options
+from sglr.server.openai.batches.flags import batch_settings
 
 CHATML_TEMPLATE = (
     "{%- for message in messages %}"
@@ -287,6 +288,7 @@ def main(argv: list[str] | None = None) -> int:
             max_messages=args.max_messages,
             max_tools=args.max_tools,
             max_tool_schema_bytes=args.max_tool_schema_bytes,
+            **batch_settings(args),
             launch_args=vars(args),
         )
         engine = _build_engine(args, Engine)

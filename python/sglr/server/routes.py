@@ -28,6 +28,8 @@ from sglr.server.native.generate import generate
 from sglr.server.native.lora import load_lora_adapter, unload_lora_adapter
 from sglr.server.native.sessions import close_session, open_session
 from sglr.server.native.tokenize import detokenize, tokenize
+from sglr.server.openai.batches.batches_api import cancel_batch, create_batch, get_batch, list_batches
+from sglr.server.openai.batches.files_api import create_file, delete_file, file_content, get_file, list_files
 from sglr.server.openai.chat import chat_completions
 from sglr.server.openai.completions import completions
 from sglr.server.openai.embeddings import embeddings
@@ -88,4 +90,13 @@ OPENAI_ROUTES = (
     RouteSpec("/v1/responses/{response_id}", delete_response, ("DELETE",)),
     RouteSpec("/v1/responses/{response_id}/input_items", list_input_items, _GET),
     RouteSpec("/v1/responses/{response_id}/cancel", cancel_response, _POST),
+    RouteSpec("/v1/files", create_file, _POST),
+    RouteSpec("/v1/files", list_files, _GET),
+    RouteSpec("/v1/files/{file_id}", get_file, _GET),
+    RouteSpec("/v1/files/{file_id}", delete_file, ("DELETE",)),
+    RouteSpec("/v1/files/{file_id}/content", file_content, _GET),
+    RouteSpec("/v1/batches", create_batch, _POST),
+    RouteSpec("/v1/batches", list_batches, _GET),
+    RouteSpec("/v1/batches/{batch_id}", get_batch, _GET),
+    RouteSpec("/v1/batches/{batch_id}/cancel", cancel_batch, _POST),
 )

@@ -47,6 +47,10 @@ class ServerSettings:
     responses_store_path: the SQLite file stored `/v1/responses` responses are kept in (None:
         in memory, gone with the server).
     max_stored_responses: stored responses kept; the oldest are evicted past it.
+    batch_storage_dir: where the Files and Batch APIs keep files and batch state (None:
+        `<sglr cache>/batches/<served name>`); a server started on it resumes its batches.
+    batch_max_concurrency: batch lines running at once, across all batches.
+    batch_max_file_bytes / batch_max_storage_bytes: one uploaded file (413), all stored files (400).
     launch_args: the resolved command-line options, echoed by `/server_info` (the key masked).
     """
 
@@ -66,6 +70,10 @@ class ServerSettings:
     reasoning_parser: str | None = None
     responses_store_path: str | None = None
     max_stored_responses: int = 1000
+    batch_storage_dir: str | None = None
+    batch_max_concurrency: int = 4
+    batch_max_file_bytes: int = MAX_BODY_BYTES
+    batch_max_storage_bytes: int = 1 << 30
     launch_args: dict[str, Any] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
@@ -84,7 +92,8 @@ class ServerSettings:
             raise EngineConfigError("api_key must not be empty (leave it unset to disable auth)")
         if self.max_body_bytes < 1024:
             raise EngineConfigError(f"max_body_bytes must be at least 1024, got {self.max_body_bytes}")
-        for name in ("max_sequences_per_request", "max_messages", "max_tools", "max_tool_schema_bytes"):
+        for name in ("max_sequences_per_request", "max_messages", "max_tools", "max_tool_schema_bytes",
+                     "batch_max_concurrency", "batch_max_file_bytes", "batch_max_storage_bytes"):  # fmt: skip
             if getattr(self, name) < 1:
                 raise EngineConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
         _check_responses_store(self.responses_store_path, self.max_stored_responses)

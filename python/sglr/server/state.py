@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from sglr.engine.engine import Engine
     from sglr.engine.lora_registry import LoraRef
     from sglr.server.metrics import ServerMetrics
+    from sglr.server.openai.batches.service import BatchService
 
 
 class InflightRequests:
@@ -62,6 +63,7 @@ class ServerState:
     inflight: InflightRequests = field(default_factory=InflightRequests)
     started_at: float = field(default_factory=time.time)
     shutting_down: bool = False
+    batches: BatchService | None = None  # the Files and Batch APIs (build_app sets it)
     image_sources: ImageSources = field(init=False)
     # The real paths runtime LoRA loads may read adapters below (none: such loads are refused).
     lora_roots: tuple[Path, ...] = field(init=False)

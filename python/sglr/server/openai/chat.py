@@ -140,6 +140,11 @@ class ChatRequest(OpenAIRequest):
 
 async def chat_completions(state: ServerState, request: Request) -> Response:
     body = await read_json_object(request, state.settings.max_body_bytes)
+    return await answer_chat(state, request, body)
+
+
+async def answer_chat(state: ServerState, request: Request, body: dict[str, Any]) -> Response:
+    """The route after the body is read (a batch's lines come here too, `openai.batches`)."""
     req = ChatRequest(state, body)
     await req.image_sources.read()
     gen = await start_generation(state, req.engine_kwargs(), req.names)

@@ -111,6 +111,11 @@ class _CompletionRequest(OpenAIRequest):
 
 async def completions(state: ServerState, request: Request) -> Response:
     body = await read_json_object(request, state.settings.max_body_bytes)
+    return await answer_completion(state, request, body)
+
+
+async def answer_completion(state: ServerState, request: Request, body: dict[str, Any]) -> Response:
+    """The route after the body is read (a batch's lines come here too, `openai.batches`)."""
     req = _CompletionRequest(state, body)
     gen = await start_generation(state, req.engine_kwargs(), req.names)
     if req.stream:

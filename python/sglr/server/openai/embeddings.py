@@ -26,12 +26,18 @@ from sglr.server.native.encode import embedding_inputs
 from sglr.server.openai.models import resolve_model
 from sglr.server.state import ServerState
 
-_FIELDS = frozenset({"input", "model", "encoding_format", "dimensions", "user"})
+# `priority`: SGLang's scheduling hint (a batch's lines carry one), accepted and not used here.
+_FIELDS = frozenset({"input", "model", "encoding_format", "dimensions", "user", "priority"})
 _FORMATS = ("float", "base64")
 
 
 async def embeddings(state: ServerState, request: Request) -> Response:
     body = await read_json_object(request, state.settings.max_body_bytes)
+    return await answer_embeddings(state, body)
+
+
+async def answer_embeddings(state: ServerState, body: dict[str, Any]) -> Response:
+    """The route after the body is read (a batch's lines come here too, `openai.batches`)."""
     check_known_fields(body, _FIELDS, "the embeddings request")
     model = get_str(body, "model")
     if model is not None and resolve_model(state, model) is not None:

@@ -26,7 +26,8 @@ SAMPLING_FIELDS = frozenset({
     "frequency_penalty", "logit_bias", "stream", "stream_options", "response_format", "user",
     "top_k", "min_p", "min_tokens", "repetition_penalty", "stop_token_ids", "ignore_eos",
     "skip_special_tokens", "spaces_between_special_tokens", "no_stop_trim", "regex", "ebnf", "rid",
-    "metadata", "store", "service_tier", "lora_path", "priority",
+    "metadata", "store", "service_tier", "lora_path",
+    "priority",  # SGLang's scheduling hint (a batch's lines carry one); not used by sampling
 })  # fmt: skip
 
 
