@@ -5,7 +5,8 @@ worker process (this process tokenizes, assembles results and runs the programs)
 
 It runs a multi-turn chat, a fork/join program, multiple choice with `select`, a JSON
 schema-constrained extraction, an EBNF grammar-constrained expression, a passage quoted back under
-speculative decoding and a batch over two LoRA adapters and the base, prints each result, then the
+speculative decoding, a batch over two LoRA adapters and the base, and a long document's KV
+read back from the disk tier after a restart, prints each result, then the
 engine's prefix-cache hit rate and generation speed. Last, it starts `sglr-server` on the same model (HTTP front, scheduler in a
 worker process) and runs a tool-calling program through its OpenAI API (`--no-server` skips it).
 
@@ -36,6 +37,7 @@ PROGRAMS = [
         "speculative_quote",
     ),
     ("LoRA: two adapters loaded at run time, one batch with the base model", "lora_adapters"),
+    ("KV tier on disk: a long document's KV found again after a restart", "kv_tier_restart"),
 ]
 
 

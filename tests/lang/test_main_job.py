@@ -39,6 +39,11 @@ def test_main_job_answers_correctly_on_smollm2(smollm2_dir, monkeypatch, capsys)
     assert lora["distinct_answers"] >= 2 and lora["same_when_asked_again"], lora
     assert all(n > 0 for n in lora["cached_again"].values()) and lora["unloaded_refused"], lora
 
+    tier = results["kv_tier_restart"]  # a new engine reads the document's KV from the disk tier
+    assert tier["identical"] and tier["tier_tokens_after_restart"] == tier["cached_after_restart"] > 1000, (
+        tier
+    )
+
     call = results["tool_calling"]  # through sglr-server's OpenAI API, arguments per the schema
     assert call["name"] == "get_weather" and call["arguments"]["unit"] in ("celsius", "fahrenheit")
     assert "Paris" in call["arguments"]["city"]
