@@ -16,6 +16,8 @@ pub(crate) struct Node {
     pub(crate) children: FxHashMap<TokenId, u32>,
     /// Number of running requests whose locked prefix ends at or below this node.
     pub(crate) lock_ref: u32,
+    /// Locks ever taken through this node: the requests that used its prefix (never reset).
+    pub(crate) num_hits: u64,
     /// Logical clock value of the last match or insert that walked through this node.
     pub(crate) last_access: u64,
     /// Whether the node is in the LRU set of evictable leaves (kept in step with `can_evict`).
@@ -33,6 +35,7 @@ impl Node {
             slots,
             children: FxHashMap::default(),
             lock_ref: 0,
+            num_hits: 0,
             last_access: now,
             in_lru: false,
         }

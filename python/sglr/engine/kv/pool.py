@@ -44,6 +44,7 @@ class KVPool:
         self.index: RadixIndex | NullIndex = RadixIndex() if use_radix_cache else NullIndex()
         self.reuses_kv = use_radix_cache
         self._holders: dict[int, RequestKV] = {}  # by row
+        self.num_evicted_slots = 0  # cached slots taken back for new work, ever
 
     # ----- what the scheduler and the stats read -----
 
@@ -70,6 +71,7 @@ class KVPool:
             "num_free_kv_slots": self.num_free_slots,
             "num_cached_kv_slots": self.num_cached_slots,
             "kv_usage": 1.0 - self.num_free_slots / self.num_slots,
+            "num_evicted_kv_slots": self.num_evicted_slots,
         }
 
     # ----- the contract -----
@@ -230,5 +232,7 @@ class KVPool:
         if shortfall > 0:
             if shortfall > self.index.evictable_size():
                 return None
-            self.free_slots.free(self.index.evict(shortfall))
+            evicted = self.index.evict(shortfall)
+            self.num_evicted_slots += int(evicted.size)
+            self.free_slots.free(evicted)
         return self.free_slots.try_alloc(num_tokens)

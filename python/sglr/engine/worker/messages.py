@@ -1,7 +1,7 @@
 """Control messages between the front and worker rank 0: one dataclass per kind.
 
 Front -> rank 0 (the commands socket), read in one place, `process._handle_command`:
-`AddRequest`, `AbortRequest`, the queries `FlushCache`, `GetStats`, `LoadLora`, `UnloadLora`,
+`AddRequest`, `AbortRequest`, the queries `FlushCache`, `GetStats`, `GetTreeSummary`, `LoadLora`, `UnloadLora`,
 `CheckInvariants` (each with a `token` its `Reply` names) and `StopWorkers`.
 
 Rank 0 -> front (the outputs socket), read in one place, `WorkerScheduler._handle`: `Ready`
@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from sglr.engine.kv.tree_summary import TreeSummaryLimits
 from sglr.engine.request import TokenizedRequest
 from sglr.engine.token_output import TokenOutput
 from sglr.engine.worker.runner_info import RunnerInfo
@@ -59,6 +60,11 @@ class GetStats(Query):
 
 
 @dataclass(frozen=True, slots=True)
+class GetTreeSummary(Query):
+    limits: TreeSummaryLimits
+
+
+@dataclass(frozen=True, slots=True)
 class LoadLora(Query):
     lora_id: int
     name: str
@@ -81,7 +87,15 @@ class StopWorkers(_Message):
 
 
 Command = (
-    AddRequest | AbortRequest | FlushCache | GetStats | LoadLora | UnloadLora | CheckInvariants | StopWorkers
+    AddRequest
+    | AbortRequest
+    | FlushCache
+    | GetStats
+    | GetTreeSummary
+    | LoadLora
+    | UnloadLora
+    | CheckInvariants
+    | StopWorkers
 )
 
 

@@ -172,6 +172,9 @@ def _handle_command(
             loop.unload_lora(lora_id).add_done_callback(reply_to(token))
         case messages.GetStats(token):
             loop.call(loop.get_stats).add_done_callback(reply_to(token))
+        case messages.GetTreeSummary(token, limits):
+            # Off the loop thread, so a poll never waits for a step (the Rust tree locks itself).
+            outputs.send(messages.Reply(token, loop.get_tree_summary(limits)))
         case messages.CheckInvariants(token):
             loop.call(loop.check_invariants).add_done_callback(reply_to(token))
         case messages.StopWorkers():
