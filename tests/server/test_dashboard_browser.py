@@ -1,5 +1,6 @@
 """`/dashboard` in a real headless browser (Debian's chromium + chromedriver through selenium), over
-a server whose scheduler runs in a worker process (sglr-server's default), with an API key.
+a server with an API key. (The tree summary from a worker process, sglr-server's default layout:
+tests/engine/test_engine_workers.py.)
 
 The page loads without console errors, shows the numbers `/metrics` and `/dashboard/data` show,
 its charts grow as it polls, and its tree view shows the prefix that requests shared. A screenshot
@@ -29,7 +30,7 @@ QUESTIONS = ("What is red?", "Name a fruit.", "Say hello.")
 @pytest.fixture(scope="module")
 def served(tiny_dir: Path) -> Iterator[Served]:
     settings = ServerSettings(enable_metrics=True, api_key=KEY)
-    with served_engine(tiny_dir, settings, multiprocess=True) as s:
+    with served_engine(tiny_dir, settings) as s:
         with httpx.Client(base_url=s.url, headers=AUTH, timeout=60) as client:
             for question in QUESTIONS:
                 body = {"text": SYSTEM + question, "sampling_params": {"max_new_tokens": 4, "temperature": 0}}
@@ -115,31 +116,47 @@ def _wait_for(condition, timeout: float = 20.0):
         time.sleep(0.1)
 
 
+# Read in one script: the page redraws as it polls, so elements found earlier go stale.
+_PAGE_STATE = """
+const text = (id) => { const e = document.getElementById(id); return e ? e.textContent.replaceAll(",", "") : null; };
+return {
+  polls: Number(document.body.dataset.numPolls || 0),
+  numbers: Object.fromEntries(["stat-prompt-tokens", "stat-generation-tokens", "stat-finished-length",
+                               "kv-cached"].map((id) => [id, text(id)])),
+  points: Number(document.getElementById("chart-throughput").dataset.numPoints),
+  nodes: [...document.querySelectorAll("#tree-view g.prefix-node")].map((g) => [Number(g.dataset.hits), g.dataset.text]),
+  top: [...document.querySelectorAll("#top-prefixes li.top-prefix")].map((li) => li.textContent),
+};
+"""
+
+
 def test_the_page_shows_live_numbers_charts_and_the_tree(
     served: Served, browser, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    from selenium.webdriver.common.by import By
-
     browser.get(f"{served.url}/dashboard?interval_ms=300#key={KEY}")
-    polls = lambda: int(browser.find_element(By.TAG_NAME, "body").get_attribute("data-num-polls") or 0)  # noqa: E731
-    _wait_for(lambda: polls() >= 2)
+    state = lambda: browser.execute_script(_PAGE_STATE)  # noqa: E731
+    _wait_for(lambda: state()["polls"] >= 2)
     data, metrics = _data(served), _metrics(served)
-    shown = lambda element_id: browser.find_element(By.ID, element_id).text.replace(",", "")  # noqa: E731
-    _wait_for(lambda: shown("stat-prompt-tokens") == str(data["tokens"]["prompt"]))
-    assert shown("stat-prompt-tokens") == str(int(metrics["sglr:prompt_tokens_total"]))
-    assert shown("stat-generation-tokens") == str(int(metrics["sglr:generation_tokens_total"]))
-    assert shown("stat-finished-length") == str(len(QUESTIONS))
-    assert shown("kv-cached") == str(data["kv"]["cached"])
+    expected = {
+        "stat-prompt-tokens": str(int(metrics["sglr:prompt_tokens_total"])),
+        "stat-generation-tokens": str(int(metrics["sglr:generation_tokens_total"])),
+        "stat-finished-length": str(len(QUESTIONS)),
+        "kv-cached": str(data["kv"]["cached"]),
+    }
+    assert expected["stat-prompt-tokens"] == str(data["tokens"]["prompt"])
 
-    chart = browser.find_element(By.ID, "chart-throughput")
-    before = int(chart.get_attribute("data-num-points"))
-    _wait_for(lambda: int(chart.get_attribute("data-num-points")) > before)  # one more sample drawn
+    def numbers_shown() -> dict | None:
+        page = state()
+        return page if page["numbers"] == expected else None
 
-    nodes = browser.find_elements(By.CSS_SELECTOR, "#tree-view g.prefix-node")
-    shared = [n for n in nodes if int(n.get_attribute("data-hits")) >= len(QUESTIONS)]
-    assert shared and shared[0].get_attribute("data-text").strip() in SYSTEM
-    top = browser.find_elements(By.CSS_SELECTOR, "#top-prefixes li.top-prefix")
-    assert top and f"{len(QUESTIONS)} hits" in top[0].text
+    shown = _wait_for(numbers_shown)
+
+    before = shown["points"]
+    _wait_for(lambda: state()["points"] > before)  # the chart drew another sample
+
+    shared = [text for hits, text in shown["nodes"] if hits >= len(QUESTIONS)]
+    assert shared and shared[0].strip() and shared[0].strip() in SYSTEM
+    assert shown["top"] and SYSTEM.split(".")[0] in shown["top"][0] and " hits" in shown["top"][0]
 
     path = tmp_path_factory.mktemp("dashboard") / "dashboard.png"
     browser.save_screenshot(str(path))

@@ -16,7 +16,8 @@ pub(crate) struct Node {
     pub(crate) children: FxHashMap<TokenId, u32>,
     /// Number of running requests whose locked prefix ends at or below this node.
     pub(crate) lock_ref: u32,
-    /// Locks ever taken through this node: the requests that used its prefix (never reset).
+    /// Locks ever taken through this node (never reset): each request that holds its prefix, at
+    /// admission or once its own tokens are cached, counts once per lock.
     pub(crate) num_hits: u64,
     /// Logical clock value of the last match or insert that walked through this node.
     pub(crate) last_access: u64,

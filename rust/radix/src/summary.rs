@@ -34,7 +34,7 @@ pub struct SummaryNode {
     pub num_tokens: usize,
     /// Tokens in this node and every node below it.
     pub num_subtree_tokens: usize,
-    /// Locks taken through this node: requests that used its prefix.
+    /// Locks taken through this node (a request sharing it locks at admission and once cached).
     pub num_hits: u64,
     pub lock_ref: u32,
     /// Tree operations (matches, inserts) since it was last used.

@@ -38,7 +38,8 @@ class TreeSummaryLimits:
 @dataclass(frozen=True, slots=True)
 class PrefixNode:
     """One node: `parent` is its parent's position in `TreeSummary.nodes` (-1 at the top);
-    `prefix_len` the tokens from the root to its end; `num_hits` the requests that used it;
+    `prefix_len` the tokens from the root to its end; `num_hits` the locks taken through it
+    (a request that shares the prefix locks it when admitted and again once its prompt is cached);
     `idle_ticks` tree operations since its last use; `head_token_ids` its edge's first tokens."""
 
     parent: int

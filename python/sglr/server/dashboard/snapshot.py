@@ -64,7 +64,6 @@ def build_snapshot(
         },
         "scheduler": {
             "policy": getattr(getattr(engine, "config", None), "schedule_policy", None),
-            "num_steps": stats.get("num_steps"),
             "retractions": stats["num_retractions"],
             "constraint_cache_hits": stats.get("constraint_cache_hits", 0),
             "jump_forward_tokens": stats["num_jump_forward_tokens"],
