@@ -118,7 +118,11 @@ def fill_cache(url: str, num_tokens: int) -> None:
     """Shared-prefix programs until the prefix cache holds about `num_tokens`."""
     rng = np.random.default_rng(1)
     with httpx.Client(base_url=url, timeout=300) as client:
-        while client.get("/dashboard/data").json()["kv"]["cached"] < num_tokens:
+        while True:
+            data = client.get("/dashboard/data")
+            data.raise_for_status()
+            if data.json()["kv"]["cached"] >= num_tokens:
+                break
             system = prompt(rng, 400)
             texts = [system + " " + prompt(rng, 150) for _ in range(4)]
             body = {"text": texts, "sampling_params": {"max_new_tokens": 1}}

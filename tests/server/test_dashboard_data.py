@@ -24,6 +24,9 @@ def test_window_quantiles_interpolate_within_the_window_buckets() -> None:
     assert window_quantile(BOUNDS, newer, None, 0.5) == pytest.approx(0.1 * 4.5 / 5)
     assert window_quantile(BOUNDS, older, older, 0.5) is None  # nothing observed in the window
     assert window_quantile(BOUNDS, (0, 0, 0, 3), None, 0.99) == 0.4  # only +Inf: the largest bound
+    # Sampled before the first observation, a histogram has no series yet: its buckets are empty.
+    assert window_quantile(BOUNDS, newer, (), 0.5) == window_quantile(BOUNDS, newer, None, 0.5)
+    assert window_quantile((), (), None, 0.5) is None
 
 
 def test_histogram_buckets_read_a_prometheus_histogram() -> None:

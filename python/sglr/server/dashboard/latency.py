@@ -27,7 +27,11 @@ def window_quantile(
     bounds: tuple[float, ...], newer: Buckets, older: Buckets | None, q: float
 ) -> float | None:
     """The `q` quantile of what was observed between the `older` and `newer` snapshots (None
-    when nothing was); a rank in the +Inf bucket answers the largest finite bound."""
+    when nothing was); a rank in the +Inf bucket answers the largest finite bound. An `older`
+    snapshot without buckets (taken before the first observation: no labelled series yet)
+    counts as zeros."""
+    if older is not None and len(older) != len(newer):
+        older = None
     counts = [n - (older[i] if older is not None else 0) for i, n in enumerate(newer)]
     if not counts or counts[-1] <= 0:
         return None
