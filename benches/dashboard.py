@@ -223,6 +223,7 @@ def part_throughput(runs: int, seconds: float, num_clients: int) -> None:
 def part_screenshot(out: Path, seconds: float) -> None:
     with server() as url, browser() as driver:
         driver.get(f"{url}/dashboard")
+        fill_cache(url, 12_000)  # a few shared-prefix programs for the tree view
         load_run(url, seconds, 4)
         wait_polls(driver, 3)
         time.sleep(1.5)
