@@ -29,6 +29,7 @@ import httpx
 import numpy as np
 
 from sglr._core import RadixTree
+from sglr.engine.engine import Engine
 from sglr.engine.kv.tree_summary import TreeSummaryLimits, summarize_tree
 
 WORDS = [
@@ -90,8 +91,7 @@ def part_tree(repeat: int) -> None:
 
 
 @contextlib.contextmanager
-def server(max_total_tokens: int = 140_000) -> Iterator[str]:
-    from sglr.engine.engine import Engine
+def server(max_total_tokens: int = 140_000) -> Iterator[tuple[str, Engine]]:
     from sglr.http.background import serve_in_background
     from sglr.server import ServerSettings, build_app
     from sglr.testing.tiny import tiny_model_path
@@ -105,7 +105,7 @@ def server(max_total_tokens: int = 140_000) -> Iterator[str]:
     )
     try:
         with serve_in_background(build_app(engine, ServerSettings(enable_metrics=True))) as url:
-            yield url
+            yield url, engine
     finally:
         engine.shutdown()
 
@@ -154,7 +154,7 @@ def wait_polls(driver, num_polls: int, timeout: float = 30.0) -> None:
 
 
 def part_endpoint(repeat: int) -> None:
-    with server() as url:
+    with server() as (url, _):
         fill_cache(url, 100_000)
         with httpx.Client(base_url=url, timeout=60) as client:
             body = client.get("/dashboard/data").content
@@ -201,27 +201,40 @@ def load_run(url: str, seconds: float, num_clients: int) -> float:
     return sum(counts) / (time.monotonic() - start)
 
 
+def worker_cpu_s(engine: Engine) -> float:
+    """CPU seconds the engine's worker processes (scheduler and model) have used."""
+    import psutil
+
+    return sum(sum(psutil.Process(pid).cpu_times()[:2]) for pid in engine.worker_pids)
+
+
 def part_throughput(runs: int, seconds: float, num_clients: int) -> None:
-    with server() as url, browser() as driver:
+    """Wall-clock tokens/s (noisy on a shared machine) and the engine's CPU time per generated
+    token (what watching would take from the engine; other jobs barely move it)."""
+    with server() as (url, engine), browser() as driver:
         load_run(url, 5, num_clients)  # warm-up
-        closed, opened = [], []
+        rows = []
         for _ in range(runs):
-            driver.get("about:blank")
-            closed.append(load_run(url, seconds, num_clients))
-            driver.get(f"{url}/dashboard")
-            opened.append(load_run(url, seconds, num_clients))
+            for page in ("about:blank", f"{url}/dashboard"):
+                driver.get(page)
+                cpu_before, tokens_before = worker_cpu_s(engine), engine.get_stats()["num_generated_tokens"]
+                rate = load_run(url, seconds, num_clients)
+                num_tokens = engine.get_stats()["num_generated_tokens"] - tokens_before
+                rows.append((rate, (worker_cpu_s(engine) - cpu_before) / num_tokens * 1e3))
         polls = int(driver.execute_script("return Number(document.body.dataset.numPolls || 0)"))
-    print("| run | page closed tok/s | page open tok/s | open / closed |")
-    print("|---|---|---|---|")
+    closed, opened = rows[0::2], rows[1::2]
+    print("| run | closed tok/s | open tok/s | closed engine CPU ms/token | open engine CPU ms/token |")
+    print("|---|---|---|---|---|")
     for i, (c, o) in enumerate(zip(closed, opened, strict=True)):
-        print(f"| {i + 1} | {c:.1f} | {o:.1f} | {o / c:.3f} |")
-    ratio = statistics.mean(opened) / statistics.mean(closed)
-    print(f"| mean | {statistics.mean(closed):.1f} | {statistics.mean(opened):.1f} | {ratio:.3f} |")
+        print(f"| {i + 1} | {c[0]:.1f} | {o[0]:.1f} | {c[1]:.3f} | {o[1]:.3f} |")
+    mean = lambda values: statistics.mean(values)  # noqa: E731
+    print(f"| mean | {mean(c[0] for c in closed):.1f} | {mean(o[0] for o in opened):.1f} | "
+          f"{mean(c[1] for c in closed):.3f} | {mean(o[1] for o in opened):.3f} |")  # fmt: skip
     print(f"(the last open page polled {polls} times)")
 
 
 def part_screenshot(out: Path, seconds: float) -> None:
-    with server() as url, browser() as driver:
+    with server() as (url, _), browser() as driver:
         driver.get(f"{url}/dashboard")
         fill_cache(url, 12_000)  # a few shared-prefix programs for the tree view
         load_run(url, seconds, 4)
