@@ -58,6 +58,12 @@ class RadixTree:
     def check_invariants(self) -> None: ...
     def dump(self, namespace: str | None = None) -> list[tuple[int, list[int], list[int], int]]:
         """Depth-first `(depth, tokens, slots, lock_ref)` rows, children by first token."""
+    def summarize(
+        self, max_nodes: int, max_depth: int, max_head_tokens: int
+    ) -> tuple[int, int, list[tuple[int, str | None, int, int, int, int, int, int, int, list[int]]]]:
+        """Bounded summary (GIL released): `(num_nodes, num_tokens, nodes)`, each node `(parent,
+        namespace, depth, prefix_len, num_tokens, num_subtree_tokens, num_hits, lock_ref,
+        idle_ticks, head_tokens)`, parents first (`parent` a position, -1 at the top)."""
 
 class Admission:
     """One request admitted by `Scheduler.select`: prefill `token_ids[prefix_len:prefix_len + extend_len]`."""

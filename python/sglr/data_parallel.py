@@ -26,6 +26,7 @@ import threading
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+from sglr.engine.kv.tree_summary import TreeSummary, TreeSummaryLimits, merge_summaries
 from sglr.errors import EngineClosedError, NoReplicaAvailableError
 from sglr.router.keys import with_adapter
 from sglr.router.policy import Router, RouterConfig
@@ -155,6 +156,10 @@ class DataParallelEngine:
         merged["replica_num_in_flight"] = self.router.num_in_flight()
         merged["replicas"] = per_replica
         return merged
+
+    def get_tree_summary(self, limits: TreeSummaryLimits | None = None) -> TreeSummary:
+        """Each live replica's prefix-cache summary, one after another (`merge_summaries`)."""
+        return merge_summaries([replica.get_tree_summary(limits) for replica in self._live_replicas()])
 
     @property
     def is_alive(self) -> bool:

@@ -206,3 +206,14 @@ def test_sessions_work_across_processes(workers: Engine, engine: Engine) -> None
     workers.close_session(sid)
     assert workers.get_stats()["num_locked_kv_slots"] == 0
     workers.check_invariants()
+
+
+def test_the_tree_summary_comes_from_the_worker_that_owns_the_tree(workers: Engine) -> None:
+    from sglr.engine.kv.tree_summary import TreeSummaryLimits
+
+    shared = "A prefix only this test sends, long enough to span several tokens. "
+    workers.generate([shared + tail for tail in ("one", "two", "three")], {"max_new_tokens": 1})
+    summary = workers.get_tree_summary(TreeSummaryLimits(max_nodes=512, max_head_tokens=256))
+    assert summary.num_cached_tokens == workers.get_stats()["num_cached_kv_slots"]
+    texts = {workers.tokenizer.decode(list(n.head_token_ids)): n for n in summary.nodes if n.num_hits >= 3}
+    assert any(text.strip() and text.strip() in shared for text in texts), texts

@@ -61,7 +61,14 @@ def route_table(served: Served) -> list[tuple[str, str]]:
 
 def test_every_route_but_the_public_ones_needs_the_key(guarded: Served) -> None:
     # The public list changes only on purpose (and with docs/server.md).
-    assert {"/health", "/health_generate", "/metrics"} == PUBLIC_PATHS
+    # The dashboard's page and script hold no data (its data route needs the key).
+    assert {
+        "/health",
+        "/health_generate",
+        "/metrics",
+        "/dashboard",
+        "/dashboard/dashboard.js",
+    } == PUBLIC_PATHS
     table = route_table(guarded)
     assert {path for _, path in table} >= PUBLIC_PATHS  # no stale entry in the public list
     with httpx.Client(base_url=guarded.url, timeout=30) as client:

@@ -29,6 +29,7 @@ from sglr.engine.embedding import EmbeddingModel, EncodeMixin
 from sglr.engine.images.loading import ImageLimits
 from sglr.engine.images.prompt import ImagePrompter
 from sglr.engine.io import NormalizedInput, normalize_generate_input
+from sglr.engine.kv.tree_summary import TreeSummary, TreeSummaryLimits
 from sglr.engine.lora_registry import LoraRef, LoraRegistry
 from sglr.engine.output import AsyncInbox, AsyncQueueSink, OutputSink, QueueSink
 from sglr.engine.request import TokenizedRequest
@@ -215,6 +216,10 @@ class Engine(EncodeMixin, SessionMixin):
 
     def get_stats(self) -> dict[str, Any]:
         return self._scheduler.get_stats()
+
+    def get_tree_summary(self, limits: TreeSummaryLimits | None = None) -> TreeSummary:
+        """The prefix cache's most reused prefixes, bounded (`engine/kv/tree_summary.py`)."""
+        return self._scheduler.get_tree_summary(limits or TreeSummaryLimits())
 
     # ----- LoRA adapters -----
 

@@ -13,12 +13,14 @@ from hmac import compare_digest
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from sglr.http.dashboard import ASSET_PATHS
 from sglr.http.errors import error_response
 
 # The routes any client may call without the key: health probes (load balancers, sglr-router's
-# checks) and the Prometheus scraper, as SGLang exempts them. Exact paths, not prefixes: a new
-# route is never public by accident.
-PUBLIC_PATHS = frozenset({"/health", "/health_generate", "/metrics"})
+# checks) and the Prometheus scraper, as SGLang exempts them; the dashboard's page and script, which
+# hold no data (its data route needs the key). Exact paths, not prefixes: a new route is never
+# public by accident.
+PUBLIC_PATHS = frozenset({"/health", "/health_generate", "/metrics"}) | ASSET_PATHS
 UNAUTHORIZED_MESSAGE = "Unauthorized: a valid 'Authorization: Bearer <api key>' header is required"
 
 

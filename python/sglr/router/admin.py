@@ -31,6 +31,7 @@ from sglr.errors import InvalidRequestError, RouterConfigError
 from sglr.http.app import endpoint, json_app
 from sglr.http.errors import error_body, error_response
 from sglr.http.jsonout import JSONOut
+from sglr.router.dashboard import dashboard_data, dashboard_page, dashboard_script
 from sglr.router.health import probe
 from sglr.router.metrics import RouterMetrics
 from sglr.router.proxy import WORKER_HEADER
@@ -78,6 +79,9 @@ def build_router_app(pool: WorkerPool, settings: RouterSettings | None = None) -
         Route("/remove_worker", endpoint(state, _remove_worker), methods=["POST"]),
         Route("/list_workers", endpoint(state, _list_workers), methods=["GET"]),
         Route("/metrics", endpoint(state, _metrics), methods=["GET"]),
+        Route("/dashboard", endpoint(state, dashboard_page), methods=["GET"]),  # router/dashboard.py
+        Route("/dashboard/dashboard.js", endpoint(state, dashboard_script), methods=["GET"]),
+        Route("/dashboard/data", endpoint(state, dashboard_data), methods=["GET"]),
     ]
     app = json_app(routes, settings.api_key, settings.max_body_bytes)
     app.state.sglr_router = state

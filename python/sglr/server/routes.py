@@ -12,6 +12,7 @@ from typing import NamedTuple
 from starlette.requests import Request
 from starlette.responses import Response
 
+from sglr.server.dashboard.routes import dashboard_data, dashboard_page, dashboard_script
 from sglr.server.native.control import (
     abort_request,
     check_invariants,
@@ -76,6 +77,9 @@ NATIVE_ROUTES = (
     RouteSpec("/detokenize", detokenize, _POST),
     RouteSpec("/v1/detokenize", detokenize, _POST),
     RouteSpec("/debug/check_invariants", check_invariants, _GET),
+    RouteSpec("/dashboard", dashboard_page, _GET),  # server/dashboard/: the page, its script, its data
+    RouteSpec("/dashboard/dashboard.js", dashboard_script, _GET),
+    RouteSpec("/dashboard/data", dashboard_data, _GET),
     RouteSpec("/", root, _GET),
 )
 

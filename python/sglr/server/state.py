@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from sglr.confined_paths import allowed_roots
 from sglr.http.errors import ApiError
 from sglr.limits import MAX_IMAGE_BYTES, MAX_IMAGES_PER_REQUEST
+from sglr.server.dashboard.history import DashboardHistory
 from sglr.server.image_sources import ImageSources
 from sglr.server.openai.responses.store import ResponseStore, StoredResponsesGauge
 from sglr.server.settings import ServerSettings
@@ -64,6 +65,7 @@ class ServerState:
     started_at: float = field(default_factory=time.time)
     shutting_down: bool = False
     batches: BatchService | None = None  # the Files and Batch APIs (build_app sets it)
+    dashboard: DashboardHistory = field(default_factory=DashboardHistory)  # sampled when polled
     image_sources: ImageSources = field(init=False)
     # The real paths runtime LoRA loads may read adapters below (none: such loads are refused).
     lora_roots: tuple[Path, ...] = field(init=False)

@@ -6,7 +6,7 @@ use std::sync::{Mutex, MutexGuard};
 use numpy::PyArray1;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use sglr_radix::{Namespace, NodeId, RadixTree};
+use sglr_radix::{Namespace, NodeId, RadixTree, SummaryLimits};
 
 use crate::buffers::{extract_all, slots_to_numpy, IdArray};
 use crate::errors::radix_error;
@@ -16,6 +16,8 @@ use crate::errors::radix_error;
 const DETACH_MIN_TOKENS: usize = 4096;
 
 type SlotArray<'py> = Bound<'py, PyArray1<i32>>;
+type SummaryRow = (i64, Option<String>, usize, usize, usize, usize, u64, u32, u64, Vec<u32>);
+type SummaryTuple = (usize, usize, Vec<SummaryRow>);
 
 #[pyclass(name = "RadixTree", module = "sglr._core", frozen)]
 pub(crate) struct PyRadixTree {
@@ -246,6 +248,46 @@ impl PyRadixTree {
             .into_iter()
             .map(|view| (view.depth, view.tokens, view.slots, view.lock_ref))
             .collect()
+    }
+
+    /// A bounded summary (GIL released): `(num_nodes, num_tokens, nodes)`, each node
+    /// `(parent, namespace, depth, prefix_len, num_tokens, num_subtree_tokens, num_hits,
+    /// lock_ref, idle_ticks, head_tokens)` with `parent` its parent's position (-1 at the top),
+    /// parents first; at most `max_nodes` nodes, `max_depth` deep, `max_head_tokens` per edge.
+    fn summarize(
+        &self,
+        py: Python<'_>,
+        max_nodes: usize,
+        max_depth: usize,
+        max_head_tokens: usize,
+    ) -> SummaryTuple {
+        let limits = SummaryLimits { max_nodes, max_depth, max_head_tokens };
+        let summary = py.detach(|| self.tree().summarize(limits));
+        let names: HashMap<Namespace, String> = {
+            let ids = self.namespace_ids.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            ids.iter().map(|(name, &id)| (id, name.clone())).collect()
+        };
+        let nodes = summary
+            .nodes
+            .into_iter()
+            .map(|n| {
+                let parent = n.parent.map_or(-1, |p| p as i64);
+                let namespace = n.namespace.and_then(|id| names.get(&id).cloned());
+                (
+                    parent,
+                    namespace,
+                    n.depth,
+                    n.prefix_len,
+                    n.num_tokens,
+                    n.num_subtree_tokens,
+                    n.num_hits,
+                    n.lock_ref,
+                    n.idle_ticks,
+                    n.head_tokens,
+                )
+            })
+            .collect();
+        (summary.num_nodes, summary.num_tokens, nodes)
     }
 
     fn __repr__(&self) -> String {

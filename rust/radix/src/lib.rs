@@ -14,10 +14,12 @@ mod error;
 mod ids;
 mod node;
 mod snapshot;
+mod summary;
 mod tree;
 
 pub use compare::common_prefix_len;
 pub use error::RadixError;
 pub use ids::{Namespace, NodeId, SlotId, TokenId};
 pub use snapshot::NodeView;
+pub use summary::{PrefixSummary, SummaryLimits, SummaryNode};
 pub use tree::{InsertOutcome, MatchOutcome, RadixTree};

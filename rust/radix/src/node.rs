@@ -16,6 +16,9 @@ pub(crate) struct Node {
     pub(crate) children: FxHashMap<TokenId, u32>,
     /// Number of running requests whose locked prefix ends at or below this node.
     pub(crate) lock_ref: u32,
+    /// Locks ever taken through this node (never reset): each request that holds its prefix, at
+    /// admission or once its own tokens are cached, counts once per lock.
+    pub(crate) num_hits: u64,
     /// Logical clock value of the last match or insert that walked through this node.
     pub(crate) last_access: u64,
     /// Whether the node is in the LRU set of evictable leaves (kept in step with `can_evict`).
@@ -33,6 +36,7 @@ impl Node {
             slots,
             children: FxHashMap::default(),
             lock_ref: 0,
+            num_hits: 0,
             last_access: now,
             in_lru: false,
         }

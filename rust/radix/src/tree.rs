@@ -38,7 +38,7 @@ pub struct RadixTree {
     pub(crate) roots: FxHashMap<Option<Namespace>, u32>,
     /// Evictable leaves ordered by (last access, arena index): the first is the LRU victim.
     lru: BTreeSet<(u64, u32)>,
-    clock: u64,
+    pub(crate) clock: u64,
     evictable_size: usize,
     protected_size: usize,
 }
@@ -166,6 +166,7 @@ impl RadixTree {
                 self.protected_size += entry.tokens.len();
             }
             entry.lock_ref += 1;
+            entry.num_hits += 1;
             let parent = entry.parent.expect("non-root nodes have parents");
             self.lru_sync(index);
             index = parent;
@@ -330,9 +331,11 @@ impl RadixTree {
         let prefix_slots = std::mem::replace(&mut entry.slots, suffix_slots);
         let parent = entry.parent.expect("split nodes are not roots");
         let (lock_ref, last_access, suffix_first) = (entry.lock_ref, entry.last_access, entry.tokens[0]);
+        let num_hits = entry.num_hits;
 
         let mut upper = Node::new(Some(parent), prefix_tokens, prefix_slots, last_access);
         upper.lock_ref = lock_ref;
+        upper.num_hits = num_hits;
         upper.children.insert(suffix_first, child);
         let prefix_first = upper.tokens[0];
         let upper = self.alloc(upper);

@@ -8,6 +8,7 @@ import pickle
 import pytest
 
 from sglr.engine.finish import FinishLength
+from sglr.engine.kv.tree_summary import PrefixNode, TreeSummary, TreeSummaryLimits
 from sglr.engine.token_output import TokenOutput
 from sglr.engine.worker import messages
 
@@ -22,6 +23,8 @@ def _round_trip(message: object) -> object:
         messages.AbortRequest("r1"),
         messages.FlushCache(1),
         messages.GetStats(2),
+        messages.GetTreeSummary(5, TreeSummaryLimits(max_nodes=3)),
+        messages.Reply(6, TreeSummary(2, 9, (PrefixNode(-1, None, 1, 9, 9, 9, 2, 0, 1, (4, 5)),))),
         messages.CheckInvariants(3),
         messages.StopWorkers(),
         messages.Failed("OSError: no model"),

@@ -8,5 +8,14 @@ through a `RequestKV` record that only the pool changes. See `pool.py` for the c
 from sglr.engine.kv.pool import KVPool
 from sglr.engine.kv.request_kv import RequestKV
 from sglr.engine.kv.slots import SLOT_DTYPE, KVSlotAllocator
+from sglr.engine.kv.tree_summary import TreeSummary, TreeSummaryLimits, summarize_tree
 
-__all__ = ["SLOT_DTYPE", "KVPool", "KVSlotAllocator", "RequestKV"]
+__all__ = [
+    "SLOT_DTYPE",
+    "KVPool",
+    "KVSlotAllocator",
+    "RequestKV",
+    "TreeSummary",
+    "TreeSummaryLimits",
+    "summarize_tree",
+]

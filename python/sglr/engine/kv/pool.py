@@ -52,6 +52,7 @@ class KVPool:
         self.reuses_kv = use_radix_cache
         self._holders: dict[int, RequestKV] = {}  # by row
         self.tiers: KVTiers | None = None
+        self.num_evicted_slots = 0  # cached slots taken back for new work, ever
 
     @classmethod
     def for_runner(cls, config: Any, runner: Any) -> KVPool:
@@ -95,6 +96,7 @@ class KVPool:
             "num_free_kv_slots": self.num_free_slots,
             "num_cached_kv_slots": self.num_cached_slots,
             "kv_usage": 1.0 - self.num_free_slots / self.num_slots,
+            "num_evicted_kv_slots": self.num_evicted_slots,
         } | (self.tiers.stats() if self.tiers is not None else {})
 
     # ----- the contract -----
@@ -281,6 +283,7 @@ class KVPool:
             evicted = self.index.evict(shortfall)
             if self.tiers is not None:
                 self.tiers.on_evict(evicted)  # write_back copies them out before reuse
+            self.num_evicted_slots += int(evicted.size)
             self.free_slots.free(evicted)
         return self.free_slots.try_alloc(num_tokens)
 

@@ -12,6 +12,7 @@ from abc import ABC, abstractmethod
 from concurrent.futures import Future
 from typing import Any
 
+from sglr.engine.kv.tree_summary import TreeSummary, TreeSummaryLimits
 from sglr.engine.output import OutputSink
 from sglr.engine.request import TokenizedRequest
 
@@ -63,6 +64,10 @@ class SchedulerHandle(ABC):
     @abstractmethod
     def get_stats(self) -> dict[str, Any]:
         """The engine's counters, KV usage and queue lengths."""
+
+    @abstractmethod
+    def get_tree_summary(self, limits: TreeSummaryLimits) -> TreeSummary:
+        """A bounded summary of the prefix cache (`engine/kv/tree_summary.py`)."""
 
     @abstractmethod
     def check_invariants(self) -> None:

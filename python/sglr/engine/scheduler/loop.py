@@ -1,11 +1,10 @@
 """`SchedulerLoop`: the engine's one thread that owns all request and KV state.
 
-Each step reads as schedule -> run -> process outputs, twice: an extend pass (admissions and
-prompt chunks from the prefill queue, jump-forward runs from the running set), then a decode
-pass for everything else that is running (retracting the newest requests when KV runs short).
-New requests, aborts and calls arrive through the inbox (`messages.py`) between steps. Callers
-talk to it only through the `SchedulerHandle` methods (those answered between steps in
-`loop_calls.py`); a worker process also reads `stats`, `has_work` and uses `call`.
+Each step reads as schedule -> run -> process outputs, twice: an extend pass (admissions, prompt
+chunks, jump-forward runs), then a decode pass for the rest of the running set (retracting the
+newest when KV runs short). Requests, aborts and calls arrive through the inbox (`messages.py`)
+between steps; callers use the `SchedulerHandle` methods (those answered between steps in
+`loop_calls.py`; a worker also uses `stats`, `has_work`, `call`).
 
 Who owns what (each alone changes its collection): the request table (`table.py`), the prefill
 queue (`prefill.py`), the running set (`running.py`), the KV pool (`engine/kv/`), the runner's
@@ -26,7 +25,7 @@ from sglr.engine.batch_executor import BatchExecutor
 from sglr.engine.config import EngineConfig
 from sglr.engine.constraints.runtime import Constraints
 from sglr.engine.finish import FinishAbort
-from sglr.engine.kv import KVPool
+from sglr.engine.kv import KVPool, TreeSummary, TreeSummaryLimits, summarize_tree
 from sglr.engine.output import OutputSink
 from sglr.engine.postprocess import OutputProcessor
 from sglr.engine.request import Phase, Req, TokenizedRequest
@@ -67,8 +66,7 @@ class SchedulerLoop(LoopCalls):
         chunked_prefill_size: int,
         after_iteration: Callable[[], None] | None = None,
     ) -> None:
-        """`after_iteration`: called on the loop thread after each inbox drain and each step
-        (a worker process sends the outputs gathered meanwhile as one message)."""
+        """`after_iteration`: run on the loop thread after each inbox drain and step (a worker's send)."""
         self._config = config
         self._after_iteration = after_iteration
         self._runner = runner
@@ -170,6 +168,9 @@ class SchedulerLoop(LoopCalls):
             num_locked_kv_slots=self._pool.index.protected_size(),  # at rest: the sessions' pins
         )
         return stats
+
+    def get_tree_summary(self, limits: TreeSummaryLimits) -> TreeSummary:
+        return summarize_tree(self._pool.tree, limits)  # any thread: the Rust tree locks itself
 
     def _constraint_ready(self, req: Req, error: InvalidRequestError | None) -> None:
         self._inbox.put(ConstraintReady(req, error))

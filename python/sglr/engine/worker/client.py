@@ -28,6 +28,7 @@ from typing import Any
 import zmq
 
 from sglr.engine.finish import FinishAbort
+from sglr.engine.kv.tree_summary import TreeSummary, TreeSummaryLimits
 from sglr.engine.output import OutputSink, push_all
 from sglr.engine.request import TokenizedRequest
 from sglr.engine.scheduler.handle import SchedulerHandle
@@ -145,6 +146,11 @@ class WorkerScheduler(SchedulerHandle):
 
     def get_stats(self) -> dict[str, Any]:
         return self._ask(messages.GetStats).result(timeout=_REPLY_TIMEOUT_S)
+
+    def get_tree_summary(self, limits: TreeSummaryLimits) -> TreeSummary:
+        return self._ask(lambda token: messages.GetTreeSummary(token, limits)).result(
+            timeout=_REPLY_TIMEOUT_S
+        )
 
     def check_invariants(self) -> None:
         self._ask(messages.CheckInvariants).result(timeout=_REPLY_TIMEOUT_S)

@@ -1,9 +1,9 @@
 """Control messages between the front and worker rank 0: one dataclass per kind.
 
 Front -> rank 0 (the commands socket), read in one place, `process._handle_command`:
-`AddRequest`, `AbortRequest`, the queries `FlushCache`, `GetStats`, `LoadLora`, `UnloadLora`,
-`OpenSession`, `CloseSession`, `CheckInvariants` (each with a `token` its `Reply` names) and
-`StopWorkers`.
+`AddRequest`, `AbortRequest`, the queries `FlushCache`, `GetStats`, `GetTreeSummary`, `LoadLora`,
+`UnloadLora`, `OpenSession`, `CloseSession`, `CheckInvariants` (each with a `token` its `Reply`
+names) and `StopWorkers`.
 
 Rank 0 -> front (the outputs socket), read in one place, `WorkerScheduler._handle`: `Ready`
 (its runner's attributes), `Failed` (why it could not start or serve), `Outputs` (one step's
@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from sglr.engine.kv.tree_summary import TreeSummaryLimits
 from sglr.engine.request import TokenizedRequest
 from sglr.engine.token_output import TokenOutput
 from sglr.engine.worker.runner_info import RunnerInfo
@@ -60,6 +61,11 @@ class GetStats(Query):
 
 
 @dataclass(frozen=True, slots=True)
+class GetTreeSummary(Query):
+    limits: TreeSummaryLimits
+
+
+@dataclass(frozen=True, slots=True)
 class LoadLora(Query):
     lora_id: int
     name: str
@@ -96,6 +102,7 @@ Command = (
     | AbortRequest
     | FlushCache
     | GetStats
+    | GetTreeSummary
     | LoadLora
     | UnloadLora
     | OpenSession

@@ -176,6 +176,13 @@ def _handle_command(
             loop.close_session(session_id).add_done_callback(reply_to(token))
         case messages.GetStats(token):
             loop.call(loop.get_stats).add_done_callback(reply_to(token))
+        case messages.GetTreeSummary(token, limits):
+            # Off the loop thread, so a poll never waits for a step (the Rust tree locks itself).
+            try:
+                summary: Any = loop.get_tree_summary(limits)
+            except Exception as error:  # the asker's error, never this worker's end
+                summary = error
+            outputs.send(messages.Reply(token, summary))
         case messages.CheckInvariants(token):
             loop.call(loop.check_invariants).add_done_callback(reply_to(token))
         case messages.StopWorkers():

@@ -1,0 +1,124 @@
+"""The dashboard's data without a server: latency quantiles from histogram buckets, samples taken
+only as often as the interval allows, the query's tree limits, and the tree summary binding."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sglr._core import RadixTree
+from sglr.engine.kv.tree_summary import MAX_SUMMARY_NODES, TreeSummaryLimits, merge_summaries, summarize_tree
+from sglr.errors import InvalidRequestError
+from sglr.server.dashboard.history import DashboardHistory
+from sglr.server.dashboard.latency import histogram_buckets, window_quantile
+from sglr.server.dashboard.routes import tree_limits
+
+BOUNDS = (0.1, 0.2, 0.4, float("inf"))
+
+
+def test_window_quantiles_interpolate_within_the_window_buckets() -> None:
+    older = (5, 5, 5, 5)  # five fast observations before the window
+    newer = (5, 7, 9, 9)  # in the window: two in (0.1, 0.2], two in (0.2, 0.4]
+    assert window_quantile(BOUNDS, newer, older, 0.5) == pytest.approx(0.2)
+    assert window_quantile(BOUNDS, newer, older, 0.75) == pytest.approx(0.3)
+    assert window_quantile(BOUNDS, newer, None, 0.5) == pytest.approx(0.1 * 4.5 / 5)
+    assert window_quantile(BOUNDS, older, older, 0.5) is None  # nothing observed in the window
+    assert window_quantile(BOUNDS, (0, 0, 0, 3), None, 0.99) == 0.4  # only +Inf: the largest bound
+    # Sampled before the first observation, a histogram has no series yet: its buckets are empty.
+    assert window_quantile(BOUNDS, newer, (), 0.5) == window_quantile(BOUNDS, newer, None, 0.5)
+    assert window_quantile((), (), None, 0.5) is None
+
+
+def test_histogram_buckets_read_a_prometheus_histogram() -> None:
+    from prometheus_client import CollectorRegistry, Histogram
+
+    histogram = Histogram("h", "h", ("model_name",), buckets=BOUNDS[:-1], registry=CollectorRegistry())
+    for value in (0.05, 0.15, 0.3, 7.0):
+        histogram.labels("m").observe(value)
+    assert histogram_buckets(histogram) == (BOUNDS, (1, 2, 3, 4))
+
+
+def _stats(prompt: int, cached: int, generated: int) -> dict[str, int]:
+    return {
+        "num_prompt_tokens": prompt,
+        "num_cached_prompt_tokens": cached,
+        "num_generated_tokens": generated,
+        "num_running_requests": 1,
+        "num_waiting_requests": 0,
+        "num_kv_slots": 100,
+        "num_free_kv_slots": 60,
+        "num_cached_kv_slots": 30,
+    }
+
+
+def test_history_samples_at_most_once_per_interval_and_derives_rates() -> None:
+    now = [0.0]
+    history = DashboardHistory(
+        sample_interval_s=1.0, max_samples=3, latency_window_s=10.0, clock=lambda: now[0]
+    )
+    history.add(_stats(0, 0, 0), {"ttft": (0, 0, 0, 0)})
+    now[0] = 0.5
+    history.add(_stats(999, 999, 999), {})  # too soon: dropped
+    assert len(history) == 1 and not history.is_due()
+    now[0] = 2.0
+    history.add(_stats(100, 40, 20), {"ttft": (1, 2, 2, 2)})
+    series = history.series({"ttft": BOUNDS})
+    assert series["prompt_tokens_per_s"] == [50.0]
+    assert series["generation_tokens_per_s"] == [10.0]
+    assert series["hit_rate"] == [0.4]
+    assert series["kv_used"] == [40] and series["kv_cached"] == [30]
+    assert series["ttft_p50"] == [pytest.approx(0.1)]
+    assert series["itl_p50"] == [None]  # not observed at all
+    for t in (3.0, 4.0, 5.0):
+        now[0] = t
+        history.add(_stats(100, 40, 20), {})
+    assert len(history) == 3  # bounded
+    assert history.series({})["hit_rate"] == [None, None]  # no prompt tokens in those intervals
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [({"max_nodes": "x"}, "max_nodes"), ({"max_depth": "-1"}, "max_depth"),
+     ({"max_nodes": str(MAX_SUMMARY_NODES + 1)}, "max_nodes"), ({"nodes": "3"}, "nodes")],
+)  # fmt: skip
+def test_bad_tree_limits_name_their_field(params: dict[str, str], field: str) -> None:
+    with pytest.raises(InvalidRequestError) as raised:
+        tree_limits(params)
+    assert raised.value.param == field
+
+
+def test_tree_limits_default_and_parse() -> None:
+    assert tree_limits({}) == TreeSummaryLimits()
+    assert tree_limits({"max_nodes": "5", "max_depth": "2"}) == TreeSummaryLimits(max_nodes=5, max_depth=2)
+
+
+def test_the_summary_binding_reports_a_shared_prefix_and_its_hits() -> None:
+    tree = RadixTree()
+    system = list(range(100, 140))
+    for i, tail in enumerate(([1, 2], [3, 4], [5, 6])):
+        tokens = np.array(system + tail, dtype=np.int32)
+        slots = np.arange(1000 * i, 1000 * i + tokens.size, dtype=np.int32)
+        _, node = tree.insert_with_node(tokens, slots, "ns")
+        tree.lock(node)
+        tree.unlock(node)
+    summary = summarize_tree(tree, TreeSummaryLimits(max_nodes=2, max_head_tokens=3))
+    assert (summary.num_nodes, summary.num_cached_tokens) == (4, 46)
+    top, leaf = summary.nodes
+    assert (top.parent, top.namespace, top.num_tokens, top.num_hits, top.head_token_ids) == (
+        -1, "ns", 40, 3, (100, 101, 102),
+    )  # fmt: skip
+    assert (leaf.parent, leaf.prefix_len, leaf.num_hits) == (0, 42, 1)
+    tree.check_invariants()
+
+
+def test_replica_summaries_merge_with_their_parents_shifted() -> None:
+    trees = []
+    for first in (1, 50):
+        tree = RadixTree()
+        tree.insert(np.arange(first, first + 4, dtype=np.int32), np.arange(4, dtype=np.int32))
+        tree.insert(np.arange(first, first + 6, dtype=np.int32), np.arange(10, 16, dtype=np.int32))
+        trees.append(summarize_tree(tree, TreeSummaryLimits()))
+    merged = merge_summaries(trees)
+    assert (merged.num_nodes, merged.num_cached_tokens) == (4, 12)
+    assert [node.parent for node in merged.nodes] == [-1, 0, -1, 2]
+    assert merged.nodes[2].head_token_ids[0] == 50
