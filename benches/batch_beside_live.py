@@ -14,25 +14,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import re
+import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
 import httpx
 
-
-def _launch(argv: list[str]) -> tuple[subprocess.Popen, str]:
-    command = [sys.executable, "-m", "sglr", "--port", "0", "--log-level", "warning", *argv]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
-    assert process.stdout is not None
-    for line in process.stdout:
-        match = re.search(r"serving .* on (http://\S+)", line)
-        if match:
-            return process, match.group(1)
-    raise SystemExit(f"the server exited with status {process.wait()}")
+sys.path.insert(0, os.path.dirname(__file__))
+from benchlib.server_process import launch_server
 
 
 async def _live_request(client: httpx.AsyncClient, index: int, max_tokens: int) -> float:
@@ -150,7 +141,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as storage:
         argv = ["--model-path", model, "--batch-storage-dir", storage,
                 "--batch-max-concurrency", str(args.batch_max_concurrency), *args.server_args.split()]  # fmt: skip
-        process, url = _launch(argv)
+        process, url = launch_server(argv)
         try:
             result = asyncio.run(_run(url, args))
         finally:

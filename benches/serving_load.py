@@ -19,7 +19,6 @@ import asyncio
 import json
 import os
 import random
-import re
 import statistics
 import subprocess
 import sys
@@ -32,6 +31,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 import httpx
 
+from benchlib.server_process import launch_server
 from benchlib.serving_datasets import BenchRequest, random_dataset, shared_prefix_dataset
 
 
@@ -281,14 +281,7 @@ def _server_argv(extra: str) -> list[str]:
 
 
 def _launch(extra: str) -> tuple[subprocess.Popen, str]:
-    argv = [sys.executable, "-m", "sglr", "--port", "0", "--log-level", "warning", *_server_argv(extra)]
-    process = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
-    assert process.stdout is not None
-    for line in process.stdout:
-        match = re.search(r"serving .* on (http://\S+)", line)
-        if match:
-            return process, match.group(1)
-    raise SystemExit(f"the server exited with status {process.wait()}")
+    return launch_server(_server_argv(extra))
 
 
 def main() -> None:

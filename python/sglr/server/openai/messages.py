@@ -72,7 +72,7 @@ def _content(
     content: Any, role: str, where: str, images: list[ImagePart] | None, sources: RequestImages
 ) -> str | list[dict[str, Any]]:
     if isinstance(content, str):
-        return _text(content, where)
+        return unicode_text(content, where)
     if content is None:
         if role == "assistant":  # an assistant turn that only called tools
             return ""
@@ -97,7 +97,7 @@ def _content(
                 )
             if not isinstance(part.get("text"), str):
                 raise ApiError.bad_request(f"{where}[{j}].text must be a string", f"{where}[{j}].text")
-            texts.append(_text(part["text"], f"{where}[{j}].text"))
+            texts.append(unicode_text(part["text"], f"{where}[{j}].text"))
             parts.append({"type": "text", "text": part["text"]})
         if any(part["type"] == "image" for part in parts):
             return parts
@@ -105,7 +105,7 @@ def _content(
     raise ApiError.bad_request(f"{where} must be a string or an array of content parts", where)
 
 
-def _text(text: str, where: str) -> str:
+def unicode_text(text: str, where: str) -> str:
     """`text`, unless it holds a lone UTF-16 surrogate (a valid JSON escape, but not Unicode)."""
     try:
         text.encode("utf-8")

@@ -15,6 +15,7 @@ from typing import Any
 from sglr.errors import LimitExceededError
 from sglr.http.errors import ApiError
 from sglr.http.request import json_type
+from sglr.server.openai.messages import unicode_text
 
 _ROLES = ("user", "system", "developer", "assistant")
 _TEXT_PARTS = ("input_text", "output_text", "text", "refusal")
@@ -128,7 +129,7 @@ def _output(value: Any, where: str) -> str:
 def _text(content: Any, where: str) -> str:
     """A message's text: a string, or its text parts joined."""
     if isinstance(content, str):
-        return _unicode(content, where)
+        return unicode_text(content, where)
     if not isinstance(content, list):
         raise ApiError.bad_request(f"{where} must be a string or an array of content parts", where)
     texts = []
@@ -145,16 +146,5 @@ def _text(content: Any, where: str) -> str:
         text = part.get("refusal" if kind == "refusal" else "text")
         if not isinstance(text, str):
             raise ApiError.bad_request(f"{at}.text must be a string", f"{at}.text")
-        texts.append(_unicode(text, f"{at}.text"))
+        texts.append(unicode_text(text, f"{at}.text"))
     return "".join(texts)
-
-
-def _unicode(text: str, where: str) -> str:
-    """`text`, unless it holds a lone UTF-16 surrogate (a valid JSON escape, but not Unicode)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ApiError.bad_request(
-            f"{where} contains a lone UTF-16 surrogate (not valid Unicode)", where
-        ) from None
-    return text
