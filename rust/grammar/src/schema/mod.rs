@@ -9,9 +9,10 @@
 //! - `$ref` (a nonterminal per target), `allOf` and `$ref` with siblings (merged by the regex
 //!   path's merge, refused where a merge is not exact), `anyOf`, `oneOf` (when its branches are
 //!   provably disjoint, else refused), several `type`s, `enum` / `const`;
-//! - objects: `properties` (in schema order), `required`, `additionalProperties` (any
-//!   schema), `patternProperties` (each extra key's value must satisfy every pattern it
-//!   matches: one intersection lexeme per set of patterns), `propertyNames`,
+//! - objects: `properties` (in schema order, or any order as the options say), `required`,
+//!   `additionalProperties` (any schema), `patternProperties` (each extra key's value must
+//!   satisfy every pattern it matches: one intersection lexeme per set of patterns),
+//!   `propertyNames`,
 //!   `minProperties` / `maxProperties` (a member count in the nonterminals);
 //! - arrays: `items`, `minItems` / `maxItems` (up to `MAX_ITEMS_BOUND`);
 //! - strings with length bounds and a `pattern` or `format` (the intersection of both
@@ -30,6 +31,7 @@ use sglr_schema::{
 use crate::error::GrammarError;
 use crate::grammar::{Grammar, GrammarBuilder, Lexeme, NonterminalId, Symbol, OPTIONAL_SPACE};
 
+mod any_order;
 mod array;
 mod negation;
 mod object;

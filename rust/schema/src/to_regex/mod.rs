@@ -14,6 +14,7 @@
 //! decided instead, value by value (`SchemaReader::admitted_literals`): the literals written are those that meet it. Unknown formats are not enforced (formats
 //! are annotations unless a validator opts in).
 
+mod any_order;
 mod literal;
 mod object;
 mod string;
