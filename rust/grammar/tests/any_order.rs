@@ -50,7 +50,12 @@ fn object(members: &[&str]) -> String {
 }
 
 fn schema_of(n: usize, required: &str, extra: &str) -> String {
-    let types = [r#""a": {"type": "integer"}"#, r#""b": {"type": "string"}"#, r#""c": {"type": "boolean"}"#, r#""d": {"type": "null"}"#];
+    let types = [
+        r#""a": {"type": "integer"}"#,
+        r#""b": {"type": "string"}"#,
+        r#""c": {"type": "boolean"}"#,
+        r#""d": {"type": "null"}"#,
+    ];
     format!(
         r#"{{"type": "object", "properties": {{{}}}, "required": [{required}]{extra}}}"#,
         types[..n].join(", ")
@@ -86,8 +91,13 @@ fn the_regex_path_agrees_for_three_properties() {
         let mut texts: Vec<String> =
             sequences(3).iter().map(|s| object(&s.iter().map(|&j| MEMBERS[j]).collect::<Vec<_>>())).collect();
         texts.extend(
-            [r#"{"z": 1, "b": "x"}"#, r#"{"b": "x", "z": 1, "a": 1, "y": 2}"#, r#"{"z": 1}"#, r#"{"b": "x", "z": "s"}"#]
-                .map(String::from),
+            [
+                r#"{"z": 1, "b": "x"}"#,
+                r#"{"b": "x", "z": 1, "a": 1, "y": 2}"#,
+                r#"{"z": 1}"#,
+                r#"{"b": "x", "z": "s"}"#,
+            ]
+            .map(String::from),
         );
         for text in &texts {
             assert_eq!(dfa.matches(text.as_bytes()), accepts(&m, text), "{schema}: {text}");
@@ -170,7 +180,8 @@ fn member_counts_in_any_order() {
 }
 
 fn wide_schema(num_properties: usize, extra: &str) -> String {
-    let properties: Vec<String> = (0..num_properties).map(|i| format!(r#""p{i}": {{"type": "integer"}}"#)).collect();
+    let properties: Vec<String> =
+        (0..num_properties).map(|i| format!(r#""p{i}": {{"type": "integer"}}"#)).collect();
     format!(r#"{{"type": "object", "properties": {{{}}}{extra}}}"#, properties.join(", "))
 }
 
