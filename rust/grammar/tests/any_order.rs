@@ -247,3 +247,50 @@ proptest! {
         }
     }
 }
+
+/// `const` / `enum` objects are equal whatever their keys' order: spelled in every order on
+/// the regex path (up to three keys), as the object schemas they are on the grammar path.
+#[test]
+fn literal_objects_in_any_order() {
+    let small = r#"{"enum": [{"a": 1, "b": [{"c": null, "d": true}]}, 3]}"#;
+    let wide = r#"{"const": {"p": 1, "q": 2, "r": 3, "s": {"t": 4, "u": 5}}}"#;
+    let dfa = any_order_dfa(small).expect("three keys fit a regex");
+    let m = any_order_matcher(small);
+    for (text, valid) in [
+        (r#"{"b": [{"d": true, "c": null}], "a": 1}"#, true),
+        (r#"{"a": 1, "b": [{"c": null, "d": true}]}"#, true),
+        ("3", true),
+        (r#"{"b": [{"d": true}], "a": 1}"#, false),
+        (r#"{"a": 1, "a": 1, "b": [{"c": null, "d": true}]}"#, false),
+    ] {
+        assert_eq!(dfa.matches(text.as_bytes()), valid, "{text}");
+        assert_eq!(accepts(&m, text), valid, "{text}");
+    }
+    assert!(json_schema_to_regex(wide, &any_order()).is_err());
+    let m = any_order_matcher(wide);
+    for (text, valid) in [
+        (r#"{"s": {"u": 5, "t": 4}, "r": 3, "p": 1, "q": 2}"#, true),
+        (r#"{"p": 1, "q": 2, "r": 3, "s": {"t": 4, "u": 5}}"#, true),
+        (r#"{"p": 1, "q": 2, "r": 3}"#, false),
+        (r#"{"p": 1, "q": 2, "r": 3, "s": {"t": 4, "u": 5}, "v": 6}"#, false),
+        (r#"{"p": 1, "q": 2, "r": 4, "s": {"t": 4, "u": 5}}"#, false),
+    ] {
+        assert_eq!(accepts(&m, text), valid, "{text}");
+    }
+}
+
+/// One declared property among undeclared ones may come after them, on both paths.
+#[test]
+fn one_declared_property_after_undeclared_ones() {
+    let schema = r#"{"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": {"type": "integer"}}"#;
+    let dfa = any_order_dfa(schema).unwrap();
+    let m = any_order_matcher(schema);
+    for (text, valid) in [
+        (r#"{"z": 1, "a": 2}"#, true),
+        (r#"{"z": 1, "a": 2, "y": 3}"#, true),
+        (r#"{"z": 1, "a": 2, "a": 3}"#, false),
+    ] {
+        assert_eq!(dfa.matches(text.as_bytes()), valid, "{text}");
+        assert_eq!(accepts(&m, text), valid, "{text}");
+    }
+}

@@ -4,14 +4,16 @@
 //! grammar can avoid (the orders of n members need exponentially many rules), so the states
 //! are built only as reached (`maxProperties` cuts them) and bounded (`MAX_ANY_ORDER_STATES`).
 use rustc_hash::FxHashMap;
+use serde_json::{Map, Value};
 
 use super::{unsupported, Piece, SchemaGrammar};
 use crate::error::GrammarError;
-use crate::grammar::NonterminalId;
+use crate::grammar::{NonterminalId, Symbol};
 
 /// Most states of one object's members in any order: about n rules each, 2^n states for n
-/// members (twice that with undeclared ones), so 12 members (13 without undeclared ones); at
-/// the bound the rules take ~10 ms to build (`benches/results/maskbench_any_order.md`).
+/// members (twice that with undeclared ones), so 13 members (12 with undeclared ones); at the
+/// bound compile + first mask takes 10 to 20 ms here, past the 10 ms the MaskBench p99 aims at
+/// already (`benches/results/maskbench_any_order.md`), and doubles with each member.
 pub(super) const MAX_ANY_ORDER_STATES: usize = 1 << 13;
 
 /// Most declared members one bit set holds.
@@ -58,9 +60,13 @@ impl SchemaGrammar<'_> {
         let start = self.builder.fresh("any_order_members");
         states.insert((0, 0), start);
         let mut pending: Vec<Written> = vec![(0, 0)];
+        let separator = Symbol::Lexeme(self.builder.lexeme(&separator));
+        // Rules of each state, written once all are known: states with more members first,
+        // so that the builder's pass over the rules finds every state productive at once
+        // (successors first) instead of one member count per pass.
+        let mut written_rules: Vec<(usize, NonterminalId, Vec<Vec<Symbol>>)> = Vec::new();
         while let Some((used, num_extras)) = pending.pop() {
             let written = used.count_ones() as usize + num_extras;
-            let lead = || if written > 0 { vec![Piece::Regex(separator.clone())] } else { Vec::new() };
             let mut successors: Vec<(NonterminalId, Written)> = Vec::new();
             if max_count.is_none_or(|max| written < max) {
                 for (j, &rule) in member_rules.iter().enumerate() {
@@ -74,7 +80,7 @@ impl SchemaGrammar<'_> {
                     successors.push((rule, next));
                 }
             }
-            let mut alternatives: Vec<Vec<Piece>> = Vec::new();
+            let mut alternatives: Vec<Vec<Symbol>> = Vec::new();
             if required & !used == 0 && used.count_ones() as usize + num_extras.min(1) >= min_count {
                 alternatives.push(Vec::new());
             }
@@ -91,14 +97,52 @@ impl SchemaGrammar<'_> {
                         fresh
                     }
                 };
-                let mut alternative = lead();
-                alternative.push(Piece::Rule(rule));
-                alternative.push(Piece::Rule(next_rule));
-                alternatives.push(alternative);
+                let lead = (written > 0).then_some(separator);
+                let rest = [Symbol::Nonterminal(rule), Symbol::Nonterminal(next_rule)];
+                alternatives.push(lead.into_iter().chain(rest).collect());
             }
-            let nonterminal = states[&(used, num_extras)];
-            self.rules(nonterminal, alternatives, never);
+            written_rules.push((written, states[&(used, num_extras)], alternatives));
+        }
+        written_rules.sort_by_key(|(written, _, _)| std::cmp::Reverse(*written));
+        for (_, nonterminal, alternatives) in written_rules {
+            if alternatives.is_empty() {
+                self.builder.rule(nonterminal, vec![Symbol::Nonterminal(never)]);
+            }
+            for rhs in alternatives {
+                self.builder.rule(nonterminal, rhs);
+            }
         }
         Ok(start)
+    }
+}
+
+/// The schema admitting exactly the JSON value `value`, its objects' keys in any order: an
+/// object is its keys required, each value's schema, nothing else; other values are `const`.
+/// None for an array holding an object with several keys (its items would need `prefixItems`,
+/// which drafts read differently).
+pub(super) fn literal_schema(value: &Value) -> Option<Value> {
+    match value {
+        Value::Object(map) => {
+            let properties: Map<String, Value> =
+                map.iter().map(|(k, v)| Some((k.clone(), literal_schema(v)?))).collect::<Option<_>>()?;
+            let required = map.keys().map(|k| Value::String(k.clone())).collect();
+            Some(Value::Object(Map::from_iter([
+                ("type".to_string(), Value::String("object".into())),
+                ("properties".to_string(), Value::Object(properties)),
+                ("required".to_string(), Value::Array(required)),
+                ("additionalProperties".to_string(), Value::Bool(false)),
+            ])))
+        }
+        Value::Array(items) if items.iter().any(holds_wide_object) => None,
+        other => Some(Value::Object(Map::from_iter([("const".to_string(), other.clone())]))),
+    }
+}
+
+/// Whether `value` holds an object with two or more keys (whose order may vary).
+fn holds_wide_object(value: &Value) -> bool {
+    match value {
+        Value::Object(map) => map.len() > 1 || map.values().any(holds_wide_object),
+        Value::Array(items) => items.iter().any(holds_wide_object),
+        _ => false,
     }
 }

@@ -579,10 +579,26 @@ impl<'a> SchemaGrammar<'a> {
         let types = self.reader.types(map, path)?;
         let admitted = self.reader.admitted_literals(map, &types, path)?;
         let mut literal = Map::new();
-        literal.insert("enum".into(), Value::Array(admitted));
+        literal.insert("enum".into(), Value::Array(admitted.clone()));
         literal
             .insert("type".into(), Value::Array(types.iter().map(|t| Value::String((*t).into())).collect()));
-        let regex = json_value_to_regex(&Value::Object(literal), self.options)?;
+        let regex = match json_value_to_regex(&Value::Object(literal), self.options) {
+            Ok(regex) => regex,
+            // Objects too wide to spell in every order: each value as the object schema it is.
+            Err(FsmError::UnsupportedSchema { .. }) if self.options.properties_any_order => {
+                let keyword = if map.contains_key("const") { "const" } else { "enum" };
+                let branches = admitted
+                    .iter()
+                    .map(|value| any_order::literal_schema(value).ok_or(()))
+                    .collect::<Result<Vec<_>, ()>>()
+                    .map_err(|()| {
+                        unsupported(keyword, path, "an array value holding objects in any order")
+                    })?;
+                let any_of = Value::Object(Map::from_iter([("anyOf".to_string(), Value::Array(branches))]));
+                return self.schema(&any_of, path);
+            }
+            Err(error) => return Err(error.into()),
+        };
         Ok(self.regex_piece(regex))
     }
 

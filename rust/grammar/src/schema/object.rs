@@ -222,7 +222,9 @@ impl SchemaGrammar<'_> {
                 "it needs more than one undeclared member, and a grammar cannot keep their keys distinct",
             ));
         }
-        let body = if self.options.properties_any_order && members.len() > 1 {
+        // One declared member is in any order too when undeclared ones may come before it.
+        let body = if self.options.properties_any_order && members.len() + usize::from(!extras.is_empty()) > 1
+        {
             self.members_any_order(members, extras, min_count, max_count, path)?
         } else {
             self.members(members, extras, min_count, max_count, path)?

@@ -103,7 +103,10 @@ impl Ctx<'_> {
         check_property_counts(&self.reader, map, path, declared.len(), required.len(), allows_extra)?;
 
         let sep = format!("{ws},{ws}");
-        if self.reader.options().properties_any_order && declared.len() > 1 {
+        // One declared member is in any order too when undeclared ones may come before it.
+        if self.reader.options().properties_any_order
+            && declared.len() + usize::from(extra_value.is_some()) > 1
+        {
             if declared.len() > MAX_REGEX_ANY_ORDER_PROPERTIES {
                 return Err(unsupported(
                     "properties",
