@@ -33,6 +33,7 @@ use crate::grammar::{Grammar, GrammarBuilder, Lexeme, NonterminalId, Symbol, OPT
 
 mod any_order;
 mod array;
+mod literal;
 mod negation;
 mod object;
 mod scalar;
@@ -589,7 +590,7 @@ impl<'a> SchemaGrammar<'a> {
                 let keyword = if map.contains_key("const") { "const" } else { "enum" };
                 let branches = admitted
                     .iter()
-                    .map(|value| any_order::literal_schema(value).ok_or(()))
+                    .map(|value| literal::literal_schema(value).ok_or(()))
                     .collect::<Result<Vec<_>, ()>>()
                     .map_err(|()| {
                         unsupported(keyword, path, "an array value holding objects in any order")
