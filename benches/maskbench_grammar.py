@@ -20,6 +20,7 @@ engine's default instead (the FSM unrolls them 3 levels: a subset, false rejects
 reports the combined outcome (pass / fail / refused), false accepts and false rejects (valid
 instances rejected even in schema key order), compile + first mask and per-token mask times per
 path and combined (mask fill only, the first `--mask-tokens` tokens of each instance).
+`--any-order` (`--all`): properties in any order, instances also with keys shuffled, no reordering.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from sglr._core import GrammarConstraint, Vocabulary, fill_grammar_bitmasks, jso
 HERE = Path(__file__).resolve().parent
 
 # How schemas are read: as the specification does (set by `main`, `--implied-types`).
-SCHEMA_READING: dict[str, bool] = {"additional_properties": True, "implied_types": False}
+SCHEMA_READING = {"additional_properties": True, "implied_types": False, "properties_any_order": False}
 
 
 def load_oracle() -> Any:
@@ -162,6 +163,8 @@ def check_fsm(
 
 
 def run_all(args: argparse.Namespace, oracle: Any, directory: Path) -> None:
+    from benchlib.shuffled_keys import with_shuffled_keys  # the script's folder is on the path
+
     encoding, vocab = oracle.vocabulary(args.vocab)
     outcomes: dict[str, Counter[str]] = {"fsm": Counter(), "grammar": Counter(), "combined": Counter()}
     refusals: Counter[str] = Counter()
@@ -177,6 +180,8 @@ def run_all(args: argparse.Namespace, oracle: Any, directory: Path) -> None:
     per_file: list[dict[str, Any]] = []
     for path in files:
         case = json.loads(path.read_text())
+        if args.any_order:
+            case["tests"] = with_shuffled_keys(case["tests"], seed=len(per_file))
         text = json.dumps(case["schema"])
         result = None
         if not json_schema_is_recursive(text):
@@ -278,25 +283,24 @@ def main() -> None:
         default=None,
         help="with --all: unroll free values this deep on the FSM path (default: any depth, grammar path)",
     )
-    parser.add_argument(
-        "--only", nargs="*", default=None, help="with --all: files whose name holds one of these"
-    )
+    parser.add_argument("--only", nargs="*", help="with --all: files whose name holds one of these")
     parser.add_argument(
         "--vocab", choices=("cl100k", "tekken"), default="cl100k",
         help="cl100k_base (100k ids) or tekken (131k ids; its wheel is fetched once, see benchlib/tekken.py)",
     )  # fmt: skip
     parser.add_argument("--slowest", type=int, default=0, help="with --all: print this many slowest schemas")
-    parser.add_argument(
-        "--dump", default=None, help="with --all: write per-file compile and mask times (JSON)"
-    )
+    parser.add_argument("--dump", default=None, help="with --all: write per-file compile/mask times (JSON)")
     parser.add_argument(
         "--implied-types",
         action="store_true",
         help="typeless keywords imply their type (the engine's default) instead of the specification's reading",
     )
+    parser.add_argument("--any-order", action="store_true", help="with --all: properties in any order")
     args = parser.parse_args()
-    SCHEMA_READING["implied_types"] = args.implied_types
+    SCHEMA_READING.update(implied_types=args.implied_types, properties_any_order=args.any_order)
     oracle = load_oracle()
+    if args.any_order:  # no second chance in schema order: every valid instance rejected counts
+        oracle.reorder_like_schema = lambda data, *_: data
     directory = oracle.data_dir(args.data)
     if directory is None:
         sys.exit("MaskBench sample not found")

@@ -275,7 +275,13 @@ def _native_sampling() -> tuple[Field, ...]:
         ),
         *(
             bools(sp(name))
-            for name in ("ignore_eos", "skip_special_tokens", "spaces_between_special_tokens", "no_stop_trim")
+            for name in (
+                "ignore_eos",
+                "skip_special_tokens",
+                "spaces_between_special_tokens",
+                "no_stop_trim",
+                "json_schema_any_order",
+            )
         ),
     ]
     return tuple(fields)

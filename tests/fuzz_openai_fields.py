@@ -112,7 +112,13 @@ SAMPLING = (
     Field("stop_token_ids", STOP_IDS, BAD_STOP_IDS),
     *(
         bools(name)
-        for name in ("ignore_eos", "skip_special_tokens", "spaces_between_special_tokens", "no_stop_trim")
+        for name in (
+            "ignore_eos",
+            "skip_special_tokens",
+            "spaces_between_special_tokens",
+            "no_stop_trim",
+            "json_schema_any_order",
+        )
     ),
     Field("regex", GOOD_REGEXES, BAD_REGEXES | st.just(5), group="grammar"),
     Field("ebnf", GOOD_EBNF, BAD_EBNF | st.just(5), group="grammar"),

@@ -263,6 +263,7 @@ class TokenFsm:
         nfa_size_limit: int | None = None,
         max_regex_len: int | None = None,
         max_unrolled_length: int | None = 32,
+        properties_any_order: bool = False,
     ) -> TokenFsm:
         """`max_any_depth`: nesting unrolled inside values the schema leaves free; None: any
         depth, which no regex holds, so such schemas raise `UnsupportedSchemaError` (the grammar
@@ -323,6 +324,7 @@ def json_schema_to_regex(
     max_recursion_depth: int | None = None,
     max_regex_len: int | None = None,
     max_unrolled_length: int | None = 32,
+    properties_any_order: bool = False,
 ) -> str: ...
 
 class GrammarConstraint:
@@ -340,9 +342,11 @@ class GrammarConstraint:
         whitespace_pattern: str | None = None,
         additional_properties: bool = False,
         implied_types: bool = True,
+        properties_any_order: bool = False,
     ) -> GrammarConstraint:
         """`additional_properties` and `implied_types` as in `JsonSchemaConfig`: False / True
-        read schemas as generation wants, True / False as the JSON Schema specification does."""
+        read schemas as generation wants, True / False as the JSON Schema specification does;
+        `properties_any_order` too (declared properties in any order, each at most once)."""
     @staticmethod
     def from_structural_tag(
         structures: list[tuple[str, str, str]],
@@ -396,7 +400,12 @@ def json_schema_is_recursive(schema: str) -> bool:
     """Whether the schema has a `$ref` cycle (compiled by the grammar path, any depth)."""
 
 def json_schema_to_ebnf(
-    schema: str, name: str, *, whitespace_pattern: str | None = None, additional_properties: bool = False
+    schema: str,
+    name: str,
+    *,
+    whitespace_pattern: str | None = None,
+    additional_properties: bool = False,
+    properties_any_order: bool = False,
 ) -> str:
     """The schema's grammar as GBNF rules with start rule `name` (others `name_<id>`), to embed
     in a larger EBNF grammar; raises what `GrammarConstraint.from_json_schema` raises."""

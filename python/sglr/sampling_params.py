@@ -76,6 +76,9 @@ class SamplingParams:
     # A structural tag (JSON text, `sglr.structural_tag`): free text whose triggers open
     # segments of schema-constrained JSON.
     structural_tag: str | None = None
+    # sglr's extension: a JSON schema's objects may list their declared properties in any order
+    # (each at most once); None: the engine's `json_schema_any_order` setting.
+    json_schema_any_order: bool | None = None
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__  # frozen: normalise in place before validating
@@ -280,7 +283,13 @@ def _field_names(cls: type) -> frozenset[str]:
 _NULLABLE = {"max_new_tokens", "json_schema", "regex", "ebnf", "structural_tag", "logit_bias", "seed"}
 _FLOATS = {"temperature", "top_p", "min_p", "frequency_penalty", "presence_penalty", "repetition_penalty"}
 _INTS = {"max_new_tokens", "min_new_tokens", "top_k", "n", "seed"}
-_BOOLS = {"ignore_eos", "skip_special_tokens", "spaces_between_special_tokens", "no_stop_trim"}
+_BOOLS = {
+    "ignore_eos",
+    "skip_special_tokens",
+    "spaces_between_special_tokens",
+    "no_stop_trim",
+    "json_schema_any_order",
+}
 
 
 def _coerce(name: str, value: Any) -> Any:

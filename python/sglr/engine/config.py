@@ -30,6 +30,9 @@ class EngineConfig:
         lof (longest output first), random.
     disable_radix_cache: no prefix reuse (the no-cache ablation baseline).
     disable_jump_forward: decode constrained output one token at a time (ablation).
+    json_schema_any_order: JSON schemas' objects may list their declared properties in any
+        order (each at most once, the required ones present) unless a request says otherwise
+        (`json_schema_any_order` in its sampling params); off: in the schema's order.
     starvation_guard / max_wait_s: admit a request that waited longer than this ahead of the
         cache-aware order (off reproduces plain longest-prefix-first).
     enable_priority_scheduling / schedule_low_priority_values_first /
@@ -104,6 +107,7 @@ class EngineConfig:
     schedule_policy: str = "lpm"
     disable_radix_cache: bool = False
     disable_jump_forward: bool = False
+    json_schema_any_order: bool = False
     starvation_guard: bool = True
     max_wait_s: float = 30.0
     enable_priority_scheduling: bool = False

@@ -85,6 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--schedule-policy", default="lpm", choices=SCHEDULE_POLICIES)
     add("--disable-radix-cache", action="store_true", help="no prefix caching")
     add("--disable-jump-forward", action="store_true", help="constrained output one token at a time")
+    add("--json-schema-any-order", action="store_true", help="JSON objects' properties in any order")
     add("--random-seed", type=int, default=0)
     add(
         "--tp-size",
@@ -197,6 +198,7 @@ def engine_options(args: argparse.Namespace) -> dict[str, Any]:
         "schedule_policy": args.schedule_policy,
         "disable_radix_cache": args.disable_radix_cache,
         "disable_jump_forward": args.disable_jump_forward,
+        "json_schema_any_order": args.json_schema_any_order,
         "seed": args.random_seed,
         "log_level": args.log_level,
         "tp_size": args.tp_size,

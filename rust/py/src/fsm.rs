@@ -131,6 +131,7 @@ fn limits(dfa_size_limit: Option<usize>, nfa_size_limit: Option<usize>) -> Compi
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn schema_options(
     whitespace_pattern: Option<String>,
     additional_properties: bool,
@@ -139,6 +140,7 @@ fn schema_options(
     max_recursion_depth: Option<usize>,
     max_regex_len: Option<usize>,
     max_unrolled_length: Option<usize>,
+    properties_any_order: bool,
 ) -> JsonSchemaOptions {
     let defaults = JsonSchemaOptions::default();
     JsonSchemaOptions {
@@ -149,6 +151,7 @@ fn schema_options(
         max_recursion_depth: max_recursion_depth.unwrap_or(defaults.max_recursion_depth),
         max_regex_len: max_regex_len.unwrap_or(defaults.max_regex_len),
         max_unrolled_length,
+        properties_any_order,
     }
 }
 
@@ -180,7 +183,7 @@ impl PyTokenFsm {
     #[pyo3(signature = (schema, vocabulary, *, whitespace_pattern=None, additional_properties=false,
                         implied_types=true, max_any_depth=Some(3), max_recursion_depth=None, dfa_size_limit=None,
                         nfa_size_limit=None, max_regex_len=None,
-                        max_unrolled_length=Some(DEFAULT_MAX_UNROLLED_LENGTH)))]
+                        max_unrolled_length=Some(DEFAULT_MAX_UNROLLED_LENGTH), properties_any_order=false))]
     #[allow(clippy::too_many_arguments)]
     fn from_json_schema(
         py: Python<'_>,
@@ -195,6 +198,7 @@ impl PyTokenFsm {
         nfa_size_limit: Option<usize>,
         max_regex_len: Option<usize>,
         max_unrolled_length: Option<usize>,
+        properties_any_order: bool,
     ) -> PyResult<Self> {
         let options = schema_options(
             whitespace_pattern,
@@ -204,6 +208,7 @@ impl PyTokenFsm {
             max_recursion_depth,
             max_regex_len,
             max_unrolled_length,
+            properties_any_order,
         );
         let vocab = vocabulary.inner.clone();
         let limits = limits(dfa_size_limit, nfa_size_limit);
@@ -386,7 +391,7 @@ pub(crate) fn fill_bitmasks(
 #[pyfunction]
 #[pyo3(signature = (schema, *, whitespace_pattern=None, additional_properties=false,
                     implied_types=true, max_any_depth=Some(3), max_recursion_depth=None, max_regex_len=None,
-                    max_unrolled_length=Some(DEFAULT_MAX_UNROLLED_LENGTH)))]
+                    max_unrolled_length=Some(DEFAULT_MAX_UNROLLED_LENGTH), properties_any_order=false))]
 #[pyo3(name = "json_schema_to_regex")]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn json_schema_to_regex_py(
@@ -399,6 +404,7 @@ pub(crate) fn json_schema_to_regex_py(
     max_recursion_depth: Option<usize>,
     max_regex_len: Option<usize>,
     max_unrolled_length: Option<usize>,
+    properties_any_order: bool,
 ) -> PyResult<String> {
     let options = schema_options(
         whitespace_pattern,
@@ -408,6 +414,7 @@ pub(crate) fn json_schema_to_regex_py(
         max_recursion_depth,
         max_regex_len,
         max_unrolled_length,
+        properties_any_order,
     );
     py.detach(|| json_schema_to_regex(&schema, &options)).map_err(|e| fsm_error(py, e))
 }

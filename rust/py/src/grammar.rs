@@ -86,7 +86,7 @@ impl PyGrammarConstraint {
     /// Compiles a JSON schema (JSON text) with `$ref` recursion as grammar rules.
     #[staticmethod]
     #[pyo3(signature = (schema, vocabulary, *, whitespace_pattern=None, additional_properties=false,
-                        implied_types=true))]
+                        implied_types=true, properties_any_order=false))]
     fn from_json_schema(
         py: Python<'_>,
         schema: String,
@@ -94,8 +94,12 @@ impl PyGrammarConstraint {
         whitespace_pattern: Option<String>,
         additional_properties: bool,
         implied_types: bool,
+        properties_any_order: bool,
     ) -> PyResult<Self> {
-        let options = schema_options(whitespace_pattern, additional_properties, implied_types);
+        let options = JsonSchemaOptions {
+            properties_any_order,
+            ..schema_options(whitespace_pattern, additional_properties, implied_types)
+        };
         let grammar =
             py.detach(|| json_schema_to_grammar(&schema, &options)).map_err(|e| grammar_error(py, e))?;
         Ok(Self::build(grammar, vocabulary))
@@ -313,18 +317,21 @@ pub(crate) fn json_schema_is_recursive(py: Python<'_>, schema: String) -> bool {
 /// A JSON schema's grammar as GBNF rules whose start rule is `name` (other rules `name_<id>`),
 /// for embedding in a larger EBNF grammar (tool calls wrap each tool's arguments schema).
 #[pyfunction]
-#[pyo3(signature = (schema, name, *, whitespace_pattern=None, additional_properties=false))]
+#[pyo3(signature = (schema, name, *, whitespace_pattern=None, additional_properties=false,
+                    properties_any_order=false))]
 pub(crate) fn json_schema_to_ebnf(
     py: Python<'_>,
     schema: String,
     name: String,
     whitespace_pattern: Option<String>,
     additional_properties: bool,
+    properties_any_order: bool,
 ) -> PyResult<String> {
     let defaults = JsonSchemaOptions::default();
     let options = JsonSchemaOptions {
         whitespace_pattern: whitespace_pattern.unwrap_or(defaults.whitespace_pattern.clone()),
         additional_properties_default: additional_properties,
+        properties_any_order,
         ..defaults
     };
     let grammar =

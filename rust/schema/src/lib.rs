@@ -30,7 +30,9 @@ mod to_regex;
 pub use keywords::{is_annotation, keyword_type, non_negative_integer};
 pub use merge::branches_with_siblings;
 pub use numeric::split_decimal;
-pub use options::{JsonSchemaOptions, DEFAULT_MAX_REGEX_LEN, DEFAULT_MAX_UNROLLED_LENGTH};
+pub use options::{
+    JsonSchemaOptions, DEFAULT_MAX_REGEX_LEN, DEFAULT_MAX_UNROLLED_LENGTH, MAX_REGEX_ANY_ORDER_PROPERTIES,
+};
 pub use reader::SchemaReader;
 pub use refs::{pointer, schema_is_recursive, value_is_recursive};
 pub use to_regex::{json_schema_to_regex, json_value_to_regex, NEVER as NEVER_REGEX};

@@ -32,6 +32,9 @@ class JsonSchemaConfig:
     max_regex_len: longest schema regex the FSM path determinizes eagerly (None: the core's
         default, 4 KiB, a few ms of construction); longer ones, free values unrolled
         `max_any_depth` levels among them (tens of KiB, 60 to 130 ms), go to the grammar path.
+    properties_any_order: an object's declared properties in any order (each at most once, the
+        required ones present), not only the schema's: the FSM path spells out the orders of up
+        to 3 properties, the grammar path tracks which were written (refused past 8192 sets).
     """
 
     whitespace_pattern: str = "[ ]?"
@@ -40,6 +43,7 @@ class JsonSchemaConfig:
     max_any_depth: int | None = 3
     max_recursion_depth: int = 3
     max_regex_len: int | None = None
+    properties_any_order: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.whitespace_pattern, str):
@@ -101,6 +105,7 @@ class ConstraintCache:
                 max_any_depth=config.max_any_depth,
                 max_recursion_depth=config.max_recursion_depth,
                 max_regex_len=config.max_regex_len,
+                properties_any_order=config.properties_any_order,
             ),
         )
 
@@ -123,6 +128,7 @@ class ConstraintCache:
                 whitespace_pattern=config.whitespace_pattern,
                 additional_properties=config.additional_properties,
                 implied_types=config.implied_types,
+                properties_any_order=config.properties_any_order,
             ),
         )
 

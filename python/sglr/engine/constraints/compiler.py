@@ -7,6 +7,9 @@ say (`patternProperties`, `minProperties`, ...) become a grammar (`GrammarConstr
 when the grammar path refuses too, its error (naming the keyword) is the request's. A
 `structural_tag` is always a grammar (free text around JSON segments).
 
+A schema's objects take their declared properties in the schema's order, or in any order when
+the request's `json_schema_any_order` says so (None: the engine's default).
+
 Compiles against the engine's vocabulary (built once, on first use) through the shared
 `ConstraintCache`, so one pattern is compiled once however many requests use it. A pattern
 that does not compile raises `InvalidRequestError` naming the field (inside a structural tag,
@@ -19,7 +22,7 @@ import threading
 from typing import Any
 
 from sglr._core import json_schema_is_recursive
-from sglr.engine.constraints.cache import ConstraintCache
+from sglr.engine.constraints.cache import ConstraintCache, JsonSchemaConfig
 from sglr.engine.constraints.grammar_state import GrammarConstraintState
 from sglr.engine.constraints.state import ConstraintState
 from sglr.engine.constraints.vocab import vocabulary_from_hf
@@ -36,8 +39,9 @@ from sglr.structural_tag import parse_structural_tag
 
 
 class ConstraintCompiler:
-    def __init__(self, tokenizer: EngineTokenizer) -> None:
+    def __init__(self, tokenizer: EngineTokenizer, json_schema_any_order: bool = False) -> None:
         self.tokenizer = tokenizer
+        self.json_schema_any_order = json_schema_any_order
         self.cache = ConstraintCache()
         self._vocabulary: Any = None
         self._vocab_lock = threading.Lock()
@@ -70,7 +74,11 @@ class ConstraintCompiler:
             if params.structural_tag is not None:
                 tag = parse_structural_tag(params.structural_tag)
                 return GrammarConstraintState(self.cache.structural_tag(tag, vocabulary))
-            return self._json_schema(params.json_schema, vocabulary)
+            any_order = params.json_schema_any_order
+            config = JsonSchemaConfig(
+                properties_any_order=self.json_schema_any_order if any_order is None else any_order
+            )
+            return self._json_schema(params.json_schema, vocabulary, config)
         except InvalidStructuralTagError as exc:
             where = f"structural_tag.{exc.field}" if exc.field else "structural_tag"
             raise InvalidRequestError(
@@ -79,11 +87,14 @@ class ConstraintCompiler:
         except ConstraintError as exc:
             raise InvalidRequestError(f"invalid {field}: {exc}", param=f"sampling_params.{field}") from exc
 
-    def _json_schema(self, schema: Any, vocabulary: Any) -> ConstraintState | GrammarConstraintState:
+    def _json_schema(
+        self, schema: Any, vocabulary: Any, config: JsonSchemaConfig
+    ) -> ConstraintState | GrammarConstraintState:
         if json_schema_is_recursive(schema):
-            return GrammarConstraintState(self.cache.json_schema_grammar(schema, vocabulary))
+            return GrammarConstraintState(self.cache.json_schema_grammar(schema, vocabulary, config))
         try:
-            return ConstraintState(self.cache.json_schema(schema, vocabulary))
+            return ConstraintState(self.cache.json_schema(schema, vocabulary, config))
         except (ConstraintTooLargeError, UnsupportedSchemaError):
-            # The grammar path holds what one regex cannot; a refusal there names the keyword.
-            return GrammarConstraintState(self.cache.json_schema_grammar(schema, vocabulary))
+            # The grammar path holds what one regex cannot (any order past a few properties
+            # among them); a refusal there names the keyword.
+            return GrammarConstraintState(self.cache.json_schema_grammar(schema, vocabulary, config))

@@ -34,12 +34,20 @@ OnReady = Callable[[Any, InvalidRequestError | None], None]
 
 
 class Constraints:
-    def __init__(self, tokenizer: EngineTokenizer, use_jump_forward: bool = True) -> None:
+    def __init__(
+        self, tokenizer: EngineTokenizer, use_jump_forward: bool = True, json_schema_any_order: bool = False
+    ) -> None:
         self.tokenizer = tokenizer
         self.use_jump_forward = use_jump_forward
+        self.json_schema_any_order = json_schema_any_order
         self._compiler: ConstraintCompiler | None = None  # built on the first constrained request
         self._compiler_lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="sglr-compile")
+
+    @classmethod
+    def for_engine(cls, tokenizer: EngineTokenizer, config: Any) -> Constraints:
+        """As an `EngineConfig` says: jump-forward unless disabled, objects' property order."""
+        return cls(tokenizer, not config.disable_jump_forward, config.json_schema_any_order)
 
     @property
     def num_cache_hits(self) -> int:
@@ -48,7 +56,7 @@ class Constraints:
     def compiler(self) -> ConstraintCompiler:
         with self._compiler_lock:
             if self._compiler is None:
-                self._compiler = ConstraintCompiler(self.tokenizer)
+                self._compiler = ConstraintCompiler(self.tokenizer, self.json_schema_any_order)
             return self._compiler
 
     def start_compile(self, req: Any, on_ready: OnReady) -> None:

@@ -89,7 +89,7 @@ class SchedulerLoop(LoopCalls):
         self._endings = RequestEndings(
             self._pool, self._table, self._prefill, self._running, self._out, self.stats
         )
-        self._constraints = Constraints(tokenizer, use_jump_forward=not config.disable_jump_forward)
+        self._constraints = Constraints.for_engine(tokenizer, config)
         self._executor = BatchExecutor(runner, self._constraints.token_masks)
         self._speculator = Speculator.for_runner(config, runner, self.stats)
         self._results = StepResults(

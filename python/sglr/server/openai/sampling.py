@@ -5,7 +5,8 @@ Standard fields keep OpenAI's names and ranges in error messages (`max_tokens`, 
 `repetition_penalty`, `stop_token_ids`, `ignore_eos`, `skip_special_tokens`,
 `spaces_between_special_tokens`, `no_stop_trim`, `regex`, `ebnf` and `json_schema` (and
 `priority`, which the routes pass on to the engine's scheduler); a `response_format` of type
-`structural_tag` becomes the engine's `structural_tag`.
+`structural_tag` becomes the engine's `structural_tag`; and sglr's
+`json_schema_any_order` (an object's declared properties in any order, for this request).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ SAMPLING_FIELDS = frozenset({
     "frequency_penalty", "logit_bias", "stream", "stream_options", "response_format", "user",
     "top_k", "min_p", "min_tokens", "repetition_penalty", "stop_token_ids", "ignore_eos",
     "skip_special_tokens", "spaces_between_special_tokens", "no_stop_trim", "regex", "ebnf", "rid",
-    "metadata", "store", "service_tier", "lora_path",
+    "metadata", "store", "service_tier", "lora_path", "json_schema_any_order",
     "priority",  # SGLang's scheduling hint (a batch's lines carry one); not used by sampling
 })  # fmt: skip
 
@@ -84,7 +85,13 @@ def sampling_params(
     stop_ids = get_int_list(body, "stop_token_ids")
     if stop_ids:
         params["stop_token_ids"] = stop_ids
-    for name in ("ignore_eos", "skip_special_tokens", "spaces_between_special_tokens", "no_stop_trim"):
+    for name in (
+        "ignore_eos",
+        "skip_special_tokens",
+        "spaces_between_special_tokens",
+        "no_stop_trim",
+        "json_schema_any_order",
+    ):
         value = get_bool(body, name, None)
         if value is not None:
             params[name] = value

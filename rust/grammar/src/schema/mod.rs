@@ -9,9 +9,10 @@
 //! - `$ref` (a nonterminal per target), `allOf` and `$ref` with siblings (merged by the regex
 //!   path's merge, refused where a merge is not exact), `anyOf`, `oneOf` (when its branches are
 //!   provably disjoint, else refused), several `type`s, `enum` / `const`;
-//! - objects: `properties` (in schema order), `required`, `additionalProperties` (any
-//!   schema), `patternProperties` (each extra key's value must satisfy every pattern it
-//!   matches: one intersection lexeme per set of patterns), `propertyNames`,
+//! - objects: `properties` (in schema order, or any order as the options say), `required`,
+//!   `additionalProperties` (any schema), `patternProperties` (each extra key's value must
+//!   satisfy every pattern it matches: one intersection lexeme per set of patterns),
+//!   `propertyNames`,
 //!   `minProperties` / `maxProperties` (a member count in the nonterminals);
 //! - arrays: `items`, `minItems` / `maxItems` (up to `MAX_ITEMS_BOUND`);
 //! - strings with length bounds and a `pattern` or `format` (the intersection of both
@@ -30,7 +31,9 @@ use sglr_schema::{
 use crate::error::GrammarError;
 use crate::grammar::{Grammar, GrammarBuilder, Lexeme, NonterminalId, Symbol, OPTIONAL_SPACE};
 
+mod any_order;
 mod array;
+mod literal;
 mod negation;
 mod object;
 mod scalar;
@@ -577,10 +580,26 @@ impl<'a> SchemaGrammar<'a> {
         let types = self.reader.types(map, path)?;
         let admitted = self.reader.admitted_literals(map, &types, path)?;
         let mut literal = Map::new();
-        literal.insert("enum".into(), Value::Array(admitted));
+        literal.insert("enum".into(), Value::Array(admitted.clone()));
         literal
             .insert("type".into(), Value::Array(types.iter().map(|t| Value::String((*t).into())).collect()));
-        let regex = json_value_to_regex(&Value::Object(literal), self.options)?;
+        let regex = match json_value_to_regex(&Value::Object(literal), self.options) {
+            Ok(regex) => regex,
+            // Objects too wide to spell in every order: each value as the object schema it is.
+            Err(FsmError::UnsupportedSchema { .. }) if self.options.properties_any_order => {
+                let keyword = if map.contains_key("const") { "const" } else { "enum" };
+                let branches = admitted
+                    .iter()
+                    .map(|value| literal::literal_schema(value).ok_or(()))
+                    .collect::<Result<Vec<_>, ()>>()
+                    .map_err(|()| {
+                        unsupported(keyword, path, "an array value holding objects in any order")
+                    })?;
+                let any_of = Value::Object(Map::from_iter([("anyOf".to_string(), Value::Array(branches))]));
+                return self.schema(&any_of, path);
+            }
+            Err(error) => return Err(error.into()),
+        };
         Ok(self.regex_piece(regex))
     }
 

@@ -31,7 +31,8 @@ impl SchemaGrammar<'_> {
         Ok(self.string_regexes(map)?.unwrap_or_else(|| vec![NEVER_REGEX.to_string()]))
     }
 
-    /// Declared members in schema order (each optional unless required), then other members
+    /// Declared members in schema order (any order under `properties_any_order`:
+    /// `any_order.rs`; each optional unless required), then other members
     /// (keys split by the `patternProperties` they match), with the member count tracked
     /// when `minProperties` / `maxProperties` ask for it.
     pub(super) fn object(
@@ -221,7 +222,13 @@ impl SchemaGrammar<'_> {
                 "it needs more than one undeclared member, and a grammar cannot keep their keys distinct",
             ));
         }
-        let body = self.members(members, extras, min_count, max_count, path)?;
+        // One declared member is in any order too when undeclared ones may come before it.
+        let body = if self.options.properties_any_order && members.len() + usize::from(!extras.is_empty()) > 1
+        {
+            self.members_any_order(members, extras, min_count, max_count, path)?
+        } else {
+            self.members(members, extras, min_count, max_count, path)?
+        };
         Ok(vec![Piece::Regex(format!("\\{{{ws}")), Piece::Rule(body), Piece::Regex(format!("{ws}\\}}"))])
     }
 

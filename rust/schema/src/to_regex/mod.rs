@@ -14,6 +14,7 @@
 //! decided instead, value by value (`SchemaReader::admitted_literals`): the literals written are those that meet it. Unknown formats are not enforced (formats
 //! are annotations unless a validator opts in).
 
+mod any_order;
 mod literal;
 mod object;
 mod string;
@@ -25,7 +26,7 @@ use crate::error::{invalid, unsupported};
 use crate::keywords::{is_annotation, numeric_bounds};
 use crate::merge::{branches_with_siblings, merge_all_of, Merged};
 use crate::numeric;
-use crate::options::JsonSchemaOptions;
+use crate::options::{JsonSchemaOptions, MAX_REGEX_ANY_ORDER_PROPERTIES};
 use crate::reader::SchemaReader;
 pub use literal::NEVER;
 use literal::{alternation, any_value, value_literal};
@@ -224,7 +225,19 @@ impl Ctx<'_> {
     /// `enum` / `const`: the admitted values (`SchemaReader::admitted_literals`) as literals.
     fn literals(&mut self, map: &Map<String, Value>, types: &[&str], path: &str) -> Result<String, FsmError> {
         let values = self.reader.admitted_literals(map, types, path)?;
-        let parts = values.iter().map(|v| value_literal(&self.ws, v)).collect();
+        let any_order = self.reader.options.properties_any_order;
+        let keyword = if map.contains_key("const") { "const" } else { "enum" };
+        let parts = values
+            .iter()
+            .map(|v| {
+                value_literal(&self.ws, v, any_order).ok_or_else(|| {
+                    let reason = format!(
+                        "an object value with more than {MAX_REGEX_ANY_ORDER_PROPERTIES} properties in any order"
+                    );
+                    unsupported(keyword, path, &reason)
+                })
+            })
+            .collect::<Result<_, _>>()?;
         Ok(alternation(parts))
     }
 

@@ -1,13 +1,15 @@
-//! Objects (properties in schema order) and arrays.
+//! Objects (properties in schema order, or any order: `any_order.rs`) and arrays.
 
 use serde_json::{Map, Value};
 
 use sglr_fsm::json::{key_not_in, repeat, string_literal};
 use sglr_fsm::FsmError;
 
+use super::any_order::{any_order_body, Member};
 use super::literal::{alternation, NEVER};
 use super::Ctx;
 use crate::error::{invalid, unsupported};
+use crate::options::MAX_REGEX_ANY_ORDER_PROPERTIES;
 use crate::reader::SchemaReader;
 
 /// One declared property: `"key": value`, and whether it must be present.
@@ -101,6 +103,26 @@ impl Ctx<'_> {
         check_property_counts(&self.reader, map, path, declared.len(), required.len(), allows_extra)?;
 
         let sep = format!("{ws},{ws}");
+        // One declared member is in any order too when undeclared ones may come before it.
+        if self.reader.options().properties_any_order
+            && declared.len() + usize::from(extra_value.is_some()) > 1
+        {
+            if declared.len() > MAX_REGEX_ANY_ORDER_PROPERTIES {
+                return Err(unsupported(
+                    "properties",
+                    path,
+                    &format!(
+                        "more than {MAX_REGEX_ANY_ORDER_PROPERTIES} properties in any order (their orders \
+                         are spelled out)"
+                    ),
+                ));
+            }
+            let members: Vec<Member> =
+                declared.iter().map(|p| Member { regex: &p.regex, required: p.required }).collect();
+            let extra = extra_value.map(|value| format!("{}{ws}:{ws}{value}", key_not_in(&names)));
+            let body = any_order_body(&members, extra.as_deref(), &sep);
+            return Ok(format!(r"\{{{ws}{body}{ws}\}}"));
+        }
         let declared_body = declared_sequence(&declared, &sep);
         let body = if let Some(value) = extra_value {
             let extra = format!("{}{ws}:{ws}{value}", key_not_in(&names));
