@@ -31,6 +31,7 @@ from sglr.limits import (
     MAX_STOP_STRING_CHARS,
     MAX_STOP_STRINGS,
 )
+from sglr.sampling_wire import NULLABLE_FIELDS, coerce_field
 from sglr.structural_tag import parse_structural_tag
 
 TOP_K_ALL = 1 << 30
@@ -268,9 +269,9 @@ class SamplingParams:
                     f"unknown field `{key}` in sampling_params, expected one of {expected}",
                     param=f"sampling_params.{key}",
                 )
-            if value is None and name not in _NULLABLE:
+            if value is None and name not in NULLABLE_FIELDS:
                 continue
-            kwargs[name] = _coerce(name, value)
+            kwargs[name] = coerce_field(name, value)
         return cls(**kwargs)
 
 
@@ -278,75 +279,3 @@ class SamplingParams:
 def _field_names(cls: type) -> frozenset[str]:
     # dataclasses.fields() walks the class each call; this runs once per request.
     return frozenset(f.name for f in dataclasses.fields(cls))
-
-
-_NULLABLE = {"max_new_tokens", "json_schema", "regex", "ebnf", "structural_tag", "logit_bias", "seed"}
-_FLOATS = {"temperature", "top_p", "min_p", "frequency_penalty", "presence_penalty", "repetition_penalty"}
-_INTS = {"max_new_tokens", "min_new_tokens", "top_k", "n", "seed"}
-_BOOLS = {
-    "ignore_eos",
-    "skip_special_tokens",
-    "spaces_between_special_tokens",
-    "no_stop_trim",
-    "json_schema_any_order",
-}
-
-
-def _coerce(name: str, value: Any) -> Any:
-    def wrong(expected: str) -> InvalidRequestError:
-        return InvalidRequestError(
-            f"invalid type for sampling_params.{name}: expected {expected}, got {type(value).__name__}",
-            param=f"sampling_params.{name}",
-        )
-
-    if value is None:
-        return None
-    if name in _FLOATS:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise wrong("a number")
-        try:
-            return float(value)
-        except OverflowError:  # an integer past every float
-            raise wrong("a finite number") from None
-    if name in _INTS:
-        if isinstance(value, bool) or not isinstance(value, int):
-            if isinstance(value, float) and value.is_integer():
-                return int(value)
-            raise wrong("an integer")
-        return value
-    if name in _BOOLS:
-        if not isinstance(value, bool):
-            raise wrong("a boolean")
-        return value
-    if name in ("stop", "stop_regex"):
-        if isinstance(value, str) or (isinstance(value, list) and all(isinstance(s, str) for s in value)):
-            return value
-        raise wrong("a string or a list of strings")
-    if name == "stop_token_ids":
-        if isinstance(value, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in value):
-            return value
-        raise wrong("a list of integers")
-    if name in (
-        "json_schema",
-        "regex",
-        "ebnf",
-        "structural_tag",
-        "reasoning_open_tag",
-        "reasoning_close_tag",
-    ):
-        if not isinstance(value, str):
-            raise wrong("a string")
-        return value
-    if name == "logit_bias":
-        if not isinstance(value, dict):
-            raise wrong("an object mapping token ids to numbers")
-        try:
-            bias = {int(k): float(v) for k, v in value.items()}
-        except (TypeError, ValueError, OverflowError):
-            raise wrong("an object mapping token ids to numbers") from None
-        if not all(math.isfinite(v) for v in bias.values()):  # "nan", "inf", 1e400
-            raise InvalidRequestError(
-                "sampling_params.logit_bias values must be finite numbers", param="sampling_params.logit_bias"
-            )
-        return bias
-    return value

@@ -5,6 +5,8 @@ as that path's. K-quants and 5-bit blocks in a model: tests/model/test_gguf_kqua
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -148,6 +150,23 @@ def _rms(errors: list[torch.Tensor]) -> float:
     return torch.cat([e.flatten() for e in errors]).pow(2).mean().sqrt().item()
 
 
+def _with_int8_inputs(model: torch.nn.Module) -> torch.nn.Module:
+    """`model` with every Linear's input rounded as the fused decode step rounds activations:
+    int8 levels per block of 32, step = max |x| / 127, ties to even."""
+
+    def round_input(_module, args):
+        (x,) = args
+        blocks = x.reshape(*x.shape[:-1], -1, 32)
+        step = blocks.abs().amax(-1, keepdim=True) / 127
+        levels = torch.where(step > 0, blocks / step, torch.zeros_like(blocks)).round().clamp(-127, 127)
+        return ((levels * step).reshape(x.shape),)
+
+    for module in model.modules():
+        if isinstance(module, torch.nn.Linear):
+            module.register_forward_pre_hook(round_input)
+    return model
+
+
 def test_smollm2_quantized_tokens_and_logits():
     """The embedded model (Q4_1 layers, Q8_0 embeddings), teacher-forced along the exact fp32
     path's 12 greedy tokens on three chat prompts (prefill, then fused decode steps), against the
@@ -168,7 +187,11 @@ def test_smollm2_quantized_tokens_and_logits():
     The 4-bit path keeps the bf16 reference's kinds of error (prefill, bf16 activations and
     KV cache) and adds the int8 activations of the fused decode steps (an integer kernel on
     every CPU: no CPU-specific error) in place of the bf16 rounding of the weights (the 4-bit
-    values are exact): an error of the reference's size, held to the same two bounds."""
+    values are exact). That second kind has its own reference, measured here too and the same
+    on every CPU: `transformers` in float32 with every Linear's input rounded to int8 per block of
+    32 as the fused step rounds it. The 4-bit path's errors add in variance to both references'
+    (`sqrt(ref_bf16^2 + ref_int8^2)`), held to the same two bounds: on a CPU whose native bf16
+    products make torch's bf16 reference small, the int8 part's error is still allowed for."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from sglr.engine.offline import generate_token_ids
@@ -195,8 +218,11 @@ def test_smollm2_quantized_tokens_and_logits():
     ]
     continuations = generate_token_ids(exact, prompts, 12)
     torch_bf16 = AutoModelForCausalLM.from_pretrained(exact.model_dir, torch_dtype=torch.bfloat16)
+    torch_int8 = _with_int8_inputs(
+        AutoModelForCausalLM.from_pretrained(exact.model_dir, torch_dtype=torch.float32)
+    )
     num_decided = 0
-    errors: dict[str, list[torch.Tensor]] = {"reference": [], "bf16": [], "quantized": []}
+    errors: dict[str, list[torch.Tensor]] = {"reference": [], "int8": [], "bf16": [], "quantized": []}
     for prompt, continuation in zip(prompts, continuations, strict=True):
         sequence = prompt + continuation
         e = _teacher_forced(exact, sequence, len(prompt))
@@ -205,16 +231,24 @@ def test_smollm2_quantized_tokens_and_logits():
         num_decided += int(decided.sum())
         with torch.no_grad():
             reference = torch_bf16(torch.tensor([sequence])).logits[0, len(prompt) - 1 : -1].float()
+            int8 = torch_int8(torch.tensor([sequence])).logits[0, len(prompt) - 1 : -1].float()
         errors["reference"].append(reference - e)
+        errors["int8"].append(int8 - e)
         for name, runner in (("quantized", quantized), ("bf16", bf16)):
             logits = _teacher_forced(runner, sequence, len(prompt))
             errors[name].append(logits - e)
             assert torch.equal(logits.argmax(-1)[decided], e.argmax(-1)[decided]), name
     largest = {name: max(e.abs().max().item() for e in errs) for name, errs in errors.items()}
     rms = {name: _rms(errs) for name, errs in errors.items()}
+    print(f"logit errors vs the exact path: RMS {rms}, largest {largest}")
+    bound_rms = {"bf16": rms["reference"], "quantized": math.hypot(rms["reference"], rms["int8"])}
+    bound_largest = {
+        "bf16": largest["reference"],
+        "quantized": math.hypot(largest["reference"], largest["int8"]),
+    }
     for name in ("bf16", "quantized"):
-        assert rms[name] <= 2**0.5 * rms["reference"], (name, rms)
-        assert largest[name] < 1.5 * largest["reference"], (name, largest)
+        assert rms[name] <= 2**0.5 * bound_rms[name], (name, rms)
+        assert largest[name] < 1.5 * bound_largest[name], (name, largest)
     assert num_decided >= 24  # of 36 positions (29 measured): the check is not vacuous
 
 

@@ -20,6 +20,8 @@ import pytest
 from lora_support import GREEDY, PROMPTS, LoraSet
 from server_harness import Served, served_engine
 
+from sglr.engine.config import EngineConfig
+from sglr.errors import EngineConfigError
 from sglr.server import ServerSettings
 from sglr.testing.processes import assert_gone
 
@@ -247,5 +249,10 @@ def test_the_lora_flags_are_sglangs_and_reach_the_engine_options() -> None:
     assert options["lora_target_modules"] == ("q_proj", "v_proj") and options["enable_lora"] is None
     assert args.allowed_lora_paths == ["/tmp", "/srv"]
     everything = engine_options(build_parser().parse_args(["--enable-lora", "--lora-target-modules", "all"]))
-    assert everything["enable_lora"] is True and everything["lora_target_modules"] is None
+    assert everything["enable_lora"] is True and everything["lora_target_modules"] == ("all",)
+    # EngineConfig reads "all" (any projection) in one place, for the flag and the keyword alike.
+    assert EngineConfig(model_path="m", lora_target_modules=("all",)).lora_target_modules is None
+    assert EngineConfig(model_path="m", lora_target_modules="q_proj").lora_target_modules == ("q_proj",)
+    with pytest.raises(EngineConfigError, match="'all' stands alone"):
+        EngineConfig(model_path="m", lora_target_modules=("all", "q_proj"))
     assert everything["lora_paths"] is None and everything["max_loras_per_batch"] == 8

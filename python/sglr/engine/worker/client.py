@@ -13,11 +13,8 @@ import contextlib
 import itertools
 import logging
 import os
-import pickle
 import shutil
-import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -35,6 +32,7 @@ from sglr.engine.scheduler.handle import SchedulerHandle
 from sglr.engine.token_output import TokenOutput
 from sglr.engine.worker import messages
 from sglr.engine.worker.ipc import Receiver, Sender
+from sglr.engine.worker.launch import dist_init_method, start_worker
 from sglr.engine.worker.runner_info import RunnerInfo
 from sglr.engine.worker.spec import WorkerSpec
 from sglr.errors import EngineClosedError, WorkerError
@@ -74,7 +72,7 @@ class WorkerScheduler(SchedulerHandle):
         self._fatal_error: WorkerError | None = None
         self._stopping = False
         self._closing = False
-        dist_init = _dist_init_method(engine_config) if tp_size > 1 else None
+        dist_init = dist_init_method(engine_config) if tp_size > 1 else None
         # On CPU the ranks share the cores (a model-bound step wants all of them; the front's
         # work is small next to it).
         num_threads = max(1, (os.cpu_count() or 1) // engine_config.ranks_per_node)
@@ -94,7 +92,7 @@ class WorkerScheduler(SchedulerHandle):
                 dist_init_method=dist_init,
                 num_threads=num_threads,
             )
-            self._procs.append(_start_worker(spec))
+            self._procs.append(start_worker(spec))
         try:
             self.runner_info = self._wait_ready(start_timeout_s)
         except BaseException:
@@ -329,28 +327,5 @@ class WorkerScheduler(SchedulerHandle):
         shutil.rmtree(self._ipc_dir, ignore_errors=True)
 
 
-def _start_worker(spec: WorkerSpec) -> subprocess.Popen[bytes]:
-    """A fresh interpreter running `process.py`, its spec pickled on stdin (unlike
-    multiprocessing's spawn, it never re-imports the caller's `__main__`)."""
-    proc = subprocess.Popen([sys.executable, "-m", "sglr.engine.worker.process"], stdin=subprocess.PIPE)
-    assert proc.stdin is not None
-    proc.stdin.write(pickle.dumps(spec, protocol=pickle.HIGHEST_PROTOCOL))
-    proc.stdin.close()
-    return proc
-
-
 def _aborted(uid: int, error: EngineClosedError) -> TokenOutput:
     return TokenOutput(uid, [], 0, 0, 0, finish_reason=FinishAbort(error))
-
-
-def _dist_init_method(engine_config: Any) -> str:
-    """Where the ranks meet: `--dist-init-addr host:port`, else a free local port (or
-    `--nccl-port`)."""
-    if engine_config.dist_init_addr:
-        return f"tcp://{engine_config.dist_init_addr}"
-    port = engine_config.nccl_port
-    if port is None:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-    return f"tcp://127.0.0.1:{port}"

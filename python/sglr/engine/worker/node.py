@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from sglr.engine.config import EngineConfig
-from sglr.engine.worker.client import _dist_init_method, _start_worker
+from sglr.engine.worker.launch import dist_init_method, start_worker
 from sglr.engine.worker.spec import WorkerSpec
 
 logger = logging.getLogger("sglr.engine")
@@ -59,10 +59,10 @@ def run_follower_node(cfg: EngineConfig, runner_config: Any) -> int:
                 chunked_prefill_size=0,
                 commands_endpoint="",  # rank 0's alone
                 outputs_endpoint="",
-                dist_init_method=_dist_init_method(cfg),
+                dist_init_method=dist_init_method(cfg),
                 num_threads=num_threads,
             )
-            procs.append(_start_worker(spec))
+            procs.append(start_worker(spec))
         while not stopping and any(proc.poll() is None for proc in procs):
             time.sleep(_POLL_S)
     finally:
