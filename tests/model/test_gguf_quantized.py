@@ -150,16 +150,18 @@ def _rms(errors: list[torch.Tensor]) -> float:
     return torch.cat([e.flatten() for e in errors]).pow(2).mean().sqrt().item()
 
 
-def _with_int8_inputs(model: torch.nn.Module) -> torch.nn.Module:
-    """`model` with every Linear's input rounded as the fused decode step rounds activations:
-    int8 levels per block of 32, step = max |x| / 127, ties to even."""
+def _with_int8_inputs(model: torch.nn.Module, decode_from: list[int]) -> torch.nn.Module:
+    """`model` with every Linear's input at the positions from `decode_from[0]` on (those the
+    fused decode steps compute; the prompt's stay as they are) rounded as those steps round
+    activations: int8 levels per block of 32, step = max |x| / 127, ties to even."""
 
     def round_input(_module, args):
         (x,) = args
-        blocks = x.reshape(*x.shape[:-1], -1, 32)
+        decoded = x[:, decode_from[0] :]
+        blocks = decoded.reshape(*decoded.shape[:-1], -1, 32)
         step = blocks.abs().amax(-1, keepdim=True) / 127
         levels = torch.where(step > 0, blocks / step, torch.zeros_like(blocks)).round().clamp(-127, 127)
-        return ((levels * step).reshape(x.shape),)
+        return (torch.cat([x[:, : decode_from[0]], (levels * step).reshape(decoded.shape)], dim=1),)
 
     for module in model.modules():
         if isinstance(module, torch.nn.Linear):
@@ -188,8 +190,8 @@ def test_smollm2_quantized_tokens_and_logits():
     KV cache) and adds the int8 activations of the fused decode steps (an integer kernel on
     every CPU: no CPU-specific error) in place of the bf16 rounding of the weights (the 4-bit
     values are exact). That second kind has its own reference, measured here too and the same
-    on every CPU: `transformers` in float32 with every Linear's input rounded to int8 per block of
-    32 as the fused step rounds it. The 4-bit path's errors add in variance to both references'
+    on every CPU: `transformers` in float32 with every Linear's input at the decoded positions rounded
+    to int8 per block of 32 as the fused step rounds it. The 4-bit path's errors add in variance to both references'
     (`sqrt(ref_bf16^2 + ref_int8^2)`), held to the same two bounds: on a CPU whose native bf16
     products make torch's bf16 reference small, the int8 part's error is still allowed for."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -218,8 +220,9 @@ def test_smollm2_quantized_tokens_and_logits():
     ]
     continuations = generate_token_ids(exact, prompts, 12)
     torch_bf16 = AutoModelForCausalLM.from_pretrained(exact.model_dir, torch_dtype=torch.bfloat16)
+    decode_from = [0]
     torch_int8 = _with_int8_inputs(
-        AutoModelForCausalLM.from_pretrained(exact.model_dir, torch_dtype=torch.float32)
+        AutoModelForCausalLM.from_pretrained(exact.model_dir, torch_dtype=torch.float32), decode_from
     )
     num_decided = 0
     errors: dict[str, list[torch.Tensor]] = {"reference": [], "int8": [], "bf16": [], "quantized": []}
@@ -231,6 +234,7 @@ def test_smollm2_quantized_tokens_and_logits():
         num_decided += int(decided.sum())
         with torch.no_grad():
             reference = torch_bf16(torch.tensor([sequence])).logits[0, len(prompt) - 1 : -1].float()
+            decode_from[0] = len(prompt)
             int8 = torch_int8(torch.tensor([sequence])).logits[0, len(prompt) - 1 : -1].float()
         errors["reference"].append(reference - e)
         errors["int8"].append(int8 - e)
