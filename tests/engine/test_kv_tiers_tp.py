@@ -1,5 +1,5 @@
 """The second KV tier under tensor parallelism (gloo, 2 CPU worker ranks, each with its own KV
-head): greedy tokens equal with the tier on and off while a 256-slot device pool forces
+head, write_back): greedy tokens equal with the tier on and off while a 256-slot pool forces
 demotions and loads (off: the first round, which reuses nothing, and an in-process tp=1 engine,
 whose tokens tp=2's equal: test_tensor_parallel.py); a restarted engine finds the prefixes again in every rank's own directory;
 a page only one follower rank lost makes every rank recompute it (the ranks agree on what
@@ -52,6 +52,8 @@ def test_tp2_tier_gives_the_same_tokens_and_survives_a_restart(
         "enable_hierarchical_cache": True,
         "hicache_page_size": PAGE,
         "hicache_ratio": 8.0,
+        # write_back: pages leave each rank's device pool when rank 0 evicts, and at shutdown.
+        "hicache_write_policy": "write_back",
         "hicache_storage_backend": "file",
         "hicache_storage_dir": str(tmp_path),
         "hicache_storage_prefetch_policy": "wait_complete",
@@ -70,7 +72,8 @@ def test_tp2_tier_gives_the_same_tokens_and_survives_a_restart(
 
     rank_dirs = [tmp_path / f"tp2-rank{rank}" for rank in range(2)]
     rank0, rank1 = (headers(d) for d in rank_dirs)
-    assert len(rank0) == stats["hicache_stored_pages"] == 4 * 6
+    assert stats["hicache_stored_pages"] > 0  # evicted while serving
+    assert len(rank0) == 4 * 6  # and the rest at shutdown
     assert rank0.keys() == rank1.keys()  # the same pages, under rank 0's keys
     for name, header in rank0.items():
         assert rank1[name]["tokens"] == header["tokens"]
