@@ -1,9 +1,9 @@
 """The second KV tier under tensor parallelism (gloo, 2 CPU worker ranks, each with its own KV
 head, write_back): greedy tokens equal with the tier on and off while a 256-slot pool forces
 demotions and loads (off: the first round, which reuses nothing, and an in-process tp=1 engine,
-whose tokens tp=2's equal: test_tensor_parallel.py); a restarted engine finds the prefixes again in every rank's own directory;
-a page only one follower rank lost makes every rank recompute it (the ranks agree on what
-loads); every rank's tier invariants are checked after every step (`debug_invariants`)."""
+whose tokens tp=2's equal: test_tensor_parallel.py); a restarted engine finds the prefixes again
+in every rank's own directory; a page only one follower rank lost makes every rank recompute it
+(the ranks agree on what loads); every rank's tier invariants are checked after every step."""
 
 from __future__ import annotations
 
