@@ -144,8 +144,9 @@ def test_hicache_options_are_checked() -> None:
         EngineConfig(hicache_storage_backend="file", hicache_storage_dir="/tmp/x")
     with pytest.raises(EngineConfigError, match="radix cache"):
         EngineConfig(enable_hierarchical_cache=True, disable_radix_cache=True)
-    with pytest.raises(EngineConfigError, match="tp_size=1"):
-        EngineConfig(enable_hierarchical_cache=True, tp_size=2)
+    with pytest.raises(EngineConfigError, match="generation only"):
+        EngineConfig(enable_hierarchical_cache=True, is_embedding=True)
+    assert EngineConfig(enable_hierarchical_cache=True, tp_size=2).tp_size == 2  # test_kv_tiers_tp.py
 
 
 def test_hicache_flags_become_engine_options() -> None:

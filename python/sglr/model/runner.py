@@ -137,6 +137,7 @@ class ModelRunner:
             assert self.loras is not None
             self.loras.load(adapter_id, self.read_lora(name, path))
         self.cuda_graphs: DecodeCudaGraphs | None = None
+        self.recipe_hooks: dict[str, Any] = {}  # recipe kinds others run on followers (the KV tier)
         # NOTE: decode graphs are not captured under tensor parallelism (collectives inside).
         graphs_ok = tp is None and config.cuda_graph_max_bs > 0 and self.attn.supports_cuda_graph
         if self.device.type == "cuda" and graphs_ok:
@@ -222,13 +223,11 @@ class ModelRunner:
         if lead and self.tp is not None:
             self.tp.broadcast_from_first(recipe)
         kind, args = recipe
-        if kind == "load_lora":
+        if kind in self.recipe_hooks:
+            return self.recipe_hooks[kind](args)
+        if kind in ("load_lora", "unload_lora"):
             assert self.loras is not None
-            self.loras.load(*args)
-            return None
-        if kind == "unload_lora":
-            assert self.loras is not None
-            self.loras.unload(args)
+            self.loras.load(*args) if kind == "load_lora" else self.loras.unload(args)
             return None
         batch = self.extend_batch(args) if kind == "extend" else self.decode_batch(*args)
         return self.forward(batch)

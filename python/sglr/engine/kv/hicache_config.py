@@ -6,6 +6,7 @@ is built, `HiCacheConfig.of` reads them for the pool.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,9 +32,12 @@ class HiCacheConfig:
     directory: str | None
 
     @classmethod
-    def of(cls, config: Any, device_pool_bytes: int) -> HiCacheConfig | None:
+    def of(
+        cls, config: Any, device_pool_bytes: int, tp_rank: int = 0, tp_size: int = 1
+    ) -> HiCacheConfig | None:
         """The tier of an engine config (None when it is off). `hicache_size` (GB) overrides
-        `hicache_ratio` times the device pool's bytes."""
+        `hicache_ratio` times the device pool's bytes (per rank: each holds its own KV heads).
+        Under tensor parallelism each rank keeps its pages in its own subdirectory."""
         if not config.enable_hierarchical_cache:
             return None
         if config.hicache_size:
@@ -45,8 +49,20 @@ class HiCacheConfig:
             prefetch_policy=config.hicache_storage_prefetch_policy,
             page_size=config.hicache_page_size,
             capacity_bytes=capacity,
-            directory=config.hicache_storage_dir if config.hicache_storage_backend == "file" else None,
+            directory=rank_directory(
+                config.hicache_storage_dir if config.hicache_storage_backend == "file" else None,
+                tp_rank,
+                tp_size,
+            ),
         )
+
+
+def rank_directory(directory: str | None, tp_rank: int, tp_size: int) -> str | None:
+    """A rank's page directory: `directory` itself without tensor parallelism, else its
+    `tp<size>-rank<rank>` subdirectory (one lock and one byte bound per rank)."""
+    if directory is None or tp_size == 1:
+        return directory
+    return os.path.join(directory, f"tp{tp_size}-rank{tp_rank}")
 
 
 def check_hicache(config: Any) -> None:
@@ -71,8 +87,8 @@ def check_hicache(config: Any) -> None:
         raise EngineConfigError(
             "enable_hierarchical_cache needs the radix cache (disable_radix_cache is set)"
         )
-    if config.tp_size > 1 or config.is_embedding:
-        raise EngineConfigError("enable_hierarchical_cache runs with tp_size=1 and generation only")
+    if config.is_embedding:
+        raise EngineConfigError("enable_hierarchical_cache serves generation only")
     if config.hicache_storage_backend == "file" and not config.hicache_storage_dir:
         raise EngineConfigError("hicache_storage_backend='file' needs hicache_storage_dir")
 

@@ -11,11 +11,13 @@ are already keyed by image content in the token keys (`Req.fill_keys`).
 from __future__ import annotations
 
 import hashlib
+import secrets
 from typing import Any
 
 import numpy as np
 
 KEY_BYTES = 16
+_ADAPTER_MARK = "\x00lora:"  # in `Req.cache_namespace`
 
 
 def weights_fingerprint(
@@ -53,3 +55,23 @@ def page_keys(seed: bytes, token_ids: np.ndarray, page_size: int) -> list[str]:
         previous = digest.digest()
         keys.append(previous.hex())
     return keys
+
+
+class NamespaceSeeds:
+    """The seeds of one fingerprint, by cache namespace (each hashed once)."""
+
+    def __init__(self, fingerprint: bytes) -> None:
+        self._fingerprint = fingerprint
+        self._seeds: dict[str | None, bytes] = {}
+        self._process_nonce = "\x00process:" + secrets.token_hex(16)
+
+    def of(self, namespace: str | None) -> bytes:
+        seed = self._seeds.get(namespace)
+        if seed is None:
+            keyed = namespace
+            if namespace is not None and _ADAPTER_MARK in namespace:
+                # Adapter ids name adapters only within this process (a restart may give the id
+                # to another adapter): such pages are this process's alone.
+                keyed = namespace + self._process_nonce
+            seed = self._seeds[namespace] = namespace_seed(self._fingerprint, keyed)
+        return seed

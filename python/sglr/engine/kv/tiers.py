@@ -13,14 +13,16 @@
   (`scatter`) and the prefix index, where the scheduler's match then finds them.
 Only whole pages are stored; a page's key names its whole prefix (`page_keys.py`), so a load
 always extends the device-cached prefix, never replaces any of it.
+
+Under tensor parallelism (`tp`) this is rank 0's tier: each page move it makes on its own shard
+is also sent to the other ranks (`tier_ops.py`), which make it on theirs (`tier_follower.py`).
 """
 
 from __future__ import annotations
 
-import secrets
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -28,8 +30,18 @@ import torch
 
 from sglr.engine.kv.hicache_config import SELECTIVE_WRITE_THRESHOLD, HiCacheConfig
 from sglr.engine.kv.page_file import PageData
-from sglr.engine.kv.page_keys import namespace_seed, page_keys
+from sglr.engine.kv.page_keys import NamespaceSeeds, page_keys
 from sglr.engine.kv.page_store import PageStore
+from sglr.engine.kv.tier_ops import (
+    KV_TIER_RECIPE,
+    CheckTier,
+    FinishReads,
+    PageWrite,
+    ScatterPages,
+    StartRead,
+    TierOp,
+    WritePages,
+)
 from sglr.engine.kv.tier_worker import PagesRead, ReadPages, TierWorker, WritePage
 from sglr.errors import InvariantError
 
@@ -37,13 +49,14 @@ from sglr.errors import InvariantError
 _TIMEOUT_BASE_S = 0.02
 _TIMEOUT_PER_PAGE_S = 0.002
 _MAX_COUNTED_PAGES = 1 << 18
-_ADAPTER_MARK = "\x00lora:"  # in `Req.cache_namespace`
 
 
 @dataclass(frozen=True)
 class Load:
-    """Pages read for a prefix: KV of `token_ids[first_token:]` (`[L, T, H, D]` each)."""
+    """Pages read for a prefix: KV of `token_ids[first_token:]` (`[L, T, H, D]` each), by read
+    `job_id`."""
 
+    job_id: int
     token_ids: np.ndarray
     namespace: str | None
     first_token: int
@@ -55,12 +68,14 @@ class Load:
 class _NotedPage:
     key: str
     seed: bytes
+    namespace: str | None
     token_ids: np.ndarray
     slots: np.ndarray
 
 
 class KVTiers:
-    def __init__(self, config: HiCacheConfig, kv_cache: Any, fingerprint: bytes) -> None:
+    def __init__(self, config: HiCacheConfig, kv_cache: Any, fingerprint: bytes, tp: Any = None) -> None:
+        """`tp`: rank 0's `TensorParallel` when other ranks follow (size > 1), else None."""
         self.config = config
         self.page_size = config.page_size
         self._k_buffer = kv_cache.k_buffer
@@ -73,9 +88,9 @@ class KVTiers:
             (num_layers, self.page_size, num_kv_heads, head_dim),
         )
         self._worker = TierWorker(self.store)
-        self._fingerprint = fingerprint
-        self._seeds: dict[str | None, bytes] = {}
-        self._process_nonce = "\x00process:" + secrets.token_hex(16)
+        self._seeds = NamespaceSeeds(fingerprint)
+        self._tp = tp if tp is not None and tp.size > 1 else None
+        self._follower_writes: list[PageWrite] = []  # sent once per call (`_send_writes`)
         # write_back: pages noted at insert, by id; which noted page each device slot holds.
         self._noted: dict[int, _NotedPage] = {}
         self._noted_keys: set[str] = set()
@@ -103,13 +118,15 @@ class KVTiers:
             page_tokens = token_ids[start : start + self.page_size]
             page_slots = slots[start : start + self.page_size]
             if policy != "write_back":
-                self._write(key, seed, page_tokens, page_slots)
+                self._write(key, seed, namespace, page_tokens, page_slots)
             else:
                 page_id = self._next_id
                 self._next_id += 1
-                self._noted[page_id] = _NotedPage(key, seed, np.array(page_tokens), np.array(page_slots))
+                noted = _NotedPage(key, seed, namespace, np.array(page_tokens), np.array(page_slots))
+                self._noted[page_id] = noted
                 self._noted_keys.add(key)
                 self._page_of_slot[page_slots] = page_id
+        self._send_writes()
 
     def on_evict(self, slots: np.ndarray) -> None:
         """`slots` leave the index and are freed next: write_back writes the pages they hold."""
@@ -118,11 +135,13 @@ class KVTiers:
         ids = np.unique(self._page_of_slot[slots])
         for page_id in ids[ids >= 0].tolist():
             self._flush_noted(page_id)
+        self._send_writes()  # before the pool reuses the slots
 
     def flush(self) -> None:
         """Writes every noted page (write_back at close: the device pool does not outlive us)."""
         for page_id in list(self._noted):
             self._flush_noted(page_id)
+        self._send_writes()
 
     # ----- loads -----
 
@@ -149,6 +168,7 @@ class KVTiers:
         self._jobs[job_id] = (np.array(tokens[:end]), namespace, first_token)
         self._num_pages_in_flight += len(keys)
         self._worker.submit(ReadPages(job_id, seed, tuple(keys), token_pages))
+        self._send(StartRead(job_id, first_token, namespace, tuple(keys), token_pages))
 
     def take_loads(self) -> list[Load]:
         """Finished reads, waiting for unfinished ones as the prefetch policy says."""
@@ -157,8 +177,8 @@ class KVTiers:
             policy = "wait_complete"  # the host-tier role: a load is always worth its wait
         started = time.perf_counter()
         deadline = started + _TIMEOUT_BASE_S + _TIMEOUT_PER_PAGE_S * self._num_pages_in_flight
-        loads = []
-        while self._jobs:
+        taken = []
+        while len(taken) < len(self._jobs):
             if policy == "wait_complete":
                 timeout = None
             elif policy == "timeout":
@@ -168,9 +188,14 @@ class KVTiers:
             done = self._worker.poll(timeout)
             if done is None:
                 break
-            load = self._finish(done)
-            if load is not None:
-                loads.append(load)
+            taken.append(done)
+        if self._tp is not None and taken:
+            # Each rank loads what every rank read: the fewest pages (a rank's bad page).
+            self._send(FinishReads(tuple(done.job_id for done in taken)))
+            taken = [
+                replace(done, pages=done.pages[: self._tp.min_over_ranks(len(done.pages))]) for done in taken
+            ]
+        loads = [load for load in map(self._finish, taken) if load is not None]
         self.wait_seconds += time.perf_counter() - started
         return loads
 
@@ -186,6 +211,7 @@ class KVTiers:
         self.num_loaded_tokens += int(slots.size)
         self.num_loaded_bytes += 2 * k.numel() * k.element_size()
         self.load_seconds += time.perf_counter() - started
+        self._send(ScatterPages(load.job_id, from_token, np.array(slots)))
 
     # ----- the rest -----
 
@@ -215,6 +241,10 @@ class KVTiers:
         }
 
     def check_invariants(self) -> None:
+        if self._tp is not None:  # every rank takes part before anyone may raise
+            self._send(CheckTier())
+            if not self._tp.min_over_ranks(1):
+                raise InvariantError("KV tier: another rank's invariants failed (its log says which)")
         self.store.check_invariants()
         noted_slots = sum(page.slots.size for page in self._noted.values())
         if noted_slots != int((self._page_of_slot >= 0).sum()) or len(self._noted_keys) != len(self._noted):
@@ -232,9 +262,13 @@ class KVTiers:
         end = first_token + len(done.pages) * self.page_size
         k = torch.cat([page.k for page in done.pages], dim=1)
         v = torch.cat([page.v for page in done.pages], dim=1)
-        return Load(token_ids[:end], namespace, first_token, k, v)
+        return Load(done.job_id, token_ids[:end], namespace, first_token, k, v)
 
-    def _write(self, key: str, seed: bytes, token_ids: np.ndarray, slots: np.ndarray) -> None:
+    def _write(
+        self, key: str, seed: bytes, namespace: str | None, token_ids: np.ndarray, slots: np.ndarray
+    ) -> None:
+        if self._tp is not None:
+            self._follower_writes.append(PageWrite(key, namespace, np.array(token_ids), np.array(slots)))
         index = torch.as_tensor(np.asarray(slots), dtype=torch.int64, device=self._k_buffer.device)
         page = PageData(self._k_buffer[:, index].cpu(), self._v_buffer[:, index].cpu())
         self._worker.queued_keys.add(key)
@@ -244,7 +278,17 @@ class KVTiers:
         page = self._noted.pop(page_id)
         self._noted_keys.discard(page.key)
         self._page_of_slot[page.slots] = -1
-        self._write(page.key, page.seed, page.token_ids, page.slots)
+        self._write(page.key, page.seed, page.namespace, page.token_ids, page.slots)
+
+    def _send_writes(self) -> None:
+        if self._follower_writes:
+            pages, self._follower_writes = tuple(self._follower_writes), []
+            self._send(WritePages(pages))
+
+    def _send(self, op: TierOp) -> None:
+        """To the other ranks, through the per-step channel (their `TierFollower.run`)."""
+        if self._tp is not None:
+            self._tp.broadcast_from_first((KV_TIER_RECIPE, op))
 
     def _count_uses(self, pages: list[tuple[int, str]]) -> None:
         for _, key in pages:
@@ -257,15 +301,7 @@ class KVTiers:
         return key in self._worker.queued_keys or self.store.contains(key)
 
     def _seed(self, namespace: str | None) -> bytes:
-        seed = self._seeds.get(namespace)
-        if seed is None:
-            keyed = namespace
-            if namespace is not None and _ADAPTER_MARK in namespace:
-                # Adapter ids name adapters only within this process (a restart may give the id
-                # to another adapter): such pages are this process's alone.
-                keyed = namespace + self._process_nonce
-            seed = self._seeds[namespace] = namespace_seed(self._fingerprint, keyed)
-        return seed
+        return self._seeds.of(namespace)
 
     def _pages(self, seed: bytes, token_ids: np.ndarray) -> list[tuple[int, str]]:
         keys = page_keys(seed, token_ids, self.page_size)

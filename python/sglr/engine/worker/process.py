@@ -63,8 +63,13 @@ def run_worker(spec: WorkerSpec) -> None:
     try:
         runner = _load_runner(spec)
         if outputs is None:
+            from sglr.engine.kv.open_tiers import open_tier_follower
+
+            follower_tier = open_tier_follower(spec.engine_config, runner)
             freeze_startup_heap()
             runner.follow()
+            if follower_tier is not None:
+                follower_tier.close()
         else:
             _serve(spec, context, runner, outputs)
     except BaseException as exc:
