@@ -130,3 +130,26 @@ def test_tool_calls_are_parsed_in_the_content_only(qwen3: Served) -> None:
     assert inside["message"]["reasoning_content"].startswith("<tool_call>")
     reasoning, _, deltas = _streamed(qwen3, tools=[TOOL], regex=rf"<think>{CALL}</think>[A-Z][a-z]{{2,8}}")
     assert reasoning == inside["message"]["reasoning_content"] and not any("tool_calls" in d for d in deltas)
+
+
+def test_usage_counts_the_tokens_up_to_the_close_tag(qwen3: Served) -> None:
+    greedy = {"regex": QWEN3_REPLY, "temperature": 0, "max_new_tokens": 40}
+    output_ids = qwen3.engine.generate("<<user>> Name a city.\n<<assistant>>", greedy)["output_ids"]
+
+    def decoded(num_tokens: int) -> str:
+        return qwen3.engine.tokenizer.decode(output_ids[:num_tokens], skip_special_tokens=False)
+
+    expected = next(n for n in range(1, len(output_ids) + 1) if "</think>" in decoded(n))
+    assert 0 < expected < len(output_ids)  # the answer comes after the reasoning
+    usage = _chat(qwen3, regex=QWEN3_REPLY)["usage"]
+    assert usage["completion_tokens"] == len(output_ids)
+    assert usage["reasoning_tokens"] == expected
+    assert usage["completion_tokens_details"] == {"reasoning_tokens": expected}
+    body = {"messages": MESSAGES, "max_tokens": 40, "temperature": 0, "stream": True, "regex": QWEN3_REPLY}
+    with httpx.Client(base_url=qwen3.url, timeout=60) as http:
+        events = post_stream(
+            http, "/v1/chat/completions", {**body, "stream_options": {"include_usage": True}}
+        )
+    assert events[-1]["choices"] == [] and events[-1]["usage"] == usage
+    assert _chat(qwen3, regex=r"[A-Z][a-z]{2,8}")["usage"]["reasoning_tokens"] == 0
+    assert "reasoning_tokens" not in _chat(qwen3, regex=QWEN3_REPLY, separate_reasoning=False)["usage"]

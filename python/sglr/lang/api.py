@@ -51,6 +51,7 @@ def gen(
     regex: str | None = None,
     json_schema: str | dict | None = None,
     ebnf: str | None = None,
+    structural_tag: str | dict | None = None,
     tools: Sequence[dict] | None = None,
     tool_choice: str | dict | None = None,
     lora_path: str | None = None,
@@ -58,8 +59,9 @@ def gen(
     """Generates text into variable `name` (unset values come from `run(...)` defaults).
 
     With `choices`, this is `select(name, choices, ...)`. `regex`, `json_schema`, `ebnf` (an
-    EBNF / GBNF grammar) and `dtype` (int/float/str/bool) constrain the output on backends that
-    support constrained decoding.
+    EBNF / GBNF grammar), `structural_tag` (SGLang's: free text whose segments opened by a
+    trigger follow a schema; a dict or JSON text) and `dtype` (int/float/str/bool) constrain the
+    output on backends that support constrained decoding.
 
     `tools` (OpenAI function tools) and `tool_choice` ("auto", "none", "required" or
     `{"type": "function", "function": {"name": ...}}`) let the model call functions, on
@@ -89,8 +91,9 @@ def gen(
             re.compile(regex)
         except re.error as exc:
             raise ValueError(f"gen({name!r}): invalid regex {regex!r}: {exc}") from exc
-    if isinstance(overrides.get("json_schema"), dict):
-        overrides["json_schema"] = json.dumps(overrides["json_schema"])
+    for key in ("json_schema", "structural_tag"):
+        if isinstance(overrides.get(key), dict):
+            overrides[key] = json.dumps(overrides[key])
     if "tools" in overrides:
         overrides["tools"] = json.dumps(list(overrides["tools"]))
     if "tool_choice" in overrides:

@@ -15,7 +15,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from sglr.errors import InvalidStructuralTagError
 from sglr.lang.dtype_constraints import dtype_name, dtype_to_regex
+from sglr.structural_tag import parse_structural_tag
 
 
 def _as_tuple(value: Any) -> tuple:
@@ -51,6 +53,8 @@ class GenParams:
     dtype: str | None = None
     regex: str | None = None
     ebnf: str | None = None
+    # SGLang's structural tag (JSON text): free text with constrained segments (docs/constraints.md).
+    structural_tag: str | None = None
     # OpenAI tool calling (JSON text: the `tools` array and the `tool_choice` value); only
     # chat-completions backends carry them.
     tools: str | None = None
@@ -71,6 +75,8 @@ class GenParams:
         set_(self, "dtype", dtype_name(self.dtype))
         if isinstance(self.json_schema, dict):
             set_(self, "json_schema", json.dumps(self.json_schema))
+        if isinstance(self.structural_tag, dict):
+            set_(self, "structural_tag", json.dumps(self.structural_tag))
         if self.tools is not None and not isinstance(self.tools, str):
             set_(self, "tools", json.dumps(list(self.tools)))
         if (self.tool_choice is not None and not isinstance(self.tool_choice, str)) or self.tool_choice in (
@@ -115,6 +121,11 @@ class GenParams:
                 json.loads(self.json_schema)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"json_schema is not valid JSON: {exc}") from exc
+        if self.structural_tag is not None:
+            try:
+                parse_structural_tag(self.structural_tag)
+            except InvalidStructuralTagError as exc:  # its message names the part
+                raise ValueError(f"invalid structural_tag: {exc}") from exc
         self._check_tools()
 
     def _check_tools(self) -> None:
@@ -191,7 +202,16 @@ GEN_PARAM_FIELDS = {
     "min_tokens": "min_new_tokens",
     **{
         name: name
-        for name in (*_SHARED_OPTIONS, "dtype", "regex", "json_schema", "ebnf", "tools", "tool_choice")
+        for name in (
+            *_SHARED_OPTIONS,
+            "dtype",
+            "regex",
+            "json_schema",
+            "ebnf",
+            "structural_tag",
+            "tools",
+            "tool_choice",
+        )
     },
 }
 

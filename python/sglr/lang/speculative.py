@@ -34,6 +34,7 @@ def can_speculate(params: GenParams) -> bool:
         and params.regex is None
         and params.json_schema is None
         and params.ebnf is None
+        and params.structural_tag is None
         and params.tools is None
         and params.dtype is None
     )

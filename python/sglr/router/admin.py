@@ -7,7 +7,8 @@ picks (`sglr.router.proxy`) and hands every other request to this app. Model and
 (rotating); `/flush_cache` and `/abort_request` go to every healthy one (answering
 the worst status), and so do `/load_lora_adapter` and `/unload_lora_adapter` (every worker
 serves the same adapters; the answer is the first worker's, or the first error in worker order,
-with each worker's status under `workers`).
+with each worker's status under `workers`). `/v1/files*`, `/v1/batches*` and `/v1/responses*`
+go to one fixed worker, which holds their stored state (`sglr.router.pinned`).
 Run-time membership: `POST /add_worker?url=...` / `POST /remove_worker?url=...` (or
 `{"url": ...}` as the body), `GET /list_workers`; a new worker is routable once it answers a
 health check (`sglr.router.health`). `/health` is 200 while some worker is healthy; `/metrics`
@@ -34,6 +35,7 @@ from sglr.http.jsonout import JSONOut
 from sglr.router.dashboard import dashboard_data, dashboard_page, dashboard_script
 from sglr.router.health import probe
 from sglr.router.metrics import RouterMetrics
+from sglr.router.pinned import pinned_routes
 from sglr.router.proxy import WORKER_HEADER
 from sglr.router.state import RouterSettings, RouterState
 from sglr.router.workers import Worker, WorkerPool, normalize_url
@@ -73,6 +75,7 @@ def build_router_app(pool: WorkerPool, settings: RouterSettings | None = None) -
     routes += [
         Route(path, endpoint(state, _every_worker_lora), methods=["POST"]) for path in LORA_ADMIN_PATHS
     ]
+    routes += pinned_routes(state)
     routes += [
         Route("/health", endpoint(state, _health), methods=["GET"]),
         Route("/add_worker", endpoint(state, _add_worker), methods=["POST"]),

@@ -213,7 +213,9 @@ class ClientConnection(asyncio.Protocol):
             return
         if self._lost_waiter is None:
             self._lost_waiter = asyncio.get_running_loop().create_future()
-        await self._lost_waiter
+        # Shielded: a waiter cancelled when one response ends (Starlette's disconnect listener
+        # of a streamed answer) must not cancel the future the connection's next request waits on.
+        await asyncio.shield(self._lost_waiter)
 
     def respond(self, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
         """A whole response (content-length set here; the body itself not sent to a HEAD, whose

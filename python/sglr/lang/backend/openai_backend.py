@@ -143,6 +143,9 @@ class OpenAI(BaseBackend):
             extra["regex"] = regex
         if params.ebnf is not None:
             extra["ebnf"] = params.ebnf
+        if params.structural_tag is not None:  # sglr-server / SGLang take it as a response format
+            tag = {"type": "structural_tag", **json.loads(params.structural_tag)}
+            (out if self.is_chat_model else extra)["response_format"] = tag
         if params.top_k != -1:
             extra["top_k"] = params.top_k
         if params.min_p > 0:

@@ -40,6 +40,8 @@ def native_sampling_params(params: GenParams) -> dict[str, Any]:
         "regex": regex,
         "json_schema": params.json_schema,
         "ebnf": params.ebnf,
+        # Only when set: a request without one stays as SGLang's native clients send it.
+        **({} if params.structural_tag is None else {"structural_tag": params.structural_tag}),
         **params.extra,
     }
 

@@ -6,7 +6,9 @@ Messages are rendered with the chat template; `max_completion_tokens` (or the ol
 the reply. With `--reasoning-parser`, a reply's reasoning goes in `reasoning_content` (see
 `sglr.server.reasoning`); tool calls are parsed in the content after it. Streams send a role
 chunk per choice, reasoning and content deltas, a finish chunk per choice, then (with
-`stream_options.include_usage`) a usage chunk, and `data: [DONE]`.
+`stream_options.include_usage`) a usage chunk, and `data: [DONE]`. When reasoning is separated,
+`usage` counts its tokens (`reasoning_tokens`, `completion_tokens_details.reasoning_tokens`; see
+`sglr.server.reasoning.tokens`).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from sglr.server.openai.protocol import (
 )
 from sglr.server.openai.sampling import SAMPLING_FIELDS
 from sglr.server.reasoning.chat import ChatReasoning, ReasoningDeltas
+from sglr.server.reasoning.tokens import ReasoningTokens, with_reasoning_tokens
 from sglr.server.state import ServerState
 from sglr.server.tools.chat import ChatTools
 from sglr.server.tools.stream import ToolCallDeltas
@@ -80,6 +83,7 @@ class ChatRequest(OpenAIRequest):
         messages, tool_kwargs = self.tools.render_inputs(messages)
         client_kwargs = _template_kwargs(body)
         self.reasoning = ChatReasoning(settings.reasoning_format, body, client_kwargs)
+        self._tokenizer = state.engine.tokenizer
         template_kwargs = {**client_kwargs, **tool_kwargs}
         try:
             text = state.engine.tokenizer.apply_chat_template(
@@ -130,6 +134,13 @@ class ChatRequest(OpenAIRequest):
 
     def header(self, kind: str) -> dict[str, Any]:
         return {**super().header(kind), "system_fingerprint": None}
+
+    def reasoning_tokens(self) -> ReasoningTokens | None:
+        """A reply's reasoning token counter (None when reasoning is not separated)."""
+        fmt = self.reasoning.format
+        if fmt is None:
+            return None
+        return ReasoningTokens(fmt, lambda ids: self._tokenizer.decode(ids, skip_special_tokens=False))
 
     def logprobs_of(self, meta: dict[str, Any]) -> dict[str, Any] | None:
         if not self.logprobs:
@@ -182,6 +193,14 @@ def chat_response(req: ChatRequest, results: list[dict[str, Any]]) -> dict[str, 
     for choice in response["choices"]:
         if choice["index"] in called and choice["finish_reason"] == "stop":
             choice["finish_reason"] = "tool_calls"
+    if req.reasoning.active:
+        num_reasoning_tokens = 0
+        for result in results:
+            counter = req.reasoning_tokens()
+            assert counter is not None
+            counter.feed(result["text"], result.get("output_ids", ()))
+            num_reasoning_tokens += counter.count()
+        response["usage"] = with_reasoning_tokens(response["usage"], num_reasoning_tokens)
     return response
 
 
@@ -193,6 +212,7 @@ class ChatChunks(OpenAIChunks):
         self.chat = req
         self.tool_deltas = [ToolCallDeltas(req.tools) for _ in range(req.layout.num_sequences)]
         self.reasoning_deltas = [ReasoningDeltas(req.reasoning) for _ in range(req.layout.num_sequences)]
+        self.reasoning_counts = [req.reasoning_tokens() for _ in range(req.layout.num_sequences)]
 
     def opening(self) -> list[Any]:
         role = {"role": "assistant", "content": ""}
@@ -208,7 +228,16 @@ class ChatChunks(OpenAIChunks):
             for s in range(self.req.layout.num_sequences)
         ]
 
+    def current_usage(self) -> dict[str, Any]:
+        if not self.chat.reasoning.active:
+            return super().current_usage()
+        counts = [c.count() for c in self.reasoning_counts if c is not None]
+        return with_reasoning_tokens(super().current_usage(), sum(counts))
+
     def choices_of(self, sequence: int, delta: dict[str, Any]) -> list[dict[str, Any]]:
+        counter = self.reasoning_counts[sequence]
+        if counter is not None:
+            counter.feed(delta["text"], delta.get("output_ids", ()))
         index = self.req.layout.choice_of(sequence)
         logprobs = self.chat.logprobs_of(delta["meta_info"])
         reason = delta["meta_info"].get("finish_reason")

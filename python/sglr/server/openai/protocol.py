@@ -272,10 +272,14 @@ class OpenAIChunks(DeltaRenderer):
         payload = {**self.header, "choices": [choice]}
         options = self.req.options
         if options.include_usage:
-            payload["usage"] = usage(self.metas, self.req.layout) if options.continuous_usage_stats else None
+            payload["usage"] = self.current_usage() if options.continuous_usage_stats else None
         return payload
+
+    def current_usage(self) -> dict[str, Any]:
+        """The usage of what was streamed so far (a subclass may add its counts)."""
+        return usage(self.metas, self.req.layout)
 
     def closing(self) -> list[Any]:
         if not self.req.options.include_usage:
             return []
-        return [{**self.header, "choices": [], "usage": usage(self.metas, self.req.layout)}]
+        return [{**self.header, "choices": [], "usage": self.current_usage()}]

@@ -22,7 +22,6 @@ from typing import Any
 
 from sglr.server.generation_response import DeltaRenderer
 from sglr.server.openai.chat import ChatChunks
-from sglr.server.openai.protocol import usage
 from sglr.server.openai.responses.output import (
     function_call_item,
     message_item,
@@ -47,19 +46,16 @@ class ResponseEvents(DeltaRenderer):
     def __init__(
         self,
         req: ResponsesRequest,
-        count_tokens: Callable[[str], int],
         on_done: Callable[[dict[str, Any]], None],
     ) -> None:
         """`on_done(response)`: called with the finished response (to store it)."""
         self.req = req
         self.chunks = ChatChunks(req.chat)
-        self.count_tokens = count_tokens
         self.on_done = on_done
         self.created_at = self.chunks.header["created"]
         self.num_events = 0
         self.output: list[dict[str, Any]] = []
         self.open: _OpenItem | None = None
-        self.reasoning = ""
         self.status = "in_progress"
 
     def _event(self, kind: str, **fields: Any) -> dict[str, Any]:
@@ -68,9 +64,7 @@ class ResponseEvents(DeltaRenderer):
         return event
 
     def _response(self, status: str, with_usage: bool) -> dict[str, Any]:
-        chat_usage = usage(self.chunks.metas, self.req.chat.layout) if with_usage else None
-        num_reasoning = self.count_tokens(self.reasoning) if self.reasoning else 0
-        usage_out = responses_usage(chat_usage, num_reasoning) if chat_usage is not None else None
+        usage_out = responses_usage(self.chunks.current_usage()) if with_usage else None
         return response_object(self.req, status, list(self.output), usage_out, self.created_at)
 
     def opening(self) -> list[Any]:
@@ -136,8 +130,6 @@ class ResponseEvents(DeltaRenderer):
             events += self._open(kind, empty)
         assert self.open is not None
         self.open.text += text
-        if kind == "reasoning":
-            self.reasoning += text
         fields = {"item_id": self.open.item["id"], "output_index": self.open.index, "content_index": 0}
         if kind == "message":
             events.append(self._event("response.output_text.delta", **fields, delta=text, logprobs=[]))

@@ -2,15 +2,14 @@
 item (when `--reasoning-parser` separated reasoning), a `message` with `output_text`, then a
 `function_call` item per tool call.
 
-`usage.output_tokens_details.reasoning_tokens` is the reasoning text tokenized again (the engine
-counts a reply's tokens, not where reasoning ended).
+`usage.output_tokens_details.reasoning_tokens` is chat's exact count (the output tokens up to the
+reasoning's close tag, `sglr.server.reasoning.tokens`).
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 from sglr.server.openai.responses.request import ResponsesRequest
@@ -83,9 +82,10 @@ def response_object(
     }
 
 
-def responses_usage(chat_usage: dict[str, Any], num_reasoning_tokens: int) -> dict[str, Any]:
+def responses_usage(chat_usage: dict[str, Any]) -> dict[str, Any]:
     """Chat's usage in the Responses names."""
     output_tokens = chat_usage["completion_tokens"]
+    num_reasoning_tokens = chat_usage.get("reasoning_tokens", 0)
     return {
         "input_tokens": chat_usage["prompt_tokens"],
         "input_tokens_details": {"cached_tokens": chat_usage["prompt_tokens_details"]["cached_tokens"]},
@@ -95,9 +95,7 @@ def responses_usage(chat_usage: dict[str, Any], num_reasoning_tokens: int) -> di
     }
 
 
-def whole_response(
-    req: ResponsesRequest, completion: dict[str, Any], count_tokens: Callable[[str], int]
-) -> dict[str, Any]:
+def whole_response(req: ResponsesRequest, completion: dict[str, Any]) -> dict[str, Any]:
     """The Responses object of a whole chat completion (one choice)."""
     choice = completion["choices"][0]
     message = choice["message"]
@@ -113,6 +111,5 @@ def whole_response(
     for call in calls:
         function = call["function"]
         output.append(function_call_item(call["id"], function["name"], function["arguments"], "completed"))
-    num_reasoning_tokens = count_tokens(reasoning) if reasoning else 0
-    usage = responses_usage(completion["usage"], num_reasoning_tokens)
+    usage = responses_usage(completion["usage"])
     return response_object(req, status, output, usage, completion["created"])

@@ -31,18 +31,15 @@ async def create_response(state: ServerState, request: Request) -> Response:
     chat = req.chat
     gen = await start_generation(state, chat.engine_kwargs(), chat.names)
 
-    def count_tokens(text: str) -> int:
-        return len(state.engine.tokenizer.encode(text, add_special_tokens=False))
-
     def done(response: dict[str, Any]) -> dict[str, Any]:
         if req.store:
             state.responses.put(response, req.conversation_items)
         return response
 
     if req.stream:
-        return await stream_response(request, gen, ResponseEvents(req, count_tokens, done))
+        return await stream_response(request, gen, ResponseEvents(req, done))
     return await json_response(
-        request, gen, lambda results: done(whole_response(req, chat_response(chat, results), count_tokens))
+        request, gen, lambda results: done(whole_response(req, chat_response(chat, results)))
     )
 
 
