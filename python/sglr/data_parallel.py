@@ -149,6 +149,11 @@ class DataParallelEngine:
             for name, value in stats.items():
                 if isinstance(value, (int, float)) and not isinstance(value, bool):
                     merged[name] = merged.get(name, 0) + value
+                elif name == "lora_traffic":  # per-adapter counters: summed per adapter
+                    for lora_id, counts in value.items():
+                        into = merged.setdefault(name, {}).setdefault(lora_id, dict.fromkeys(counts, 0))
+                        for key, num in counts.items():
+                            into[key] += num
                 else:
                     merged.setdefault(name, value)
         merged["dp_size"] = len(self.replicas)

@@ -126,6 +126,8 @@ return {
   points: Number(document.getElementById("chart-throughput").dataset.numPoints),
   nodes: [...document.querySelectorAll("#tree-view g.prefix-node")].map((g) => [Number(g.dataset.hits), g.dataset.text]),
   top: [...document.querySelectorAll("#top-prefixes li.top-prefix")].map((li) => li.textContent),
+  tierHidden: document.getElementById("kv-tier-panel").hidden,
+  adapters: [...document.querySelectorAll("#lora-traffic tr.lora-row")].map((tr) => [tr.dataset.name, Number(tr.dataset.numRequests)]),
 };
 """
 
@@ -157,6 +159,9 @@ def test_the_page_shows_live_numbers_charts_and_the_tree(
     shared = [text for hits, text in shown["nodes"] if hits >= len(QUESTIONS)]
     assert shared and shared[0].strip() and shared[0].strip() in SYSTEM
     assert shown["top"] and SYSTEM.split(".")[0] in shown["top"][0] and " hits" in shown["top"][0]
+
+    assert shown["tierHidden"]  # no second KV tier on this server
+    assert shown["adapters"] == [["base", len(QUESTIONS)]]
 
     path = tmp_path_factory.mktemp("dashboard") / "dashboard.png"
     browser.save_screenshot(str(path))

@@ -1,7 +1,12 @@
 """The dashboard's data without a server: latency quantiles from histogram buckets, samples taken
-only as often as the interval allows, the query's tree limits, and the tree summary binding."""
+only as often as the interval allows, the query's tree limits, the tree summary binding, and the
+snapshot of an in-process engine (second KV tier on, one LoRA adapter) after a small load: its
+tier and adapter panels equal the engine's stats."""
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,6 +17,7 @@ from sglr.errors import InvalidRequestError
 from sglr.server.dashboard.history import DashboardHistory
 from sglr.server.dashboard.latency import histogram_buckets, window_quantile
 from sglr.server.dashboard.routes import tree_limits
+from sglr.server.dashboard.snapshot import build_snapshot
 
 BOUNDS = (0.1, 0.2, 0.4, float("inf"))
 
@@ -122,3 +128,55 @@ def test_replica_summaries_merge_with_their_parents_shifted() -> None:
     assert (merged.num_nodes, merged.num_cached_tokens) == (4, 12)
     assert [node.parent for node in merged.nodes] == [-1, 0, -1, 2]
     assert merged.nodes[2].head_token_ids[0] == 50
+
+
+PAGE = 16
+GREEDY = {"max_new_tokens": 3, "temperature": 0.0}
+
+
+@pytest.fixture(scope="module")
+def loaded_state(tiny_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """An engine with the second KV tier and one adapter, after two base requests and one on the
+    adapter (64-token prompts: four whole pages each)."""
+    from sglr.engine.engine import Engine
+    from sglr.server import ServerSettings
+    from sglr.server.state import ServerState
+    from sglr.testing.tiny_lora import write_peft_adapter
+
+    adapter = write_peft_adapter(tiny_dir, tmp_path_factory.mktemp("dashboard-lora") / "sql", rank=4, seed=3)
+    engine = Engine(
+        model_path=str(tiny_dir),
+        device="cpu",
+        debug_invariants=True,
+        max_total_tokens=512,
+        enable_hierarchical_cache=True,
+        hicache_page_size=PAGE,
+        lora_paths=[f"sql={adapter}"],
+    )
+    try:
+        state = ServerState(engine, ServerSettings(), None)
+        build_snapshot(state, state.dashboard, TreeSummaryLimits())  # the history's first sample
+        for seed, lora_path in ((0, None), (1, None), (2, "sql")):
+            prompt = np.random.default_rng(seed).integers(5, 200, 4 * PAGE).tolist()
+            engine.generate(input_ids=prompt, sampling_params=GREEDY, lora_path=lora_path)
+        yield state
+    finally:
+        engine.shutdown()
+
+
+def test_the_snapshot_shows_the_kv_tier_and_traffic_by_adapter(loaded_state) -> None:
+    state = loaded_state
+    snapshot = build_snapshot(state, state.dashboard, TreeSummaryLimits(max_nodes=4))
+    stats = state.engine.get_stats()
+    tier = snapshot["kv_tier"]
+    assert tier == {key: stats[f"hicache_{key}"] for key in tier}
+    assert tier["stored_pages"] > 0 and tier["stored_bytes"] > 0 and tier["corrupt_pages"] == 0
+    rows = {row["name"]: row for row in snapshot["lora_traffic"]}
+    assert set(rows) == {"base", "sql"}
+    assert (rows["base"]["num_requests"], rows["sql"]["num_requests"]) == (2, 1)
+    for row in rows.values():
+        counts = stats["lora_traffic"][str(row["lora_id"])]
+        assert row["num_prompt_tokens"] == counts["num_prompt_tokens"] == row["num_requests"] * 4 * PAGE
+        assert row["num_generated_tokens"] == counts["num_generated_tokens"] == row["num_requests"] * 3
+    # All of it came after the history's first sample (taken before the load).
+    assert rows["sql"]["window_requests"] == 1 and rows["sql"]["window_tokens"] == 4 * PAGE + 3

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from sglr.engine.kv.tree_summary import TreeSummary, TreeSummaryLimits
 from sglr.server.dashboard.history import DashboardHistory
 from sglr.server.dashboard.latency import histogram_buckets
+from sglr.server.dashboard.panels import kv_tier, lora_traffic
 
 if TYPE_CHECKING:
     from sglr.server.metrics import ServerMetrics
@@ -74,6 +75,8 @@ def build_snapshot(
             "spec_mean_accepted_length": stats["spec_mean_accepted_length"],
             "lora_adapters": [ref.name for ref in state.lora_adapters()],
         },
+        "kv_tier": kv_tier(stats),  # None when the second tier is off
+        "lora_traffic": lora_traffic(stats, history, state.lora_adapters()),
         "series": history.series(bounds),
         "tree": _tree(summary, engine.tokenizer, limits),
     }
