@@ -1,10 +1,13 @@
 """The dashboard's data without a server: latency quantiles from histogram buckets, samples taken
 only as often as the interval allows, the query's tree limits, the tree summary binding, and the
-snapshot of an in-process engine (second KV tier on, one LoRA adapter) after a small load: its
-tier and adapter panels equal the engine's stats."""
+snapshot of an in-process engine (second KV tier on, one LoRA adapter, one request at a time)
+after a small load: its tier and adapter panels equal the engine's stats, and its waiting queue
+lists the requests queued behind a long one, in admission order."""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -152,6 +155,7 @@ def loaded_state(tiny_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> It
         enable_hierarchical_cache=True,
         hicache_page_size=PAGE,
         lora_paths=[f"sql={adapter}"],
+        max_running_requests=1,  # the waiting-queue test queues requests behind a long one
     )
     try:
         state = ServerState(engine, ServerSettings(), None)
@@ -180,3 +184,34 @@ def test_the_snapshot_shows_the_kv_tier_and_traffic_by_adapter(loaded_state) -> 
         assert row["num_generated_tokens"] == counts["num_generated_tokens"] == row["num_requests"] * 3
     # All of it came after the history's first sample (taken before the load).
     assert rows["sql"]["window_requests"] == 1 and rows["sql"]["window_tokens"] == 4 * PAGE + 3
+
+
+def test_the_snapshot_lists_the_waiting_queue_in_admission_order(loaded_state) -> None:
+    state = loaded_state
+    engine = state.engine
+    long = {"max_new_tokens": 400, "temperature": 0.0, "ignore_eos": True}
+    prompts = {f"wait-{i}": np.random.default_rng(10 + i).integers(5, 200, 20 + i).tolist() for i in range(3)}
+    threads, deadline = [], time.monotonic() + 60
+    for rid, prompt in prompts.items():  # one after another: wait-0 runs, the others queue
+        thread = threading.Thread(
+            target=engine.generate, kwargs={"input_ids": prompt, "sampling_params": long, "rid": rid}
+        )
+        thread.start()
+        threads.append(thread)
+        while rid not in {row.rid for row in engine.get_waiting_queue()} and rid != "wait-0":
+            assert time.monotonic() < deadline, f"{rid} never queued"
+            time.sleep(0.01)  # queued before the next is sent, so arrival order is known
+    try:
+        snapshot = build_snapshot(state, state.dashboard, TreeSummaryLimits(max_nodes=1))
+    finally:
+        for rid in prompts:
+            engine.abort(rid)
+        for thread in threads:
+            thread.join(timeout=60)
+    rows = snapshot["waiting_queue"]
+    assert [row["rid"] for row in rows] == ["wait-1", "wait-2"]  # lpm, no prefix cached: arrival order
+    for row in rows:
+        assert row["prompt_len"] == len(prompts[row["rid"]])
+        assert (row["priority"], row["adapter"], row["is_urgent"]) == (None, "base", False)
+        assert row["matched_prefix_len"] == 0 and row["waiting_s"] > 0
+    assert snapshot["requests"]["waiting"] == 2
