@@ -21,6 +21,7 @@ route, so requests avoid it; the facade stays alive while any replica is.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import threading
 from collections.abc import AsyncIterator, Sequence
@@ -149,6 +150,11 @@ class DataParallelEngine:
             for name, value in stats.items():
                 if isinstance(value, (int, float)) and not isinstance(value, bool):
                     merged[name] = merged.get(name, 0) + value
+                elif name == "lora_traffic":  # per-adapter counters: summed per adapter
+                    for lora_id, counts in value.items():
+                        into = merged.setdefault(name, {}).setdefault(lora_id, dict.fromkeys(counts, 0))
+                        for key, num in counts.items():
+                            into[key] += num
                 else:
                     merged.setdefault(name, value)
         merged["dp_size"] = len(self.replicas)
@@ -160,6 +166,12 @@ class DataParallelEngine:
     def get_tree_summary(self, limits: TreeSummaryLimits | None = None) -> TreeSummary:
         """Each live replica's prefix-cache summary, one after another (`merge_summaries`)."""
         return merge_summaries([replica.get_tree_summary(limits) for replica in self._live_replicas()])
+
+    def get_waiting_queue(self, limit: int = 20) -> list[Any]:
+        """Each live replica's queue interleaved (replicas admit side by side), `limit` in all."""
+        queues = [replica.get_waiting_queue(limit) for replica in self._live_replicas()]
+        rows = [row for rank in itertools.zip_longest(*queues) for row in rank if row is not None]
+        return rows[:limit]
 
     @property
     def is_alive(self) -> bool:

@@ -126,6 +126,9 @@ return {
   points: Number(document.getElementById("chart-throughput").dataset.numPoints),
   nodes: [...document.querySelectorAll("#tree-view g.prefix-node")].map((g) => [Number(g.dataset.hits), g.dataset.text]),
   top: [...document.querySelectorAll("#top-prefixes li.top-prefix")].map((li) => li.textContent),
+  tierHidden: document.getElementById("kv-tier-panel").hidden,
+  waiting: document.getElementById("waiting-caption").textContent,
+  adapters: [...document.querySelectorAll("#lora-traffic tr.lora-row")].map((tr) => [tr.dataset.name, Number(tr.dataset.numRequests)]),
 };
 """
 
@@ -157,6 +160,10 @@ def test_the_page_shows_live_numbers_charts_and_the_tree(
     shared = [text for hits, text in shown["nodes"] if hits >= len(QUESTIONS)]
     assert shared and shared[0].strip() and shared[0].strip() in SYSTEM
     assert shown["top"] and SYSTEM.split(".")[0] in shown["top"][0] and " hits" in shown["top"][0]
+
+    assert shown["tierHidden"]  # no second KV tier on this server
+    assert shown["waiting"] == "nothing waiting"  # the server is idle
+    assert shown["adapters"] == [["base", len(QUESTIONS)]]
 
     path = tmp_path_factory.mktemp("dashboard") / "dashboard.png"
     browser.save_screenshot(str(path))

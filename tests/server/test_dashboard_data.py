@@ -1,7 +1,15 @@
 """The dashboard's data without a server: latency quantiles from histogram buckets, samples taken
-only as often as the interval allows, the query's tree limits, and the tree summary binding."""
+only as often as the interval allows, the query's tree limits, the tree summary binding, and the
+snapshot of an in-process engine (second KV tier on, one LoRA adapter, one request at a time)
+after a small load: its tier and adapter panels equal the engine's stats, and its waiting queue
+lists the requests queued behind a long one, in admission order."""
 
 from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,6 +20,7 @@ from sglr.errors import InvalidRequestError
 from sglr.server.dashboard.history import DashboardHistory
 from sglr.server.dashboard.latency import histogram_buckets, window_quantile
 from sglr.server.dashboard.routes import tree_limits
+from sglr.server.dashboard.snapshot import build_snapshot
 
 BOUNDS = (0.1, 0.2, 0.4, float("inf"))
 
@@ -122,3 +131,87 @@ def test_replica_summaries_merge_with_their_parents_shifted() -> None:
     assert (merged.num_nodes, merged.num_cached_tokens) == (4, 12)
     assert [node.parent for node in merged.nodes] == [-1, 0, -1, 2]
     assert merged.nodes[2].head_token_ids[0] == 50
+
+
+PAGE = 16
+GREEDY = {"max_new_tokens": 3, "temperature": 0.0}
+
+
+@pytest.fixture(scope="module")
+def loaded_state(tiny_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """An engine with the second KV tier and one adapter, after two base requests and one on the
+    adapter (64-token prompts: four whole pages each)."""
+    from sglr.engine.engine import Engine
+    from sglr.server import ServerSettings
+    from sglr.server.state import ServerState
+    from sglr.testing.tiny_lora import write_peft_adapter
+
+    adapter = write_peft_adapter(tiny_dir, tmp_path_factory.mktemp("dashboard-lora") / "sql", rank=4, seed=3)
+    engine = Engine(
+        model_path=str(tiny_dir),
+        device="cpu",
+        debug_invariants=True,
+        max_total_tokens=512,
+        enable_hierarchical_cache=True,
+        hicache_page_size=PAGE,
+        lora_paths=[f"sql={adapter}"],
+        max_running_requests=1,  # the waiting-queue test queues requests behind a long one
+    )
+    try:
+        state = ServerState(engine, ServerSettings(), None)
+        build_snapshot(state, state.dashboard, TreeSummaryLimits())  # the history's first sample
+        for seed, lora_path in ((0, None), (1, None), (2, "sql")):
+            prompt = np.random.default_rng(seed).integers(5, 200, 4 * PAGE).tolist()
+            engine.generate(input_ids=prompt, sampling_params=GREEDY, lora_path=lora_path)
+        yield state
+    finally:
+        engine.shutdown()
+
+
+def test_the_snapshot_shows_the_kv_tier_and_traffic_by_adapter(loaded_state) -> None:
+    state = loaded_state
+    snapshot = build_snapshot(state, state.dashboard, TreeSummaryLimits(max_nodes=4))
+    stats = state.engine.get_stats()
+    tier = snapshot["kv_tier"]
+    assert tier == {key: stats[f"hicache_{key}"] for key in tier}
+    assert tier["stored_pages"] > 0 and tier["stored_bytes"] > 0 and tier["corrupt_pages"] == 0
+    rows = {row["name"]: row for row in snapshot["lora_traffic"]}
+    assert set(rows) == {"base", "sql"}
+    assert (rows["base"]["num_requests"], rows["sql"]["num_requests"]) == (2, 1)
+    for row in rows.values():
+        counts = stats["lora_traffic"][str(row["lora_id"])]
+        assert row["num_prompt_tokens"] == counts["num_prompt_tokens"] == row["num_requests"] * 4 * PAGE
+        assert row["num_generated_tokens"] == counts["num_generated_tokens"] == row["num_requests"] * 3
+    # All of it came after the history's first sample (taken before the load).
+    assert rows["sql"]["window_requests"] == 1 and rows["sql"]["window_tokens"] == 4 * PAGE + 3
+
+
+def test_the_snapshot_lists_the_waiting_queue_in_admission_order(loaded_state) -> None:
+    state = loaded_state
+    engine = state.engine
+    long = {"max_new_tokens": 400, "temperature": 0.0, "ignore_eos": True}
+    prompts = {f"wait-{i}": np.random.default_rng(10 + i).integers(5, 200, 20 + i).tolist() for i in range(3)}
+    threads, deadline = [], time.monotonic() + 60
+    for rid, prompt in prompts.items():  # one after another: wait-0 runs, the others queue
+        thread = threading.Thread(
+            target=engine.generate, kwargs={"input_ids": prompt, "sampling_params": long, "rid": rid}
+        )
+        thread.start()
+        threads.append(thread)
+        while rid not in {row.rid for row in engine.get_waiting_queue()} and rid != "wait-0":
+            assert time.monotonic() < deadline, f"{rid} never queued"
+            time.sleep(0.01)  # queued before the next is sent, so arrival order is known
+    try:
+        snapshot = build_snapshot(state, state.dashboard, TreeSummaryLimits(max_nodes=1))
+    finally:
+        for rid in prompts:
+            engine.abort(rid)
+        for thread in threads:
+            thread.join(timeout=60)
+    rows = snapshot["waiting_queue"]
+    assert [row["rid"] for row in rows] == ["wait-1", "wait-2"]  # lpm, no prefix cached: arrival order
+    for row in rows:
+        assert row["prompt_len"] == len(prompts[row["rid"]])
+        assert (row["priority"], row["adapter"], row["is_urgent"]) == (None, "base", False)
+        assert row["matched_prefix_len"] == 0 and row["waiting_s"] > 0
+    assert snapshot["requests"]["waiting"] == 2

@@ -37,6 +37,7 @@ from sglr.engine.request_builder import RequestBuilder
 from sglr.engine.runner_settings import GPU_MAX_RUNNING, runner_config_for
 from sglr.engine.scheduler.handle import SchedulerHandle
 from sglr.engine.scheduler.loop import SchedulerLoop
+from sglr.engine.scheduler.waiting_queue import WaitingRequest
 from sglr.engine.session_api import SessionMixin
 from sglr.engine.sessions import SessionRegistry
 from sglr.engine.tokenizer import EngineTokenizer
@@ -271,6 +272,10 @@ class Engine(EncodeMixin, SessionMixin):
     def worker_pids(self) -> list[int]:
         """Process ids of the worker processes (empty for the in-process engine)."""
         return self._scheduler.worker_pids
+
+    def get_waiting_queue(self, limit: int = 20) -> list[WaitingRequest]:
+        """The first `limit` waiting requests in admission order, read between steps."""
+        return self._scheduler.get_waiting_queue(limit).result(timeout=60)
 
     def check_invariants(self) -> None:
         """KV and scheduler accounting (raises on any leak)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
@@ -33,6 +34,17 @@ class EngineStats:
     num_steps: int = 0  # scheduler steps that ran (a watchdog sees whether the loop moves)
     num_invariant_checks: int = 0  # with `debug_invariants`: KV accounting checked after each step
     busy_seconds: float = 0.0
+    # Finished requests by LoRA adapter id (0: the base model): [requests, prompt tokens,
+    # generated tokens], counted once per request when it ends (the dashboard's adapter traffic).
+    lora_traffic: dict[int, list[int]] = field(default_factory=dict)
+
+    def count_finished(self, lora_id: int, num_prompt_tokens: int, num_generated_tokens: int) -> None:
+        counts = self.lora_traffic.get(lora_id)
+        if counts is None:
+            counts = self.lora_traffic[lora_id] = [0, 0, 0]
+        counts[0] += 1
+        counts[1] += num_prompt_tokens
+        counts[2] += num_generated_tokens
 
     @property
     def num_forward_passes(self) -> int:
@@ -42,7 +54,7 @@ class EngineStats:
     def cache_hit_rate(self) -> float:
         return self.num_cached_prompt_tokens / self.num_prompt_tokens if self.num_prompt_tokens else 0.0
 
-    def as_dict(self) -> dict[str, float | int]:
+    def as_dict(self) -> dict[str, Any]:
         busy = max(self.busy_seconds, 1e-9)
         return {
             "num_requests": self.num_requests,
@@ -73,4 +85,9 @@ class EngineStats:
             "generation_tokens_per_s": self.num_generated_tokens / busy,
             "prompt_tokens_per_s": (self.num_prompt_tokens - self.num_cached_prompt_tokens) / busy,
             "uptime_s": time.monotonic() - self.started_at,
+            # (list() copies in one step: the scheduler thread may add an adapter meanwhile)
+            "lora_traffic": {
+                str(lora_id): {"num_requests": n, "num_prompt_tokens": p, "num_generated_tokens": g}
+                for lora_id, (n, p, g) in list(self.lora_traffic.items())
+            },
         }

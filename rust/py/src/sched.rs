@@ -320,6 +320,15 @@ impl PyScheduler {
         PyDecision::new(py, decision)
     }
 
+    /// The first `limit` waiting requests in the order the next selection offers them, as
+    /// `(rid, matched_len, is_urgent, priority_key)`; reads only (`Scheduler::preview`).
+    fn waiting_order(&self, py: Python<'_>, limit: i64) -> PyResult<Vec<(u64, usize, bool, i64)>> {
+        let limit = count_arg("limit", limit)?;
+        let now_s = monotonic_now(py)?;
+        let order = self.state().core.preview(now_s, limit);
+        Ok(order.into_iter().map(|w| (w.rid, w.matched_len, w.is_urgent, w.priority_key)).collect())
+    }
+
     /// Requests held (waiting, plus the one whose chunked prefill is in progress).
     fn __len__(&self) -> usize {
         self.state().core.len()

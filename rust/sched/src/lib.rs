@@ -28,6 +28,7 @@ pub use config::{Policy, SchedConfig, StarvationGuard};
 pub use decision::{Admission, Decision, StopReason};
 pub use error::SchedError;
 pub use index::PrefixIndex;
+pub use order::Waiting;
 pub use ratio::{NewTokenRatio, RatioConfig};
 pub use scheduler::{NewRequest, Scheduler, StepInput};
 

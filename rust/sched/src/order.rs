@@ -20,6 +20,17 @@ pub(crate) struct Candidate {
     pub(crate) is_urgent: bool,
 }
 
+/// A waiting request as the next selection would offer it ([`Scheduler::preview`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Waiting {
+    pub rid: crate::ReqId,
+    /// Its last known cache match (0 before its first ranking under `lpm` / `dfs-weight`).
+    pub matched_len: usize,
+    /// Offered ahead of the policy: requeued, or flagged by the starvation guard.
+    pub is_urgent: bool,
+    pub priority_key: i64,
+}
+
 impl<N: Copy + Eq + std::fmt::Debug> Scheduler<N> {
     pub(crate) fn rank<I: PrefixIndex<Node = N>>(
         &mut self,
@@ -27,6 +38,56 @@ impl<N: Copy + Eq + std::fmt::Debug> Scheduler<N> {
         step: u64,
         now_s: f64,
     ) -> Vec<Candidate> {
+        let (urgent, mut regular) = self.split_urgent(step, now_s);
+        if self.config.policy == Policy::Random {
+            regular.sort_unstable_by_key(|&key| self.queue.get(key).seq);
+            for i in (1..regular.len()).rev() {
+                let j = (self.rng.next_u64() % (i as u64 + 1)) as usize;
+                regular.swap(i, j);
+            }
+        } else {
+            let mut matched_len = vec![0; self.queue.capacity()];
+            if matches!(self.config.policy, Policy::Lpm | Policy::DfsWeight) {
+                let mut budget = self.config.max_match_tokens_per_step;
+                for &key in &regular {
+                    matched_len[key as usize] = refresh_match(self.queue.get_mut(key), index, &mut budget);
+                }
+            }
+            regular = self.order_regular(&regular, |key| matched_len[key as usize]);
+        }
+        self.by_priority(urgent, regular)
+    }
+
+    /// The first `limit` waiting requests in the order the next selection offers them, from
+    /// each one's last known cache match: it reads no index and changes nothing, so a
+    /// dashboard may call it any time. Under `random` it answers arrival order (the next
+    /// shuffle is not drawn yet); the request whose chunked prefill is in progress is left out.
+    pub fn preview(&self, now_s: f64, limit: usize) -> Vec<Waiting> {
+        let last_match = |key: u32| self.queue.get(key).cached.map_or(0, |(len, _)| len);
+        let (urgent, mut regular) = self.split_urgent(self.step(), now_s);
+        if self.config.policy == Policy::Random {
+            regular.sort_unstable_by_key(|&key| self.queue.get(key).seq);
+        } else {
+            regular = self.order_regular(&regular, last_match);
+        }
+        let mut candidates = self.by_priority(urgent, regular);
+        candidates.truncate(limit);
+        candidates
+            .into_iter()
+            .map(|candidate| {
+                let entry = self.queue.get(candidate.key);
+                Waiting {
+                    rid: entry.rid,
+                    matched_len: last_match(candidate.key),
+                    is_urgent: candidate.is_urgent,
+                    priority_key: entry.priority_key,
+                }
+            })
+            .collect()
+    }
+
+    /// Urgent keys (requeued first, then starving, oldest first) and the rest, unordered.
+    fn split_urgent(&self, step: u64, now_s: f64) -> (Vec<u32>, Vec<u32>) {
         let guard = self.config.starvation_guard;
         let is_starving = |entry: &Entry<N>| {
             guard.is_some_and(|guard| {
@@ -47,46 +108,39 @@ impl<N: Copy + Eq + std::fmt::Debug> Scheduler<N> {
             }
         }
         urgent.sort_unstable();
+        (urgent.into_iter().map(|(_, _, key)| key).collect(), regular)
+    }
 
+    /// `regular` in the policy's order (not `random`), given each key's cache match.
+    fn order_regular(&self, regular: &[u32], matched_len: impl Fn(u32) -> usize) -> Vec<u32> {
+        let mut ordered = regular.to_vec();
         match self.config.policy {
             Policy::Lpm => {
-                let mut budget = self.config.max_match_tokens_per_step;
-                let mut keyed: Vec<(Reverse<usize>, u64, u32)> = regular
-                    .iter()
-                    .map(|&key| {
-                        let matched = refresh_match(self.queue.get_mut(key), index, &mut budget);
-                        (Reverse(matched), self.queue.get(key).seq, key)
-                    })
-                    .collect();
-                keyed.sort_unstable();
-                regular = keyed.into_iter().map(|(_, _, key)| key).collect();
+                ordered.sort_unstable_by_key(|&key| (Reverse(matched_len(key)), self.queue.get(key).seq))
             }
-            Policy::Fcfs => regular.sort_unstable_by_key(|&key| self.queue.get(key).seq),
-            Policy::Lof => regular.sort_unstable_by_key(|&key| {
+            Policy::Fcfs | Policy::Random => ordered.sort_unstable_by_key(|&key| self.queue.get(key).seq),
+            Policy::Lof => ordered.sort_unstable_by_key(|&key| {
                 let entry = self.queue.get(key);
                 (Reverse(entry.max_new_tokens), entry.seq)
             }),
-            Policy::Random => {
-                regular.sort_unstable_by_key(|&key| self.queue.get(key).seq);
-                for i in (1..regular.len()).rev() {
-                    let j = (self.rng.next_u64() % (i as u64 + 1)) as usize;
-                    regular.swap(i, j);
-                }
-            }
             Policy::DfsWeight => {
-                let mut budget = self.config.max_match_tokens_per_step;
-                let mut matched_len = vec![None; self.queue.capacity()];
-                for &key in &regular {
-                    let matched = refresh_match(self.queue.get_mut(key), index, &mut budget);
-                    matched_len[key as usize] = Some(matched);
+                let mut is_regular = vec![false; self.queue.capacity()];
+                for &key in regular {
+                    is_regular[key as usize] = true;
                 }
-                regular.clear();
-                self.trie.dfs_by_weight(|key| matched_len[key as usize], |key| regular.push(key));
+                ordered.clear();
+                self.trie.dfs_by_weight(
+                    |key| is_regular[key as usize].then(|| matched_len(key)),
+                    |key| ordered.push(key),
+                );
             }
         }
+        ordered
+    }
 
+    fn by_priority(&self, urgent: Vec<u32>, regular: Vec<u32>) -> Vec<Candidate> {
         let mut candidates = Vec::with_capacity(urgent.len() + regular.len());
-        candidates.extend(urgent.into_iter().map(|(_, _, key)| Candidate { key, is_urgent: true }));
+        candidates.extend(urgent.into_iter().map(|key| Candidate { key, is_urgent: true }));
         candidates.extend(regular.into_iter().map(|key| Candidate { key, is_urgent: false }));
         // Stable: within one priority the order above (urgent, then policy) stands.
         candidates.sort_by_key(|candidate| self.queue.get(candidate.key).priority_key);

@@ -57,6 +57,7 @@ class RequestEndings:
             self._stats.num_aborted += 1
         else:
             self._stats.num_finished += 1
+        self._stats.count_finished(req.lora_id, req.prompt_len, len(req.output_ids))
         self._out.publish(req)
         if not self._table:
             self._prefill.on_idle()

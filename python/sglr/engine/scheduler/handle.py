@@ -15,6 +15,7 @@ from typing import Any
 from sglr.engine.kv.tree_summary import TreeSummary, TreeSummaryLimits
 from sglr.engine.output import OutputSink
 from sglr.engine.request import TokenizedRequest
+from sglr.engine.scheduler.waiting_queue import WaitingRequest
 
 
 class SchedulerHandle(ABC):
@@ -68,6 +69,10 @@ class SchedulerHandle(ABC):
     @abstractmethod
     def get_tree_summary(self, limits: TreeSummaryLimits) -> TreeSummary:
         """A bounded summary of the prefix cache (`engine/kv/tree_summary.py`)."""
+
+    @abstractmethod
+    def get_waiting_queue(self, limit: int) -> Future[list[WaitingRequest]]:
+        """The first `limit` waiting requests in admission order (`scheduler/waiting_queue.py`)."""
 
     @abstractmethod
     def check_invariants(self) -> None:

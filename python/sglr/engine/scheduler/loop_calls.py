@@ -1,6 +1,6 @@
 """`LoopCalls`: the scheduler handle's requests that `SchedulerLoop`'s thread answers between
 steps, each through `call`: flushing the prefix cache, loading and unloading LoRA adapters,
-opening and closing sessions (their KV pins, `session_pins.py`)."""
+opening and closing sessions (their KV pins, `session_pins.py`), the waiting queue's view."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ from sglr.engine.kv import KVPool
 from sglr.engine.scheduler.endings import RequestEndings
 from sglr.engine.scheduler.handle import SchedulerHandle
 from sglr.engine.scheduler.lora_lifecycle import LoraLifecycle
+from sglr.engine.scheduler.prefill import PrefillQueue
 from sglr.engine.scheduler.table import RequestTable
+from sglr.engine.scheduler.waiting_queue import WaitingRequest
 
 
 class LoopCalls(SchedulerHandle):
@@ -22,6 +24,7 @@ class LoopCalls(SchedulerHandle):
     _table: RequestTable
     _loras: LoraLifecycle
     _endings: RequestEndings
+    _prefill: PrefillQueue
 
     @abstractmethod
     def call(self, fn: Callable[[], Any]) -> Future[Any]:
@@ -41,6 +44,9 @@ class LoopCalls(SchedulerHandle):
 
     def close_session(self, session_id: str) -> Future[bool]:
         return self.call(lambda: self._endings.sessions.close(session_id))
+
+    def get_waiting_queue(self, limit: int) -> Future[list[WaitingRequest]]:
+        return self.call(lambda: self._prefill.waiting_queue(limit))
 
     def _flush_cache(self) -> bool:
         """Drops the whole prefix cache (and the sessions' pins on it); refused (False) while

@@ -11,6 +11,7 @@ reorders the queue. With priority scheduling the Rust scheduler offers higher pr
 
 from __future__ import annotations
 
+import time
 from collections.abc import Collection
 
 import numpy as np
@@ -24,6 +25,7 @@ from sglr.engine.scheduler.extend import ExtendItem, ExtendKind, start_extend
 from sglr.engine.scheduler.lora_admission import LoraAdmission
 from sglr.engine.scheduler.preemption import BLOCKED_STOPS, Preemptible, pick_victim
 from sglr.engine.scheduler.table import RequestTable
+from sglr.engine.scheduler.waiting_queue import MAX_WAITING_SHOWN, WaitingRequest
 from sglr.engine.stats import EngineStats
 
 
@@ -91,6 +93,27 @@ class PrefillQueue:
 
     def remove(self, uid: int) -> None:
         self._scheduler.remove(uid)
+
+    def waiting_queue(self, limit: int) -> list[WaitingRequest]:
+        """The first `limit` (at most `MAX_WAITING_SHOWN`) queued requests in the order the next
+        selection offers them; those held outside the queue for their adapter's turn are not
+        in it. Loop thread only (the request table is its own)."""
+        now = time.monotonic()
+        rows = []
+        for uid, matched_len, is_urgent, _ in self._scheduler.waiting_order(min(limit, MAX_WAITING_SHOWN)):
+            req = self._table.by_uid(uid)
+            rows.append(
+                WaitingRequest(
+                    rid=req.rid,
+                    priority=req.priority if self.priorities.enabled else None,
+                    prompt_len=req.prompt_len,
+                    matched_prefix_len=matched_len,
+                    waiting_s=now - req.arrival_time,
+                    is_urgent=is_urgent,
+                    lora_id=req.lora_id,
+                )
+            )
+        return rows
 
     @property
     def lora_admission(self) -> LoraAdmission:

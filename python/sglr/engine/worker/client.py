@@ -29,6 +29,7 @@ from sglr.engine.kv.tree_summary import TreeSummary, TreeSummaryLimits
 from sglr.engine.output import OutputSink, push_all
 from sglr.engine.request import TokenizedRequest
 from sglr.engine.scheduler.handle import SchedulerHandle
+from sglr.engine.scheduler.waiting_queue import WaitingRequest
 from sglr.engine.token_output import TokenOutput
 from sglr.engine.worker import messages
 from sglr.engine.worker.ipc import Receiver, Sender
@@ -149,6 +150,9 @@ class WorkerScheduler(SchedulerHandle):
         return self._ask(lambda token: messages.GetTreeSummary(token, limits)).result(
             timeout=_REPLY_TIMEOUT_S
         )
+
+    def get_waiting_queue(self, limit: int) -> Future[list[WaitingRequest]]:
+        return self._ask(lambda token: messages.GetWaitingQueue(token, limit))
 
     def check_invariants(self) -> None:
         self._ask(messages.CheckInvariants).result(timeout=_REPLY_TIMEOUT_S)

@@ -1,7 +1,7 @@
 """Control messages between the front and worker rank 0: one dataclass per kind.
 
 Front -> rank 0 (the commands socket), read in one place, `process._handle_command`:
-`AddRequest`, `AbortRequest`, the queries `FlushCache`, `GetStats`, `GetTreeSummary`, `LoadLora`,
+`AddRequest`, `AbortRequest`, the queries `FlushCache`, `GetStats`, `GetTreeSummary`, `GetWaitingQueue`, `LoadLora`,
 `UnloadLora`, `OpenSession`, `CloseSession`, `CheckInvariants` (each with a `token` its `Reply`
 names) and `StopWorkers`.
 
@@ -66,6 +66,11 @@ class GetTreeSummary(Query):
 
 
 @dataclass(frozen=True, slots=True)
+class GetWaitingQueue(Query):
+    limit: int
+
+
+@dataclass(frozen=True, slots=True)
 class LoadLora(Query):
     lora_id: int
     name: str
@@ -103,6 +108,7 @@ Command = (
     | FlushCache
     | GetStats
     | GetTreeSummary
+    | GetWaitingQueue
     | LoadLora
     | UnloadLora
     | OpenSession

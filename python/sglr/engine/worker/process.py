@@ -188,6 +188,8 @@ def _handle_command(
             except Exception as error:  # the asker's error, never this worker's end
                 summary = error
             outputs.send(messages.Reply(token, summary))
+        case messages.GetWaitingQueue(token, limit):
+            loop.get_waiting_queue(limit).add_done_callback(reply_to(token))
         case messages.CheckInvariants(token):
             loop.call(loop.check_invariants).add_done_callback(reply_to(token))
         case messages.StopWorkers():

@@ -120,6 +120,42 @@
     ]);
   }
 
+  function drawKvTier(tier) {
+    const mib = (n) => n / (1024 * 1024);
+    tiles($("kv-tier-tiles"), [
+      ["stored pages", tier.stored_pages, "tier-stored-pages"], ["stored MiB", mib(tier.stored_bytes), "tier-stored-mib"],
+      ["loaded tokens", tier.loaded_tokens, "tier-loaded-tokens"], ["loaded MiB", mib(tier.loaded_bytes), "tier-loaded-mib"],
+      ["written MiB", mib(tier.written_bytes), "tier-written-mib"], ["load time (s)", tier.load_seconds, "tier-load-seconds"],
+      ["wait time (s)", tier.wait_seconds, "tier-wait-seconds"], ["corrupt pages", tier.corrupt_pages, "tier-corrupt-pages"],
+      ["evicted pages", tier.evicted_pages, "tier-evicted-pages"],
+    ]);
+  }
+
+  function drawLoraTraffic(rows) {
+    $("lora-traffic").tBodies[0].replaceChildren(...rows.map((row) => {
+      const tr = el("tr", null, { class: "lora-row" });
+      tr.dataset.name = row.name;
+      tr.dataset.numRequests = String(row.num_requests);
+      tr.append(el("td", row.name), el("td", fmt(row.num_requests)), el("td", fmt(row.num_prompt_tokens)),
+        el("td", fmt(row.num_generated_tokens)), el("td", fmt(row.window_requests)), el("td", fmt(row.window_tokens)));
+      return tr;
+    }));
+  }
+
+  function drawWaiting(data) {
+    const rows = data.waiting_queue;
+    $("waiting-caption").textContent = rows.length ? "the first " + rows.length + " of " + fmt(data.requests.waiting) +
+      " waiting, as the next step offers them" : "nothing waiting";
+    $("waiting-queue").tBodies[0].replaceChildren(...rows.map((row, i) => {
+      const tr = el("tr", null, { class: "waiting-row" });
+      tr.dataset.rid = row.rid;
+      tr.append(el("td", String(i + 1) + (row.is_urgent ? " !" : ""), row.is_urgent ? { title: "requeued or past the starvation bound" } : {}),
+        el("td", row.rid), el("td", fmt(row.priority)), el("td", fmt(row.prompt_len)), el("td", fmt(row.matched_prefix_len)),
+        el("td", fmt(row.waiting_s, 1)), el("td", row.adapter));
+      return tr;
+    }));
+  }
+
   function drawScheduler(data) {
     const rows = Object.entries(data.scheduler || {}).map(([k, v]) => {
       const tr = el("tr");
@@ -220,11 +256,16 @@
     drawWorkers(data);
     // A router's data has no engine: only the panels it has data for are shown.
     const present = { "requests-panel": data.requests, "throughput-panel": data.series, "latency-panel": data.series,
-      "kv-panel": data.kv, "scheduler-panel": data.scheduler, "tree-panel": data.tree };
+      "kv-panel": data.kv, "scheduler-panel": data.scheduler, "tree-panel": data.tree, "kv-tier-panel": data.kv_tier,
+      "lora-panel": data.lora_traffic && data.lora_traffic.length ? data.lora_traffic : null,
+      "waiting-panel": data.waiting_queue };
     for (const [id, value] of Object.entries(present)) $(id).hidden = !value;
     if (data.requests) drawRequests(data);
     if (data.kv) drawKv(data);
     if (data.scheduler) drawScheduler(data);
+    if (data.kv_tier) drawKvTier(data.kv_tier);
+    if (data.waiting_queue) drawWaiting(data);
+    if (data.lora_traffic) drawLoraTraffic(data.lora_traffic);
     if (data.tree) drawTree(data.tree);
     const s = data.series;
     if (s) {

@@ -33,6 +33,8 @@ class Sample:
     num_used_slots: int
     num_cached_slots: int
     latency_buckets: dict[str, Buckets]  # by LATENCY_NAMES; empty when metrics are off
+    # Ended requests by adapter id: (requests, prompt tokens, generated tokens), cumulative.
+    lora_traffic: dict[str, tuple[int, int, int]]
 
     @classmethod
     def of(cls, stats: dict[str, Any], latency_buckets: dict[str, Buckets], now: float) -> Sample:
@@ -47,6 +49,10 @@ class Sample:
             num_used_slots=int(stats["num_kv_slots"]) - int(stats["num_free_kv_slots"]),
             num_cached_slots=int(stats["num_cached_kv_slots"]),
             latency_buckets=latency_buckets,
+            lora_traffic={
+                lora_id: (c["num_requests"], c["num_prompt_tokens"], c["num_generated_tokens"])
+                for lora_id, c in stats.get("lora_traffic", {}).items()
+            },
         )
 
 
@@ -68,6 +74,10 @@ class DashboardHistory:
 
     def __len__(self) -> int:
         return len(self._samples)
+
+    def oldest(self) -> Sample | None:
+        with self._lock:
+            return self._samples[0] if self._samples else None
 
     def is_due(self) -> bool:
         with self._lock:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from sglr.engine.kv.tree_summary import TreeSummary, TreeSummaryLimits
 from sglr.server.dashboard.history import DashboardHistory
 from sglr.server.dashboard.latency import histogram_buckets
+from sglr.server.dashboard.panels import NUM_WAITING_SHOWN, kv_tier, lora_traffic, waiting_queue
 
 if TYPE_CHECKING:
     from sglr.server.metrics import ServerMetrics
@@ -35,6 +36,8 @@ def build_snapshot(
             bounds[name], buckets[name] = histogram_buckets(histogram)
     history.add(stats, buckets)
     summary = engine.get_tree_summary(limits)
+    waiting = engine.get_waiting_queue(NUM_WAITING_SHOWN)
+    adapters = state.lora_adapters()
     num_slots, num_free = int(stats["num_kv_slots"]), int(stats["num_free_kv_slots"])
     num_cached = int(stats["num_cached_kv_slots"])
     return {
@@ -74,6 +77,9 @@ def build_snapshot(
             "spec_mean_accepted_length": stats["spec_mean_accepted_length"],
             "lora_adapters": [ref.name for ref in state.lora_adapters()],
         },
+        "kv_tier": kv_tier(stats),  # None when the second tier is off
+        "lora_traffic": lora_traffic(stats, history, adapters),
+        "waiting_queue": waiting_queue(waiting, adapters),
         "series": history.series(bounds),
         "tree": _tree(summary, engine.tokenizer, limits),
     }
