@@ -127,7 +127,7 @@ def main() -> None:
     add("--model-path", default="tiny", help="'tiny': the seeded tiny test model")
     add("--num-batch-lines", type=int, default=1000)
     add("--batch-max-tokens", type=int, default=4)
-    add("--batch-max-concurrency", type=int, default=4)
+    add("--batch-max-concurrency", type=int, default=2)
     add("--live-rate", type=float, default=5.0, help="live requests per second")
     add("--live-max-tokens", type=int, default=8)
     add("--alone-s", type=float, default=15.0, help="seconds of live traffic without the batch")

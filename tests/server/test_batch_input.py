@@ -76,10 +76,10 @@ def test_batch_lines_rank_below_live_requests_in_either_priority_order() -> None
 
 def test_the_batch_flags_become_server_settings() -> None:
     args = build_parser().parse_args(
-        ["--batch-storage-dir", "/tmp/b", "--batch-max-concurrency", "2", "--batch-max-file-bytes", "4096"]
+        ["--batch-storage-dir", "/tmp/b", "--batch-max-concurrency", "3", "--batch-max-file-bytes", "4096"]
     )
     settings = ServerSettings(**batch_settings(args))
-    assert (settings.batch_storage_dir, settings.batch_max_concurrency) == ("/tmp/b", 2)
+    assert (settings.batch_storage_dir, settings.batch_max_concurrency) == ("/tmp/b", 3)
     assert (settings.batch_max_file_bytes, settings.batch_max_storage_bytes) == (4096, 1 << 30)
     with pytest.raises(ValueError, match="batch_max_concurrency"):
         ServerSettings(batch_max_concurrency=0)

@@ -49,7 +49,8 @@ class ServerSettings:
     max_stored_responses: stored responses kept; the oldest are evicted past it.
     batch_storage_dir: where the Files and Batch APIs keep files and batch state (None:
         `<sglr cache>/batches/<served name>`); a server started on it resumes its batches.
-    batch_max_concurrency: batch lines running at once, across all batches.
+    batch_max_concurrency: batch lines running at once, across all batches (2: on a 2-core CPU
+        more lines cost live requests' TTFT and finish the batch no sooner; raise it on a GPU).
     batch_max_file_bytes / batch_max_storage_bytes: one uploaded file (413), all stored files (400).
     launch_args: the resolved command-line options, echoed by `/server_info` (the key masked).
     """
@@ -71,7 +72,7 @@ class ServerSettings:
     responses_store_path: str | None = None
     max_stored_responses: int = 1000
     batch_storage_dir: str | None = None
-    batch_max_concurrency: int = 4
+    batch_max_concurrency: int = 2
     batch_max_file_bytes: int = MAX_BODY_BYTES
     batch_max_storage_bytes: int = 1 << 30
     launch_args: dict[str, Any] = field(default_factory=dict, hash=False)

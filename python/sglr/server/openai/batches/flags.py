@@ -17,8 +17,8 @@ def add_batch_arguments(parser: argparse.ArgumentParser) -> None:
     add(
         "--batch-max-concurrency",
         type=int,
-        default=4,
-        help="batch requests running at once, across all batches, beside live traffic (4)",
+        default=2,
+        help="batch requests running at once, across all batches, beside live traffic (2)",
     )
     add("--batch-max-file-bytes", type=int, default=32 << 20, help="bytes of one uploaded file (32 MiB)")
     add("--batch-max-storage-bytes", type=int, default=1 << 30, help="bytes of all stored files (1 GiB)")
