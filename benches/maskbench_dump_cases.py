@@ -9,22 +9,13 @@ ids, so a slow schema can be profiled away from Python (`valgrind --tool=callgri
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import sys
 from pathlib import Path
-from typing import Any
+
+from benchlib.oracle import load_oracle
 
 HERE = Path(__file__).resolve().parent
-
-
-def load_oracle() -> Any:
-    spec = importlib.util.spec_from_file_location("maskbench_oracle", HERE / "maskbench_oracle.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def main() -> None:

@@ -26,7 +26,6 @@ path and combined (mask fill only, the first `--mask-tokens` tokens of each inst
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import sys
 import time
@@ -36,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from benchlib.oracle import load_oracle
 from sglr import errors
 from sglr._core import GrammarConstraint, Vocabulary, fill_grammar_bitmasks, json_schema_is_recursive
 
@@ -43,15 +43,6 @@ HERE = Path(__file__).resolve().parent
 
 # How schemas are read: as the specification does (set by `main`, `--implied-types`).
 SCHEMA_READING = {"additional_properties": True, "implied_types": False, "properties_any_order": False}
-
-
-def load_oracle() -> Any:
-    spec = importlib.util.spec_from_file_location("maskbench_oracle", HERE / "maskbench_oracle.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def feed(

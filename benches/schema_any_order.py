@@ -10,28 +10,18 @@ order) or in schema order (ordered). Past the bound the grammar path refuses by 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from benchlib.oracle import load_oracle
 from sglr import errors
 from sglr._core import GrammarConstraint, fill_grammar_bitmasks
 
 HERE = Path(__file__).resolve().parent
-
-
-def load_oracle() -> Any:
-    spec = importlib.util.spec_from_file_location("maskbench_oracle", HERE / "maskbench_oracle.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def schema_of(num: int, variant: str) -> dict:
