@@ -23,7 +23,7 @@ from sglr.engine.speculative.verify_batch import layout_verify
 from sglr.model.batch_rows import RowWrites
 from sglr.model.forward_batch import ExtendRequest
 from sglr.model.logprobs import TokenLogprobs, score_tokens
-from sglr.model.runner import ModelRunner
+from sglr.model.runner import ForwardOutput, ModelRunner
 from sglr.model.sampler import sample
 from sglr.model.sampling import SamplingBatch
 
@@ -144,15 +144,37 @@ class BatchExecutor:
         return self._decode(reqs, row_writes)
 
     def _decode(self, reqs: Sequence[Req], row_writes: PendingRowWrites | None) -> list[SampledToken]:
-        output = self.runner.forward_decode(
-            [req.kv.row for req in reqs],
-            [req.output_ids[-1] for req in reqs],
-            [req.num_computed + 1 for req in reqs],
+        # The next token to compute: the last sampled one, or the next forced one of a request
+        # whose jump-forward run found no room (it takes one a pass).
+        output = self.decode_forward(reqs, [req.token_at(req.num_computed) for req in reqs], row_writes)()
+        return self._sample(reqs, output.next_token_logits)
+
+    def decode_forward(
+        self, reqs: Sequence[Req], input_ids: Sequence[int], row_writes: PendingRowWrites | None
+    ) -> Callable[[], ForwardOutput]:
+        """The decode forward alone, `input_ids[i]` into `reqs[i]`'s one reserved slot, as a call
+        that reads no request state: the overlapped pass (`scheduler/overlap.py`) runs it on the
+        forward thread while the loop changes the requests, and samples later."""
+        args = (
+            np.array([req.kv.row for req in reqs], dtype=np.int64),
+            np.array(input_ids, dtype=np.int64),
+            np.array([req.num_computed + 1 for req in reqs], dtype=np.int64),
             np.concatenate([req.kv.pending_slots() for req in reqs]),
             None if row_writes is None else RowWrites(row_writes.rows, row_writes.cols, row_writes.slots),
-            lora_ids=[req.lora_id for req in reqs],
         )
-        return self._sample(reqs, output.next_token_logits)
+        lora_ids = [req.lora_id for req in reqs]
+        return lambda: self.runner.forward_decode(*args, lora_ids=lora_ids)
+
+    def sample_rows(
+        self, reqs: Sequence[Req], logits: torch.Tensor, rows: Sequence[int]
+    ) -> list[SampledToken]:
+        """Samples `reqs[i]`'s token from row `rows[i]` of `logits` (masks read now)."""
+        if not reqs:
+            return []
+        if len(rows) == logits.shape[0] and list(rows) == list(range(len(rows))):
+            return self._sample(reqs, logits)
+        index = torch.tensor(list(rows), device=logits.device)
+        return self._sample(reqs, logits.index_select(0, index))
 
     def verify(
         self, reqs: Sequence[Req], trees: Sequence[DraftTree | None], row_writes: PendingRowWrites | None

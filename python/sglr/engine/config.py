@@ -30,6 +30,9 @@ class EngineConfig:
         lof (longest output first), random.
     disable_radix_cache: no prefix reuse (the no-cache ablation baseline).
     disable_jump_forward: decode constrained output one token at a time (ablation).
+    overlap_schedule: run each decode pass's forward while the previous pass's tokens are
+        applied (docs/overlap-schedule.md); None: on with CUDA, off on the CPU (measured there);
+        speculative decoding turns it off.
     json_schema_any_order: JSON schemas' objects may list their declared properties in any
         order (each at most once, the required ones present) unless a request says otherwise
         (`json_schema_any_order` in its sampling params); off: in the schema's order.
@@ -107,6 +110,7 @@ class EngineConfig:
     schedule_policy: str = "lpm"
     disable_radix_cache: bool = False
     disable_jump_forward: bool = False
+    overlap_schedule: bool | None = None
     json_schema_any_order: bool = False
     starvation_guard: bool = True
     max_wait_s: float = 30.0
@@ -261,6 +265,15 @@ class EngineConfig:
         """The tensor-parallel ranks this node runs."""
         first = self.node_rank * self.ranks_per_node
         return range(first, first + self.ranks_per_node)
+
+    def overlap_schedule_on(self, device: Any, speculative: bool) -> bool:
+        """Whether decode passes overlap on `device` (a torch device): a verify pass needs
+        every request's latest token for its drafts, so speculation decodes plainly."""
+        if speculative:
+            return False
+        if self.overlap_schedule is not None:
+            return self.overlap_schedule
+        return getattr(device, "type", str(device)) == "cuda"
 
     @property
     def uses_workers(self) -> bool:

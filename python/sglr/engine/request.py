@@ -150,6 +150,12 @@ class Req:
     def fill_len(self) -> int:
         return self.prompt_len + len(self.output_ids)
 
+    def token_at(self, position: int) -> int:
+        """The token at `position` of `fill_ids` (prompt, then output)."""
+        if position < self.prompt_len:
+            return int(self.prompt_ids[position])
+        return self.output_ids[position - self.prompt_len]
+
     def fill_ids(self) -> np.ndarray:
         return self._with_output(self.prompt_ids)
 

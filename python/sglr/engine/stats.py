@@ -31,6 +31,10 @@ class EngineStats:
     num_verify_passes: int = 0
     num_draft_tokens: int = 0
     num_accepted_draft_tokens: int = 0
+    # The overlap schedule: decode passes whose forward ran while the previous pass's tokens were
+    # applied, and rows whose request one of those tokens ended (a forward spent for nothing).
+    num_overlapped_passes: int = 0
+    num_overlap_dropped_rows: int = 0
     num_steps: int = 0  # scheduler steps that ran (a watchdog sees whether the loop moves)
     num_invariant_checks: int = 0  # with `debug_invariants`: KV accounting checked after each step
     busy_seconds: float = 0.0
@@ -80,6 +84,8 @@ class EngineStats:
             "num_accepted_draft_tokens": self.num_accepted_draft_tokens,
             "spec_accept_rate": self.num_accepted_draft_tokens / max(self.num_draft_tokens, 1),
             "spec_mean_accepted_length": self.num_accepted_draft_tokens / max(self.num_verify_passes, 1),
+            "num_overlapped_passes": self.num_overlapped_passes,
+            "num_overlap_dropped_rows": self.num_overlap_dropped_rows,
             "num_invariant_checks": self.num_invariant_checks,
             "busy_seconds": self.busy_seconds,
             "generation_tokens_per_s": self.num_generated_tokens / busy,

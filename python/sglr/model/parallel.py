@@ -14,7 +14,8 @@ recipe) go through a gloo group on the CPU.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -30,6 +31,10 @@ class TensorParallel:
     size: int
     group: Any  # the device group
     cpu_group: Any  # gloo, for Python objects
+    # Rank 0 holds it from a recipe's broadcast to its last collective: the other ranks run the
+    # recipes in the order sent, so one thread's recipe (the overlapped forward) must not
+    # interleave with another's (a KV tier's page move).
+    recipe_lock: Any = field(default_factory=threading.RLock, compare=False, repr=False)
 
     def all_reduce(self, x: torch.Tensor) -> torch.Tensor:
         dist.all_reduce(x, group=self.group)

@@ -221,7 +221,9 @@ class ModelRunner:
 
     def _run_recipe(self, recipe: tuple[str, Any], lead: bool) -> ForwardOutput | None:
         if lead and self.tp is not None:
-            self.tp.broadcast_from_first(recipe)
+            with self.tp.recipe_lock:
+                self.tp.broadcast_from_first(recipe)
+                return self._run_recipe(recipe, lead=False)
         kind, args = recipe
         if kind in self.recipe_hooks:
             return self.recipe_hooks[kind](args)

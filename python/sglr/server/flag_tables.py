@@ -74,6 +74,20 @@ def add_table_arguments(parser: argparse.ArgumentParser) -> None:
         help="put chat replies' reasoning in reasoning_content (default: it stays in content)",
     )
     add_priority_arguments(parser)
+    overlap = parser.add_mutually_exclusive_group()
+    overlap.add_argument(
+        "--disable-overlap-schedule",
+        dest="overlap_schedule",
+        action="store_false",
+        default=None,
+        help="decode passes wait for the previous pass's tokens to be applied (default on CUDA: overlap)",
+    )
+    overlap.add_argument(
+        "--enable-overlap-schedule",
+        dest="overlap_schedule",
+        action="store_true",
+        help="overlap decode passes on the CPU too (off there by default)",
+    )
     parser.add_argument(
         "--responses-store-path",
         default=None,
@@ -99,7 +113,7 @@ def table_options(args: argparse.Namespace) -> dict[str, Any]:
         | lora_options(args)
         | priority_options(args)
         | hicache_options(args)
-        | {"is_embedding": args.is_embedding}
+        | {"is_embedding": args.is_embedding, "overlap_schedule": args.overlap_schedule}
     )
 
 

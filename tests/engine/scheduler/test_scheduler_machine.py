@@ -38,6 +38,14 @@ class _RandomExecutor:
     def decode(self, reqs, row_writes=None):
         return [SampledToken(self.rng.randrange(8)) for _ in reqs]
 
+    def decode_forward(self, reqs, input_ids, row_writes=None):
+        """The overlap schedule's forward (run on its thread): logits for no one in particular."""
+        logits = np.zeros((len(reqs), 8), dtype=np.float32)
+        return lambda: SimpleNamespace(next_token_logits=logits)
+
+    def sample_rows(self, reqs, logits, rows):
+        return [SampledToken(self.rng.randrange(8)) for _ in reqs]
+
 
 class _ForcedRuns:
     """Stands in for the constraints' `accept`: now and then a sampled token forces two more
@@ -47,7 +55,12 @@ class _ForcedRuns:
         self.rng = random.Random(seed)
 
     def __call__(self, req, token_id: int) -> list[int]:
-        return [token_id, 0, 1] if self.rng.random() < 0.2 else [token_id]
+        draw = self.rng.random()
+        if draw < 0.2:
+            return [token_id, 0, 1]
+        if draw < 0.3:  # the sampled token retokenized with the forced text: it is not kept
+            return [(token_id + 1) % _STOP_TOKEN, 2]
+        return [token_id]
 
 
 class _Sink:
@@ -59,7 +72,7 @@ class _Sink:
             self.ended[out.uid] = self.ended.get(out.uid, 0) + 1
 
 
-def _loop() -> SchedulerLoop:
+def _loop(overlap: bool) -> SchedulerLoop:
     runner = SimpleNamespace(
         num_kv_slots=48,
         runner_config=SimpleNamespace(max_num_reqs=6),
@@ -68,15 +81,17 @@ def _loop() -> SchedulerLoop:
         loras=None,  # serves no LoRA adapters
     )
     # Priority scheduling on: random priorities also retract running requests (preemption).
-    config = EngineConfig(debug_invariants=True, enable_priority_scheduling=True)
+    config = EngineConfig(debug_invariants=True, enable_priority_scheduling=True, overlap_schedule=overlap)
     return SchedulerLoop(config, runner, tokenizer=None, max_running_requests=4, chunked_prefill_size=12)
 
 
 class SchedulerMachine(RuleBasedStateMachine):
+    overlap = False
+
     def __init__(self) -> None:
         super().__init__()
-        self.loop = _loop()
-        self.loop._executor = _RandomExecutor(0)
+        self.loop = _loop(self.overlap)
+        self.loop._executor = self.loop._decode._executor = _RandomExecutor(0)
         self.loop._constraints.accept = _ForcedRuns(0)
         self.ended: dict[int, int] = {}
         self.num_submitted = 0
@@ -130,7 +145,19 @@ class SchedulerMachine(RuleBasedStateMachine):
         assert not self.loop.has_work and len(self.loop._table) == 0
         assert sorted(self.ended) == list(range(self.num_submitted))
         self.loop._constraints.shutdown()
+        self.loop._decode.close()
 
 
 SchedulerMachine.TestCase.settings = settings(max_examples=40, stateful_step_count=40, deadline=None)
 test_scheduler_state_machine = SchedulerMachine.TestCase
+
+
+class OverlapMachine(SchedulerMachine):
+    """The same lifecycles under the overlap schedule: tokens applied one pass late, dropped when
+    their request was retracted, preempted or aborted first."""
+
+    overlap = True
+
+
+OverlapMachine.TestCase.settings = SchedulerMachine.TestCase.settings
+test_overlap_scheduler_state_machine = OverlapMachine.TestCase

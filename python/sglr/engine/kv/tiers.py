@@ -288,7 +288,8 @@ class KVTiers:
     def _send(self, op: TierOp) -> None:
         """To the other ranks, through the per-step channel (their `TierFollower.run`)."""
         if self._tp is not None:
-            self._tp.broadcast_from_first((KV_TIER_RECIPE, op))
+            with self._tp.recipe_lock:  # (never inside an overlapped forward's recipe)
+                self._tp.broadcast_from_first((KV_TIER_RECIPE, op))
 
     def _count_uses(self, pages: list[tuple[int, str]]) -> None:
         for _, key in pages:

@@ -29,6 +29,7 @@ from sglr.engine.kv import KVPool, TreeSummary, TreeSummaryLimits, summarize_tre
 from sglr.engine.output import OutputSink
 from sglr.engine.postprocess import OutputProcessor
 from sglr.engine.request import Phase, Req, TokenizedRequest
+from sglr.engine.scheduler.decode_pass import PlainDecode
 from sglr.engine.scheduler.endings import RequestEndings
 from sglr.engine.scheduler.loop_calls import LoopCalls
 from sglr.engine.scheduler.lora_lifecycle import LoraLifecycle
@@ -40,6 +41,7 @@ from sglr.engine.scheduler.messages import (
     InboxMessage,
     StopLoop,
 )
+from sglr.engine.scheduler.overlap import OverlappedDecode
 from sglr.engine.scheduler.prefill import PrefillQueue
 from sglr.engine.scheduler.results import StepResults
 from sglr.engine.scheduler.running import RunningSet
@@ -101,6 +103,11 @@ class SchedulerLoop(LoopCalls):
             self.stats,
             self._speculator,
         )
+        self._decode = (
+            OverlappedDecode(self._pool, self._running, self._results, self._executor)
+            if config.overlap_schedule_on(getattr(runner, "device", "cpu"), self._speculator is not None)
+            else PlainDecode(self._pool, self._running, self._results, self._executor, self._speculator)
+        )
         self._inbox: queue.SimpleQueue[InboxMessage] = queue.SimpleQueue()
         self._stopping = False
         self._closed_message: str | None = None  # set when the loop ends: the inbox is refused
@@ -147,6 +154,8 @@ class SchedulerLoop(LoopCalls):
         if self._thread.is_alive():
             self._thread.join(timeout)
         self._constraints.shutdown()
+        if not self._thread.is_alive():  # (no forward is in flight)
+            self._decode.close()
         if not self._thread.is_alive():  # (the loop no longer touches the pool)
             self._pool.close()
 
@@ -286,50 +295,27 @@ class SchedulerLoop(LoopCalls):
         if extend:
             self._results.after_extend(extend, self._executor.extend(extend))
         candidates = self._running.decode_candidates({item.req.uid for item in extend})
-        decode: list[Req] = []
-        if candidates:
-            trees = self._speculator.plan(candidates) if self._speculator is not None else {}
-            if trees:
-                decode, drafted = self._running.reserve_verify(
-                    candidates, {u: len(t) for u, t in trees.items()}
-                )
-                if not drafted:
-                    trees = {}
-            else:
-                decode = self._running.reserve_decode(candidates)
-            if decode:
-                row_writes = self._pool.take_row_writes([req.kv for req in decode])
-                started = time.monotonic()
-                if trees:
-                    verified = self._executor.verify(decode, [trees.get(r.uid) for r in decode], row_writes)
-                    self._observe_pass(len(decode) + sum(map(len, trees.values())), started)
-                    self._results.after_verify(decode, trees, verified)
-                else:
-                    sampled = self._executor.decode(decode, row_writes)
-                    self._observe_pass(len(decode), started)
-                    self._results.after_decode(decode, sampled)
-                self._prefill.on_decode_step()
-        elif not extend and self._prefill.last_stop_reason == "memory":
+        decoded = self._decode.step(candidates)
+        if decoded:
+            self._prefill.on_decode_step()
+        elif not candidates and not extend and self._prefill.last_stop_reason == "memory":
             self._endings.abort_unfittable(self._pool.num_slots)
             return False
         self._prune_speculation()
-        return bool(extend or decode)
+        return bool(extend or decoded)
 
     def _prune_speculation(self) -> None:
         """Drops the draft state of requests that stopped decoding (ended, aborted, retracted)."""
         if self._speculator is not None:
             self._speculator.prune({req.uid for req in self._running})
 
-    def _observe_pass(self, num_rows: int, started: float) -> None:
-        if self._speculator is not None:
-            self._speculator.observe_pass(num_rows, time.monotonic() - started)
-
     def check_invariants(self) -> None:
         """Slot, row, scheduler and ownership accounting (raises on any leak)."""
         self._pool.check_invariants()
         self._prefill.check_invariants()
         self._table.check_invariants()
-        self._running.check_invariants()
+        self._running.check_invariants(self._decode.pending_uids)
+        self._decode.check_invariants()
         self._loras.check_invariants()
         self._endings.sessions.check_invariants()
         if self._speculator is not None:

@@ -75,17 +75,30 @@ class StepResults:
                 case ExtendKind.JUMP_FORWARD:
                     self.accept(req, outcome.sampled[req.uid])
 
-    def after_decode(self, reqs: list[Req], sampled: list[SampledToken]) -> None:
+    @property
+    def context_len(self) -> int:
+        """The longest a request may grow (prompt + output): it ends there."""
+        return self._out.context_len
+
+    def count_decode_pass(self, reqs: list[Req], num_dropped: int | None = None) -> None:
+        """`num_dropped`: an overlapped pass's rows whose request ended before it sampled."""
         stats = self._stats
+        if num_dropped is not None:
+            stats.num_overlapped_passes += 1
+            stats.num_overlap_dropped_rows += num_dropped
         stats.num_decode_passes += 1
         stats.num_decode_seqs += len(reqs)
         stats.max_decode_batch_size = max(stats.max_decode_batch_size, len(reqs))
+
+    def after_decode(self, reqs: list[Req], sampled: list[SampledToken]) -> None:
+        self.count_decode_pass(reqs)
         for req in reqs:
             self._pool.commit(req.kv)
             if self._speculator is not None:
                 self._speculator.observe(req, None)
         for req, token in zip(reqs, sampled, strict=True):
-            self.accept(req, token)
+            if req.fill_len == req.num_computed:  # else forced tokens come first
+                self.accept(req, token)
 
     def after_verify(
         self, reqs: list[Req], trees: dict[int, DraftTree], verified: list[VerifiedTokens]

@@ -35,6 +35,9 @@ class RunningSet:
     def __iter__(self) -> Iterator[Req]:
         return iter(self._reqs.values())
 
+    def __contains__(self, req: object) -> bool:
+        return isinstance(req, Req) and self._reqs.get(req.uid) is req
+
     def start(self, req: Req) -> None:
         """Its prompt has run (first prefill, or re-prefill after a retraction): it decodes."""
         assert req.uid not in self._reqs, f"request {req.rid} is decoding already"
@@ -95,12 +98,12 @@ class RunningSet:
         if lowers_estimate:
             self._prefill.on_retract(self._reqs.values())
 
-    def check_invariants(self) -> None:
-        """Exactly the table's decoding requests are here, each with a token left to run."""
+    def check_invariants(self, pending_uids: frozenset[int] = frozenset()) -> None:
+        """Exactly the table's decoding requests are here, each with a token left to run: in its
+        tokens, or sampled and not yet applied (`pending_uids`, the overlap schedule's)."""
         for req in self._reqs.values():
             assert req in self._table and req.phase is Phase.DECODING, f"request {req.rid} is not decoding"
-            assert req.kv.is_admitted and req.fill_len - req.num_computed >= 1, (
-                f"request {req.rid} lost its state"
-            )
+            num_left = req.fill_len - req.num_computed + (1 if req.uid in pending_uids else 0)
+            assert req.kv.is_admitted and num_left >= 1, f"request {req.rid} lost its state"
         num_decoding = sum(1 for req in self._table if req.phase is Phase.DECODING)
         assert num_decoding == len(self._reqs), "a decoding request is missing from the running set"
