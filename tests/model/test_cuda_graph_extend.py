@@ -30,7 +30,9 @@ def test_token_buckets_double_from_16_and_end_at_the_maximum() -> None:
 
 
 def test_padding_keeps_real_requests_and_gives_the_rest_to_one_padding_request() -> None:
-    padded = pad_requests(np.array([7, 3]), np.array([10, 0]), np.array([5, 2]), num_tokens=16, num_req_slots=5)
+    padded = pad_requests(
+        np.array([7, 3]), np.array([10, 0]), np.array([5, 2]), num_tokens=16, num_req_slots=5
+    )
     assert padded.req_rows.tolist() == [7, 3, PADDING_ROW, PADDING_ROW, PADDING_ROW]
     assert padded.prefix_lens.tolist() == [10, 0, 0, 0, 0]
     assert padded.extend_lens.tolist() == [5, 2, 9, 0, 0]  # 9 padding tokens, then empty requests
