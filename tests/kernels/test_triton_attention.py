@@ -11,7 +11,7 @@ import torch
 from paged_case import make_case
 
 from sglr.kernels.reference import decode_attention_reference, extend_attention_reference
-from sglr.kernels.triton_decode import MAX_NUM_KV_SPLITS, decode_attention, splits_to_fill
+from sglr.kernels.triton_decode import MAX_NUM_KV_SPLITS, DecodeTuning, decode_attention, splits_to_fill
 from sglr.kernels.triton_extend import extend_attention
 from sglr.kernels.triton_store_kv import store_kv
 
@@ -92,6 +92,7 @@ def test_extend_in_half_precision_matches_reference() -> None:
         ([67, 300, 3], 8, 4, 2, 16),  # splits rounded up to whole key blocks: later ones empty
         ([200, 1], 32, 2, 1, 16),  # more splits than key blocks
         ([150, 20], None, 4, 2, 16),  # the split count chosen for the device
+        ([70, 3, 129], 1, 8, 2, 32),  # one split: the split kernel writes the output, no merge
     ],
 )
 def test_decode_matches_reference(seq_lens, num_splits, num_heads, num_kv_heads, head_dim) -> None:
@@ -112,6 +113,29 @@ def test_decode_matches_reference(seq_lens, num_splits, num_heads, num_kv_heads,
     out = decode_attention(
         case.q, case.kv_cache.k_cache(0), case.kv_cache.v_cache(0), case.table,
         case.batch.req_rows, case.batch.seq_lens, case.scale, num_kv_splits=num_splits,
+    )  # fmt: skip
+    torch.testing.assert_close(out, expected, atol=2e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("tuning", "num_splits"),
+    [
+        (DecodeTuning(block_n=16, num_warps=2, num_stages=1), 3),  # blocks shorter than the splits
+        (DecodeTuning(block_n=128, num_warps=8, num_stages=3), 2),  # one block covers a split
+        (DecodeTuning(block_n=32), 1),
+    ],
+)
+def test_decode_tunables_keep_the_result(tuning, num_splits) -> None:
+    seq_lens = [150, 1, 41]
+    case = make_case([n - 1 for n in seq_lens], [1] * 3, 8, 2, 32, decode=True, device=DEVICE, seed=5)
+    case.store_new_kv()
+    expected = decode_attention_reference(
+        case.q, case.kv_cache.k_cache(0), case.kv_cache.v_cache(0), case.table,
+        case.batch.req_rows_cpu.tolist(), seq_lens, case.scale,
+    )  # fmt: skip
+    out = decode_attention(
+        case.q, case.kv_cache.k_cache(0), case.kv_cache.v_cache(0), case.table,
+        case.batch.req_rows, case.batch.seq_lens, case.scale, num_kv_splits=num_splits, tuning=tuning,
     )  # fmt: skip
     torch.testing.assert_close(out, expected, atol=2e-5, rtol=1e-4)
 

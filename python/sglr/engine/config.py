@@ -42,6 +42,10 @@ class EngineConfig:
         priority_scheduling_preemption_threshold / abort_on_priority_when_disabled: SGLang's
         priority scheduling (requests' `priority` orders admission and may retract running
         requests); see `engine/priority.py` and docs/scheduling.md.
+    cuda_graph_max_bs: decode CUDA graphs up to this batch size (0: none).
+    cuda_graph_extend_max_tokens: extend CUDA graphs for extend batches of up to this many new
+        tokens and 4 requests (jump-forward runs, chunk tails, short prompts; 0, the default:
+        none); see `RunnerConfig.cuda_graph_extend_max_tokens`.
     debug_invariants: check slot accounting after every step (tests turn it on).
     tp_size: tensor-parallel ranks, one worker process each (torch.distributed: gloo on CPU,
         NCCL on GPU).
@@ -119,6 +123,7 @@ class EngineConfig:
     priority_scheduling_preemption_threshold: int = DEFAULT_PREEMPTION_THRESHOLD
     abort_on_priority_when_disabled: bool = False
     cuda_graph_max_bs: int = 160
+    cuda_graph_extend_max_tokens: int = 0
     seed: int = 0
     debug_invariants: bool = False
     log_level: str = "info"

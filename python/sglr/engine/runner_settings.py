@@ -28,6 +28,7 @@ def runner_config_for(cfg: EngineConfig) -> Any:
         gguf_weights=cfg.gguf_weights,
         seed=cfg.seed,
         cuda_graph_max_bs=cfg.cuda_graph_max_bs,
+        cuda_graph_extend_max_tokens=cfg.cuda_graph_extend_max_tokens,
         max_num_reqs=(cfg.max_running_requests or GPU_MAX_RUNNING) + 2,
         num_draft_rows=num_draft_rows_for(cfg, resolve_device(cfg.device).type == "cuda"),
         enable_lora=cfg.serves_lora,

@@ -30,6 +30,9 @@ class AttentionBackend(ABC):
     name: str
     # Whether decode with this backend can be captured in a CUDA graph (static shapes only).
     supports_cuda_graph: bool
+    # Whether an extend can be: every length read from device memory, launches sized by host
+    # maxima alone, requests without tokens allowed (a padded batch's empty request slots).
+    supports_cuda_graph_extend: bool = False
     supports_sliding_window: bool = False
     supports_logit_softcap: bool = False
 

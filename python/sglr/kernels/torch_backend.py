@@ -278,6 +278,8 @@ class TorchAttentionBackend(AttentionBackend):
 def _consecutive_start(kv_index: torch.Tensor) -> int | None:
     """kv_index `[1, S]`: its first slot when the slots are `first, first + 1, ...`, else None."""
     row = kv_index[0]
+    if row.shape[0] == 0:  # a request without tokens (an extend graph's padding, run eagerly)
+        return None
     first = int(row[0])
     if int(row[-1]) - first + 1 != row.shape[0]:
         return None

@@ -19,6 +19,8 @@ class TritonAttentionBackend(AttentionBackend):
     name = "triton"
     # Decode launches depend only on the batch size; lengths are read from device memory.
     supports_cuda_graph = True
+    # Extend launches depend only on the longest extend; empty requests' programs exit at once.
+    supports_cuda_graph_extend = True
     supports_sliding_window = True
     supports_logit_softcap = True
 

@@ -54,6 +54,7 @@ class DecodeCudaGraphs:
         self._starts = torch.arange(self.max_bs, dtype=torch.int64, device=device)
         self._graphs: dict[int, torch.cuda.CUDAGraph] = {}
         self._logits: dict[int, torch.Tensor] = {}
+        self.pool: tuple[int, int] | None = None  # the graphs' memory pool, for others to share
         self._capture_all()
 
     def can_run(self, batch_size: int) -> bool:
@@ -116,4 +117,5 @@ class DecodeCudaGraphs:
                 self._logits[bs] = self._run_model(bs, metadata)
             pool = graph.pool()
             self._graphs[bs] = graph
+        self.pool = pool
         torch.cuda.synchronize()

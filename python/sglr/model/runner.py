@@ -24,13 +24,13 @@ import torch
 from sglr.envs import cpu_decode_threads, cpu_isa
 from sglr.errors import BatchError
 from sglr.kernels.attention import create_attention_backend
-from sglr.kernels.attention_metadata import AttentionMetadata
 from sglr.kernels.attention_variant import AttentionVariant
 from sglr.model.batch_rows import BatchLimits, RowCopies, RowWrites
 from sglr.model.build import build_model
 from sglr.model.config import ModelConfig, load_model_config
 from sglr.model.cpu_fused_decode import CpuFusedDecode
 from sglr.model.cuda_graph import DecodeCudaGraphs
+from sglr.model.cuda_graph_extend import ExtendCudaGraphs
 from sglr.model.forward_batch import ExtendRequest, ForwardBatch, IntArrayLike
 from sglr.model.kv_cache import KVCache, KVCacheShape, kv_slots_for_memory_fraction
 from sglr.model.loader import release_freed_heap
@@ -42,6 +42,7 @@ from sglr.model.parallel import TensorParallel
 from sglr.model.pooling import chunk_parts
 from sglr.model.req_to_token import ReqToTokenTable
 from sglr.model.runner_config import RunnerConfig
+from sglr.model.runner_graphs import ModelSteps, capture_graphs
 from sglr.model.weights_policy import (
     load_weights,
     quantized_gguf_source,
@@ -63,7 +64,7 @@ _LOGPROB_CHUNK = 512
 @dataclass(frozen=True)
 class ForwardOutput:
     """next_token_logits: fp32 `[B, V]`, the distribution after each request's last token. With
-    decode CUDA graphs it is a view of the graph's output buffer: use it before the next forward.
+    CUDA graphs it is a view of the graph's output buffer: use it before the next forward.
     prompt_logprobs: per request, `TokenLogprobs` for the positions asked via
     `ExtendRequest.logprob_start` (scoring the next prompt token at each), else None.
     embedding_parts: per request, its chunk's pooling parts if some asks (`ExtendRequest.embed`)."""
@@ -136,20 +137,26 @@ class ModelRunner:
         for adapter_id, name, path in config.lora_adapters:  # every rank reads them itself
             assert self.loras is not None
             self.loras.load(adapter_id, self.read_lora(name, path))
-        self.cuda_graphs: DecodeCudaGraphs | None = None
         self.recipe_hooks: dict[str, Any] = {}  # recipe kinds others run on followers (the KV tier)
-        # NOTE: decode graphs are not captured under tensor parallelism (collectives inside).
-        graphs_ok = tp is None and config.cuda_graph_max_bs > 0 and self.attn.supports_cuda_graph
-        if self.device.type == "cuda" and graphs_ok:
-            max_bs = min(config.cuda_graph_max_bs, config.max_num_reqs)
-            self.cuda_graphs = DecodeCudaGraphs(
-                self._logits_of_every_token, self.device, max_bs, config.cuda_graph_batch_sizes or None
-            )
+        self.cuda_graphs: DecodeCudaGraphs | None
+        self.extend_graphs: ExtendCudaGraphs | None
+        self.cuda_graphs, self.extend_graphs = capture_graphs(
+            config, ModelSteps(self.model, self.attn), self.device, tensor_parallel=tp is not None
+        )
 
     def release_device_memory(self) -> None:
         """Drops the weights, KV cache and captured graphs (the runner is unusable afterwards) and
         hands torch's cached blocks back to the device, for a process that loads another model."""
-        for name in ("cuda_graphs", "fused_decode", "loras", "attn", "kv_cache", "req_to_token", "model"):
+        for name in (
+            "cuda_graphs",
+            "extend_graphs",
+            "fused_decode",
+            "loras",
+            "attn",
+            "kv_cache",
+            "req_to_token",
+            "model",
+        ):
             setattr(self, name, None)
         gc.collect()
         if self.device.type == "cuda":
@@ -277,8 +284,9 @@ class ModelRunner:
                 self.loras.end()
         graphs = self.cuda_graphs
         if batch.is_decode and graphs is not None and graphs.can_run(batch.batch_size):
-            logits = graphs.replay(batch)
-            return ForwardOutput(logits, [None] * batch.batch_size)
+            return ForwardOutput(graphs.replay(batch), [None] * batch.batch_size)
+        if self.extend_graphs is not None and self.extend_graphs.can_run(batch):
+            return ForwardOutput(self.extend_graphs.replay(batch), [None] * batch.batch_size)
         if self.fused_decode is not None and self.fused_decode.applies(batch):
             return ForwardOutput(self.fused_decode.forward(batch), [None] * batch.batch_size)
         return self._forward_layered(batch)
@@ -298,13 +306,6 @@ class ModelRunner:
                 if start is not None:
                     prompt_logprobs[i] = self._prompt_logprobs(batch, i, start, hidden)
         return ForwardOutput(logits, prompt_logprobs, chunk_parts(hidden, batch))
-
-    def _logits_of_every_token(
-        self, input_ids: torch.Tensor, positions: torch.Tensor, metadata: AttentionMetadata
-    ) -> torch.Tensor:
-        """A decode step's body as the CUDA graphs capture it (one token per request)."""
-        self.attn.begin(metadata)
-        return self.model.compute_logits(self.model(input_ids, positions, self.attn))
 
     def _prompt_logprobs(
         self, batch: ForwardBatch, index: int, start: int, hidden: torch.Tensor

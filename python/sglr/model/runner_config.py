@@ -30,6 +30,11 @@ class RunnerConfig:
     load_format: "auto" (safetensors, or .bin) | "dummy" (seeded random weights; needs only
         config.json).
     cuda_graph_max_bs: capture decode CUDA graphs up to this batch size (0 disables them).
+    cuda_graph_extend_max_tokens: capture extend CUDA graphs for batches of up to this many new
+        tokens (buckets 16, 32, 64, ...; 0, the default, disables them) and up to
+        `cuda_graph_extend_max_reqs` requests: jump-forward runs, chunk tails and short prompts
+        replay a padded graph instead of launching every kernel (`model/cuda_graph_extend.py`;
+        the Triton attention backend only).
     num_draft_rows: extra request-table rows for speculative verification (rows
         `max_num_reqs + 1 ..`): each draft token of a verify pass attends through a row of its
         own holding its request's prefix and its tree path (0 without speculation).
@@ -62,6 +67,8 @@ class RunnerConfig:
     seed: int = 0
     cuda_graph_max_bs: int = 256
     cuda_graph_batch_sizes: tuple[int, ...] = field(default=())
+    cuda_graph_extend_max_tokens: int = 0
+    cuda_graph_extend_max_reqs: int = 4
     gguf_weights: str = "auto"
     num_draft_rows: int = 0
     enable_lora: bool = False
@@ -101,5 +108,9 @@ class RunnerConfig:
             raise ModelConfigError("num_draft_rows must be >= 0")
         if self.cuda_graph_max_bs < 0:
             raise ModelConfigError("cuda_graph_max_bs must be >= 0")
+        if self.cuda_graph_extend_max_tokens < 0 or self.cuda_graph_extend_max_reqs < 1:
+            raise ModelConfigError(
+                "cuda_graph_extend_max_tokens must be >= 0 and cuda_graph_extend_max_reqs >= 1"
+            )
         if self.gguf_weights not in GGUF_WEIGHTS:
             raise ModelConfigError(f"gguf_weights must be one of {GGUF_WEIGHTS}, got {self.gguf_weights!r}")
