@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from sglr.engine.kv import KVSlotAllocator
-from sglr.kernels.fp8_linear import FP8_DTYPE, FP8_MAX, quantize_rows
+from sglr.kernels.fp8_linear import FP8_DTYPE, FP8_MAX, quantize_per_channel, quantize_rows
 from sglr.model.forward_batch import ExtendRequest
 from sglr.model.fp8_weights import fp8_linears
 from sglr.model.runner import ModelRunner, RunnerConfig
@@ -27,7 +27,9 @@ def sequence(seed: int = 0, length: int = SEQUENCE_LEN) -> list[int]:
     return np.random.default_rng(seed).integers(3, 4096, size=length).tolist()
 
 
-def teacher_forced_logits(runner: ModelRunner, tokens: list[int], prefill_len: int = PREFILL_LEN) -> torch.Tensor:
+def teacher_forced_logits(
+    runner: ModelRunner, tokens: list[int], prefill_len: int = PREFILL_LEN
+) -> torch.Tensor:
     """fp32 logits after each token from `prefill_len - 1` on: one extend, then one decode step
     per token (so every step reads the K/V the earlier ones stored)."""
     allocator = KVSlotAllocator(runner.num_kv_slots)
@@ -48,11 +50,25 @@ def rounded_rows(x: torch.Tensor) -> torch.Tensor:
     return (values.to(torch.float32) * scale).to(x.dtype).view(x.shape)
 
 
-def round_activations(runner: ModelRunner) -> ModelRunner:
-    """Makes a dense runner's fp8-eligible linears see their inputs as the fp8 ones do."""
-    for _, module in fp8_linears(runner.model):
+def round_activations(runner: ModelRunner, like: ModelRunner | None = None) -> ModelRunner:
+    """Makes a dense runner's fp8-eligible linears (those that are fp8 in `like`, when given) see
+    their inputs as the fp8 ones do."""
+    fp8_names = None if like is None else {n for n, m in fp8_linears(like.model) if m.fp8 is not None}
+    for name, module in fp8_linears(runner.model):
+        if fp8_names is not None and name not in fp8_names:
+            continue
         module.register_forward_pre_hook(lambda _module, args: (rounded_rows(args[0]),))
     return runner
+
+
+def online_fp8_reference(path: Path) -> ModelRunner:
+    """A dense runner whose fp8-eligible weights are their per-channel fp8 values, dequantized,
+    and whose inputs to them are rounded per token: the math the fp8 runner does."""
+    runner = cpu_runner(path)
+    with torch.no_grad():
+        for _, module in fp8_linears(runner.model):
+            module.weight.copy_(quantize_per_channel(module.weight).dequantized(torch.float32))
+    return round_activations(runner)
 
 
 def round_kv_through_fp8(runner: ModelRunner, scales: tuple[float, float] = (1.0, 1.0)) -> ModelRunner:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from fp8_testing import cpu_runner, max_abs, round_activations, sequence, teacher_forced_logits
+from fp8_testing import cpu_runner, max_abs, online_fp8_reference, sequence, teacher_forced_logits
 
 from sglr.engine.offline import generate_token_ids as generate
 from sglr.errors import ModelConfigError
@@ -65,16 +65,6 @@ def test_block_scales_cover_their_columns() -> None:
         Fp8Weight(values, scale[:, :2], group_size=2)
 
 
-def _dequantized_reference(path):
-    """A dense runner whose fp8-eligible weights are their per-channel fp8 values, dequantized,
-    and whose inputs to them are rounded per token: the math the fp8 runner does."""
-    runner = cpu_runner(path)
-    with torch.no_grad():
-        for _, module in fp8_linears(runner.model):
-            module.weight.copy_(quantize_per_channel(module.weight).dequantized(torch.float32))
-    return round_activations(runner)
-
-
 @pytest.mark.parametrize("arch", ["llama", "qwen2"])
 def test_online_fp8_matches_its_dequantized_reference(arch: str) -> None:
     path = tiny_model_path(arch)
@@ -82,7 +72,7 @@ def test_online_fp8_matches_its_dequantized_reference(arch: str) -> None:
     linears = list(fp8_linears(fp8.model))
     assert len(linears) == 4 * fp8.config.num_hidden_layers
     assert all(m.fp8 is not None and m.weight is None for _, m in linears)
-    reference = _dequantized_reference(path)
+    reference = online_fp8_reference(path)
     tokens = sequence(3)
     fp8_logits = teacher_forced_logits(fp8, tokens)
     reference_logits = teacher_forced_logits(reference, tokens)
