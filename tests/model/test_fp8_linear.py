@@ -90,3 +90,35 @@ def test_unknown_quantization_is_refused() -> None:
         RunnerConfig(None, quantization="int4")
     with pytest.raises(ModelConfigError, match="kv_cache_dtype"):
         RunnerConfig(None, kv_cache_dtype="fp8_e5m2")
+
+
+def test_lora_deltas_add_to_fp8_linears(tmp_path) -> None:
+    """A batch mixing the base model and an adapter: the base row equals the fp8 runner without
+    LoRA exactly (the fp8 product in `Linear._forward_with_lora`), the adapted row moves by about
+    what the adapter moves the dense model."""
+    import numpy as np
+
+    from sglr.model.forward_batch import ExtendRequest
+    from sglr.testing.tiny_lora import write_random_adapter
+
+    path = tiny_model_path("llama")
+    plain = cpu_runner(path, quantization="fp8")
+    adapter = write_random_adapter(plain.config, tmp_path / "adapter", target_modules=("q_proj", "down_proj"))
+    options = {"enable_lora": True, "lora_adapters": ((1, "a", str(adapter)),)}
+
+    def logits(runner, lora_ids):
+        prompt = np.array(sequence(70, 10))
+        requests = [
+            ExtendRequest(row, prompt, np.zeros(0, np.int32), np.arange(1, 11) + 10 * row, lora_id=lora_id)
+            for row, lora_id in enumerate(lora_ids, start=1)
+        ]
+        return runner.forward(runner.extend_batch(requests)).next_token_logits
+
+    fp8 = logits(cpu_runner(path, quantization="fp8", **options), [0, 1])
+    dense = logits(cpu_runner(path, **options), [0, 1])
+    assert torch.equal(fp8[0], logits(plain, [0, 0])[0])  # the same batch shape: the same rounding
+    adapter_shift = max_abs(dense[1], dense[0])
+    assert adapter_shift > 0
+    # Against the dense model, the adapted row is off by the quantization error (the base row's)
+    # plus how the adapter's own shift changes with it: both well under the shift itself.
+    assert max_abs(fp8[1], dense[1]) <= max_abs(fp8[0], dense[0]) + 0.5 * adapter_shift
