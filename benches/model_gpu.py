@@ -7,8 +7,11 @@ decode steps (CUDA graphs when the backend supports them), greedy argmax copied 
 every step as an engine would. Roofline: a decode step must read every weight once plus each
 request's KV; at the measured copy bandwidth that bounds tokens/s at `B / (bytes / bandwidth)`.
 Prefill: `--prefill-reqs` fresh prompts of `--prefill-len` tokens in one extend batch.
+FP8: `--quantization fp8` and / or `--kv-cache-dtype fp8_e4m3` run the same shapes a second time
+that way (dummy weights quantized at load) and print its decode tokens/s beside bf16's.
 
     python benches/model_gpu.py                       # Llama-3-8B shapes on CUDA
+    python benches/model_gpu.py --quantization fp8 --no-hf   # bf16 vs fp8 weights, side by side
     python benches/model_gpu.py --preset tiny --device cpu --batch-sizes 1,4 --no-hf   # smoke run
 """
 
@@ -184,6 +187,12 @@ def hf_prefill(model: torch.nn.Module, num_reqs: int, prompt_len: int, device: t
     return num_reqs * prompt_len / best
 
 
+def release(device: torch.device) -> None:
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -199,6 +208,10 @@ def main() -> None:
     parser.add_argument("--prefill-reqs", type=int, default=8)
     parser.add_argument("--no-hf", action="store_true", help="skip the transformers baseline")
     parser.add_argument("--no-cuda-graph", action="store_true")
+    parser.add_argument("--quantization", choices=["fp8"], default=None, help="also run with fp8 weights")
+    parser.add_argument(
+        "--kv-cache-dtype", choices=["auto", "fp8_e4m3"], default="auto", help="also run with an fp8 KV cache"
+    )
     args = parser.parse_args()
 
     device = torch.device(args.device)
@@ -211,19 +224,25 @@ def main() -> None:
     (model_dir / "config.json").write_text(json.dumps(preset))
 
     bandwidth = measure_bandwidth(device)
-    runner = ModelRunner(
-        RunnerConfig(
-            model_dir,
-            dtype="bfloat16",
-            device=str(device),
-            load_format="dummy",
-            kv_num_tokens=num_slots,
-            max_num_reqs=max(max_bs, args.prefill_reqs),
-            max_context_len=max_context,
-            attention_backend=args.backend,
-            cuda_graph_max_bs=0 if args.no_cuda_graph else max_bs,
+
+    def build(quantization: str | None, kv_cache_dtype: str) -> ModelRunner:
+        return ModelRunner(
+            RunnerConfig(
+                model_dir,
+                dtype="bfloat16",
+                device=str(device),
+                load_format="dummy",
+                kv_num_tokens=num_slots,
+                max_num_reqs=max(max_bs, args.prefill_reqs),
+                max_context_len=max_context,
+                attention_backend=args.backend if kv_cache_dtype == "auto" else "auto",
+                cuda_graph_max_bs=0 if args.no_cuda_graph else max_bs,
+                quantization=quantization,
+                kv_cache_dtype=kv_cache_dtype,
+            )
         )
-    )
+
+    runner = build(None, "auto")
     config = runner.config
     weight_bytes = (
         config.num_params * 2 - config.vocab_size * config.hidden_size * 2
@@ -240,9 +259,18 @@ def main() -> None:
     backend_name = runner.attn.name
     graphs = runner.cuda_graphs is not None
     del runner
-    gc.collect()
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
+    release(device)
+    fp8_label, fp8_decode, fp8_prefill = None, {}, None
+    if args.quantization is not None or args.kv_cache_dtype != "auto":
+        runner = build(args.quantization, args.kv_cache_dtype)
+        fp8_label = (
+            f"weights {args.quantization or 'bf16'}, KV {args.kv_cache_dtype}: backend {runner.attn.name}, "
+            f"cuda graphs {'on' if runner.cuda_graphs is not None else 'off'}"
+        )
+        fp8_decode = {bs: bench_decode(runner, bs, args.context, args.steps) for bs in batch_sizes}
+        fp8_prefill = bench_prefill(runner, args.prefill_reqs, args.prefill_len)
+        del runner
+        release(device)
 
     hf_decode_tps: dict[int, float] = {}
     prefill_hf = None
@@ -266,6 +294,12 @@ def main() -> None:
         theirs = hf_decode_tps.get(bs)
         hf_cols = f"{theirs:>20,.0f}{ours / theirs:>7.1f}x" if theirs else f"{'-':>20}{'-':>8}"
         print(f"{bs:>6}{ours:>13,.0f}{roofline:>16,.0f}{100 * ours / roofline:>11.0f}%{hf_cols}")
+    if fp8_label is not None:
+        print(f"\nfp8 run ({fp8_label}); decode tokens/s beside bf16's")
+        print(f"{'batch':>6}{'bf16 tok/s':>13}{'fp8 tok/s':>13}{'fp8 / bf16':>12}")
+        for bs, ours, _ in decode_rows:
+            print(f"{bs:>6}{ours:>13,.0f}{fp8_decode[bs]:>13,.0f}{fp8_decode[bs] / ours:>11.2f}x")
+        print(f"prefill: bf16 {prefill_ours:,.0f} tok/s, fp8 {fp8_prefill:,.0f} tok/s")
     hf_prefill_col = f"{prefill_hf:,.0f} tok/s ({prefill_ours / prefill_hf:.1f}x)" if prefill_hf else "-"
     print(
         f"prefill {args.prefill_reqs} x {args.prefill_len} tokens: sglr {prefill_ours:,.0f} tok/s, "

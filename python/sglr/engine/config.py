@@ -24,6 +24,9 @@ class EngineConfig:
     gguf_weights: "quantized" keeps a GGUF file's Q4/Q5/Q8_0/K-quant matrices as stored on the CPU (bf16
         compute), "dequantized" converts all weights, "auto" (default) is quantized where it
         applies; see `RunnerConfig.gguf_weights`.
+    quantization: None or "fp8" (linear weights quantized to e4m3 at load; an FP8 checkpoint
+        loads as stored either way); kv_cache_dtype: "auto" or "fp8_e4m3" (torch attention
+        backend, no CUDA graphs, no hierarchical cache). docs/quantization.md.
     max_running_requests: requests decoding at once.
     chunked_prefill_size: prefill tokens per step; longer prompts are prefilled in chunks.
     schedule_policy: order of admission: lpm (longest cached prefix first), dfs-weight, fcfs,
@@ -105,6 +108,8 @@ class EngineConfig:
     device: str = "auto"
     load_format: str = "auto"
     gguf_weights: str = "auto"
+    quantization: str | None = None
+    kv_cache_dtype: str = "auto"
     attention_backend: str = "auto"
     max_total_tokens: int | None = None
     mem_fraction_static: float | None = None
@@ -215,6 +220,7 @@ class EngineConfig:
                     "nnodes > 1 runs the ranks in worker processes: multiprocess cannot be False"
                 )
         self._check_lora()
+        self._check_quantization()
         check_hicache(self)
         SpeculativeConfig.from_engine(self, on_gpu=False)  # refuses bad options here
         if self.base_gpu_id < 0 or self.worker_start_timeout_s <= 0 or self.watchdog_timeout_s <= 0:
@@ -230,6 +236,20 @@ class EngineConfig:
             self.priority_scheduling_preemption_threshold,
             self.abort_on_priority_when_disabled,
         )
+
+    def _check_quantization(self) -> None:
+        from sglr.model.runner_config import KV_CACHE_DTYPES, QUANTIZATIONS
+
+        if self.quantization is not None and self.quantization not in QUANTIZATIONS:
+            raise EngineConfigError(
+                f"quantization must be one of {', '.join(QUANTIZATIONS)}, got {self.quantization!r}"
+            )
+        if self.kv_cache_dtype not in KV_CACHE_DTYPES:
+            raise EngineConfigError(
+                f"kv_cache_dtype must be one of {', '.join(KV_CACHE_DTYPES)}, got {self.kv_cache_dtype!r}"
+            )
+        if self.kv_cache_dtype != "auto" and self.enable_hierarchical_cache:
+            raise EngineConfigError("an fp8 KV cache does not combine with enable_hierarchical_cache")
 
     def _check_lora(self) -> None:
         from sglr.engine.lora_registry import parse_lora_paths

@@ -36,4 +36,6 @@ def runner_config_for(cfg: EngineConfig) -> Any:
         lora_target_modules=cfg.lora_target_modules,
         lora_adapters=startup_adapters(parse_lora_paths(cfg.lora_paths)),
         lora_backend=cfg.lora_backend,
+        quantization=cfg.quantization,
+        kv_cache_dtype=cfg.kv_cache_dtype,
     )

@@ -12,6 +12,7 @@ cache (a cached prefix can be shared by requests at any position); attention onl
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from sglr.errors import ModelConfigError
@@ -34,3 +35,14 @@ class AttentionVariant:
     @property
     def is_plain(self) -> bool:
         return self.sliding_window is None and self.logit_softcap is None
+
+
+def without_idle_windows(variants: list[AttentionVariant], max_context_len: int) -> list[AttentionVariant]:
+    """A window at least as long as the context hides nothing: dropping it keeps such models
+    (e.g. Mistral 7B v0.1's 4096 window under a 4096 context) on backends without windows."""
+    return [
+        dataclasses.replace(v, sliding_window=None)
+        if v.sliding_window is not None and v.sliding_window >= max_context_len
+        else v
+        for v in variants
+    ]

@@ -26,6 +26,10 @@ class PagedKVPool(Protocol):
         """Layer `layer_id`'s values, laid out like `k_cache`."""
         ...
 
+    def scales(self, layer_id: int) -> tuple[float, float]:
+        """(k_scale, v_scale) the stored values multiply by (1.0 unless the pool is fp8)."""
+        ...
+
     def store(self, layer_id: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         """Writes `k`, `v` `[T, Hkv, D]` into rows `slots` `[T]` (int64) of layer `layer_id`."""
         ...

@@ -34,6 +34,7 @@ from sglr.kernels import cpu_decode
 from sglr.kernels.attention_backend import AttentionBackend
 from sglr.kernels.attention_metadata import AttentionMetadata
 from sglr.kernels.attention_variant import AttentionVariant
+from sglr.kernels.fp8_linear import FP8_DTYPE
 
 # A group costs a few op launches whatever its size: about this many query x key cells of
 # attention work. A request starts a new group when joining the current one would pad it to
@@ -102,6 +103,7 @@ class TorchAttentionBackend(AttentionBackend):
     _cpu_decode: cpu_decode.CpuDecodeBatch | None = None
     _cache_views: cpu_decode.CacheViews | None = None
     _kernel_supported: bool | None = None
+    _kv_scales: tuple[float, float] | None = None
     use_cpu_decode_kernel = True
 
     def begin(self, metadata: AttentionMetadata) -> None:
@@ -179,6 +181,8 @@ class TorchAttentionBackend(AttentionBackend):
                 q, k, v, caches, self.kv_pool.dtype, self.variant(layer_id)
             )
         self.kv_pool.store(layer_id, self.metadata.out_cache_slots, k, v)
+        # An fp8 pool's rows are dequantized after the gather: scaled, in the query's dtype.
+        self._kv_scales = self.kv_pool.scales(layer_id) if self.kv_pool.dtype == FP8_DTYPE else None
         k_rows = self.kv_pool.k_cache(layer_id).flatten(1)  # [slots, Hkv * D]
         v_rows = self.kv_pool.v_cache(layer_id).flatten(1)
         variant = self.variant(layer_id)
@@ -212,6 +216,9 @@ class TorchAttentionBackend(AttentionBackend):
             # `embedding` is a plain row gather, several times faster than advanced indexing on CPU.
             keys = F.embedding(group.kv_index, k_rows).view(group_size, max_kv, num_kv_heads, head_dim)
             values = F.embedding(group.kv_index, v_rows).view(group_size, max_kv, num_kv_heads, head_dim)
+        if self._kv_scales is not None:
+            keys = keys.to(q.dtype) * self._kv_scales[0]
+            values = values.to(q.dtype) * self._kv_scales[1]
         if group.plain_causal:
             return self._attend_causal(q, keys[0].to(q.dtype), values[0].to(q.dtype), variant)
         if self._is_decode:

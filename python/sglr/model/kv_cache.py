@@ -4,6 +4,10 @@
 engine's `KVSlotAllocator` hands out slot ids `1..num_slots`, and the radix tree indexes them.
 Slot 0 is a real row that no request owns: padded batch entries (CUDA-graph padding) write
 their K/V there and read it back, so padding never touches live data.
+
+An fp8 cache (`KVCacheShape.dtype` float8_e4m3fn, `kv_cache_dtype="fp8_e4m3"`) stores
+`clamp(k / k_scale)` as e4m3 with one k_scale and one v_scale per layer (1.0 unless the
+checkpoint gives them); readers multiply back (`scales`).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import numpy as np
 import torch
 
 from sglr.errors import KVCacheCapacityError
+from sglr.kernels.fp8_linear import FP8_DTYPE, FP8_MAX
 from sglr.model.config import ModelConfig
 
 PADDING_SLOT = 0
@@ -83,6 +88,20 @@ class KVCache:
                 f"cannot allocate a KV cache of {num_slots} tokens "
                 f"({num_slots * shape.bytes_per_token / 2**30:.2f} GiB)"
             ) from exc
+        self.is_fp8 = shape.dtype == FP8_DTYPE
+        self._scales = [(1.0, 1.0)] * shape.num_layers
+
+    def set_scales(self, layer_id: int, k_scale: float, v_scale: float) -> None:
+        """An fp8 cache's per-layer scales (before anything is stored)."""
+        if not (k_scale > 0 and v_scale > 0):
+            raise KVCacheCapacityError(
+                f"layer {layer_id}: KV scales must be positive, got {k_scale}, {v_scale}"
+            )
+        self._scales[layer_id] = (float(k_scale), float(v_scale))
+
+    def scales(self, layer_id: int) -> tuple[float, float]:
+        """(k_scale, v_scale): what layer `layer_id`'s stored K and V values multiply by."""
+        return self._scales[layer_id]
 
     @property
     def dtype(self) -> torch.dtype:
@@ -96,12 +115,26 @@ class KVCache:
 
     def store(self, layer_id: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         """Writes `k`, `v` `[T, Hkv, D]` into rows `slots` `[T]` (int64) of layer `layer_id`."""
+        if self.is_fp8:
+            # As bytes: index_copy_ has no fp8 kernel on the CPU.
+            k_scale, v_scale = self._scales[layer_id]
+            self.k_buffer[layer_id].view(torch.uint8).index_copy_(
+                0, slots, _to_fp8(k, k_scale).view(torch.uint8)
+            )
+            self.v_buffer[layer_id].view(torch.uint8).index_copy_(
+                0, slots, _to_fp8(v, v_scale).view(torch.uint8)
+            )
+            return
         dtype = self.dtype
         self.k_buffer[layer_id].index_copy_(0, slots, k if k.dtype == dtype else k.to(dtype))
         self.v_buffer[layer_id].index_copy_(0, slots, v if v.dtype == dtype else v.to(dtype))
 
     def memory_bytes(self) -> int:
         return 2 * self.k_buffer.numel() * self.k_buffer.element_size()
+
+
+def _to_fp8(x: torch.Tensor, scale: float) -> torch.Tensor:
+    return (x.to(torch.float32) / scale).clamp(-FP8_MAX, FP8_MAX).to(FP8_DTYPE)
 
 
 def kv_slots_for_memory_fraction(

@@ -16,6 +16,7 @@ from sglr.kernels import cpu_norm
 from sglr.kernels.cpu_linear import pack_weight, packed_linear
 from sglr.kernels.cpu_q8 import Q8Weight, q8_logits, q8_rows
 from sglr.kernels.cpu_quantized import integer_matmul, quantized_linear, quantized_rows
+from sglr.kernels.fp8_linear import Fp8Weight, fp8_linear
 from sglr.model.lazy_tensor import LazyTensor, materialize
 from sglr.model.parallel import TensorParallel, vocab_shard
 
@@ -102,6 +103,8 @@ class Linear(torch.nn.Module):
         # Set by `use_quantized`: the weight kept as quantized blocks (`sglr._core.GgufMatrix`,
         # CPU) instead.
         self.quantized = None
+        # Set by `use_fp8`: the weight as e4m3 values and scales (`sglr.kernels.fp8_linear`).
+        self.fp8: Fp8Weight | None = None
         # Set when the runner serves LoRA adapters (`sglr.model.lora.linear_delta.LinearLoraDeltas`):
         # their deltas on this linear, for the rows of the step that use them.
         self.lora = None
@@ -117,10 +120,22 @@ class Linear(torch.nn.Module):
         self.quantized = matrix
         self.register_parameter("weight", None)
 
+    def use_fp8(self, weight: Fp8Weight) -> None:
+        """Replaces the dense weight (dropped, as by `use_quantized`) by fp8 values and scales of
+        this rank's shape (tensor parallelism: sliced before quantizing, or with their rows)."""
+        if weight.shape != (self.out_features, self.in_features):
+            raise ValueError(f"fp8 weight {weight.shape} != {(self.out_features, self.in_features)}")
+        self.fp8 = weight
+        self.register_parameter("weight", None)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         lora = self.lora
         if lora is not None and lora.applies():
             return self._forward_with_lora(x, lora)
+        if self.fp8 is not None:
+            y = fp8_linear(x, self.fp8)
+            y = y if self.reduce is None else self.reduce.all_reduce(y)
+            return y if self.bias is None else y + self.bias
         if self.quantized is not None:
             y = quantized_linear(x, self.quantized)
             return y if self.bias is None else y + self.bias
@@ -136,8 +151,8 @@ class Linear(torch.nn.Module):
         first) plus the adapters' deltas; a row-parallel rank adds its partial delta before the
         all-reduce."""
         bias_now = self.bias if self.reduce is None else None
-        if self.quantized is not None:
-            y = quantized_linear(x, self.quantized)
+        if self.quantized is not None or self.fp8 is not None:
+            y = quantized_linear(x, self.quantized) if self.fp8 is None else fp8_linear(x, self.fp8)
             y = y if bias_now is None else y + bias_now
         elif self.prepack_on_cpu and x.device.type == "cpu":
             if self._cpu_pack is None:

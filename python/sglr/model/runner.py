@@ -12,7 +12,6 @@ allocates or frees slots or rows.
 
 from __future__ import annotations
 
-import dataclasses
 import gc
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ import torch
 from sglr.envs import cpu_decode_threads, cpu_isa
 from sglr.errors import BatchError
 from sglr.kernels.attention import create_attention_backend
-from sglr.kernels.attention_variant import AttentionVariant
+from sglr.kernels.attention_variant import without_idle_windows
 from sglr.model.batch_rows import BatchLimits, RowCopies, RowWrites
 from sglr.model.build import build_model
 from sglr.model.config import ModelConfig, load_model_config
@@ -33,6 +32,7 @@ from sglr.model.cuda_graph import DecodeCudaGraphs
 from sglr.model.cuda_graph_extend import ExtendCudaGraphs
 from sglr.model.forward_batch import ExtendRequest, ForwardBatch, IntArrayLike
 from sglr.model.kv_cache import KVCache, KVCacheShape, kv_slots_for_memory_fraction
+from sglr.model.kv_dtype import kv_attention_backend, kv_storage_dtype, load_kv_scales
 from sglr.model.loader import release_freed_heap
 from sglr.model.logprobs import TokenLogprobs, score_tokens
 from sglr.model.lora.adapter import LoraAdapter
@@ -97,7 +97,8 @@ class ModelRunner:
         load_weights(self.model, config, self.model_dir, quantized_source, tp)
         release_freed_heap()
         num_kv_heads = self.model.model.layers[0].self_attn.num_kv_heads  # this rank's
-        shape = KVCacheShape(self.config.num_hidden_layers, num_kv_heads, self.config.head_dim, self.dtype)
+        kv_dtype = kv_storage_dtype(config, self.dtype)
+        shape = KVCacheShape(self.config.num_hidden_layers, num_kv_heads, self.config.head_dim, kv_dtype)
         self.req_to_token = ReqToTokenTable(
             config.max_num_reqs, self.max_context_len, self.device, config.num_draft_rows
         )
@@ -105,12 +106,13 @@ class ModelRunner:
         if tp is not None:  # slot ids are rank 0's decisions: every rank needs as many slots
             num_slots = tp.min_over_ranks(num_slots)
         self.kv_cache = KVCache(shape, num_slots, self.device)
+        load_kv_scales(self.kv_cache, config, self.model_dir)
         self.attn = create_attention_backend(
-            config.attention_backend,
+            kv_attention_backend(config),
             self.kv_cache,
             self.req_to_token.table,
             self.config.head_dim**-0.5,
-            _without_idle_windows(self.model.attention_variants(), self.max_context_len),
+            without_idle_windows(self.model.attention_variants(), self.max_context_len),
         )
         self.fused_decode = (
             CpuFusedDecode.build(self.model, self.kv_cache, self.req_to_token.table)
@@ -338,14 +340,3 @@ class ModelRunner:
         # Keep room for activations of a large prefill and for the CUDA graphs' logits.
         reserve = 2**30 if self.device.type == "cuda" else 0
         return kv_slots_for_memory_fraction(shape, self.device, fraction, reserve)
-
-
-def _without_idle_windows(variants: list[AttentionVariant], max_context_len: int) -> list[AttentionVariant]:
-    """A window at least as long as the context hides nothing: dropping it keeps such models
-    (e.g. Mistral 7B v0.1's 4096 window under a 4096 context) on backends without windows."""
-    return [
-        dataclasses.replace(v, sliding_window=None)
-        if v.sliding_window is not None and v.sliding_window >= max_context_len
-        else v
-        for v in variants
-    ]

@@ -11,6 +11,8 @@ from sglr.model.lora.adapter import LORA_PROJECTIONS
 
 RUN_DTYPES = ("float32", "bfloat16", "float16")
 GGUF_WEIGHTS = ("auto", "quantized", "dequantized")
+QUANTIZATIONS = ("fp8",)
+KV_CACHE_DTYPES = ("auto", "fp8_e4m3")
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,11 @@ class RunnerConfig:
         q/k/v/o/gate/up/down); lora_adapters: (id, name, PEFT directory) of the adapters every
         rank loads at start; lora_backend: "torch" (grouped matmuls per adapter), "triton" (one
         segmented kernel per linear), "auto" (triton on CUDA, torch on the CPU).
+    quantization: None, or "fp8": the decoder layers' linear weights quantized at load to e4m3
+        with per-channel scales (`sglr.model.fp8_weights`); an FP8 checkpoint loads as stored
+        whatever this says (`sglr.model.fp8_checkpoint`). docs/quantization.md.
+    kv_cache_dtype: "auto" (the run dtype) or "fp8_e4m3": K/V stored as e4m3 with per-layer
+        scales (the checkpoint's k_scale / v_scale, else 1.0); torch attention backend only.
     """
 
     model_path: str | Path | None
@@ -76,6 +83,8 @@ class RunnerConfig:
     lora_target_modules: tuple[str, ...] | None = None
     lora_adapters: tuple[tuple[int, str, str], ...] = ()
     lora_backend: str = "auto"
+    quantization: str | None = None
+    kv_cache_dtype: str = "auto"
 
     def __post_init__(self) -> None:
         if self.dtype != "auto" and self.dtype not in RUN_DTYPES:
@@ -111,6 +120,14 @@ class RunnerConfig:
         if self.cuda_graph_extend_max_tokens < 0 or self.cuda_graph_extend_max_reqs < 1:
             raise ModelConfigError(
                 "cuda_graph_extend_max_tokens must be >= 0 and cuda_graph_extend_max_reqs >= 1"
+            )
+        if self.quantization is not None and self.quantization not in QUANTIZATIONS:
+            raise ModelConfigError(
+                f"quantization must be None or one of {QUANTIZATIONS}, got {self.quantization!r}"
+            )
+        if self.kv_cache_dtype not in KV_CACHE_DTYPES:
+            raise ModelConfigError(
+                f"kv_cache_dtype must be one of {KV_CACHE_DTYPES}, got {self.kv_cache_dtype!r}"
             )
         if self.gguf_weights not in GGUF_WEIGHTS:
             raise ModelConfigError(f"gguf_weights must be one of {GGUF_WEIGHTS}, got {self.gguf_weights!r}")

@@ -6,6 +6,11 @@ A quantized run keeps the file's Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / K-quant matr
 (`sglr.model.gguf_quantized`) and computes in bfloat16; the converted directory then supplies
 only what is not quantized (norms, biases, float matrices), read lazily so its dense copies of
 the quantized matrices are never read.
+
+FP8: a checkpoint whose `config.json` declares an FP8 `quantization_config` loads its fp8 linears
+as stored (`sglr.model.fp8_checkpoint`); `RunnerConfig.quantization="fp8"` quantizes a float
+checkpoint's linears after loading (`sglr.model.fp8_weights`). Neither applies to GGUF weights
+kept quantized.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ import torch
 
 from sglr.errors import ModelConfigError
 from sglr.model.config import ModelConfig
+from sglr.model.fp8_checkpoint import fp8_checkpoint_layout, load_fp8_checkpoint
+from sglr.model.fp8_weights import quantize_linears
 from sglr.model.gguf_quantized import load_quantized_linears, without_names
 from sglr.model.loader import fill_dummy_weights, iter_checkpoint_tensors, resolve_checkpoint_dir
 from sglr.model.parallel import TensorParallel
@@ -56,15 +63,24 @@ def load_weights(
 ) -> None:
     """Fills `model`: seeded dummy weights, or the quantized matrices of `quantized_source`
     plus the rest of `model_dir`, or all of `model_dir` (read lazily under tensor parallelism,
-    each rank taking its slices)."""
+    each rank taking its slices); an FP8 checkpoint's linears as stored, or (quantization
+    "fp8") the loaded linears quantized."""
+    fp8_layout = None if config.load_format == "dummy" else fp8_checkpoint_layout(model_dir)
+    if quantized_source is not None and config.quantization is not None:
+        raise ModelConfigError("quantization='fp8' does not combine with GGUF weights kept quantized")
     if config.load_format == "dummy":
         fill_dummy_weights(model, seed=config.seed + (tp.rank if tp else 0))
     elif quantized_source is not None:
         consumed = load_quantized_linears(model, quantized_source)
         # Lazy: the dense copies of the quantized matrices in the converted directory are never read.
         model.load_weights(without_names(iter_checkpoint_tensors(model_dir, lazy=True), consumed))
+    elif fp8_layout is not None:
+        consumed = load_fp8_checkpoint(model, model_dir, fp8_layout)
+        model.load_weights(without_names(iter_checkpoint_tensors(model_dir, lazy=True), consumed))
     else:
         model.load_weights(iter_checkpoint_tensors(model_dir, lazy=tp is not None))
+    if config.quantization == "fp8" and fp8_layout is None:
+        quantize_linears(model)
 
 
 def resolve_model_dir(config: RunnerConfig, tensor_parallel: bool = False) -> Path:

@@ -14,6 +14,7 @@ from sglr.engine.speculative.config import SPECULATIVE_ALGORITHMS
 from sglr.errors import EngineConfigError
 from sglr.server.hicache_flags import add_hicache_arguments, hicache_options
 from sglr.server.openai.batches.flags import add_batch_arguments
+from sglr.server.quantization_flags import add_quantization_arguments, quantization_options
 from sglr.server.reasoning.formats import REASONING_FORMATS
 
 # (option, type, help)
@@ -67,6 +68,7 @@ def add_table_arguments(parser: argparse.ArgumentParser) -> None:
     add_batch_arguments(parser)
     add_lora_arguments(parser)
     add_hicache_arguments(parser)
+    add_quantization_arguments(parser)
     parser.add_argument(
         "--reasoning-parser",
         choices=tuple(REASONING_FORMATS),
@@ -113,6 +115,7 @@ def table_options(args: argparse.Namespace) -> dict[str, Any]:
         | lora_options(args)
         | priority_options(args)
         | hicache_options(args)
+        | quantization_options(args)
         | {"is_embedding": args.is_embedding, "overlap_schedule": args.overlap_schedule}
     )
 
