@@ -87,20 +87,14 @@ class OverlappedDecode:
             forward = self._executor.decode_forward(decode, input_ids, row_writes)
             future = self._forward_thread.submit(forward)
         try:
-            self._apply(pending)
+            for item in pending:  # (all current: stale ones were dropped above)
+                self._results.accept(item.req, item.token)
         finally:
             output = future.result() if future is not None else None  # never leave it running
         if output is None:
             return False
         self._sample(decode, input_ids, output)
         return True
-
-    def flush(self) -> None:
-        """Applies the pending tokens now (before a pass that needs every request's latest
-        token: speculative drafts)."""
-        self._drop_stale()
-        pending, self._pending = list(self._pending.values()), {}
-        self._apply(pending)
 
     def check_invariants(self) -> None:
         """A pending token is its request's; a current one's request is decoding (a stale one,
@@ -123,11 +117,6 @@ class OverlappedDecode:
             uid for uid, item in self._pending.items() if not (item.is_current and item.req in running)
         ]:
             del self._pending[uid]
-
-    def _apply(self, pending: list[_PendingToken]) -> None:
-        for item in pending:
-            if item.is_current:
-                self._results.accept(item.req, item.token)
 
     def _sample(self, decode: list[Req], input_ids: list[int], output: ForwardOutput) -> None:
         """The pass's KV stays for the requests still decoding, unless jump-forward retokenized
