@@ -21,10 +21,11 @@ from sglr.engine.speculative.acceptance import AcceptedPath, accepted_path
 from sglr.engine.speculative.tree import DraftTree
 from sglr.engine.speculative.verify_batch import layout_verify
 from sglr.model.batch_rows import RowWrites
+from sglr.model.chained_ids import ChainedIds
 from sglr.model.forward_batch import ExtendRequest
 from sglr.model.logprobs import TokenLogprobs, score_tokens
 from sglr.model.runner import ForwardOutput, ModelRunner
-from sglr.model.sampler import sample
+from sglr.model.sampler import SampleOutput, sample
 from sglr.model.sampling import SamplingBatch
 
 TokenMasks = Callable[[Sequence[Req], int], "np.ndarray | None"]
@@ -149,12 +150,19 @@ class BatchExecutor:
         output = self.decode_forward(reqs, [req.token_at(req.num_computed) for req in reqs], row_writes)()
         return self._sample(reqs, output.next_token_logits)
 
+    @property
+    def chains_ids(self) -> bool:
+        """Whether a decode forward can take ids sampled on the device (`ChainedIds`): one rank."""
+        return self.runner.tp is None
+
     def decode_forward(
-        self, reqs: Sequence[Req], input_ids: Sequence[int], row_writes: PendingRowWrites | None
-    ) -> Callable[[], ForwardOutput]:
-        """The decode forward alone, `input_ids[i]` into `reqs[i]`'s one reserved slot, as a call
-        that reads no request state: the overlapped pass (`scheduler/overlap.py`) runs it on the
-        forward thread while the loop changes the requests, and samples later."""
+        self, reqs: Sequence[Req], input_ids: Sequence[int], row_writes: PendingRowWrites | None,
+        chained: ChainedIds | None = None,
+    ) -> Callable[[], ForwardOutput]:  # fmt: skip
+        """The decode forward alone, `input_ids[i]` into `reqs[i]`'s one reserved slot (or the
+        device id `chained` names), as a call that reads no request state: the overlapped pass
+        (`scheduler/overlap.py`) runs it on the forward thread while the loop changes the
+        requests, and samples later."""
         args = (
             np.array([req.kv.row for req in reqs], dtype=np.int64),
             np.array(input_ids, dtype=np.int64),
@@ -163,18 +171,14 @@ class BatchExecutor:
             None if row_writes is None else RowWrites(row_writes.rows, row_writes.cols, row_writes.slots),
         )
         lora_ids = [req.lora_id for req in reqs]
-        return lambda: self.runner.forward_decode(*args, lora_ids=lora_ids)
+        return lambda: self.runner.forward_decode(*args, lora_ids=lora_ids, chained=chained)
 
-    def sample_rows(
-        self, reqs: Sequence[Req], logits: torch.Tensor, rows: Sequence[int]
-    ) -> list[SampledToken]:
-        """Samples `reqs[i]`'s token from row `rows[i]` of `logits` (masks read now)."""
-        if not reqs:
-            return []
-        if len(rows) == logits.shape[0] and list(rows) == list(range(len(rows))):
-            return self._sample(reqs, logits)
-        index = torch.tensor(list(rows), device=logits.device)
-        return self._sample(reqs, logits.index_select(0, index))
+    def sample_rows(self, reqs: Sequence[Req], logits: torch.Tensor, rows: Sequence[int]) -> DeferredTokens:
+        """Samples `reqs[i]`'s token from row `rows[i]` of `logits` (masks read now); the host
+        learns the tokens at `DeferredTokens.resolve`."""
+        if len(rows) != logits.shape[0] or list(rows) != list(range(len(rows))):
+            logits = logits.index_select(0, torch.tensor(list(rows), device=logits.device))
+        return DeferredTokens(list(reqs), self._launch_sample(reqs, logits) if reqs else None)
 
     def verify(
         self, reqs: Sequence[Req], trees: Sequence[DraftTree | None], row_writes: PendingRowWrites | None
@@ -210,6 +214,9 @@ class BatchExecutor:
         return results
 
     def _sample(self, reqs: Sequence[Req], logits: torch.Tensor) -> list[SampledToken]:
+        return _tokens(reqs, self._launch_sample(reqs, logits))
+
+    def _launch_sample(self, reqs: Sequence[Req], logits: torch.Tensor) -> SampleOutput:
         params = [req.params for req in reqs]
         penalized = any(p.has_penalty for p in params)
         batch = SamplingBatch.build(
@@ -222,27 +229,52 @@ class BatchExecutor:
         mask = self.token_masks(reqs, logits.shape[1])
         want_logprobs = any(req.spec.return_logprob for req in reqs)
         top_k = max((req.spec.top_logprobs_num for req in reqs if req.spec.return_logprob), default=0)
-        result = sample(
+        return sample(
             logits,
             batch,
             allowed_mask=None if mask is None else torch.from_numpy(mask),
             return_logprobs=want_logprobs,
             top_logprobs_num=top_k,
         )
-        tokens = []
-        for i, req in enumerate(reqs):
-            token = SampledToken(int(result.token_ids_cpu[i]))
-            if req.spec.return_logprob and result.logprobs is not None:
-                token.logprob = float(result.logprobs.logprobs[i])
-                k = req.spec.top_logprobs_num
-                token.top = [
-                    (float(lp), int(tid))
-                    for lp, tid in zip(
-                        result.logprobs.top_logprobs[i][:k], result.logprobs.top_ids[i][:k], strict=True
-                    )
-                ]
-            tokens.append(token)
-        return tokens
+
+
+class DeferredTokens:
+    """Tokens sampled for `reqs`, row i request i's: `device_ids` feed the next decode step
+    before `resolve` waits for their host copy (once)."""
+
+    def __init__(self, reqs: list[Req], result: SampleOutput | None) -> None:
+        self._reqs = reqs
+        self._result = result
+        self._tokens: list[SampledToken] | None = None if result is not None else []
+
+    @property
+    def device_ids(self) -> torch.Tensor:
+        assert self._result is not None
+        return self._result.token_ids
+
+    def resolve(self) -> list[SampledToken]:
+        if self._tokens is None:
+            assert self._result is not None
+            self._tokens = _tokens(self._reqs, self._result)
+        return self._tokens
+
+
+def _tokens(reqs: Sequence[Req], result: SampleOutput) -> list[SampledToken]:
+    token_ids = result.token_ids_cpu
+    tokens = []
+    for i, req in enumerate(reqs):
+        token = SampledToken(int(token_ids[i]))
+        if req.spec.return_logprob and result.logprobs is not None:
+            token.logprob = float(result.logprobs.logprobs[i])
+            k = req.spec.top_logprobs_num
+            token.top = [
+                (float(lp), int(tid))
+                for lp, tid in zip(
+                    result.logprobs.top_logprobs[i][:k], result.logprobs.top_ids[i][:k], strict=True
+                )
+            ]
+        tokens.append(token)
+    return tokens
 
 
 def _logprob_start(item: ExtendItem) -> int | None:

@@ -35,6 +35,7 @@ class EngineStats:
     # applied, and rows whose request one of those tokens ended (a forward spent for nothing).
     num_overlapped_passes: int = 0
     num_overlap_dropped_rows: int = 0
+    num_chained_rows: int = 0  # overlapped rows fed the pass before's token on the device
     num_steps: int = 0  # scheduler steps that ran (a watchdog sees whether the loop moves)
     num_invariant_checks: int = 0  # with `debug_invariants`: KV accounting checked after each step
     busy_seconds: float = 0.0
@@ -86,6 +87,7 @@ class EngineStats:
             "spec_mean_accepted_length": self.num_accepted_draft_tokens / max(self.num_verify_passes, 1),
             "num_overlapped_passes": self.num_overlapped_passes,
             "num_overlap_dropped_rows": self.num_overlap_dropped_rows,
+            "num_chained_rows": self.num_chained_rows,
             "num_invariant_checks": self.num_invariant_checks,
             "busy_seconds": self.busy_seconds,
             "generation_tokens_per_s": self.num_generated_tokens / busy,

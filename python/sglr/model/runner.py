@@ -26,6 +26,7 @@ from sglr.kernels.attention import create_attention_backend
 from sglr.kernels.attention_variant import without_idle_windows
 from sglr.model.batch_rows import BatchLimits, RowCopies, RowWrites
 from sglr.model.build import build_model
+from sglr.model.chained_ids import ChainedIds
 from sglr.model.config import ModelConfig, load_model_config
 from sglr.model.cpu_fused_decode import CpuFusedDecode
 from sglr.model.cuda_graph import DecodeCudaGraphs
@@ -185,13 +186,19 @@ class ModelRunner:
         self, req_rows: IntArrayLike, input_ids: IntArrayLike, seq_lens: IntArrayLike,
         out_cache_slots: IntArrayLike, row_writes: RowWrites | None = None,
         row_copies: RowCopies | None = None, lora_ids: IntArrayLike | None = None,
+        chained: ChainedIds | None = None,
     ) -> ForwardOutput:  # fmt: skip
         """Builds and runs a decode batch (on every rank under tensor parallelism); with
         `row_copies`, a verify pass whose rows are draft-tree nodes; `lora_ids`, each row's
-        adapter."""
+        adapter; `chained`, rows fed ids on the device (one rank only: no other reads them)."""
         arrays = [np.asarray(a, dtype=np.int64) for a in (req_rows, input_ids, seq_lens, out_cache_slots)]
         lora = None if lora_ids is None else np.asarray(lora_ids, dtype=np.int64)
-        return self._run_recipe(("decode", (*arrays, row_writes, row_copies, lora)), lead=True)
+        if chained is None or self.tp is not None:
+            assert chained is None, "chained ids under tensor parallelism"
+            return self._run_recipe(("decode", (*arrays, row_writes, row_copies, lora)), lead=True)
+        batch = self.decode_batch(*arrays, row_writes, row_copies, lora)
+        chained.write_into(batch.input_ids)
+        return self.forward(batch)
 
     def load_lora(self, adapter_id: int, name: str, path: str) -> None:
         """Reads the PEFT adapter at `path` (`LoraAdapterError` when it does not fit the model or

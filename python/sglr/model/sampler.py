@@ -26,12 +26,21 @@ _SEED_STRIDE = 0x9E3779B97F4A7C15  # odd 64-bit constant: (seed, step) pairs map
 
 @dataclass(frozen=True)
 class SampleOutput:
-    """token_ids: `[B]` int64 on the logits' device (feed the next decode step);
-    token_ids_cpu: the same on the host; logprobs: chosen tokens' `TokenLogprobs` (None unless asked)."""
+    """token_ids: `[B]` int64 on the logits' device (feed the next decode step); logprobs: chosen
+    tokens' `TokenLogprobs` (None unless asked). On CUDA the host copy of the ids is queued
+    behind the sampling kernels, so work queued after them (the next decode step) does not wait
+    for the host to read them: `token_ids_cpu` waits for that copy only."""
 
     token_ids: torch.Tensor
-    token_ids_cpu: np.ndarray
     logprobs: TokenLogprobs | None
+    host_ids: torch.Tensor
+    copy_done: torch.cuda.Event | None = None
+
+    @property
+    def token_ids_cpu(self) -> np.ndarray:
+        if self.copy_done is not None:
+            self.copy_done.synchronize()
+        return self.host_ids.numpy()
 
 
 def sample(
@@ -56,7 +65,12 @@ def sample(
         sampled = _sample_tempered(processed, batch)
         token_ids = torch.where(batch.greedy, token_ids, sampled)
     logprobs = score_tokens(logits, token_ids, top_logprobs_num) if return_logprobs else None
-    return SampleOutput(token_ids, token_ids.cpu().numpy(), logprobs)
+    if not token_ids.is_cuda:
+        return SampleOutput(token_ids, logprobs, token_ids)
+    host_ids = token_ids.to("cpu", non_blocking=True)  # (into pinned memory)
+    copy_done = torch.cuda.Event()
+    copy_done.record()
+    return SampleOutput(token_ids, logprobs, host_ids, copy_done)
 
 
 def process_logits(

@@ -67,6 +67,9 @@ def test_greedy_tokens_finishes_and_passes_match(engines) -> None:
     plain_stats, overlap_stats = (engine.get_stats() for engine in engines)
     assert plain_stats["num_overlapped_passes"] == 0
     assert overlap_stats["num_overlapped_passes"] == overlap_stats["num_decode_passes"] > 0
+    # On one rank each pass after the first is fed the tokens the pass before sampled on the device.
+    assert plain_stats["num_chained_rows"] == 0
+    assert 0 < overlap_stats["num_chained_rows"] < overlap_stats["num_decode_seqs"]
 
 
 def test_sampling_penalties_min_tokens_and_logprobs_match(engines) -> None:
@@ -202,6 +205,9 @@ def test_tp2_workers_overlap_matches_plain(tiny_dir: Path, make_engine) -> None:
         tp2 = make_engine(tiny_dir, tp_size=2, overlap_schedule=overlap)
         try:
             outputs[overlap] = tp2.generate(input_ids=batch, sampling_params=params, return_logprob=True)
+            stats = tp2.get_stats()
+            assert (stats["num_overlapped_passes"] > 0) == overlap
+            assert stats["num_chained_rows"] == 0  # the other rank could not read device ids
         finally:
             tp2.shutdown()
     plain, overlapped = outputs[False], outputs[True]

@@ -21,11 +21,14 @@ from __future__ import annotations
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
-from sglr.engine.batch_executor import BatchExecutor, SampledToken
+import numpy as np
+
+from sglr.engine.batch_executor import BatchExecutor, DeferredTokens, SampledToken
 from sglr.engine.kv import KVPool
 from sglr.engine.request import Req
 from sglr.engine.scheduler.results import StepResults
 from sglr.engine.scheduler.running import RunningSet
+from sglr.model.chained_ids import ChainedIds
 from sglr.model.runner import ForwardOutput
 
 
@@ -34,9 +37,14 @@ class _PendingToken:
     """A token sampled for `req` but not yet applied, and the request's state it was drawn in."""
 
     req: Req
-    token: SampledToken
+    sampled: DeferredTokens
+    row: int  # the request's row in `sampled`
     num_output: int
     num_retractions: int
+
+    @property
+    def token(self) -> SampledToken:
+        return self.sampled.resolve()[self.row]
 
     @property
     def is_current(self) -> bool:
@@ -76,25 +84,50 @@ class OverlappedDecode:
         self._drop_stale()  # retraction drops the pending tokens of the retracted
         pending, self._pending = list(self._pending.values()), {}
         future: Future[ForwardOutput] | None = None
+        chained: ChainedIds | None = None
         if decode:
             decode.sort(key=lambda req: req.lora_id)  # an adapter's rows side by side
-            by_uid = {item.req.uid: item.token.token_id for item in pending}
-            # (A request with forced tokens that found no room for their run takes one a pass.)
-            input_ids = [
-                by_uid[req.uid] if req.uid in by_uid else req.token_at(req.num_computed) for req in decode
-            ]
+            by_uid = {item.req.uid: item for item in pending}
+            host_ids, chained = self._fed_ids(decode, by_uid)
             row_writes = self._pool.take_row_writes([req.kv for req in decode])
-            forward = self._executor.decode_forward(decode, input_ids, row_writes)
+            forward = self._executor.decode_forward(decode, host_ids, row_writes, chained)
             future = self._forward_thread.submit(forward)
         try:
             for item in pending:  # (all current: stale ones were dropped above)
-                self._results.accept(item.req, item.token)
+                self._results.accept(item.req, item.token)  # (the host reads the tokens here)
         finally:
             output = future.result() if future is not None else None  # never leave it running
         if output is None:
             return False
-        self._sample(decode, input_ids, output)
+        input_ids = [
+            by_uid[req.uid].token.token_id if req.uid in by_uid else host_ids[i]
+            for i, req in enumerate(decode)
+        ]
+        self._sample(decode, input_ids, output, num_chained=0 if chained is None else chained.dst_rows.size)
         return True
+
+    def _fed_ids(
+        self, decode: list[Req], by_uid: dict[int, _PendingToken]
+    ) -> tuple[list[int], ChainedIds | None]:
+        """Each row's input id on the host, and the rows that take theirs on the device from the
+        pass before (a placeholder on the host): the forward is queued before the host has read
+        those tokens. (A request with forced tokens that found no room for their run takes one a
+        pass.)"""
+        source = next(iter(by_uid.values())).sampled if by_uid and self._executor.chains_ids else None
+        host_ids, src_rows, dst_rows = [], [], []
+        for i, req in enumerate(decode):
+            item = by_uid.get(req.uid)
+            if item is not None and item.sampled is source:
+                host_ids.append(0)
+                src_rows.append(item.row)
+                dst_rows.append(i)
+            else:
+                host_ids.append(item.token.token_id if item is not None else req.token_at(req.num_computed))
+        if source is None or not dst_rows:
+            return host_ids, None
+        return host_ids, ChainedIds(
+            source.device_ids, np.array(src_rows, np.int64), np.array(dst_rows, np.int64)
+        )
 
     def check_invariants(self) -> None:
         """A pending token is its request's; a current one's request is decoding (a stale one,
@@ -118,7 +151,9 @@ class OverlappedDecode:
         ]:
             del self._pending[uid]
 
-    def _sample(self, decode: list[Req], input_ids: list[int], output: ForwardOutput) -> None:
+    def _sample(
+        self, decode: list[Req], input_ids: list[int], output: ForwardOutput, num_chained: int
+    ) -> None:
         """The pass's KV stays for the requests still decoding, unless jump-forward retokenized
         the token it was fed (its text joined with the forced text: that position now holds
         another token, run next); those with no forced tokens left sample their next token
@@ -130,9 +165,11 @@ class OverlappedDecode:
                 self._pool.commit(req.kv)
                 if req.token_at(position) != fed_id:
                     self._pool.truncate(req.kv, position)
-        self._results.count_decode_pass(decode, num_dropped=len(decode) - len(alive))
+        self._results.count_decode_pass(decode, len(decode) - len(alive), num_chained)
         rows = [i for i, req in enumerate(decode) if req.uid in alive and req.fill_len == req.num_computed]
         reqs = [decode[i] for i in rows]
-        tokens = self._executor.sample_rows(reqs, output.next_token_logits, rows)
-        for req, token in zip(reqs, tokens, strict=True):
-            self._pending[req.uid] = _PendingToken(req, token, len(req.output_ids), req.num_retractions)
+        sampled = self._executor.sample_rows(reqs, output.next_token_logits, rows)
+        for row, req in enumerate(reqs):
+            self._pending[req.uid] = _PendingToken(
+                req, sampled, row, len(req.output_ids), req.num_retractions
+            )

@@ -80,15 +80,20 @@ class StepResults:
         """The longest a request may grow (prompt + output): it ends there."""
         return self._out.context_len
 
-    def count_decode_pass(self, reqs: list[Req], num_dropped: int | None = None) -> None:
-        """`num_dropped`: an overlapped pass's rows whose request ended before it sampled."""
+    def count_decode_pass(
+        self, reqs: list[Req], num_dropped: int | None = None, num_chained: int = 0
+    ) -> None:
+        """`num_dropped`: an overlapped pass's rows whose request ended before it sampled;
+        `num_chained`: its rows fed on the device."""
         stats = self._stats
-        if num_dropped is not None:
-            stats.num_overlapped_passes += 1
-            stats.num_overlap_dropped_rows += num_dropped
+        # (The totals first: a reader on another thread never sees a pass's parts above them.)
         stats.num_decode_passes += 1
         stats.num_decode_seqs += len(reqs)
         stats.max_decode_batch_size = max(stats.max_decode_batch_size, len(reqs))
+        if num_dropped is not None:
+            stats.num_overlapped_passes += 1
+            stats.num_overlap_dropped_rows += num_dropped
+            stats.num_chained_rows += num_chained
 
     def after_decode(self, reqs: list[Req], sampled: list[SampledToken]) -> None:
         self.count_decode_pass(reqs)
