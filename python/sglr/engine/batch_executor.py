@@ -176,9 +176,11 @@ class BatchExecutor:
     def sample_rows(self, reqs: Sequence[Req], logits: torch.Tensor, rows: Sequence[int]) -> DeferredTokens:
         """Samples `reqs[i]`'s token from row `rows[i]` of `logits` (masks read now); the host
         learns the tokens at `DeferredTokens.resolve`."""
+        if not reqs:  # (every row dropped or waiting for its forced run)
+            return DeferredTokens([], None)
         if len(rows) != logits.shape[0] or list(rows) != list(range(len(rows))):
             logits = logits.index_select(0, torch.tensor(list(rows), device=logits.device))
-        return DeferredTokens(list(reqs), self._launch_sample(reqs, logits) if reqs else None)
+        return DeferredTokens(list(reqs), self._launch_sample(reqs, logits))
 
     def verify(
         self, reqs: Sequence[Req], trees: Sequence[DraftTree | None], row_writes: PendingRowWrites | None

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import random
 from pathlib import Path
 
 import jsonschema
+import numpy as np
 import pytest
 
 # Long constant keys: jump-forward joins a sampled token with forced text and retokenizes it,
@@ -141,6 +143,15 @@ def test_constrained_outputs_match(tiny_dir: Path, make_engine, engines, jump: b
                 engine.shutdown()
 
 
+def test_a_lone_request_with_forced_runs_matches(engines) -> None:
+    # Alone, its pass after each forced run's lead token samples no row at all.
+    params = {"temperature": 0, "max_new_tokens": 160, "json_schema": json.dumps(SCHEMA)}
+    for prompt in prompts(2, seed=10):
+        plain, overlap = both(engines, input_ids=prompt, sampling_params=params)
+        assert overlap["output_ids"] == plain["output_ids"]
+        jsonschema.validate(json.loads(overlap["text"]), SCHEMA)
+
+
 def test_chunked_prefill_beside_decoding_and_retraction_match(tiny_dir: Path, make_engine, engines) -> None:
     batch = prompts(12, seed=6, shared_len=24)
     batch += [[(7 * i + 3) % 3900 + 10 for i in range(180)]]  # a long prompt, prefilled in chunks
@@ -212,6 +223,13 @@ def test_tp2_workers_overlap_matches_plain(tiny_dir: Path, make_engine) -> None:
             tp2.shutdown()
     plain, overlapped = outputs[False], outputs[True]
     assert [r["output_ids"] for r in overlapped] == [r["output_ids"] for r in plain]
-    assert [r["meta_info"]["output_token_logprobs"] for r in overlapped] == [
-        r["meta_info"]["output_token_logprobs"] for r in plain
-    ]
+    # Worker engines may form their first batches at other moments (the requests cross a
+    # socket), and a float32 sum in another order differs in its last bits: logprobs agree to
+    # float32 rounding of a few hundred terms, not a constant tuned on one CPU.
+    eps = float(np.finfo(np.float32).eps)
+    for a, b in zip(plain, overlapped, strict=True):
+        pairs = zip(
+            a["meta_info"]["output_token_logprobs"], b["meta_info"]["output_token_logprobs"], strict=True
+        )
+        for (lp_a, id_a, _), (lp_b, id_b, _) in pairs:
+            assert id_a == id_b and math.isclose(lp_a, lp_b, rel_tol=256 * eps, abs_tol=256 * eps)
