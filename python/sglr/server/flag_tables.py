@@ -12,6 +12,7 @@ from typing import Any
 from sglr.engine.priority import DEFAULT_PREEMPTION_THRESHOLD
 from sglr.engine.speculative.config import SPECULATIVE_ALGORITHMS
 from sglr.errors import EngineConfigError
+from sglr.server.cuda_graph_flags import add_cuda_graph_arguments, cuda_graph_options
 from sglr.server.hicache_flags import add_hicache_arguments, hicache_options
 from sglr.server.openai.batches.flags import add_batch_arguments
 from sglr.server.quantization_flags import add_quantization_arguments, quantization_options
@@ -69,6 +70,7 @@ def add_table_arguments(parser: argparse.ArgumentParser) -> None:
     add_lora_arguments(parser)
     add_hicache_arguments(parser)
     add_quantization_arguments(parser)
+    add_cuda_graph_arguments(parser)
     parser.add_argument(
         "--reasoning-parser",
         choices=tuple(REASONING_FORMATS),
@@ -116,6 +118,7 @@ def table_options(args: argparse.Namespace) -> dict[str, Any]:
         | priority_options(args)
         | hicache_options(args)
         | quantization_options(args)
+        | cuda_graph_options(args)
         | {"is_embedding": args.is_embedding, "overlap_schedule": args.overlap_schedule}
     )
 
