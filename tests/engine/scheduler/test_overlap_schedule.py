@@ -233,3 +233,19 @@ def test_tp2_workers_overlap_matches_plain(tiny_dir: Path, make_engine) -> None:
         )
         for (lp_a, id_a, _), (lp_b, id_b, _) in pairs:
             assert id_a == id_b and math.isclose(lp_a, lp_b, rel_tol=256 * eps, abs_tol=256 * eps)
+
+
+@pytest.mark.gpu
+def test_cuda_rows_fed_on_the_device_give_the_plain_tokens(tiny_dir: Path, make_engine) -> None:
+    # Length limits only: no row is dropped, so both schedules run batches of the same rows.
+    pair = tuple(make_engine(tiny_dir, device="cuda", overlap_schedule=flag) for flag in (False, True))
+    try:
+        params = [{"temperature": 0, "max_new_tokens": n, "ignore_eos": True} for n in (3, 17, 40, 64) * 3]
+        plain, overlap = both(pair, input_ids=prompts(12, seed=11), sampling_params=params)
+        assert [r["output_ids"] for r in overlap] == [r["output_ids"] for r in plain]
+        stats = pair[1].get_stats()
+        assert stats["num_overlapped_passes"] == stats["num_decode_passes"] > 0
+        assert stats["num_chained_rows"] > 0
+    finally:
+        for engine in pair:
+            engine.shutdown()
