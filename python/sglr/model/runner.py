@@ -193,9 +193,9 @@ class ModelRunner:
         adapter; `chained`, rows fed ids on the device (one rank only: no other reads them)."""
         arrays = [np.asarray(a, dtype=np.int64) for a in (req_rows, input_ids, seq_lens, out_cache_slots)]
         lora = None if lora_ids is None else np.asarray(lora_ids, dtype=np.int64)
-        if chained is None or self.tp is not None:
-            assert chained is None, "chained ids under tensor parallelism"
+        if chained is None:
             return self._run_recipe(("decode", (*arrays, row_writes, row_copies, lora)), lead=True)
+        assert self.tp is None, "chained ids under tensor parallelism"
         batch = self.decode_batch(*arrays, row_writes, row_copies, lora)
         chained.write_into(batch.input_ids)
         return self.forward(batch)

@@ -113,21 +113,24 @@ class OverlappedDecode:
         pass before (a placeholder on the host): the forward is queued before the host has read
         those tokens. (A request with forced tokens that found no room for their run takes one a
         pass.)"""
-        source = next(iter(by_uid.values())).sampled if by_uid and self._executor.chains_ids else None
+        if not (by_uid and self._executor.chains_ids):
+            return [
+                by_uid[req.uid].token.token_id if req.uid in by_uid else req.token_at(req.num_computed)
+                for req in decode
+            ], None
+        source = next(iter(by_uid.values())).sampled  # (one pass's: the pass before this one)
         host_ids, src_rows, dst_rows = [], [], []
         for i, req in enumerate(decode):
             item = by_uid.get(req.uid)
-            if item is not None and item.sampled is source:
-                host_ids.append(0)
-                src_rows.append(item.row)
-                dst_rows.append(i)
-            else:
-                host_ids.append(item.token.token_id if item is not None else req.token_at(req.num_computed))
-        if source is None or not dst_rows:
-            return host_ids, None
-        return host_ids, ChainedIds(
-            source.device_ids, np.array(src_rows, np.int64), np.array(dst_rows, np.int64)
-        )
+            if item is None:
+                host_ids.append(req.token_at(req.num_computed))
+                continue
+            assert item.sampled is source, f"request {req.rid}: a pending token of an earlier pass"
+            host_ids.append(0)
+            src_rows.append(item.row)
+            dst_rows.append(i)
+        rows = (np.array(src_rows, np.int64), np.array(dst_rows, np.int64))
+        return host_ids, ChainedIds(source.device_ids, *rows) if dst_rows else None
 
     def check_invariants(self) -> None:
         """A pending token is its request's; a current one's request is decoding (a stale one,
